@@ -1,0 +1,59 @@
+#include "kernels/activation.hpp"
+
+#include "kernels/dispatch.hpp"
+
+namespace troupe {
+
+static void expect_float_input(const Context& ctx, const char* op, const char* arg, const Tensor& t) {
+  expect_device(op, arg, ctx, t);
+  if (!ctx.is_cuda()) expect_dtype(op, arg, t, DType::f32);
+}
+
+void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
+  constexpr const char* op = "gelu_forward";
+  expect_float_input(ctx, op, "x", x);
+  expect_device(op, "y", ctx, y);
+  expect_shape(op, "y", y, x.shape());
+  expect_dtype(op, "y", y, x.dtype());
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::gelu_forward(ctx, x, y));
+  else cpu::gelu_forward(x, y);
+}
+
+void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  constexpr const char* op = "gelu_backward";
+  expect_float_input(ctx, op, "x", x);
+  for (auto [name, t] : {std::pair{"dy", &dy}, std::pair{"dx", &dx}}) {
+    expect_device(op, name, ctx, *t);
+    expect_shape(op, name, *t, x.shape());
+    expect_dtype(op, name, *t, x.dtype());
+  }
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::gelu_backward(ctx, dy, x, dx));
+  else cpu::gelu_backward(dy, x, dx);
+}
+
+void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
+  constexpr const char* op = "swiglu_forward";
+  expect_float_input(ctx, op, "x", x);
+  TROUPE_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, op, ": x must be [N, 2F], got ", x.str());
+  expect_device(op, "y", ctx, y);
+  expect_shape(op, "y", y, {x.dim(0), x.dim(1) / 2});
+  expect_dtype(op, "y", y, x.dtype());
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::swiglu_forward(ctx, x, y));
+  else cpu::swiglu_forward(x, y);
+}
+
+void swiglu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  constexpr const char* op = "swiglu_backward";
+  expect_float_input(ctx, op, "x", x);
+  TROUPE_CHECK(x.ndim() == 2 && x.dim(1) % 2 == 0, op, ": x must be [N, 2F], got ", x.str());
+  expect_device(op, "dy", ctx, dy);
+  expect_shape(op, "dy", dy, {x.dim(0), x.dim(1) / 2});
+  expect_dtype(op, "dy", dy, x.dtype());
+  expect_device(op, "dx", ctx, dx);
+  expect_shape(op, "dx", dx, x.shape());
+  expect_dtype(op, "dx", dx, x.dtype());
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::swiglu_backward(ctx, dy, x, dx));
+  else cpu::swiglu_backward(dy, x, dx);
+}
+
+}  // namespace troupe

@@ -1,0 +1,37 @@
+// Causal self-attention with grouped-query heads over a fused QKV activation.
+//
+// Layout of qkv [B, T, (H + 2G) * D] per token: H query heads, then G key heads, then G
+// value heads, each D contiguous values. Query head h reads key/value head h / (H / G).
+// out [B, T, H * D]: head h at columns [h*D, (h+1)*D) (ready for the output projection).
+//   out_h = softmax(q_h k_g^T * scale + causal mask) v_g,   scale = 1/sqrt(D)
+// lse [B, H, T] f32 keeps each row's log-sum-exp of the scaled scores, so backward can
+// rebuild the probabilities without storing the T x T matrix (flash-attention style).
+#pragma once
+
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+struct AttentionConfig {
+  int n_heads = 0;     // H
+  int n_kv_heads = 0;  // G, divides H
+  int head_dim = 0;    // D
+  float scale = 0.0f;  // 0 means 1/sqrt(D)
+};
+
+void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
+                       const Tensor& lse);
+// dout [B, T, H*D] -> dqkv [B, T, (H + 2G) * D] (overwrite). Needs the forward's out and lse.
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                        const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv);
+
+namespace cpu {
+void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out, const Tensor& lse);
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv);
+}  // namespace cpu
+namespace cuda {
+void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out, const Tensor& lse);
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv);
+}  // namespace cuda
+
+}  // namespace troupe

@@ -1,0 +1,130 @@
+#include "kernels/activation.hpp"
+#include "kernels/cuda/common.cuh"
+
+namespace troupe::cuda {
+
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoef = 0.044715f;
+constexpr int kThreads = 256;
+
+// One thread per 16-byte pack; the element count must be a multiple of the pack size,
+// which the launcher checks (hidden sizes are multiples of 8).
+template <typename T>
+__global__ void gelu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * Pack128<T>::size;
+  if (i >= n) return;
+  Pack128<T> in = load128cs(x + i), out;
+#pragma unroll
+  for (int k = 0; k < Pack128<T>::size; ++k) {
+    const float v = to_f32(in[k]);
+    out[k] = from_f32<T>(0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v))));
+  }
+  store128(y + i, out);
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(const T* dy, const T* __restrict__ x, T* dx, int64_t n) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * Pack128<T>::size;
+  if (i >= n) return;
+  Pack128<T> in = load128cs(x + i), g = load128cs(dy + i), out;
+#pragma unroll
+  for (int k = 0; k < Pack128<T>::size; ++k) {
+    const float v = to_f32(in[k]);
+    const float th = tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v));
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * v * v);
+    out[k] = from_f32<T>(to_f32(g[k]) * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du));
+  }
+  store128(dx + i, out);
+}
+
+template <typename T>
+__global__ void swiglu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t f) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * Pack128<T>::size;
+  if (i >= rows * f) return;
+  const int64_t r = i / f, j = i % f;
+  const T* gate = x + r * 2 * f + j;
+  Pack128<T> gv = load128cs(gate), uv = load128cs(gate + f), out;
+#pragma unroll
+  for (int k = 0; k < Pack128<T>::size; ++k) {
+    const float g = to_f32(gv[k]);
+    out[k] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(uv[k]));
+  }
+  store128(y + i, out);
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
+                                       int64_t rows, int64_t f) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * Pack128<T>::size;
+  if (i >= rows * f) return;
+  const int64_t r = i / f, j = i % f;
+  const int64_t base = r * 2 * f + j;
+  Pack128<T> gv = load128cs(x + base), uv = load128cs(x + base + f), dv = load128cs(dy + i), dg, du;
+#pragma unroll
+  for (int k = 0; k < Pack128<T>::size; ++k) {
+    const float g = to_f32(gv[k]), u = to_f32(uv[k]), d = to_f32(dv[k]);
+    const float s = 1.0f / (1.0f + expf(-g));
+    du[k] = from_f32<T>(d * g * s);
+    dg[k] = from_f32<T>(d * u * s * (1.0f + g * (1.0f - s)));
+  }
+  store128(dx + base, dg);
+  store128(dx + base + f, du);
+}
+
+template <typename T>
+void check_packed(const char* op, int64_t n) {
+  TROUPE_CHECK(n % Pack128<T>::size == 0, op, ": CUDA kernel needs the (last) size to be a multiple of ",
+               Pack128<T>::size, ", got ", n);
+}
+}  // namespace
+
+void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
+  dispatch_float(x.dtype(), "gelu_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t n = x.numel();
+    check_packed<T>("gelu_forward", n);
+    if (n == 0) return;
+    gelu_forward_kernel<T><<<ceil_div(n / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(
+        x.data_as<T>(), y.data_as<T>(), n);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t n = x.numel();
+    check_packed<T>("gelu_backward", n);
+    if (n == 0) return;
+    gelu_backward_kernel<T><<<ceil_div(n / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(
+        dy.data_as<T>(), x.data_as<T>(), dx.data_as<T>(), n);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
+  dispatch_float(x.dtype(), "swiglu_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t rows = y.dim(0), f = y.dim(1);
+    check_packed<T>("swiglu_forward", f);
+    if (rows * f == 0) return;
+    swiglu_forward_kernel<T><<<ceil_div(rows * f / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(
+        x.data_as<T>(), y.data_as<T>(), rows, f);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void swiglu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  dispatch_float(x.dtype(), "swiglu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t rows = dy.dim(0), f = dy.dim(1);
+    check_packed<T>("swiglu_backward", f);
+    if (rows * f == 0) return;
+    swiglu_backward_kernel<T><<<ceil_div(rows * f / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(
+        dy.data_as<T>(), x.data_as<T>(), dx.data_as<T>(), rows, f);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace troupe::cuda

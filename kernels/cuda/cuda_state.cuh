@@ -1,0 +1,47 @@
+// What a CUDA Context owns, and the check macros for CUDA and cuBLAS calls.
+// Included by .cu files only.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/check.hpp"
+#include "kernels/context.hpp"
+
+namespace troupe {
+
+struct CudaState {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* workspace = nullptr;  // cuBLASLt workspace
+  size_t workspace_bytes = 0;
+  int sm_count = 0;
+  size_t smem_per_block_optin = 0;
+  ~CudaState();
+};
+
+namespace cuda {
+[[noreturn]] void fail_cuda(cudaError_t err, const char* expr, const char* file, int line);
+[[noreturn]] void fail_cublas(cublasStatus_t st, const char* expr, const char* file, int line);
+// Shorthand for the stream of a CUDA context.
+inline cudaStream_t stream_of(const Context& ctx) { return ctx.cuda_state().stream; }
+}  // namespace cuda
+}  // namespace troupe
+
+#define TROUPE_CUDA_CHECK(call)                                                        \
+  do {                                                                                 \
+    cudaError_t troupe_err_ = (call);                                                  \
+    if (troupe_err_ != cudaSuccess) ::troupe::cuda::fail_cuda(troupe_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After a kernel launch: reports bad launch configurations at the launch site.
+#define TROUPE_CUDA_CHECK_LAUNCH() TROUPE_CUDA_CHECK(cudaGetLastError())
+
+#define TROUPE_CUBLAS_CHECK(call)                                                      \
+  do {                                                                                 \
+    cublasStatus_t troupe_st_ = (call);                                                \
+    if (troupe_st_ != CUBLAS_STATUS_SUCCESS) ::troupe::cuda::fail_cublas(troupe_st_, #call, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,23 @@
+// Plain C++ interface to the CUDA runtime pieces that non-CUDA sources need
+// (allocation, copies, device count). Defined in runtime.cu; only called when
+// TROUPE_HAVE_CUDA is set.
+#pragma once
+
+#include <cstddef>
+
+namespace troupe {
+class Context;
+namespace cuda {
+
+int device_count();  // 0 when no driver or no device
+void* device_alloc(int device, size_t bytes);
+void device_free(int device, void* ptr) noexcept;
+// Pinned host memory: faster, asynchronous copies.
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* ptr) noexcept;
+// Any-direction copy on ctx's stream (cudaMemcpyDefault); synchronous when `sync`.
+void memcpy_async(const Context& ctx, void* dst, const void* src, size_t bytes, bool sync);
+void memset_async(const Context& ctx, void* dst, int value, size_t bytes);
+
+}  // namespace cuda
+}  // namespace troupe

@@ -1,0 +1,28 @@
+// Linear layer (GEMM with optional bias), PyTorch layout: w is [out, in].
+//   forward:  y[M, N]  = x[M, K] · w[N, K]^T + b[N]
+//   backward: dx[M, K] = dy[M, N] · w[N, K]          (overwrite, or += when accumulate_dx)
+//             dw[N, K] += dy^T · x                   (f32, accumulates)
+//             db[N]    += sum over rows of dy        (f32, accumulates)
+// CPU: OpenBLAS sgemm. CUDA: cuBLASLt, 16-bit inputs, f32 accumulation, f32 dw/db.
+#pragma once
+
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+// x: [M, K]; w: [N, K]; b: [N] or undefined; y: [M, N].
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// dx may be undefined (no input gradient needed, e.g. first layer); db may be undefined.
+void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
+                     const Tensor& dw, const Tensor& db, bool accumulate_dx = false);
+
+namespace cpu {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
+}  // namespace cpu
+namespace cuda {
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
+}  // namespace cuda
+
+}  // namespace troupe

@@ -1,0 +1,50 @@
+// CPU activations against finite differences.
+#include "kernels/activation.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+TEST(Activation, GeluBackwardMatchesFiniteDifferences) {
+  Tensor x = random_normal({4, 16}, 1, 2.0f);
+  Tensor y = Tensor::host(DType::f32, x.shape()), r = random_normal(x.shape(), 2);
+  auto loss = [&] {
+    gelu_forward(cpu(), x, y);
+    return dot(y, r);
+  };
+  Tensor dx = Tensor::host(DType::f32, x.shape());
+  gelu_backward(cpu(), r, x, dx);
+  expect_grad_close("gelu dx", loss, x, dx);
+}
+
+TEST(Activation, GeluKnownValues) {
+  Tensor x = Tensor::host_f32({4}, {0.0f, 1.0f, -1.0f, 3.0f});
+  Tensor y = Tensor::host(DType::f32, {4});
+  gelu_forward(cpu(), x, y);
+  // 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), computed by hand in f64.
+  EXPECT_NEAR(y.at(0), 0.0, 1e-7);
+  EXPECT_NEAR(y.at(1), 0.8411919906082768, 1e-6);
+  EXPECT_NEAR(y.at(2), -0.15880800939172324, 1e-6);
+  EXPECT_NEAR(y.at(3), 2.9963627388, 1e-5);
+}
+
+TEST(Activation, SwigluBackwardMatchesFiniteDifferences) {
+  Tensor x = random_normal({3, 2 * 8}, 3, 1.5f);
+  Tensor y = Tensor::host(DType::f32, {3, 8}), r = random_normal({3, 8}, 4);
+  auto loss = [&] {
+    swiglu_forward(cpu(), x, y);
+    return dot(y, r);
+  };
+  Tensor dx = Tensor::host(DType::f32, x.shape());
+  swiglu_backward(cpu(), r, x, dx);
+  expect_grad_close("swiglu dx", loss, x, dx);
+}
+
+TEST(Activation, ShapeMismatchIsAnError) {
+  Tensor x = Tensor::host(DType::f32, {2, 8}), y = Tensor::host(DType::f32, {2, 7});
+  EXPECT_THROW(gelu_forward(cpu(), x, y), Error);
+  EXPECT_THROW(swiglu_forward(cpu(), x, y), Error);
+}
+
+}  // namespace
+}  // namespace troupe::test

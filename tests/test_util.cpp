@@ -1,0 +1,94 @@
+#include "tests/test_util.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace troupe::test {
+
+Tensor random_normal(Shape shape, uint64_t seed, float stddev) {
+  Tensor t = Tensor::host(DType::f32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, stddev);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = d(rng);
+  return t;
+}
+
+Tensor random_uniform(Shape shape, uint64_t seed, float lo, float hi) {
+  Tensor t = Tensor::host(DType::f32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = d(rng);
+  return t;
+}
+
+Tensor random_tokens(Shape shape, uint64_t seed, int32_t n) {
+  Tensor t = Tensor::host(DType::i32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, n - 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int32_t>()[i] = d(rng);
+  return t;
+}
+
+double rel_error(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = double(a.data_as<float>()[i]) - b.data_as<float>()[i];
+    num += d * d;
+    den += double(b.data_as<float>()[i]) * b.data_as<float>()[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::fabs(double(a.data_as<float>()[i]) - b.data_as<float>()[i]));
+  return m;
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += double(a.data_as<float>()[i]) * b.data_as<float>()[i];
+  return s;
+}
+
+void expect_grad_close(const std::string& name, const std::function<double()>& loss, const Tensor& x,
+                       const Tensor& analytic, int samples, float eps, double rtol, double atol) {
+  ASSERT_EQ(x.numel(), analytic.numel()) << name;
+  std::mt19937_64 rng(12345);
+  std::vector<int64_t> idx;
+  for (int i = 0; i < samples; ++i) idx.push_back(int64_t(rng() % uint64_t(x.numel())));
+  int64_t largest = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (std::fabs(analytic.data_as<float>()[i]) > std::fabs(analytic.data_as<float>()[largest])) largest = i;
+  idx.push_back(largest);
+  float* p = x.data_as<float>();
+  for (int64_t i : idx) {
+    const float orig = p[i];
+    p[i] = orig + eps;
+    const double up = loss();
+    p[i] = orig - eps;
+    const double down = loss();
+    p[i] = orig;
+    const double numeric = (up - down) / (2.0 * double(eps));
+    const double a = analytic.data_as<float>()[i];
+    EXPECT_LE(std::fabs(numeric - a), atol + rtol * std::max(std::fabs(numeric), std::fabs(a)))
+        << name << "[" << i << "]: numeric " << numeric << " analytic " << a;
+  }
+}
+
+const Context& gpu() {
+  static Context ctx = Context::cuda(0);
+  return ctx;
+}
+
+const Context& cpu() {
+  static Context ctx = Context::cpu();
+  return ctx;
+}
+
+std::string source_path(const std::string& relative) { return std::string(TROUPE_SOURCE_DIR) + "/" + relative; }
+
+}  // namespace troupe::test

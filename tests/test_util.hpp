@@ -1,0 +1,43 @@
+// Helpers shared by all tests: random tensors, error norms, finite-difference gradient
+// checks, and the CUDA context for GPU tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "kernels/check.hpp"
+#include "kernels/tensor.hpp"
+
+namespace troupe::test {
+
+// Host f32 tensor of N(0, stddev^2) values from a fixed seed.
+Tensor random_normal(Shape shape, uint64_t seed, float stddev = 1.0f);
+// Host f32 tensor of U[lo, hi) values.
+Tensor random_uniform(Shape shape, uint64_t seed, float lo, float hi);
+// Host i32 tensor of values in [0, n).
+Tensor random_tokens(Shape shape, uint64_t seed, int32_t n);
+
+// ||a - b|| / max(||b||, tiny), both host f32 with the same numel.
+double rel_error(const Tensor& a, const Tensor& b);
+double max_abs_diff(const Tensor& a, const Tensor& b);
+// sum(a * b) in f64 (a random projection turns a tensor output into a scalar loss).
+double dot(const Tensor& a, const Tensor& b);
+
+// Central-difference check of d(loss)/d(x) at `samples` random positions of host f32 `x`
+// (plus the position of the largest |analytic|). loss() must recompute from x's current
+// contents. Fails the test (with the tensor name, index, both values) when
+// |numeric - analytic| > atol + rtol * max(|numeric|, |analytic|).
+void expect_grad_close(const std::string& name, const std::function<double()>& loss, const Tensor& x,
+                       const Tensor& analytic, int samples = 24, float eps = 1e-2f, double rtol = 2e-2,
+                       double atol = 2e-3);
+
+// The CUDA context GPU tests run on (created on first use).
+const Context& gpu();
+const Context& cpu();
+
+// Path of a file in the source tree (tests read bundled data).
+std::string source_path(const std::string& relative);
+
+}  // namespace troupe::test
