@@ -52,6 +52,13 @@ void Context::activate() const {
 void CudaStateDeleter::operator()(CudaState*) const noexcept {}
 #endif
 
+size_t device_memory_in_use(const Context& ctx) {
+#if TROUPE_HAVE_CUDA
+  if (ctx.is_cuda()) return cuda::memory_in_use(ctx.device_index());
+#endif
+  return 0;
+}
+
 bool cuda_built() { return TROUPE_HAVE_CUDA; }
 
 bool cuda_available() {

@@ -7,6 +7,8 @@
 //   troupe::layernorm_forward(gpu, x, w, b, eps, y, mean, rstd);
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace troupe {
@@ -49,5 +51,7 @@ class Context {
 bool cuda_available();
 // True when the CUDA backend was compiled in (nvcc was found at configure time).
 bool cuda_built();
+// Bytes of device memory in use on ctx's GPU (all processes; total - free); 0 on the CPU.
+size_t device_memory_in_use(const Context& ctx);
 
 }  // namespace troupe

@@ -10,6 +10,7 @@ class Context;
 namespace cuda {
 
 int device_count();  // 0 when no driver or no device
+size_t memory_in_use(int device);  // total - free
 void* device_alloc(int device, size_t bytes);
 void device_free(int device, void* ptr) noexcept;
 // Pinned host memory: faster, asynchronous copies.

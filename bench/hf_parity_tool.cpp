@@ -1,0 +1,73 @@
+// Runs our model on an HF checkpoint folder and writes what scripts/check_hf_parity.py
+// compares against `transformers`: logits, mean loss and every parameter gradient (by HF
+// name) for the tokens/targets in an inputs file.
+//
+//   hf_parity_tool --hf-dir gpt2-tiny --inputs in.safetensors --device cpu --out ours.safetensors
+// inputs: "tokens" i32 [B, T], "targets" i32 [B, T] (-1 = ignored).
+// output: "logits" f32 [B, T, V], "loss" f32 [1], "grad.<hf name>" f32 for each parameter.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "kernels/check.hpp"
+#include "model/gpt_chunk.hpp"
+#include "model/hf_checkpoint.hpp"
+#include "storage/safetensors.hpp"
+
+using namespace troupe;
+
+int main(int argc, char** argv) {
+  CLI::App app{"Forward/backward of our model on an HF checkpoint, for parity checks"};
+  std::string hf_dir, inputs, out, device = "cpu", dtype = "bf16";
+  app.add_option("--hf-dir", hf_dir, "HF checkpoint folder (config.json + model.safetensors)")->required();
+  app.add_option("--inputs", inputs, "safetensors with tokens and targets")->required();
+  app.add_option("--out", out, "where to write logits, loss and gradients")->required();
+  app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", dtype, "compute dtype on CUDA (bf16 or f16)")->check(CLI::IsMember({"bf16", "f16"}));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const HfCheckpoint ck = read_hf_checkpoint(hf_dir);
+    const Context ctx = device == "cuda" ? Context::cuda(0) : Context::cpu();
+    const DType compute = device == "cuda" ? dtype_from_name(dtype) : DType::f32;
+    GptChunk chunk(ctx, ck.config, ChunkSpec::whole_model(), compute);
+    chunk.load_weights(load_hf_weights(hf_dir, chunk.layout(), ck.arch));
+
+    const SafetensorsFile in = SafetensorsFile::open(inputs);
+    const Tensor tokens = in.read("tokens"), targets = in.read("targets");
+    expect_dtype("hf_parity_tool", "tokens", tokens, DType::i32);
+    expect_dtype("hf_parity_tool", "targets", targets, DType::i32);
+    const int64_t B = tokens.dim(0), T = tokens.dim(1), V = ck.config.vocab_size;
+    const int64_t vp = ck.config.padded_vocab_size();
+
+    int64_t counted = 0;
+    for (int64_t i = 0; i < targets.numel(); ++i) counted += targets.data_as<int32_t>()[i] >= 0;
+    TROUPE_CHECK(counted > 0, "every target is ignored");
+
+    // Logits from an evaluation forward (a training forward overwrites them with dlogits).
+    ActivationsPtr eval = chunk.forward(tokens, targets, Tensor(), {.training = false});
+    const Tensor logits_padded = to_host_f32(ctx, eval->logits);
+    chunk.release(std::move(eval));
+    Tensor logits = Tensor::host(DType::f32, {B, T, V});
+    for (int64_t r = 0; r < B * T; ++r)
+      std::copy_n(logits_padded.data_as<float>() + r * vp, V, logits.data_as<float>() + r * V);
+
+    ActivationsPtr train = chunk.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = 1.0f / float(counted)});
+    const Tensor losses = to_host_f32(ctx, train->losses);
+    chunk.backward(*train, Tensor(), Tensor());
+    chunk.release(std::move(train));
+    double loss_sum = 0;
+    for (int64_t i = 0; i < losses.numel(); ++i) loss_sum += losses.data_as<float>()[i];
+    Tensor loss = Tensor::host_f32({1}, {float(loss_sum / double(counted))});
+
+    std::vector<std::pair<std::string, Tensor>> outputs{{"logits", logits}, {"loss", loss}};
+    for (auto& [name, g] : export_hf(chunk.layout(), ck.arch, to_host_f32(ctx, chunk.grads()))) outputs.emplace_back("grad." + name, g);
+    write_safetensors(out, outputs);
+    std::printf("loss %.6f over %ld tokens on %s\n", loss.at(0), long(counted), device.c_str());
+  } catch (const std::exception& e) {
+    std::cerr << "hf_parity_tool: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

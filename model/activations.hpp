@@ -1,0 +1,37 @@
+// What one microbatch's forward keeps for its backward, per layer and for the chunk.
+// A chunk hands these out from a pool: with 1F1B several microbatches are in flight, and
+// a finished backward returns its set to the pool, so activation memory is reused at once.
+#pragma once
+
+#include <vector>
+
+#include "kernels/tensor.hpp"
+#include "model/config.hpp"
+
+namespace troupe {
+
+struct LayerActivations {
+  Tensor ln1, ln1_mean, ln1_rstd;  // [N, C], f32 [N], f32 [N] (mean unused by RMSNorm)
+  Tensor qkv;                      // [N, (H+2G)*D], after RoPE
+  Tensor attn, lse;                // [N, H*D], f32 [B, H, T]
+  Tensor x_mid;                    // [N, C] residual stream after attention
+  Tensor ln2, ln2_mean, ln2_rstd;  // [N, C], f32 [N], f32 [N]
+  Tensor fc1;                      // [N, F or 2F] before the activation
+  Tensor act;                      // [N, F] after the activation
+};
+
+struct ChunkActivations {
+  int64_t batch = 0, seq = 0;       // B, T; N = B * T rows
+  Tensor tokens, targets;           // i32 [B, T] on the device (pre/post-process chunks)
+  std::vector<Tensor> residual;     // num_layers + 1 tensors [N, C]: input of each layer, then the output
+  std::vector<LayerActivations> layers;
+  Tensor lnf, lnf_mean, lnf_rstd;   // final norm (post-process chunk)
+  Tensor logits;                    // [N, Vp]; holds dlogits after a training forward
+  Tensor losses;                    // f32 [N] per-token loss (0 for ignored targets)
+  uint64_t dropout_seed = 0;
+  bool has_grad = false;            // a training forward ran; backward may follow
+
+  int64_t rows() const { return batch * seq; }
+};
+
+}  // namespace troupe

@@ -1,0 +1,177 @@
+#include "model/config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/check.hpp"
+
+namespace troupe {
+
+int64_t GptConfig::padded_vocab_size(int tensor_parallel_size) const {
+  const int64_t multiple = int64_t(make_vocab_size_divisible_by) * tensor_parallel_size;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+void GptConfig::validate() const {
+  TROUPE_CHECK(num_layers > 0, "--num-layers must be positive, got ", num_layers);
+  TROUPE_CHECK(hidden_size > 0, "--hidden-size must be positive, got ", hidden_size);
+  TROUPE_CHECK(num_attention_heads > 0, "--num-attention-heads must be positive, got ", num_attention_heads);
+  TROUPE_CHECK(kv_channels > 0 || hidden_size % num_attention_heads == 0, "--hidden-size ", hidden_size,
+               " is not divisible by --num-attention-heads ", num_attention_heads, " (or set --kv-channels)");
+  TROUPE_CHECK(num_query_groups >= 0 && num_attention_heads % query_groups() == 0, "--num-attention-heads ",
+               num_attention_heads, " is not divisible by --num-query-groups ", query_groups());
+  TROUPE_CHECK(head_dim() % 2 == 0 || position_embedding_type != PositionEmbedding::rope,
+               "RoPE needs an even head dimension, got ", head_dim());
+  TROUPE_CHECK(head_dim() % 8 == 0, "the head dimension (--kv-channels or hidden/heads) must be a multiple of 8, got ",
+               head_dim());
+  TROUPE_CHECK(hidden_size % 8 == 0, "--hidden-size must be a multiple of 8, got ", hidden_size);
+  TROUPE_CHECK(ffn() % 8 == 0, "--ffn-hidden-size must be a multiple of 8, got ", ffn());
+  TROUPE_CHECK(seq_length > 0, "--seq-length must be positive, got ", seq_length);
+  TROUPE_CHECK(position_embedding_type != PositionEmbedding::learned_absolute || max_positions() >= seq_length,
+               "--max-position-embeddings ", max_positions(), " is smaller than --seq-length ", seq_length);
+  TROUPE_CHECK(vocab_size > 0, "--vocab-size must be positive, got ", vocab_size);
+  TROUPE_CHECK(make_vocab_size_divisible_by > 0 && make_vocab_size_divisible_by % 8 == 0,
+               "--make-vocab-size-divisible-by must be a positive multiple of 8, got ", make_vocab_size_divisible_by);
+  TROUPE_CHECK(norm_epsilon > 0, "--norm-epsilon must be positive, got ", norm_epsilon);
+  TROUPE_CHECK(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ", hidden_dropout);
+  TROUPE_CHECK(attention_dropout == 0.0f,
+               "--attention-dropout ", attention_dropout,
+               ": dropout on attention probabilities is not implemented yet; pass --attention-dropout 0");
+  TROUPE_CHECK(init_method_std > 0, "--init-method-std must be positive, got ", init_method_std);
+}
+
+int64_t GptConfig::num_parameters() const {
+  const int64_t c = hidden_size, vp = padded_vocab_size();
+  const int64_t bias = has_bias() ? 1 : 0;
+  const int64_t norm = normalization == Normalization::layernorm ? 2 * c : c;
+  const int64_t attn_out = int64_t(num_attention_heads) * head_dim();
+  const int64_t fc1_rows = swiglu ? 2 * int64_t(ffn()) : ffn();
+  int64_t layer = norm + qkv_size() * c + bias * qkv_size() + c * attn_out + bias * c + norm + fc1_rows * c +
+                  bias * fc1_rows + c * ffn() + bias * c;
+  int64_t n = vp * c + int64_t(num_layers) * layer + norm;
+  if (position_embedding_type == PositionEmbedding::learned_absolute) n += int64_t(max_positions()) * c;
+  if (untie_embeddings_and_output_weights) n += vp * c;
+  return n;
+}
+
+GptConfig GptConfig::gpt2_124m() {
+  GptConfig c;
+  c.hidden_dropout = 0.0f;
+  c.attention_dropout = 0.0f;
+  return c;
+}
+
+GptConfig GptConfig::gpt2_350m() {
+  GptConfig c = gpt2_124m();
+  c.num_layers = 24;
+  c.hidden_size = 1024;
+  c.num_attention_heads = 16;
+  return c;
+}
+
+GptConfig GptConfig::llama_style(int layers, int hidden, int heads, int groups, int ffn) {
+  GptConfig c;
+  c.num_layers = layers;
+  c.hidden_size = hidden;
+  c.num_attention_heads = heads;
+  c.num_query_groups = groups;
+  c.ffn_hidden_size = ffn;
+  c.normalization = Normalization::rmsnorm;
+  c.position_embedding_type = PositionEmbedding::rope;
+  c.swiglu = true;
+  c.disable_bias_linear = true;
+  c.untie_embeddings_and_output_weights = true;
+  c.hidden_dropout = 0.0f;
+  c.attention_dropout = 0.0f;
+  return c;
+}
+
+GptConfig GptConfig::preset(const std::string& name) {
+  if (name == "gpt2-124m") return gpt2_124m();
+  if (name == "gpt2-350m") return gpt2_350m();
+  if (name == "gpt2-tiny") {  // trains on a CPU in minutes
+    GptConfig c = gpt2_124m();
+    c.num_layers = 4;
+    c.hidden_size = 128;
+    c.num_attention_heads = 4;
+    c.seq_length = 128;
+    return c;
+  }
+  if (name == "llama-tiny") {
+    GptConfig c = llama_style(4, 128, 4, 2, 352);
+    c.seq_length = 128;
+    return c;
+  }
+  TROUPE_FAIL("unknown model preset '", name, "' (expected gpt2-124m, gpt2-350m, gpt2-tiny or llama-tiny)");
+}
+
+const char* normalization_name(Normalization n) { return n == Normalization::layernorm ? "LayerNorm" : "RMSNorm"; }
+
+const char* position_embedding_name(PositionEmbedding p) {
+  return p == PositionEmbedding::learned_absolute ? "learned_absolute" : "rope";
+}
+
+nlohmann::json to_json(const GptConfig& c) {
+  return {{"num_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},
+          {"ffn_hidden_size", c.ffn()},
+          {"num_attention_heads", c.num_attention_heads},
+          {"num_query_groups", c.query_groups()},
+          {"kv_channels", c.head_dim()},
+          {"seq_length", c.seq_length},
+          {"max_position_embeddings", c.max_positions()},
+          {"vocab_size", c.vocab_size},
+          {"make_vocab_size_divisible_by", c.make_vocab_size_divisible_by},
+          {"normalization", normalization_name(c.normalization)},
+          {"norm_epsilon", c.norm_epsilon},
+          {"position_embedding_type", position_embedding_name(c.position_embedding_type)},
+          {"rotary_base", c.rotary_base},
+          {"swiglu", c.swiglu},
+          {"disable_bias_linear", c.disable_bias_linear},
+          {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
+          {"hidden_dropout", c.hidden_dropout},
+          {"attention_dropout", c.attention_dropout},
+          {"init_method_std", c.init_method_std}};
+}
+
+GptConfig gpt_config_from_json(const nlohmann::json& j) {
+  GptConfig c;
+  auto get = [&](const char* key, auto& field) {
+    if (j.contains(key)) j.at(key).get_to(field);
+  };
+  try {
+    get("num_layers", c.num_layers);
+    get("hidden_size", c.hidden_size);
+    get("ffn_hidden_size", c.ffn_hidden_size);
+    get("num_attention_heads", c.num_attention_heads);
+    get("num_query_groups", c.num_query_groups);
+    get("kv_channels", c.kv_channels);
+    get("seq_length", c.seq_length);
+    get("max_position_embeddings", c.max_position_embeddings);
+    get("vocab_size", c.vocab_size);
+    get("make_vocab_size_divisible_by", c.make_vocab_size_divisible_by);
+    get("norm_epsilon", c.norm_epsilon);
+    get("rotary_base", c.rotary_base);
+    get("swiglu", c.swiglu);
+    get("disable_bias_linear", c.disable_bias_linear);
+    get("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
+    get("hidden_dropout", c.hidden_dropout);
+    get("attention_dropout", c.attention_dropout);
+    get("init_method_std", c.init_method_std);
+    if (j.contains("normalization")) {
+      const std::string n = j.at("normalization");
+      TROUPE_CHECK(n == "LayerNorm" || n == "RMSNorm", "normalization must be LayerNorm or RMSNorm, got ", n);
+      c.normalization = n == "LayerNorm" ? Normalization::layernorm : Normalization::rmsnorm;
+    }
+    if (j.contains("position_embedding_type")) {
+      const std::string p = j.at("position_embedding_type");
+      TROUPE_CHECK(p == "learned_absolute" || p == "rope",
+                   "position_embedding_type must be learned_absolute or rope, got ", p);
+      c.position_embedding_type = p == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    TROUPE_FAIL("bad model config JSON: ", e.what());
+  }
+  return c;
+}
+
+}  // namespace troupe

@@ -1,0 +1,310 @@
+#include "model/gpt_chunk.hpp"
+
+#include "kernels/check.hpp"
+#include "kernels/ops.hpp"
+
+namespace troupe {
+
+// Temporaries of one microbatch shape, reused by every layer and microbatch: the chunk
+// runs one op at a time on its stream, so nothing here outlives the op sequence using it.
+struct GptChunk::Scratch {
+  int64_t batch = 0, seq = 0;
+  Tensor hidden;   // [N, C]  projection output before dropout + residual add
+  Tensor dres;     // [N, C]  gradient of the residual stream
+  Tensor dhidden;  // [N, C]  gradient of a norm's output / a dropped-out projection
+  Tensor dattn;    // [N, H*D]
+  Tensor dqkv;     // [N, (H+2G)*D]
+  Tensor dfc1;     // [N, F or 2F]
+  Tensor dact;     // [N, F]
+};
+
+GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute)
+    : ctx_(ctx), layout_(config, spec), compute_(compute) {
+  if (ctx.is_cuda())
+    TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "CUDA model chunks compute in bf16 or f16, not ",
+                 dtype_name(compute));
+  else
+    TROUPE_CHECK(compute == DType::f32, "CPU model chunks compute in f32, not ", dtype_name(compute));
+  params_ = Tensor::zeros(ctx, compute, {layout_.size()});
+  grads_ = Tensor::zeros(ctx, DType::f32, {layout_.size()});
+}
+
+void GptChunk::zero_grads() { fill_zero(ctx_, grads_); }
+
+void GptChunk::init_weights(uint64_t seed) {
+  Tensor host = Tensor::host(DType::f32, {layout_.size()});
+  init_params(layout_, seed, host);
+  load_weights(host);
+}
+
+void GptChunk::load_weights(const Tensor& host_f32) {
+  TROUPE_CHECK(host_f32.numel() == layout_.size() && host_f32.dtype() == DType::f32 && !host_f32.is_cuda(),
+               "load_weights: expected a host f32 buffer of ", layout_.size(), " elements, got ", host_f32.str());
+  Tensor dev = to_device(ctx_, host_f32, compute_);
+  copy(ctx_, dev, params_);
+  ctx_.synchronize();
+}
+
+Tensor GptChunk::device_tokens(const Tensor& t) {
+  expect_dtype("GptChunk", "tokens", t, DType::i32);
+  if (t.device() == ctx_.kind()) return t;
+  return to_device(ctx_, t, DType::i32);
+}
+
+GptChunk::Scratch& GptChunk::scratch(int64_t batch, int64_t seq) {
+  if (scratch_ && scratch_->batch == batch && scratch_->seq == seq) return *scratch_;
+  const GptConfig& c = config();
+  const int64_t n = batch * seq, C = c.hidden_size, F = c.ffn();
+  auto s = std::make_unique<Scratch>();
+  s->batch = batch;
+  s->seq = seq;
+  s->hidden = Tensor::empty(ctx_, compute_, {n, C});
+  s->dres = Tensor::empty(ctx_, compute_, {n, C});
+  s->dhidden = Tensor::empty(ctx_, compute_, {n, C});
+  s->dattn = Tensor::empty(ctx_, compute_, {n, int64_t(c.num_attention_heads) * c.head_dim()});
+  s->dqkv = Tensor::empty(ctx_, compute_, {n, c.qkv_size()});
+  s->dfc1 = Tensor::empty(ctx_, compute_, {n, c.swiglu ? 2 * F : F});
+  s->dact = Tensor::empty(ctx_, compute_, {n, F});
+  scratch_ = std::move(s);
+  return *scratch_;
+}
+
+ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
+  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
+    if ((*it)->batch == batch && (*it)->seq == seq) {
+      ActivationsPtr a = std::move(*it);
+      pool_.erase(it);
+      return a;
+    }
+  }
+  const GptConfig& c = config();
+  const int64_t n = batch * seq, C = c.hidden_size, F = c.ffn(), H = c.num_attention_heads;
+  auto a = std::make_unique<ChunkActivations>();
+  a->batch = batch;
+  a->seq = seq;
+  auto act = [&](Shape s) { return Tensor::empty(ctx_, compute_, std::move(s)); };
+  auto f32 = [&](Shape s) { return Tensor::empty(ctx_, DType::f32, std::move(s)); };
+  for (int i = 0; i <= layout_.num_layers(); ++i) a->residual.push_back(act({n, C}));
+  for (int i = 0; i < layout_.num_layers(); ++i) {
+    LayerActivations l;
+    l.ln1 = act({n, C});
+    l.ln1_mean = f32({n});
+    l.ln1_rstd = f32({n});
+    l.qkv = act({n, c.qkv_size()});
+    l.attn = act({n, H * c.head_dim()});
+    l.lse = f32({batch, H, seq});
+    l.x_mid = act({n, C});
+    l.ln2 = act({n, C});
+    l.ln2_mean = f32({n});
+    l.ln2_rstd = f32({n});
+    l.fc1 = act({n, c.swiglu ? 2 * F : F});
+    l.act = act({n, F});
+    a->layers.push_back(std::move(l));
+  }
+  if (layout_.spec().post_process) {
+    a->lnf = act({n, C});
+    a->lnf_mean = f32({n});
+    a->lnf_rstd = f32({n});
+    a->logits = act({n, c.padded_vocab_size()});
+    a->losses = f32({n});
+  }
+  return a;
+}
+
+void GptChunk::release(ActivationsPtr acts) {
+  if (!acts) return;
+  acts->tokens = Tensor();
+  acts->targets = Tensor();
+  acts->has_grad = false;
+  pool_.push_back(std::move(acts));
+}
+
+void GptChunk::norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mean,
+                            const Tensor& rstd) {
+  const float eps = config().norm_epsilon;
+  if (config().normalization == Normalization::layernorm)
+    layernorm_forward(ctx_, x, w, b, eps, y, mean, rstd);
+  else
+    rmsnorm_forward(ctx_, x, w, eps, y, rstd);
+}
+
+void GptChunk::norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
+  if (config().normalization == Normalization::layernorm)
+    layernorm_backward(ctx_, dy, x, w, mean, rstd, dx, dw, db);
+  else
+    rmsnorm_backward(ctx_, dy, x, w, rstd, dx, dw);
+}
+
+namespace {
+// Each dropout site gets its own counter range so masks never repeat within a microbatch:
+// site 0 is the embedding, layer l uses sites 1 + 2l (attention) and 2 + 2l (MLP).
+uint64_t dropout_offset(int site, int64_t rows, int64_t hidden) { return uint64_t(site) * uint64_t(rows * hidden); }
+}  // namespace
+
+ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, const Tensor& output,
+                                 const ForwardOptions& o) {
+  const GptConfig& c = config();
+  const ChunkSpec& spec = layout_.spec();
+  const int64_t B = input.dim(0), T = input.dim(1), C = c.hidden_size;
+  TROUPE_CHECK(T <= c.seq_length || c.position_embedding_type == PositionEmbedding::rope,
+               "forward: sequence length ", T, " exceeds --seq-length ", c.seq_length);
+  ActivationsPtr a = acquire(B, T);
+  a->dropout_seed = o.dropout_seed;
+  a->has_grad = o.training;
+  const int64_t n = B * T;
+  OuterTensors p = layout_.outer(params_);
+
+  if (spec.pre_process) {
+    a->tokens = device_tokens(input);
+    expect_shape("GptChunk::forward", "tokens", a->tokens, {B, T});
+    embedding_forward(ctx_, a->tokens, p.wte, p.wpe, a->residual[0].view({B, T, C}));
+    if (o.training && c.hidden_dropout > 0)
+      dropout_forward(ctx_, a->residual[0], a->residual[0], c.hidden_dropout, o.dropout_seed,
+                      dropout_offset(0, n, C));
+  } else {
+    expect_shape("GptChunk::forward", "input", input, {B, T, C});
+    expect_dtype("GptChunk::forward", "input", input, compute_);
+    copy(ctx_, input, a->residual[0]);
+  }
+
+  for (int i = 0; i < layout_.num_layers(); ++i) layer_forward(i, *a, o);
+
+  const Tensor& x_out = a->residual[size_t(layout_.num_layers())];
+  if (!spec.post_process) {
+    expect_shape("GptChunk::forward", "output", output, {B, T, C});
+    copy(ctx_, x_out, output);
+    return a;
+  }
+  norm_forward(x_out, p.lnf_w, p.lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd);
+  linear_forward(ctx_, a->lnf, p.output, Tensor(), a->logits);
+  if (targets.defined()) {
+    a->targets = device_tokens(targets);
+    expect_shape("GptChunk::forward", "targets", a->targets, {B, T});
+    const Tensor flat_targets = a->targets.view({n});
+    if (o.training)
+      cross_entropy_forward_backward(ctx_, a->logits, flat_targets, c.vocab_size, o.loss_grad_scale, a->losses);
+    else
+      cross_entropy_forward(ctx_, a->logits, flat_targets, c.vocab_size, a->losses);
+  } else {
+    TROUPE_CHECK(!o.training, "forward: a training forward of the last chunk needs targets");
+  }
+  return a;
+}
+
+void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o) {
+  const GptConfig& c = config();
+  const int l = layout_.first_layer() + i;
+  const LayerTensors w = layout_.layer(params_, l);
+  LayerActivations& s = a.layers[size_t(i)];
+  Scratch& tmp = scratch(a.batch, a.seq);
+  const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
+  const Tensor& x = a.residual[size_t(i)];
+  const Tensor& y = a.residual[size_t(i) + 1];
+  const bool drop = o.training && c.hidden_dropout > 0;
+
+  // Attention block: x_mid = x + dropout(proj(attention(rope(qkv(norm(x))))))
+  norm_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
+  linear_forward(ctx_, s.ln1, w.qkv_w, w.qkv_b, s.qkv);
+  const Tensor qkv3 = s.qkv.view({B, T, int64_t(c.qkv_size())});
+  if (c.position_embedding_type == PositionEmbedding::rope)
+    rope_apply(ctx_, qkv3, {c.num_attention_heads, c.query_groups(), c.head_dim(), c.rotary_base, 0}, false);
+  const AttentionConfig ac{c.num_attention_heads, c.query_groups(), c.head_dim(), 0.0f};
+  attention_forward(ctx_, qkv3, ac, s.attn.view({B, T, s.attn.dim(1)}), s.lse);
+  linear_forward(ctx_, s.attn, w.proj_w, w.proj_b, tmp.hidden);
+  if (drop)
+    dropout_forward(ctx_, tmp.hidden, tmp.hidden, c.hidden_dropout, o.dropout_seed,
+                    dropout_offset(1 + 2 * l, n, C));
+  add(ctx_, x, tmp.hidden, s.x_mid);
+
+  // MLP block: y = x_mid + dropout(fc2(act(fc1(norm(x_mid)))))
+  norm_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
+  linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
+  if (c.swiglu)
+    swiglu_forward(ctx_, s.fc1, s.act);
+  else
+    gelu_forward(ctx_, s.fc1, s.act);
+  linear_forward(ctx_, s.act, w.fc2_w, w.fc2_b, tmp.hidden);
+  if (drop)
+    dropout_forward(ctx_, tmp.hidden, tmp.hidden, c.hidden_dropout, o.dropout_seed,
+                    dropout_offset(2 + 2 * l, n, C));
+  add(ctx_, s.x_mid, tmp.hidden, y);
+}
+
+void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput) {
+  TROUPE_CHECK(a.has_grad, "backward: these activations come from a forward without training=true");
+  const GptConfig& c = config();
+  const ChunkSpec& spec = layout_.spec();
+  const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
+  Scratch& tmp = scratch(B, T);
+  OuterTensors p = layout_.outer(params_);
+  OuterTensors g = layout_.outer(grads_);
+
+  if (spec.post_process) {
+    // a.logits holds dlogits (the fused loss wrote them during forward).
+    linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, g.output, Tensor());
+    fill_zero(ctx_, tmp.dres);
+    norm_backward(tmp.dhidden, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres,
+                  g.lnf_w, g.lnf_b);
+  } else {
+    expect_shape("GptChunk::backward", "doutput", doutput, {B, T, C});
+    copy(ctx_, doutput, tmp.dres);
+  }
+
+  for (int i = layout_.num_layers() - 1; i >= 0; --i) layer_backward(i, a);
+
+  if (spec.pre_process) {
+    if (c.hidden_dropout > 0)
+      dropout_backward(ctx_, tmp.dres, tmp.dres, c.hidden_dropout, a.dropout_seed, dropout_offset(0, n, C));
+    embedding_backward(ctx_, a.tokens, tmp.dres.view({B, T, C}), g.wte, g.wpe);
+  } else {
+    expect_shape("GptChunk::backward", "dinput", dinput, {B, T, C});
+    copy(ctx_, tmp.dres, dinput);
+  }
+  a.has_grad = false;
+}
+
+void GptChunk::layer_backward(int i, ChunkActivations& a) {
+  const GptConfig& c = config();
+  const int l = layout_.first_layer() + i;
+  const LayerTensors w = layout_.layer(params_, l);
+  const LayerTensors g = layout_.layer(grads_, l);
+  const LayerActivations& s = a.layers[size_t(i)];
+  Scratch& tmp = scratch(a.batch, a.seq);
+  const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
+  const bool drop = c.hidden_dropout > 0;
+  // tmp.dres holds d(loss)/d(y) on entry and d(loss)/d(x) on exit.
+
+  // MLP block.
+  Tensor dy_mlp = tmp.dres;
+  if (drop) {
+    dropout_backward(ctx_, tmp.dres, tmp.dhidden, c.hidden_dropout, a.dropout_seed, dropout_offset(2 + 2 * l, n, C));
+    dy_mlp = tmp.dhidden;
+  }
+  linear_backward(ctx_, dy_mlp, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+  if (c.swiglu)
+    swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+  else
+    gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+  linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
+  norm_backward(tmp.dhidden, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b);
+
+  // Attention block.
+  Tensor dy_attn = tmp.dres;
+  if (drop) {
+    dropout_backward(ctx_, tmp.dres, tmp.dhidden, c.hidden_dropout, a.dropout_seed, dropout_offset(1 + 2 * l, n, C));
+    dy_attn = tmp.dhidden;
+  }
+  linear_backward(ctx_, dy_attn, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+  const Tensor qkv3 = s.qkv.view({B, T, int64_t(c.qkv_size())});
+  const Tensor dqkv3 = tmp.dqkv.view({B, T, int64_t(c.qkv_size())});
+  const AttentionConfig ac{c.num_attention_heads, c.query_groups(), c.head_dim(), 0.0f};
+  attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}), s.lse,
+                     ac, dqkv3);
+  if (c.position_embedding_type == PositionEmbedding::rope)
+    rope_apply(ctx_, dqkv3, {c.num_attention_heads, c.query_groups(), c.head_dim(), c.rotary_base, 0}, true);
+  linear_backward(ctx_, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
+  norm_backward(tmp.dhidden, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
+}
+
+}  // namespace troupe

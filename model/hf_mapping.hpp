@@ -1,0 +1,59 @@
+// How Hugging Face `transformers` checkpoints map onto our parameter layout, both ways.
+//
+// Each of our parameters is a row-wise concatenation of one or more HF tensors, each
+// possibly transposed:
+//   GPT2LMHeadModel:  h.{i}.attn.c_attn.weight [C, 3C] (Conv1D, in x out) -> linear_qkv.weight [3C, C] (transposed);
+//                     transformer.wte.weight [V, C] -> word_embeddings rows [0, V) (padded rows are 0)
+//   LlamaForCausalLM: q_proj [H*D, C] ; k_proj [G*D, C] ; v_proj [G*D, C] -> linear_qkv.weight rows;
+//                     gate_proj [F, C] ; up_proj [F, C] -> linear_fc1.weight rows ([gate; up] for SwiGLU)
+// Our fused QKV rows are [all query heads | all key heads | all value heads], which is
+// GPT-2's c_attn order and Llama's q/k/v concatenation; RoPE is HF's rotate-half form.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kernels/tensor.hpp"
+#include "model/config.hpp"
+#include "model/param_layout.hpp"
+
+namespace troupe {
+
+enum class HfArch { gpt2, llama };
+
+// One HF tensor that fills rows [row_offset, row_offset + rows) of one of our parameters.
+struct HfPiece {
+  std::string hf_name;
+  Shape hf_shape;
+  bool transpose = false;  // HF stores [in, out] (GPT-2 Conv1D)
+  int64_t row_offset = 0;
+};
+
+// The HF architecture named by a config.json ("model_type" gpt2 | llama).
+HfArch hf_arch_from_config(const nlohmann::json& hf_config);
+// Our model config from an HF config.json (seq_length = max positions unless given).
+GptConfig gpt_config_from_hf(const nlohmann::json& hf_config);
+// An HF config.json describing `config` (for export).
+nlohmann::json hf_config_from_gpt(const GptConfig& config, HfArch arch);
+
+// The HF pieces of our parameter `name`. `prefix` is prepended to GPT-2 names
+// ("transformer." in GPT2LMHeadModel files, "" in bare GPT2Model files).
+std::vector<HfPiece> hf_pieces(const GptConfig& config, HfArch arch, const std::string& name,
+                               const std::string& prefix = "transformer.");
+
+// Fills a host f32 buffer of layout.size() elements from HF tensors. `get(hf_name, shape)`
+// returns a host f32 tensor of exactly that shape or throws naming it.
+using HfTensorGetter = std::function<Tensor(const std::string& hf_name, const Shape& shape)>;
+void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get, const Tensor& host_f32,
+               const std::string& prefix = "transformer.");
+
+// Host f32 HF tensors (name, tensor) holding the values of a flat host f32 buffer
+// (parameters or gradients). A tied output layer appears once, as the embedding.
+std::vector<std::pair<std::string, Tensor>> export_hf(const ParamLayout& layout, HfArch arch, const Tensor& host_f32,
+                                                      const std::string& prefix = "transformer.");
+
+}  // namespace troupe

@@ -1,0 +1,48 @@
+#include "model/optimizer.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/elementwise.hpp"
+
+namespace troupe {
+
+Optimizer::Optimizer(GptChunk& chunk, const OptimizerConfig& config)
+    : chunk_(chunk), config_(config), segments_(chunk.layout().segments()) {
+  const Context& ctx = chunk.context();
+  const int64_t p = chunk.layout().size();
+  if (chunk.compute_dtype() == DType::f32) {
+    master_ = chunk.params();
+  } else {
+    master_ = Tensor::empty(ctx, DType::f32, {p});
+    convert(ctx, chunk.params(), master_);
+  }
+  m_ = Tensor::zeros(ctx, DType::f32, {p});
+  v_ = Tensor::zeros(ctx, DType::f32, {p});
+}
+
+StepResult Optimizer::step(float lr, float loss_scale) {
+  const Context& ctx = chunk_.context();
+  StepResult r;
+  const GradStats stats = grad_stats(ctx, {chunk_.grads()});
+  if (!stats.finite) {
+    r.skipped = true;
+    r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    chunk_.zero_grads();
+    return r;
+  }
+  const double inv_scale = 1.0 / double(loss_scale);
+  r.grad_norm = stats.norm() * inv_scale;
+  GradStats unscaled = stats;
+  unscaled.sum_sq = stats.sum_sq * inv_scale * inv_scale;
+  const float clip = clip_coefficient(unscaled, config_.clip_grad);
+  AdamWConfig adam = config_.adam;
+  adam.lr = lr;
+  ++step_;
+  const Tensor model_copy = chunk_.compute_dtype() == DType::f32 ? Tensor() : chunk_.params();
+  adamw_step(ctx, master_, m_, v_, chunk_.grads(), model_copy, segments_, adam, step_, float(clip * inv_scale));
+  chunk_.zero_grads();
+  return r;
+}
+
+}  // namespace troupe

@@ -1,0 +1,45 @@
+// The optimizer of one model chunk: f32 master weights and Adam moments for the chunk's
+// flat parameter buffer, global-norm gradient clipping, and the inf/nan check that fp16
+// loss scaling needs. On a CPU chunk the f32 parameters are the master weights.
+//
+//   Optimizer opt(chunk, {.adam = {...}, .clip_grad = 1.0f});
+//   StepResult r = opt.step(lr, /*loss_scale=*/1.0f);   // then the chunk's grads are zeroed
+#pragma once
+
+#include "kernels/adamw.hpp"
+#include "kernels/grad_norm.hpp"
+#include "model/gpt_chunk.hpp"
+
+namespace troupe {
+
+struct OptimizerConfig {
+  AdamWConfig adam;
+  float clip_grad = 1.0f;  // max global grad norm; <= 0 disables clipping
+};
+
+struct StepResult {
+  bool skipped = false;    // inf/nan in the gradients: parameters untouched
+  double grad_norm = 0.0;  // of the unscaled gradients (NaN when skipped)
+};
+
+class Optimizer {
+ public:
+  Optimizer(GptChunk& chunk, const OptimizerConfig& config);
+
+  // Unscales the gradients by 1/loss_scale, clips, applies AdamW with `lr`, and zeroes
+  // the gradients. Skips the update when any gradient is inf/nan.
+  StepResult step(float lr, float loss_scale = 1.0f);
+  int64_t iteration() const { return step_; }
+  const Tensor& master() const { return master_; }
+  const Tensor& exp_avg() const { return m_; }
+  const Tensor& exp_avg_sq() const { return v_; }
+
+ private:
+  GptChunk& chunk_;
+  OptimizerConfig config_;
+  Tensor master_, m_, v_;  // f32 [P]
+  std::vector<ParamSegment> segments_;
+  int64_t step_ = 0;
+};
+
+}  // namespace troupe

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Troupe needs (when missing), then configures and builds.
+# Usage: scripts/setup.sh [BUILD_DIR]   (default: build). Run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+
+packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
+          libgtest-dev libgmock-dev libbenchmark-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cuda_args=()
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+else
+  echo "setup: no nvcc at /usr/local/cuda/bin: building the CPU backend only"
+fi
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" >/dev/null
+cmake --build "$build" -j"$(nproc)"

@@ -1,0 +1,138 @@
+// Model config defaults, validation messages, parameter layout and HF name mapping.
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+#include "model/hf_mapping.hpp"
+#include "model/lr_schedule.hpp"
+#include "model/param_layout.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+TEST(GptConfig, Gpt2SizesMatchTheReference) {
+  const GptConfig c = GptConfig::gpt2_124m();
+  EXPECT_EQ(c.padded_vocab_size(), 50304);
+  EXPECT_EQ(c.padded_vocab_size(2), 50432);  // multiple of 128 * TP
+  // 124,475,904 with the padded vocabulary and tied embeddings (nanoGPT's count for vocab 50304).
+  EXPECT_EQ(c.num_parameters(), 124475904);
+  EXPECT_EQ(GptConfig::gpt2_350m().num_parameters(), 354871296);
+}
+
+TEST(GptConfig, ValidationNamesTheFlag) {
+  GptConfig c;
+  c.num_attention_heads = 5;
+  try {
+    c.validate();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-attention-heads"), std::string::npos) << e.what();
+  }
+  c = GptConfig::llama_style(2, 64, 4, 3, 128);
+  EXPECT_THROW(c.validate(), Error);  // 4 heads are not divisible into 3 groups
+  c = GptConfig::gpt2_124m();
+  c.attention_dropout = 0.1f;
+  EXPECT_THROW(c.validate(), Error);
+}
+
+TEST(GptConfig, JsonRoundTrip) {
+  const GptConfig c = GptConfig::llama_style(3, 64, 4, 2, 160);
+  const GptConfig d = gpt_config_from_json(to_json(c));
+  EXPECT_EQ(to_json(d), to_json(c));
+  EXPECT_THROW(gpt_config_from_json(nlohmann::json{{"normalization", "BatchNorm"}}), Error);
+}
+
+TEST(ParamLayout, ReverseOrderAlignedAndComplete) {
+  const GptConfig c = GptConfig::gpt2_124m();
+  ParamLayout layout(c, ChunkSpec::whole_model());
+  int64_t total = 0;
+  for (const ParamInfo& p : layout.params()) {
+    EXPECT_EQ(p.offset % 64, 0) << p.name;
+    total += p.numel();
+  }
+  EXPECT_EQ(total, c.num_parameters());
+  EXPECT_EQ(layout.params().front().name, "decoder.final_layernorm.weight");
+  EXPECT_EQ(layout.params().back().name, "embedding.word_embeddings.weight");
+  EXPECT_FALSE(layout.find("decoder.layers.0.mlp.linear_fc1.bias").decay);
+  EXPECT_TRUE(layout.find("decoder.layers.0.mlp.linear_fc1.weight").decay);
+  EXPECT_THROW(layout.find("decoder.layers.12.mlp.linear_fc1.weight"), Error);
+}
+
+TEST(ParamLayout, InitIsTheSameWhateverChunkHoldsTheParameter) {
+  GptConfig c = GptConfig::preset("gpt2-tiny");
+  ParamLayout whole(c, ChunkSpec::whole_model()), part(c, {2, 2, false, true});
+  Tensor a = Tensor::host(DType::f32, {whole.size()}), b = Tensor::host(DType::f32, {part.size()});
+  init_params(whole, 42, a);
+  init_params(part, 42, b);
+  const std::string name = "decoder.layers.3.mlp.linear_fc2.weight";
+  EXPECT_EQ(max_abs_diff(whole.view(a, name), part.view(b, name)), 0.0);
+  // Output projections are scaled by 1/sqrt(2L).
+  const Tensor w = whole.view(a, name);
+  double sq = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) sq += double(w.at(i)) * w.at(i);
+  EXPECT_NEAR(std::sqrt(sq / double(w.numel())), 0.02 / std::sqrt(8.0), 0.002);
+}
+
+class HfMapping : public ::testing::TestWithParam<HfArch> {};
+
+TEST_P(HfMapping, ExportThenImportIsIdentity) {
+  const HfArch arch = GetParam();
+  GptConfig c = arch == HfArch::gpt2 ? GptConfig::preset("gpt2-tiny") : GptConfig::preset("llama-tiny");
+  c.vocab_size = 1000;
+  ParamLayout layout(c, ChunkSpec::whole_model());
+  Tensor w = random_normal({layout.size()}, 3);
+  // Padded vocabulary rows do not exist in HF files: zero them so the round trip is exact.
+  for (const char* name : {"embedding.word_embeddings.weight", "output_layer.weight"}) {
+    if (!layout.has(name)) continue;
+    Tensor t = layout.view(w, name);
+    for (int64_t i = c.vocab_size * c.hidden_size; i < t.numel(); ++i) t.at(i) = 0.0f;
+  }
+  auto hf = export_hf(layout, arch, w);
+  std::map<std::string, Tensor> by_name(hf.begin(), hf.end());
+  Tensor back = Tensor::host(DType::f32, {layout.size()});
+  import_hf(layout, arch, [&](const std::string& n, const Shape& s) {
+    EXPECT_TRUE(by_name.count(n)) << n;
+    EXPECT_EQ(by_name.at(n).shape(), s) << n;
+    return by_name.at(n);
+  }, back);
+  for (const ParamInfo& p : layout.params()) EXPECT_EQ(max_abs_diff(layout.view(back, p.name), layout.view(w, p.name)), 0.0) << p.name;
+}
+
+TEST(HfMapping, Gpt2Conv1DWeightsAreTransposed) {
+  GptConfig c = GptConfig::preset("gpt2-tiny");
+  c.vocab_size = 1000;
+  ParamLayout layout(c, ChunkSpec::whole_model());
+  Tensor w = random_normal({layout.size()}, 4);
+  auto hf = export_hf(layout, HfArch::gpt2, w);
+  for (auto& [name, t] : hf) {
+    if (name != "transformer.h.0.attn.c_attn.weight") continue;
+    const Tensor ours = layout.view(w, "decoder.layers.0.self_attention.linear_qkv.weight");  // [3C, C]
+    ASSERT_EQ(t.shape(), (Shape{c.hidden_size, 3 * c.hidden_size}));
+    EXPECT_EQ(t.at(5 * 3 * c.hidden_size + 7), ours.at(7 * c.hidden_size + 5));  // hf[5][7] == ours[7][5]
+    return;
+  }
+  FAIL() << "no c_attn weight exported";
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, HfMapping, ::testing::Values(HfArch::gpt2, HfArch::llama),
+                         [](const auto& info) { return std::string(info.param == HfArch::gpt2 ? "Gpt2" : "Llama"); });
+
+TEST(LrSchedule, WarmupThenCosineToMin) {
+  LrSchedule s;
+  s.lr = 1.0;
+  s.min_lr = 0.1;
+  s.warmup_iters = 10;
+  s.decay_iters = 110;
+  s.style = LrDecayStyle::cosine;
+  EXPECT_DOUBLE_EQ(s.at(5), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(60), 0.55, 1e-12);  // halfway: min + (max - min) / 2
+  EXPECT_DOUBLE_EQ(s.at(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(500), 0.1);
+  s.style = LrDecayStyle::linear;
+  EXPECT_NEAR(s.at(35), 0.775, 1e-12);
+  EXPECT_THROW(lr_decay_style_from_name("exponential"), Error);
+}
+
+}  // namespace
+}  // namespace troupe::test
