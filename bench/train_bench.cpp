@@ -17,6 +17,7 @@
 #include "data/tokenizer.hpp"
 #include "kernels/check.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/op_profiler.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/loss_scaler.hpp"
 #include "model/optimizer.hpp"
@@ -35,7 +36,7 @@ struct Options {
   int64_t lr_warmup_iters = -1;
   std::string lr_decay_style = "cosine";
   std::string data_path, vocab_file, merge_file;
-  bool mock_data = false, measure_peak = false;
+  bool mock_data = false, measure_peak = false, profile = false;
   double peak_tflops = 0;
   int64_t log_interval = 10, eval_iters = 4, timing_warmup = 3;
   uint64_t seed = 1234;
@@ -146,7 +147,9 @@ int run(const Options& o) {
   double timed_seconds = 0, first_loss = 0, last_loss = 0;
   int64_t timed_tokens = 0;
   size_t mem_peak = 0;
+  OpProfiler profiler(ctx, o.profile);
   for (int64_t it = 1; it <= iters; ++it) {
+    if (o.profile && it == o.timing_warmup + 1) chunk.set_profiler(&profiler);
     std::vector<Batch> mbatches;
     for (int64_t m = 0; m < gbs / mbs; ++m) mbatches.push_back(next_microbatch());
     const auto t0 = std::chrono::steady_clock::now();
@@ -158,6 +161,7 @@ int run(const Options& o) {
       timed_seconds += dt;
       timed_tokens += gbs * T;
     }
+    if (o.profile && it > o.timing_warmup) profiler.collect();
     mem_peak = std::max(mem_peak, device_memory_in_use(ctx));
     if (it % o.log_interval == 0 || it == 1 || it == iters)
       std::printf("iteration %6ld/%ld | loss %.4f | grad norm %.3f | lr %.3e | %s%.1f ms | %.0f tokens/s\n", long(it),
@@ -185,6 +189,12 @@ int run(const Options& o) {
                 peak > 0 ? tps * flops_per_token / (peak * 1e12) : 0.0, double(mem_peak - mem0) / double(1ull << 30),
                 last_loss);
   }
+
+  if (o.profile) {
+    std::printf("per-op device time (model ops only; the optimizer step and host work are outside):\n");
+    profiler.print(stdout, iters - o.timing_warmup);
+  }
+  chunk.set_profiler(nullptr);
 
   if (tokenizer && o.sample_tokens > 0) {
     SamplingOptions so;
@@ -235,6 +245,7 @@ int main(int argc, char** argv) {
   app.add_option("--timing-warmup", o.timing_warmup, "iterations left out of the throughput");
   app.add_flag("--measure-peak", o.measure_peak, "measure the bf16 matmul peak for MFU");
   app.add_option("--peak-tflops", o.peak_tflops, "bf16 matmul peak to compute MFU against");
+  app.add_flag("--profile", o.profile, "time every op with CUDA events and print where the step goes");
   app.add_option("--sample-tokens", o.sample_tokens, "tokens of text to generate after training (0: none)");
   app.add_option("--prompt", o.prompt, "prompt for the sample");
   CLI11_PARSE(app, argc, argv);

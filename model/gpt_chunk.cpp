@@ -2,6 +2,7 @@
 
 #include "kernels/check.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/op_profiler.hpp"
 
 namespace troupe {
 
@@ -158,7 +159,10 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
   if (spec.pre_process) {
     a->tokens = device_tokens(input);
     expect_shape("GptChunk::forward", "tokens", a->tokens, {B, T});
-    embedding_forward(ctx_, a->tokens, p.wte, p.wpe, a->residual[0].view({B, T, C}));
+    {
+      auto t = timed("embedding.fwd");
+      embedding_forward(ctx_, a->tokens, p.wte, p.wpe, a->residual[0].view({B, T, C}));
+    }
     if (o.training && c.hidden_dropout > 0)
       dropout_forward(ctx_, a->residual[0], a->residual[0], c.hidden_dropout, o.dropout_seed,
                       dropout_offset(0, n, C));
@@ -176,16 +180,25 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
     copy(ctx_, x_out, output);
     return a;
   }
-  norm_forward(x_out, p.lnf_w, p.lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd);
-  linear_forward(ctx_, a->lnf, p.output, Tensor(), a->logits);
+  {
+    auto t = timed("lnf.fwd");
+    norm_forward(x_out, p.lnf_w, p.lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd);
+  }
+  {
+    auto t = timed("lm_head.fwd");
+    linear_forward(ctx_, a->lnf, p.output, Tensor(), a->logits);
+  }
   if (targets.defined()) {
     a->targets = device_tokens(targets);
     expect_shape("GptChunk::forward", "targets", a->targets, {B, T});
     const Tensor flat_targets = a->targets.view({n});
-    if (o.training)
+    if (o.training) {
+      auto t = timed("cross_entropy");
       cross_entropy_forward_backward(ctx_, a->logits, flat_targets, c.vocab_size, o.loss_grad_scale, a->losses);
-    else
+    } else {
+      auto t = timed("cross_entropy");
       cross_entropy_forward(ctx_, a->logits, flat_targets, c.vocab_size, a->losses);
+    }
   } else {
     TROUPE_CHECK(!o.training, "forward: a training forward of the last chunk needs targets");
   }
@@ -204,31 +217,63 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const bool drop = o.training && c.hidden_dropout > 0;
 
   // Attention block: x_mid = x + dropout(proj(attention(rope(qkv(norm(x))))))
-  norm_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
-  linear_forward(ctx_, s.ln1, w.qkv_w, w.qkv_b, s.qkv);
+  {
+    auto t = timed("ln1.fwd");
+    norm_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
+  }
+  {
+    auto t = timed("qkv.fwd");
+    linear_forward(ctx_, s.ln1, w.qkv_w, w.qkv_b, s.qkv);
+  }
   const Tensor qkv3 = s.qkv.view({B, T, int64_t(c.qkv_size())});
-  if (c.position_embedding_type == PositionEmbedding::rope)
+  if (c.position_embedding_type == PositionEmbedding::rope) {
+    auto t = timed("rope.fwd");
     rope_apply(ctx_, qkv3, {c.num_attention_heads, c.query_groups(), c.head_dim(), c.rotary_base, 0}, false);
+  }
   const AttentionConfig ac{c.num_attention_heads, c.query_groups(), c.head_dim(), 0.0f};
-  attention_forward(ctx_, qkv3, ac, s.attn.view({B, T, s.attn.dim(1)}), s.lse);
-  linear_forward(ctx_, s.attn, w.proj_w, w.proj_b, tmp.hidden);
+  {
+    auto t = timed("attention.fwd");
+    attention_forward(ctx_, qkv3, ac, s.attn.view({B, T, s.attn.dim(1)}), s.lse);
+  }
+  {
+    auto t = timed("proj.fwd");
+    linear_forward(ctx_, s.attn, w.proj_w, w.proj_b, tmp.hidden);
+  }
   if (drop)
     dropout_forward(ctx_, tmp.hidden, tmp.hidden, c.hidden_dropout, o.dropout_seed,
                     dropout_offset(1 + 2 * l, n, C));
-  add(ctx_, x, tmp.hidden, s.x_mid);
+  {
+    auto t = timed("residual.fwd");
+    add(ctx_, x, tmp.hidden, s.x_mid);
+  }
 
   // MLP block: y = x_mid + dropout(fc2(act(fc1(norm(x_mid)))))
-  norm_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
-  linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
-  if (c.swiglu)
+  {
+    auto t = timed("ln2.fwd");
+    norm_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
+  }
+  {
+    auto t = timed("fc1.fwd");
+    linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
+  }
+  if (c.swiglu) {
+    auto t = timed("act.fwd");
     swiglu_forward(ctx_, s.fc1, s.act);
-  else
+  } else {
+    auto t = timed("act.fwd");
     gelu_forward(ctx_, s.fc1, s.act);
-  linear_forward(ctx_, s.act, w.fc2_w, w.fc2_b, tmp.hidden);
+  }
+  {
+    auto t = timed("fc2.fwd");
+    linear_forward(ctx_, s.act, w.fc2_w, w.fc2_b, tmp.hidden);
+  }
   if (drop)
     dropout_forward(ctx_, tmp.hidden, tmp.hidden, c.hidden_dropout, o.dropout_seed,
                     dropout_offset(2 + 2 * l, n, C));
-  add(ctx_, s.x_mid, tmp.hidden, y);
+  {
+    auto t = timed("residual.fwd");
+    add(ctx_, s.x_mid, tmp.hidden, y);
+  }
 }
 
 void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput) {
@@ -242,10 +287,16 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
 
   if (spec.post_process) {
     // a.logits holds dlogits (the fused loss wrote them during forward).
-    linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, g.output, Tensor());
+    {
+      auto t = timed("lm_head.bwd");
+      linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, g.output, Tensor());
+    }
     fill_zero(ctx_, tmp.dres);
-    norm_backward(tmp.dhidden, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres,
-                  g.lnf_w, g.lnf_b);
+    {
+      auto t = timed("lnf.bwd");
+      norm_backward(tmp.dhidden, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres,
+                    g.lnf_w, g.lnf_b);
+    }
   } else {
     expect_shape("GptChunk::backward", "doutput", doutput, {B, T, C});
     copy(ctx_, doutput, tmp.dres);
@@ -256,7 +307,10 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
   if (spec.pre_process) {
     if (c.hidden_dropout > 0)
       dropout_backward(ctx_, tmp.dres, tmp.dres, c.hidden_dropout, a.dropout_seed, dropout_offset(0, n, C));
-    embedding_backward(ctx_, a.tokens, tmp.dres.view({B, T, C}), g.wte, g.wpe);
+    {
+      auto t = timed("embedding.bwd");
+      embedding_backward(ctx_, a.tokens, tmp.dres.view({B, T, C}), g.wte, g.wpe);
+    }
   } else {
     expect_shape("GptChunk::backward", "dinput", dinput, {B, T, C});
     copy(ctx_, tmp.dres, dinput);
@@ -281,13 +335,25 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
     dropout_backward(ctx_, tmp.dres, tmp.dhidden, c.hidden_dropout, a.dropout_seed, dropout_offset(2 + 2 * l, n, C));
     dy_mlp = tmp.dhidden;
   }
-  linear_backward(ctx_, dy_mlp, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
-  if (c.swiglu)
+  {
+    auto t = timed("fc2.bwd");
+    linear_backward(ctx_, dy_mlp, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+  }
+  if (c.swiglu) {
+    auto t = timed("act.bwd");
     swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
-  else
+  } else {
+    auto t = timed("act.bwd");
     gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
-  linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
-  norm_backward(tmp.dhidden, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b);
+  }
+  {
+    auto t = timed("fc1.bwd");
+    linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
+  }
+  {
+    auto t = timed("ln2.bwd");
+    norm_backward(tmp.dhidden, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b);
+  }
 
   // Attention block.
   Tensor dy_attn = tmp.dres;
@@ -295,16 +361,30 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
     dropout_backward(ctx_, tmp.dres, tmp.dhidden, c.hidden_dropout, a.dropout_seed, dropout_offset(1 + 2 * l, n, C));
     dy_attn = tmp.dhidden;
   }
-  linear_backward(ctx_, dy_attn, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+  {
+    auto t = timed("proj.bwd");
+    linear_backward(ctx_, dy_attn, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+  }
   const Tensor qkv3 = s.qkv.view({B, T, int64_t(c.qkv_size())});
   const Tensor dqkv3 = tmp.dqkv.view({B, T, int64_t(c.qkv_size())});
   const AttentionConfig ac{c.num_attention_heads, c.query_groups(), c.head_dim(), 0.0f};
-  attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}), s.lse,
-                     ac, dqkv3);
-  if (c.position_embedding_type == PositionEmbedding::rope)
+  {
+    auto t = timed("attention.bwd");
+    attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}), s.lse,
+                       ac, dqkv3);
+  }
+  if (c.position_embedding_type == PositionEmbedding::rope) {
+    auto t = timed("rope.bwd");
     rope_apply(ctx_, dqkv3, {c.num_attention_heads, c.query_groups(), c.head_dim(), c.rotary_base, 0}, true);
-  linear_backward(ctx_, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
-  norm_backward(tmp.dhidden, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
+  }
+  {
+    auto t = timed("qkv.bwd");
+    linear_backward(ctx_, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
+  }
+  {
+    auto t = timed("ln1.bwd");
+    norm_backward(tmp.dhidden, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
+  }
 }
 
 }  // namespace troupe

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/context.hpp"
+#include "kernels/op_profiler.hpp"
 #include "kernels/tensor.hpp"
 #include "model/activations.hpp"
 #include "model/config.hpp"
@@ -60,6 +61,8 @@ class GptChunk {
   void backward(ChunkActivations& acts, const Tensor& doutput, const Tensor& dinput);
   // Returns a set of activations to the pool for reuse.
   void release(ActivationsPtr acts);
+  // Times every op into `profiler` (null: off). The profiler must outlive its use.
+  void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
  private:
   struct Scratch;  // per-shape temporaries shared by all microbatches (one stream)
@@ -72,6 +75,7 @@ class GptChunk {
   void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
                      const Tensor& dx, const Tensor& dw, const Tensor& db);
   Tensor device_tokens(const Tensor& t);
+  OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
 
   const Context& ctx_;
   ParamLayout layout_;
@@ -79,6 +83,7 @@ class GptChunk {
   Tensor params_, grads_;
   std::vector<ActivationsPtr> pool_;
   std::unique_ptr<Scratch> scratch_;
+  OpProfiler* profiler_ = nullptr;
 };
 
 }  // namespace troupe

@@ -74,6 +74,27 @@ void memset_async(const Context& ctx, void* dst, int value, size_t bytes) {
   TROUPE_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_of(ctx)));
 }
 
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  TROUPE_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+void event_destroy(void* event) noexcept {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+void event_record(const Context& ctx, void* event) {
+  TROUPE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), stream_of(ctx)));
+}
+
+float event_elapsed_ms(void* start, void* end) {
+  TROUPE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end)));
+  float ms = 0;
+  TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+
 }  // namespace cuda
 
 CudaState::~CudaState() {

@@ -19,6 +19,11 @@ void pinned_free(void* ptr) noexcept;
 // Any-direction copy on ctx's stream (cudaMemcpyDefault); synchronous when `sync`.
 void memcpy_async(const Context& ctx, void* dst, const void* src, size_t bytes, bool sync);
 void memset_async(const Context& ctx, void* dst, int value, size_t bytes);
+// CUDA events (opaque handles) for timing work on a context's stream.
+void* event_create();
+void event_destroy(void* event) noexcept;
+void event_record(const Context& ctx, void* event);
+float event_elapsed_ms(void* start, void* end);  // synchronizes on `end`
 
 }  // namespace cuda
 }  // namespace troupe
