@@ -30,6 +30,8 @@ GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec&
   grads_ = Tensor::zeros(ctx, DType::f32, {layout_.size()});
 }
 
+GptChunk::~GptChunk() = default;
+
 void GptChunk::zero_grads() { fill_zero(ctx_, grads_); }
 
 void GptChunk::init_weights(uint64_t seed) {

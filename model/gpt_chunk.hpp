@@ -34,6 +34,9 @@ class GptChunk {
  public:
   // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
   GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute);
+  ~GptChunk();
+  GptChunk(const GptChunk&) = delete;
+  GptChunk& operator=(const GptChunk&) = delete;
 
   const GptConfig& config() const { return layout_.config(); }
   const ParamLayout& layout() const { return layout_; }

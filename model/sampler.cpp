@@ -13,12 +13,12 @@ namespace {
 
 int32_t sample_row(const float* logits, int64_t vocab, const SamplingOptions& o, std::mt19937_64& rng) {
   if (o.temperature <= 0.0f) return int32_t(std::max_element(logits, logits + vocab) - logits);
-  std::vector<int32_t> ids(size_t(vocab));
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
   std::iota(ids.begin(), ids.end(), 0);
   int64_t k = o.top_k > 0 ? std::min<int64_t>(o.top_k, vocab) : vocab;
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
                     [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  std::vector<double> p(size_t(k));
+  std::vector<double> p(static_cast<size_t>(k));
   const double top = logits[ids[0]];
   for (int64_t i = 0; i < k; ++i) p[size_t(i)] = std::exp((double(logits[ids[size_t(i)]]) - top) / o.temperature);
   std::discrete_distribution<int64_t> d(p.begin(), p.end());

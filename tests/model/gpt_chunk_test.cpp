@@ -10,7 +10,7 @@ namespace troupe::test {
 namespace {
 
 GptConfig tiny(bool llama) {
-  GptConfig c = llama ? GptConfig::llama_style(2, 16, 4, 2, 24) : GptConfig::gpt2_124m();
+  GptConfig c = llama ? GptConfig::llama_style(2, 32, 4, 2, 48) : GptConfig::gpt2_124m();
   if (!llama) {
     c.num_layers = 2;
     c.hidden_size = 16;
