@@ -1,0 +1,75 @@
+// Embedding reference: f32 tables, token ids checked before any work.
+#include <algorithm>
+
+#include "kernels/check.hpp"
+#include "kernels/embedding.hpp"
+
+namespace troupe::cpu {
+
+namespace {
+
+// Column tile of the dwte scatter-add: each thread owns a tile of every row, so repeated
+// tokens need no atomics and add up in a fixed order.
+constexpr int64_t kColumnTile = 64;
+
+// Throws on the first id outside [0, vocab), naming its position.
+void check_token_ids(const char* op, const Tensor& tokens, int64_t vocab) {
+  const int32_t* ids = tokens.data_as<int32_t>();
+  const int64_t seq_len = tokens.dim(1);
+  for (int64_t n = 0; n < tokens.numel(); ++n)
+    TROUPE_CHECK(ids[n] >= 0 && ids[n] < vocab, op, ": token id ", ids[n], " at [", n / seq_len, ", ", n % seq_len,
+                 "] is outside the vocabulary [0, ", vocab, ")");
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& out,
+                       int64_t pos_offset) {
+  check_token_ids("embedding_forward", tokens, wte.dim(0));
+  const int32_t* ids = tokens.data_as<int32_t>();
+  const int64_t rows = tokens.numel(), seq_len = tokens.dim(1), c = wte.dim(1);
+  const float* token_table = wte.data_as<float>();
+  const float* pos_table = wpe.defined() ? wpe.data_as<float>() : nullptr;
+  float* y = out.data_as<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* tok = token_table + int64_t(ids[n]) * c;
+    float* yr = y + n * c;
+    if (pos_table) {
+      const float* pos = pos_table + (pos_offset + n % seq_len) * c;
+      for (int64_t j = 0; j < c; ++j) yr[j] = tok[j] + pos[j];
+    } else {
+      std::copy(tok, tok + c, yr);
+    }
+  }
+}
+
+void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte, const Tensor& dwpe,
+                        int64_t pos_offset) {
+  check_token_ids("embedding_backward", tokens, dwte.dim(0));
+  const int32_t* ids = tokens.data_as<int32_t>();
+  const int64_t batch = tokens.dim(0), seq_len = tokens.dim(1), rows = tokens.numel(), c = dout.dim(2);
+  const float* g = dout.data_as<float>();
+
+  float* dtok = dwte.data_as<float>();
+  const int64_t tiles = (c + kColumnTile - 1) / kColumnTile;
+#pragma omp parallel for schedule(static)
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t j0 = tile * kColumnTile, j1 = std::min(c, j0 + kColumnTile);
+    for (int64_t n = 0; n < rows; ++n) {
+      float* dst = dtok + int64_t(ids[n]) * c;
+      for (int64_t j = j0; j < j1; ++j) dst[j] += g[n * c + j];
+    }
+  }
+
+  if (!dwpe.defined()) return;
+  float* dpos = dwpe.data_as<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < seq_len; ++t) {
+    float* dst = dpos + (pos_offset + t) * c;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < c; ++j) dst[j] += g[(b * seq_len + t) * c + j];
+  }
+}
+
+}  // namespace troupe::cpu

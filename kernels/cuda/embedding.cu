@@ -1,0 +1,156 @@
+// Embedding on CUDA: one thread per 16-byte pack of an output (or gradient) row.
+//
+// Token ids are not read back to the host: the forward clamps an id outside [0, V) to the
+// nearest valid row, the backward skips it (adding its gradient to a row it did not come
+// from would corrupt a valid token's gradient). The CPU backend throws on such ids.
+//
+// dwte: repeated tokens scatter-add with f32 atomics (16-byte vector atomics on sm_90+), so
+// the order of the additions, and the last bits of dwte, vary from run to run. dwpe: each
+// thread sums its column over the batch in a fixed order (deterministic).
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/embedding.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// out[n, :] = wte[clamp(tokens[n]), :] + wpe[pos_offset + n % seq_len, :] (wpe nullable).
+// tokens: [rows]; wte: [vocab, c]; wpe: [P, c]; out: [rows, c].
+template <typename T>
+__global__ void forward_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ wte,
+                               const T* __restrict__ wpe, T* __restrict__ out, int64_t rows, int seq_len, int c,
+                               int vocab, int64_t pos_offset) {
+  constexpr int P = Pack128<T>::size;
+  const int packs = c / P;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * packs) return;
+  const int64_t n = i / packs;
+  const int col = int(i % packs) * P;
+  const int64_t tok = min(max(tokens[n], 0), vocab - 1);
+  const Pack128<T> w = load128(wte + tok * c + col);
+  Pack128<T> y = w;
+  if (wpe) {
+    const Pack128<T> pos = load128(wpe + (pos_offset + n % seq_len) * c + col);
+#pragma unroll
+    for (int k = 0; k < P; ++k) y[k] = from_f32<T>(to_f32(w[k]) + to_f32(pos[k]));
+  }
+  store128(out + n * c + col, y);
+}
+
+// dst[0..P) += v[0..P) atomically; dst is 16-byte aligned.
+template <int P>
+__device__ __forceinline__ void atomic_add_pack(float* dst, const float (&v)[P]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#pragma unroll
+  for (int k = 0; k < P; k += 4) atomicAdd(reinterpret_cast<float4*>(dst + k), make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]));
+#else
+#pragma unroll
+  for (int k = 0; k < P; ++k) atomicAdd(dst + k, v[k]);
+#endif
+}
+
+// dwte[tokens[n], :] += dout[n, :] for ids in [0, vocab). dout: [rows, c]; dwte: f32 [vocab, c].
+template <typename T>
+__global__ void backward_wte_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ dout,
+                                    float* __restrict__ dwte, int64_t rows, int c, int vocab) {
+  constexpr int P = Pack128<T>::size;
+  const int packs = c / P;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * packs) return;
+  const int64_t n = i / packs;
+  const int col = int(i % packs) * P;
+  const int32_t tok = tokens[n];
+  if (tok < 0 || tok >= vocab) return;
+  const Pack128<T> g = load128cs(dout + n * c + col);
+  float v[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) v[k] = to_f32(g[k]);
+  atomic_add_pack<P>(dwte + int64_t(tok) * c + col, v);
+}
+
+// dwpe[pos_offset + t, :] += sum over b of dout[b, t, :]. dout: [batch, seq_len, c]; dwpe: f32 [P, c].
+template <typename T>
+__global__ void backward_wpe_kernel(const T* __restrict__ dout, float* __restrict__ dwpe, int batch, int seq_len,
+                                    int c, int64_t pos_offset) {
+  constexpr int P = Pack128<T>::size;
+  const int packs = c / P;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(seq_len) * packs) return;
+  const int t = int(i / packs), col = int(i % packs) * P;
+  float sum[P] = {};
+  for (int b = 0; b < batch; ++b) {
+    const Pack128<T> g = load128(dout + (int64_t(b) * seq_len + t) * c + col);
+#pragma unroll
+    for (int k = 0; k < P; ++k) sum[k] += to_f32(g[k]);
+  }
+  float4* dst = reinterpret_cast<float4*>(dwpe + (pos_offset + t) * c + col);
+#pragma unroll
+  for (int k = 0; k < P / 4; ++k) {
+    float4 d = dst[k];
+    d.x += sum[4 * k];
+    d.y += sum[4 * k + 1];
+    d.z += sum[4 * k + 2];
+    d.w += sum[4 * k + 3];
+    dst[k] = d;
+  }
+}
+
+void expect_aligned16(const char* op, const char* arg, const Tensor& t) {
+  TROUPE_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0, op, ": the CUDA kernel needs argument '", arg,
+               "' 16-byte aligned (a slice at an odd offset?), got ", t.str());
+}
+
+void expect_packed_width(const char* op, int64_t c) {
+  TROUPE_CHECK(c % 8 == 0, op, ": the CUDA kernel needs C to be a multiple of 8, got C = ", c);
+}
+
+}  // namespace
+
+void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                       const Tensor& out, int64_t pos_offset) {
+  constexpr const char* op = "embedding_forward";
+  dispatch_float(wte.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t rows = tokens.numel(), c = wte.dim(1);
+    expect_packed_width(op, c);
+    expect_aligned16(op, "wte", wte);
+    expect_aligned16(op, "out", out);
+    if (wpe.defined()) expect_aligned16(op, "wpe", wpe);
+    const int64_t threads = rows * (c / Pack128<T>::size);
+    if (threads == 0) return;
+    forward_kernel<T><<<ceil_div(threads, kThreads), kThreads, 0, stream_of(ctx)>>>(
+        tokens.data_as<int32_t>(), wte.data_as<T>(), wpe.defined() ? wpe.data_as<T>() : nullptr, out.data_as<T>(),
+        rows, int(tokens.dim(1)), int(c), int(wte.dim(0)), pos_offset);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                        const Tensor& dwpe, int64_t pos_offset) {
+  constexpr const char* op = "embedding_backward";
+  dispatch_float(dout.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t batch = tokens.dim(0), seq_len = tokens.dim(1), c = dout.dim(2);
+    expect_packed_width(op, c);
+    expect_aligned16(op, "dout", dout);
+    expect_aligned16(op, "dwte", dwte);
+    if (dwpe.defined()) expect_aligned16(op, "dwpe", dwpe);
+    const int64_t packs = c / Pack128<T>::size;
+    if (batch * seq_len * packs == 0) return;
+    cudaStream_t stream = stream_of(ctx);
+    backward_wte_kernel<T><<<ceil_div(batch * seq_len * packs, kThreads), kThreads, 0, stream>>>(
+        tokens.data_as<int32_t>(), dout.data_as<T>(), dwte.data_as<float>(), batch * seq_len, int(c),
+        int(dwte.dim(0)));
+    TROUPE_CUDA_CHECK_LAUNCH();
+    if (!dwpe.defined()) return;
+    backward_wpe_kernel<T><<<ceil_div(seq_len * packs, kThreads), kThreads, 0, stream>>>(
+        dout.data_as<T>(), dwpe.data_as<float>(), int(batch), int(seq_len), int(c), pos_offset);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace troupe::cuda

@@ -1,0 +1,158 @@
+// Launchers of the LayerNorm / RMSNorm kernels (kernels in norm_kernels.cuh).
+//
+// Parameter gradients: the backward kernel runs on at most as many blocks as fit on the
+// GPU at once; each block writes its f32 partial column sums to a scratch buffer
+// [planes, blocks, C], and a second kernel adds the sums over blocks into dw/db. The
+// scratch comes from cudaMallocAsync on the context's stream: after the first call the
+// stream-ordered pool serves it without a device synchronization, and it needs no state
+// in the Context. The result is deterministic for a given GPU (no atomics).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/norm_kernels.cuh"
+#include "kernels/norm.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+struct NormLaunch {
+  int group;             // threads per row
+  int threads;           // threads per block
+  int packs_per_thread;  // 1..kMaxPacksPerThread
+};
+
+// Warp per row while a warp can hold the row in kMaxPacksPerThread packs per lane,
+// otherwise the fewest warps per row (one block) that can.
+template <typename T>
+NormLaunch norm_launch(const char* op, int64_t c) {
+  constexpr int P = Pack128<T>::size;
+  constexpr int64_t max_c = int64_t(norm::kMaxGroupThreads) * norm::kMaxPacksPerThread * P;
+  TROUPE_CHECK(c % 8 == 0, op, ": the CUDA kernel needs C to be a multiple of 8, got C = ", c);
+  TROUPE_CHECK(c <= max_c, op, ": the CUDA kernel supports C up to ", max_c, " for this dtype, got C = ", c);
+  const int packs = int(c / P);
+  constexpr int per_warp = 32 * norm::kMaxPacksPerThread;
+  if (packs <= per_warp) return {32, norm::kWarpModeThreads, int(ceil_div(packs, 32))};
+  const int group = 32 * int(ceil_div(packs, per_warp));
+  return {group, group, int(ceil_div(packs, group))};
+}
+
+// Calls f(std::integral_constant<int, K>{}) with K = packs_per_thread.
+template <typename F>
+void with_packs(int packs_per_thread, F&& f) {
+  static_assert(norm::kMaxPacksPerThread == 4, "with_packs lists every instantiated pack count");
+  switch (packs_per_thread) {
+    case 1: f(std::integral_constant<int, 1>{}); return;
+    case 2: f(std::integral_constant<int, 2>{}); return;
+    case 3: f(std::integral_constant<int, 3>{}); return;
+    case 4: f(std::integral_constant<int, 4>{}); return;
+    default: TROUPE_FAIL("norm: no kernel for ", packs_per_thread, " packs per thread");
+  }
+}
+
+void expect_aligned16(const char* op, const char* arg, const Tensor& t) {
+  TROUPE_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0, op, ": the CUDA kernel needs argument '", arg,
+               "' 16-byte aligned (a slice at an odd offset?), got ", t.str());
+}
+
+// A stream-ordered f32 scratch buffer, released on the stream when it goes out of scope.
+class StreamScratch {
+ public:
+  StreamScratch(cudaStream_t stream, size_t floats) : stream_(stream) {
+    TROUPE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), floats * sizeof(float), stream_));
+  }
+  ~StreamScratch() { cudaFreeAsync(ptr_, stream_); }  // no throw from a destructor
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  float* get() const { return ptr_; }
+
+ private:
+  cudaStream_t stream_;
+  float* ptr_ = nullptr;
+};
+
+// mean: nullptr for RMSNorm (kCentered false).
+template <bool kCentered>
+void launch_forward(const Context& ctx, const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
+                    float eps, const Tensor& y, float* mean, const Tensor& rstd) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t rows = x.dim(0), c = x.dim(1);
+    const NormLaunch cfg = norm_launch<T>(op, c);
+    for (auto [name, t] : {std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"y", &y}}) expect_aligned16(op, name, *t);
+    if (b.defined()) expect_aligned16(op, "b", b);
+    if (rows == 0) return;
+    const int rows_per_block = cfg.threads / cfg.group;
+    // Enough blocks to fill the GPU many times over; the kernel strides over the rest.
+    const unsigned grid = unsigned(std::min<int64_t>(ceil_div(rows, rows_per_block),
+                                                     int64_t(ctx.cuda_state().sm_count) * 64));
+    const T* bias = b.defined() ? b.data_as<T>() : nullptr;
+    with_packs(cfg.packs_per_thread, [&](auto packs) {
+      norm::forward_kernel<T, decltype(packs)::value, kCentered><<<grid, cfg.threads, 0, stream_of(ctx)>>>(
+          x.data_as<T>(), w.data_as<T>(), bias, eps, y.data_as<T>(), mean, rstd.data_as<float>(), rows, int(c),
+          cfg.group);
+      TROUPE_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+// mean: nullptr for RMSNorm; db: nullptr when there is no bias gradient.
+template <bool kCentered>
+void launch_backward(const Context& ctx, const char* op, const Tensor& dy, const Tensor& x, const Tensor& w,
+                     const float* mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw, float* db) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t rows = x.dim(0), c = x.dim(1);
+    const NormLaunch cfg = norm_launch<T>(op, c);
+    for (auto [name, t] : {std::pair{"dy", &dy}, std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"dx", &dx}})
+      expect_aligned16(op, name, *t);
+    if (rows == 0) return;
+    const int rows_per_block = cfg.threads / cfg.group;
+    cudaStream_t stream = stream_of(ctx);
+    with_packs(cfg.packs_per_thread, [&](auto packs) {
+      auto* kernel = norm::backward_kernel<T, decltype(packs)::value, kCentered>;
+      // Only as many blocks as are resident at once: each block's partial sums cost C floats.
+      int blocks_per_sm = 0;
+      TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, cfg.threads, 0));
+      const int64_t resident = int64_t(std::max(blocks_per_sm, 1)) * ctx.cuda_state().sm_count;
+      const int grid = int(std::min<int64_t>(ceil_div(rows, rows_per_block), resident));
+      const int planes = kCentered ? 2 : 1;
+      StreamScratch partial(stream, size_t(planes) * size_t(grid) * size_t(c));
+      kernel<<<grid, cfg.threads, 0, stream>>>(dy.data_as<T>(), x.data_as<T>(), w.data_as<T>(), mean,
+                                               rstd.data_as<float>(), dx.data_as<T>(), partial.get(), rows, int(c),
+                                               cfg.group);
+      TROUPE_CUDA_CHECK_LAUNCH();
+      const dim3 finish_grid(ceil_div(c, 32), db ? 2 : 1), finish_block(32, norm::kFinishSlices);
+      norm::finish_param_grads_kernel<<<finish_grid, finish_block, 0, stream>>>(partial.get(), grid, int(c),
+                                                                                dw.data_as<float>(), db);
+      TROUPE_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace
+
+void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  launch_forward<true>(ctx, "layernorm_forward", x, w, b, eps, y, mean.data_as<float>(), rstd);
+}
+
+void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                        const Tensor& db) {
+  launch_backward<true>(ctx, "layernorm_backward", dy, x, w, mean.data_as<float>(), rstd, dx, dw,
+                        db.defined() ? db.data_as<float>() : nullptr);
+}
+
+void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
+                     const Tensor& rstd) {
+  launch_forward<false>(ctx, "rmsnorm_forward", x, w, Tensor(), eps, y, nullptr, rstd);
+}
+
+void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                      const Tensor& dx, const Tensor& dw) {
+  launch_backward<false>(ctx, "rmsnorm_backward", dy, x, w, nullptr, rstd, dx, dw, nullptr);
+}
+
+}  // namespace troupe::cuda

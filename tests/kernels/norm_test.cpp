@@ -1,0 +1,159 @@
+// CPU LayerNorm / RMSNorm against hand-computed values and finite differences.
+#include <cmath>
+#include <string>
+
+#include "kernels/norm.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+constexpr float kEps = 1e-5f;
+
+Tensor host_zeros(const Shape& shape) {
+  Tensor t = Tensor::host(DType::f32, shape);
+  fill_zero(cpu(), t);
+  return t;
+}
+
+Tensor host_copy(const Tensor& t) {
+  Tensor out = Tensor::host(t.dtype(), t.shape());
+  copy(cpu(), t, out);
+  return out;
+}
+
+// Runs f and expects a troupe::Error whose message contains `text`.
+void expect_error_mentions(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error mentioning '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(Norm, LayerNormKnownValues) {
+  Tensor x = Tensor::host_f32({2, 4}, {1, 2, 3, 4, -2, 0, 0, 2});
+  Tensor w = Tensor::host_f32({4}, {1, 2, 1, 0.5f}), b = Tensor::host_f32({4}, {0, 1, -1, 0});
+  Tensor y = Tensor::host(DType::f32, {2, 4}), mean = Tensor::host(DType::f32, {2}), rstd = Tensor::host(DType::f32, {2});
+  layernorm_forward(cpu(), x, w, b, 0.0f, y, mean, rstd);
+  // Row 0: mean 2.5, biased variance 1.25. Row 1: mean 0, variance 2.
+  const double r0 = 1.0 / std::sqrt(1.25), r1 = 1.0 / std::sqrt(2.0);
+  EXPECT_NEAR(mean.at(0), 2.5, 1e-6);
+  EXPECT_NEAR(mean.at(1), 0.0, 1e-6);
+  EXPECT_NEAR(rstd.at(0), r0, 1e-6);
+  EXPECT_NEAR(rstd.at(1), r1, 1e-6);
+  const double expected[8] = {-1.5 * r0, -0.5 * r0 * 2 + 1, 0.5 * r0 - 1, 1.5 * r0 * 0.5,  // xhat * w + b
+                              -2 * r1,   1,                 -1,           2 * r1 * 0.5};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(y.at(i), expected[i], 1e-6) << "y[" << i << "]";
+}
+
+TEST(Norm, RmsNormKnownValues) {
+  Tensor x = Tensor::host_f32({2, 4}, {3, 4, 0, 0, 1, 1, 1, 1});
+  Tensor w = Tensor::host_f32({4}, {1, 2, 3, 4});
+  Tensor y = Tensor::host(DType::f32, {2, 4}), rstd = Tensor::host(DType::f32, {2});
+  rmsnorm_forward(cpu(), x, w, 0.0f, y, rstd);
+  // Row 0: mean(x^2) = 25/4, rstd = 0.4. Row 1: rstd = 1.
+  EXPECT_NEAR(rstd.at(0), 0.4, 1e-6);
+  EXPECT_NEAR(rstd.at(1), 1.0, 1e-6);
+  const double expected[8] = {1.2, 3.2, 0, 0, 1, 2, 3, 4};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(y.at(i), expected[i], 1e-6) << "y[" << i << "]";
+}
+
+// A large common offset must not cost precision (variance about the mean, in f64).
+TEST(Norm, LayerNormIsShiftInvariant) {
+  Tensor x = random_normal({4, 64}, 1);
+  Tensor shifted = host_copy(x);
+  for (int64_t i = 0; i < shifted.numel(); ++i) shifted.at(i) += 1000.0f;
+  Tensor w = random_uniform({64}, 2, 0.5f, 1.5f), b = random_normal({64}, 3);
+  Tensor y = Tensor::host(DType::f32, x.shape()), y_shifted = Tensor::host(DType::f32, x.shape());
+  Tensor mean = Tensor::host(DType::f32, {4}), rstd = Tensor::host(DType::f32, {4});
+  layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd);
+  layernorm_forward(cpu(), shifted, w, b, kEps, y_shifted, mean, rstd);
+  EXPECT_LT(rel_error(y_shifted, y), 1e-3);  // f32 spacing at 1000 is 6e-5
+}
+
+void check_layernorm_grads(bool with_bias) {
+  const int64_t n = 3, c = 40;
+  Tensor x = random_normal({n, c}, 1, 2.0f), w = random_normal({c}, 2);
+  Tensor b = with_bias ? random_normal({c}, 3) : Tensor();
+  Tensor r = random_normal({n, c}, 4);  // loss = sum(y * r), so dy = r
+  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}), rstd = Tensor::host(DType::f32, {n});
+  auto loss = [&] {
+    layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd);
+    return dot(y, r);
+  };
+  loss();  // mean, rstd at the unperturbed x
+  Tensor dx = host_zeros({n, c}), dw = host_zeros({c}), db = with_bias ? host_zeros({c}) : Tensor();
+  layernorm_backward(cpu(), r, x, w, mean, rstd, dx, dw, db);
+  expect_grad_close("layernorm dx", loss, x, dx);
+  expect_grad_close("layernorm dw", loss, w, dw);
+  if (with_bias) expect_grad_close("layernorm db", loss, b, db);
+}
+
+TEST(Norm, LayerNormBackwardMatchesFiniteDifferences) { check_layernorm_grads(true); }
+TEST(Norm, LayerNormWithoutBiasBackwardMatchesFiniteDifferences) { check_layernorm_grads(false); }
+
+TEST(Norm, RmsNormBackwardMatchesFiniteDifferences) {
+  const int64_t n = 3, c = 40;
+  Tensor x = random_normal({n, c}, 5, 2.0f), w = random_normal({c}, 6), r = random_normal({n, c}, 7);
+  Tensor y = Tensor::host(DType::f32, {n, c}), rstd = Tensor::host(DType::f32, {n});
+  auto loss = [&] {
+    rmsnorm_forward(cpu(), x, w, kEps, y, rstd);
+    return dot(y, r);
+  };
+  loss();
+  Tensor dx = host_zeros({n, c}), dw = host_zeros({c});
+  rmsnorm_backward(cpu(), r, x, w, rstd, dx, dw);
+  expect_grad_close("rmsnorm dx", loss, x, dx);
+  expect_grad_close("rmsnorm dw", loss, w, dw);
+}
+
+// Backward adds into dx, dw and db: pre-filled values survive, plus the fresh gradient.
+TEST(Norm, BackwardAccumulates) {
+  const int64_t n = 5, c = 24;
+  Tensor x = random_normal({n, c}, 8), w = random_normal({c}, 9), b = random_normal({c}, 10);
+  Tensor dy = random_normal({n, c}, 11);
+  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}), rstd = Tensor::host(DType::f32, {n});
+  layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd);
+  Tensor dx0 = host_zeros({n, c}), dw0 = host_zeros({c}), db0 = host_zeros({c});
+  layernorm_backward(cpu(), dy, x, w, mean, rstd, dx0, dw0, db0);
+  Tensor pre_dx = random_normal({n, c}, 12), pre_dw = random_normal({c}, 13), pre_db = random_normal({c}, 14);
+  Tensor dx = host_copy(pre_dx), dw = host_copy(pre_dw), db = host_copy(pre_db);
+  layernorm_backward(cpu(), dy, x, w, mean, rstd, dx, dw, db);
+  for (int64_t i = 0; i < dx.numel(); ++i) EXPECT_NEAR(dx.at(i), pre_dx.at(i) + dx0.at(i), 1e-5) << "dx[" << i << "]";
+  for (int64_t j = 0; j < c; ++j) {
+    EXPECT_NEAR(dw.at(j), pre_dw.at(j) + dw0.at(j), 1e-5) << "dw[" << j << "]";
+    EXPECT_NEAR(db.at(j), pre_db.at(j) + db0.at(j), 1e-5) << "db[" << j << "]";
+  }
+
+  rmsnorm_forward(cpu(), x, w, kEps, y, rstd);
+  fill_zero(cpu(), dx0);
+  fill_zero(cpu(), dw0);
+  rmsnorm_backward(cpu(), dy, x, w, rstd, dx0, dw0);
+  dx = host_copy(pre_dx);
+  dw = host_copy(pre_dw);
+  rmsnorm_backward(cpu(), dy, x, w, rstd, dx, dw);
+  for (int64_t i = 0; i < dx.numel(); ++i) EXPECT_NEAR(dx.at(i), pre_dx.at(i) + dx0.at(i), 1e-5) << "dx[" << i << "]";
+  for (int64_t j = 0; j < c; ++j) EXPECT_NEAR(dw.at(j), pre_dw.at(j) + dw0.at(j), 1e-5) << "dw[" << j << "]";
+}
+
+TEST(Norm, BadArgumentsAreErrorsNamingTheArgument) {
+  Tensor x = Tensor::host(DType::f32, {4, 8}), w = Tensor::host(DType::f32, {8}), y = Tensor::host(DType::f32, {4, 8});
+  Tensor stat = Tensor::host(DType::f32, {4}), dw = Tensor::host(DType::f32, {8});
+  expect_error_mentions([&] { layernorm_forward(cpu(), x.view({2, 2, 8}), w, Tensor(), kEps, y, stat, stat); }, "x must be [N, C]");
+  expect_error_mentions([&] { layernorm_forward(cpu(), x, Tensor::host(DType::f32, {7}), Tensor(), kEps, y, stat, stat); }, "'w'");
+  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor::host(DType::f32, {4}), kEps, y, stat, stat); }, "'b'");
+  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor(), kEps, Tensor::host(DType::f32, {4, 7}), stat, stat); }, "'y'");
+  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor(), kEps, y, Tensor::host(DType::i32, {4}), stat); }, "'mean'");
+  expect_error_mentions([&] { layernorm_forward(cpu(), Tensor::host(DType::bf16, {4, 8}), w, Tensor(), kEps, y, stat, stat); }, "'x'");
+  expect_error_mentions([&] { layernorm_backward(cpu(), y, x, w, stat, stat, x, Tensor::host(DType::f32, {9}), dw); }, "'dw'");
+  expect_error_mentions([&] { layernorm_backward(cpu(), y, x, w, stat, stat, x, dw, Tensor::host(DType::f32, {9})); }, "'db'");
+  expect_error_mentions([&] { layernorm_backward(cpu(), Tensor::host(DType::f32, {4, 9}), x, w, stat, stat, x, dw, dw); }, "'dy'");
+  expect_error_mentions([&] { rmsnorm_forward(cpu(), x, w, kEps, y, Tensor::host(DType::f32, {5})); }, "'rstd'");
+  expect_error_mentions([&] { rmsnorm_backward(cpu(), y, x, w, stat, Tensor::host(DType::f32, {4, 4}), dw); }, "'dx'");
+  expect_error_mentions([&] { rmsnorm_forward(cpu(), x, w, -1.0f, y, stat); }, "eps");
+}
+
+}  // namespace
+}  // namespace troupe::test
