@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""PyTorch timings of the GEMMs bench/gemm_bench.cpp times, for a side-by-side ratio.
+
+Same shapes (GPT-2 124M's linear layers, M = B*T rows), same dtype, CUDA-event medians:
+  fwd = F.linear(x, w, b)   dx = dy @ w   dw = dy.T @ x (bf16 out, as under autocast)
+  db  = dy.sum(0) in f32
+With --troupe gemm_bench.json, prints troupe/torch throughput ratios (> 1: Troupe faster).
+
+  python3 bench/gemm_torch_reference.py [--m 16384] [--dtype bf16] [--troupe out.json]
+"""
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = [  # name, K, N, bias, per forward pass
+    ("attn_qkv", 768, 2304, True, 12),
+    ("attn_proj", 768, 768, True, 12),
+    ("mlp_fc", 768, 3072, True, 12),
+    ("mlp_proj", 3072, 768, True, 12),
+    ("lm_head", 768, 50304, False, 1),
+]
+
+
+def median_ms(fn, reps):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return sorted(times)[reps // 2]
+
+
+def tflops(m, k, n, ms):
+    return 2.0 * m * k * n / (ms * 1e-3) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--m", type=int, default=16384)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--troupe", help="gemm_bench --json output to compare against")
+    args = ap.parse_args()
+    dt = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    troupe = {}
+    if args.troupe:
+        with open(args.troupe) as f:
+            troupe = {s["name"]: s for s in json.load(f)["shapes"]}
+
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, {args.dtype}, M={args.m}")
+    m = args.m
+    step = {"torch": 0.0}
+    for name, k, n, has_bias, per_step in SHAPES:
+        x = torch.randn(m, k, device="cuda", dtype=dt)
+        w = torch.randn(n, k, device="cuda", dtype=dt) * 0.05
+        b = torch.randn(n, device="cuda", dtype=dt) * 0.1 if has_bias else None
+        dy = torch.randn(m, n, device="cuda", dtype=dt) * 1e-3
+        t = {
+            "fwd_ms": median_ms(lambda: F.linear(x, w, b), args.reps),
+            "dx_ms": median_ms(lambda: dy @ w, args.reps),
+            "dw_ms": median_ms(lambda: dy.t() @ x, args.reps),
+        }
+        line = f"{name:<10} M={m} K={k:<5} N={n:<6}"
+        for key in ("fwd_ms", "dx_ms", "dw_ms"):
+            line += f" | {key[:-3]} {t[key]:7.3f} ms {tflops(m, k, n, t[key]):6.1f} TF/s"
+        if has_bias:
+            db_ms = median_ms(lambda: dy.sum(0, dtype=torch.float32), args.reps)
+            line += f" | db {db_ms:6.3f} ms"
+        print(line)
+        step["torch"] += per_step * sum(t.values())
+        for label in ("troupe", "tuned"):
+            ours = troupe.get(name, {}) if label == "troupe" else troupe.get(name, {}).get("tuned")
+            if not ours:
+                continue
+            ratios = " ".join(f"{key[:-3]} {t[key] / ours[key]:.3f}" for key in t)
+            print(f"{'':<10} {label}/torch throughput: {ratios}")
+            step[label] = step.get(label, 0.0) + per_step * sum(ours[key] for key in t)
+        del x, w, b, dy
+    print(f"GPT-2 124M step, all linear GEMMs (fwd+dx+dw): torch {step['torch']:.2f} ms")
+    for label in ("troupe", "tuned"):
+        if step.get(label):
+            print(f"  {label} {step[label]:.2f} ms, throughput vs torch {step['torch'] / step[label]:.3f}")
+
+if __name__ == "__main__":
+    main()

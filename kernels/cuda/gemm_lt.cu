@@ -1,0 +1,250 @@
+// cuBLASLt behind the row-major matmul_lt(): descriptors, heuristic cache, tuning.
+//
+// Row-major D = op(A) op(B) is column-major D^T = op(B)^T op(A)^T, and a row-major buffer read
+// column-major is its transpose; so cuBLASLt sees (m, n, k) = (N, M, K) with our B as its A and
+// our A as its B, each keeping its own transpose flag.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
+
+#include "kernels/cuda/cuda_state.cuh"
+#include "kernels/cuda/gemm_lt.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+constexpr const char* kOp = "matmul_lt";
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    case DType::f32: return CUDA_R_32F;
+    default: TROUPE_FAIL(kOp, ": unsupported dtype ", dtype_name(t));
+  }
+}
+
+// Largest power of two up to 256 that divides the address: what cuBLASLt's MIN_ALIGNMENT
+// preferences describe. Views into flat buffers can be less aligned than cudaMalloc's 256.
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 1;
+  while (align < 256 && a % (2 * align) == 0) align *= 2;
+  return align;
+}
+
+// The problem in cuBLASLt's column-major terms.
+struct LtShape {
+  int64_t m, n, k;           // of the column-major product (N, M, K of the row-major one)
+  int64_t a_rows, a_cols;    // cuBLASLt's A = our B buffer, read column-major
+  int64_t b_rows, b_cols;    // cuBLASLt's B = our A buffer, read column-major
+  cublasOperation_t trans_a, trans_b;
+};
+
+LtShape lt_shape(const MatmulProblem& p) {
+  const Tensor &a = *p.a, &b = *p.b;
+  LtShape s;
+  s.m = p.d->dim(1);
+  s.n = p.d->dim(0);
+  s.k = p.trans_a ? a.dim(0) : a.dim(1);
+  // A column-major view of a row-major [r, c] buffer is c x r with leading dimension c.
+  s.a_rows = b.dim(1);
+  s.a_cols = b.dim(0);
+  s.b_rows = a.dim(1);
+  s.b_cols = a.dim(0);
+  s.trans_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  s.trans_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  return s;
+}
+
+void check_problem(const MatmulProblem& p) {
+  TROUPE_CHECK(p.a && p.b && p.d, kOp, ": a, b and d are required");
+  const Tensor &a = *p.a, &b = *p.b, &d = *p.d;
+  TROUPE_CHECK(a.ndim() == 2 && b.ndim() == 2 && d.ndim() == 2, kOp, ": a, b, d must be 2-D, got ", a.str(), ", ",
+               b.str(), ", ", d.str());
+  const int64_t m = p.trans_a ? a.dim(1) : a.dim(0), k = p.trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = p.trans_b ? b.dim(1) : b.dim(0), n = p.trans_b ? b.dim(0) : b.dim(1);
+  TROUPE_CHECK(k == kb && d.dim(0) == m && d.dim(1) == n, kOp, ": shapes do not chain: op(a) ", m, "x", k,
+               ", op(b) ", kb, "x", n, ", d ", d.str());
+  TROUPE_CHECK(a.dtype() == b.dtype() && (a.dtype() == DType::bf16 || a.dtype() == DType::f16), kOp,
+               ": a and b must share a 16-bit type, got ", a.str(), " and ", b.str());
+  TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
+               " or f32, got ", d.str());
+  TROUPE_CHECK(a.is_cuda() && b.is_cuda() && d.is_cuda(), kOp, ": tensors must be on CUDA");
+  if (p.epilogue != MatmulEpilogue::none) {
+    TROUPE_CHECK(p.vec && p.vec->is_cuda() && p.vec->dtype() == d.dtype(), kOp,
+                 ": the epilogue needs a CUDA vector of d's type ", dtype_name(d.dtype()));
+    const int64_t len = p.epilogue == MatmulEpilogue::bias ? n : m;
+    TROUPE_CHECK(p.vec->numel() == len, kOp, ": epilogue vector must have ", len, " elements, got ", p.vec->str());
+  }
+}
+
+// Descriptors are plain structs, initialized per call on the stack (host-only and cheap);
+// only the heuristic's answer, which costs tens of microseconds, is cached.
+struct LtDescriptors {
+  cublasLtMatmulDescOpaque_t op;
+  cublasLtMatrixLayoutOpaque_t a, b, d;
+};
+
+void set_desc(cublasLtMatmulDescOpaque_t& op, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&op, attr, value, size));
+}
+
+void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& desc) {
+  const cudaDataType_t ab = lt_type(p.a->dtype()), dt = lt_type(p.d->dtype());
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &s.trans_a, sizeof(s.trans_a));
+  set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &s.trans_b, sizeof(s.trans_b));
+  if (p.epilogue != MatmulEpilogue::none) {
+    const cublasLtEpilogue_t ep =
+        p.epilogue == MatmulEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const void* vec = p.vec->data();
+    const int32_t vec_type = dt;
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec));
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vec_type, sizeof(vec_type));
+  }
+  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.a, ab, s.a_rows, s.a_cols, s.a_rows));
+  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.b, ab, s.b_rows, s.b_cols, s.b_rows));
+  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.d, dt, s.m, s.n, s.m));
+}
+
+// Everything the heuristic's answer depends on.
+using PlanKey = std::array<int64_t, 14>;
+
+PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
+  const CudaState& st = ctx.cuda_state();
+  return {st.device,
+          int64_t(reinterpret_cast<uintptr_t>(st.lt)),
+          s.m,
+          s.n,
+          s.k,
+          int64_t(p.trans_a),
+          int64_t(p.trans_b),
+          int64_t(p.a->dtype()),
+          int64_t(p.d->dtype()),
+          int64_t(p.epilogue),
+          alignment_of(p.a->data()),
+          alignment_of(p.b->data()),
+          alignment_of(p.d->data()),
+          int64_t(st.workspace_bytes)};
+}
+
+std::mutex plan_mutex;
+std::map<PlanKey, cublasLtMatmulAlgo_t> plan_cache;  // guarded by plan_mutex
+
+std::string describe(const MatmulProblem& p) {
+  return str_cat("M=", p.d->dim(0), " N=", p.d->dim(1), " K=", p.trans_a ? p.a->dim(0) : p.a->dim(1),
+                 " trans_a=", p.trans_a, " trans_b=", p.trans_b, " ", dtype_name(p.a->dtype()), "->",
+                 dtype_name(p.d->dtype()), " epilogue=", int(p.epilogue));
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const MatmulProblem& p,
+                                                       LtDescriptors& desc, int requested) {
+  const CudaState& st = ctx.cuda_state();
+  cublasLtMatmulPreferenceOpaque_t pref;
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceInit(&pref));
+  const uint64_t ws = st.workspace_bytes;
+  // cuBLASLt's A and B are our B and A.
+  const uint32_t align_a = alignment_of(p.b->data()), align_b = alignment_of(p.a->data()),
+                 align_d = alignment_of(p.d->data());
+  TROUPE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                           &align_a, sizeof(align_a)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                           &align_b, sizeof(align_b)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                           &align_d, sizeof(align_d)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                           &align_d, sizeof(align_d)));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(requested));
+  int returned = 0;
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(st.lt, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &pref,
+                                                     requested, results.data(), &returned));
+  TROUPE_CHECK(returned > 0, kOp, ": cuBLASLt has no algorithm for ", describe(p));
+  results.resize(size_t(returned));
+  return results;
+}
+
+void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const cublasLtMatmulAlgo_t& algo) {
+  const CudaState& st = ctx.cuda_state();
+  const float alpha = 1.0f, beta = p.beta;
+  void* d = p.d->data();
+  TROUPE_CUBLAS_CHECK(cublasLtMatmul(st.lt, &desc.op, &alpha, p.b->data(), &desc.a, p.a->data(), &desc.b, &beta, d,
+                                     &desc.d, d, &desc.d, &algo, st.workspace, st.workspace_bytes, st.stream));
+}
+
+bool is_empty(const MatmulProblem& p) { return p.d->numel() == 0; }
+
+// A start/stop event pair that is destroyed even when a timed call throws.
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    TROUPE_CUDA_CHECK(cudaEventCreate(&start));
+    TROUPE_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~TimingEvents() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
+}  // namespace
+
+void matmul_lt(const Context& ctx, const MatmulProblem& p) {
+  check_problem(p);
+  if (is_empty(p)) return;
+  const LtShape s = lt_shape(p);
+  TROUPE_CHECK(s.k > 0, kOp, ": K = 0 is not supported (", describe(p), ")");
+  LtDescriptors desc;
+  init_descriptors(p, s, desc);
+  const PlanKey key = plan_key(ctx, p, s);
+  cublasLtMatmulAlgo_t algo;
+  {
+    std::lock_guard<std::mutex> lock(plan_mutex);
+    auto it = plan_cache.find(key);
+    if (it == plan_cache.end()) it = plan_cache.emplace(key, heuristic(ctx, p, desc, 1)[0].algo).first;
+    algo = it->second;
+  }
+  run(ctx, p, desc, algo);
+}
+
+std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, int candidates, int reps) {
+  check_problem(p);
+  TROUPE_CHECK(candidates > 0 && reps > 0, kOp, ": tune needs candidates > 0 and reps > 0");
+  if (is_empty(p)) return {};
+  const LtShape s = lt_shape(p);
+  TROUPE_CHECK(s.k > 0, kOp, ": K = 0 is not supported (", describe(p), ")");
+  LtDescriptors desc;
+  init_descriptors(p, s, desc);
+  const auto results = heuristic(ctx, p, desc, candidates);
+
+  cudaStream_t stream = ctx.cuda_state().stream;
+  TimingEvents ev;
+  std::vector<float> medians;
+  for (const auto& r : results) {
+    run(ctx, p, desc, r.algo);  // warm-up
+    std::vector<float> ms(static_cast<size_t>(reps));
+    for (float& t : ms) {
+      TROUPE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
+      run(ctx, p, desc, r.algo);
+      TROUPE_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
+      TROUPE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
+      TROUPE_CUDA_CHECK(cudaEventElapsedTime(&t, ev.start, ev.stop));
+    }
+    std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
+    medians.push_back(ms[size_t(reps / 2)]);
+  }
+
+  const size_t best = size_t(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  std::lock_guard<std::mutex> lock(plan_mutex);
+  plan_cache[plan_key(ctx, p, s)] = results[best].algo;
+  return medians;
+}
+
+}  // namespace troupe::cuda

@@ -1,0 +1,52 @@
+// Row-major GEMM on cuBLASLt, the engine under linear_forward / linear_backward on CUDA.
+//
+//   D[M, N] = op(A)[M, K] · op(B)[K, N] + beta · D   (+ an epilogue)
+//
+// All matrices are contiguous row-major tensors. A is stored [M, K], or [K, M] when trans_a;
+// B is stored [K, N], or [N, K] when trans_b. A and B are bf16 or f16 (the same type); D is
+// the same 16-bit type or f32. Accumulation is f32 (CUBLAS_COMPUTE_32F).
+//
+//   matmul_lt(ctx, x, false, w, true, y, 0.0f, MatmulEpilogue::bias, b);  // y = x w^T + b
+//
+// The algorithm for each problem (device, handle, shape, types, transposes, epilogue, pointer
+// alignment) is chosen once by cuBLASLt's heuristic and cached; matmul_lt_tune() replaces it
+// with the fastest of several candidates, measured. Plain C++ (no device code), so host code
+// such as benchmarks can call it.
+#pragma once
+
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace troupe::cuda {
+
+enum class MatmulEpilogue {
+  none,
+  // D[i, j] += vec[j]; vec: [N], D's type.
+  bias,
+  // vec[i] = sum over k of op(A)[i, k] (overwrites); vec: [M], D's type. cuBLASLt's BGRADB.
+  // Not used by linear_backward: a separate column sum is faster (see kernels/cuda/linear.cu).
+  row_sums_of_a,
+};
+
+struct MatmulProblem {
+  const Tensor* a = nullptr;
+  bool trans_a = false;
+  const Tensor* b = nullptr;
+  bool trans_b = false;
+  const Tensor* d = nullptr;
+  float beta = 0.0f;  // 0: overwrite D; 1: accumulate into D
+  MatmulEpilogue epilogue = MatmulEpilogue::none;
+  const Tensor* vec = nullptr;  // bias or row-sum output; see MatmulEpilogue
+};
+
+// Enqueues the GEMM on ctx's stream.
+void matmul_lt(const Context& ctx, const MatmulProblem& p);
+
+// Times the heuristic's first `candidates` algorithms for this problem (`reps` runs each,
+// synchronizing ctx's stream) and caches the fastest for later matmul_lt calls. D (and vec)
+// end up with unspecified contents. Returns the median milliseconds of each candidate in
+// heuristic order (the first is the untuned choice).
+std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, int candidates = 8, int reps = 10);
+
+}  // namespace troupe::cuda
