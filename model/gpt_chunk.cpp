@@ -28,6 +28,12 @@ GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec&
     TROUPE_CHECK(compute == DType::f32, "CPU model chunks compute in f32, not ", dtype_name(compute));
   params_ = Tensor::zeros(ctx, compute, {layout_.size()});
   grads_ = Tensor::zeros(ctx, DType::f32, {layout_.size()});
+  for (int i = 0; i < layout_.num_layers(); ++i) {
+    layer_params_.push_back(layout_.layer(params_, layout_.first_layer() + i));
+    layer_grads_.push_back(layout_.layer(grads_, layout_.first_layer() + i));
+  }
+  outer_params_ = layout_.outer(params_);
+  outer_grads_ = layout_.outer(grads_);
 }
 
 GptChunk::~GptChunk() = default;
@@ -156,7 +162,7 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
   a->dropout_seed = o.dropout_seed;
   a->has_grad = o.training;
   const int64_t n = B * T;
-  OuterTensors p = layout_.outer(params_);
+  const OuterTensors& p = outer_params_;
 
   if (spec.pre_process) {
     a->tokens = device_tokens(input);
@@ -210,7 +216,7 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
 void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o) {
   const GptConfig& c = config();
   const int l = layout_.first_layer() + i;
-  const LayerTensors w = layout_.layer(params_, l);
+  const LayerTensors& w = layer_params_[size_t(i)];
   LayerActivations& s = a.layers[size_t(i)];
   Scratch& tmp = scratch(a.batch, a.seq);
   const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
@@ -284,8 +290,8 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
   const ChunkSpec& spec = layout_.spec();
   const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
   Scratch& tmp = scratch(B, T);
-  OuterTensors p = layout_.outer(params_);
-  OuterTensors g = layout_.outer(grads_);
+  const OuterTensors& p = outer_params_;
+  const OuterTensors& g = outer_grads_;
 
   if (spec.post_process) {
     // a.logits holds dlogits (the fused loss wrote them during forward).
@@ -323,8 +329,8 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
 void GptChunk::layer_backward(int i, ChunkActivations& a) {
   const GptConfig& c = config();
   const int l = layout_.first_layer() + i;
-  const LayerTensors w = layout_.layer(params_, l);
-  const LayerTensors g = layout_.layer(grads_, l);
+  const LayerTensors& w = layer_params_[size_t(i)];
+  const LayerTensors& g = layer_grads_[size_t(i)];
   const LayerActivations& s = a.layers[size_t(i)];
   Scratch& tmp = scratch(a.batch, a.seq);
   const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;

@@ -84,6 +84,9 @@ class GptChunk {
   ParamLayout layout_;
   DType compute_;
   Tensor params_, grads_;
+  // Views into params_/grads_, built once (name lookups are not free).
+  std::vector<LayerTensors> layer_params_, layer_grads_;
+  OuterTensors outer_params_, outer_grads_;
   std::vector<ActivationsPtr> pool_;
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;

@@ -1,0 +1,36 @@
+// f32 rotary embedding: the pair (x[i], x[i + D/2]) of every query and key head at position p
+// turns by p * base^(-2i/D) (by minus that angle for the inverse). Angles are computed in f32
+// exactly as the CUDA kernel does, so both backends agree to rounding.
+#include <cmath>
+
+#include "kernels/rope.hpp"
+
+namespace troupe::cpu {
+
+void rope_apply(const Tensor& qkv, const RopeConfig& cfg, bool inverse) {
+  const int64_t B = qkv.dim(0), T = qkv.dim(1);
+  const int D = cfg.head_dim, half = D / 2, rotated_heads = cfg.n_heads + cfg.n_kv_heads;
+  const int64_t width = qkv.dim(2);
+  const float sign = inverse ? -1.0f : 1.0f;
+  float* x = qkv.data_as<float>();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = float(cfg.pos_offset + t);
+      for (int i = 0; i < half; ++i) {
+        const float inv_freq = 1.0f / std::pow(cfg.base, float(2 * i) / float(D));
+        const float angle = pos * inv_freq;
+        const float c = std::cos(angle), s = sign * std::sin(angle);
+        // Query heads 0..H-1 and key heads H..H+G-1 are adjacent in the token row.
+        for (int head = 0; head < rotated_heads; ++head) {
+          float* v = x + (b * T + t) * width + int64_t(head) * D;
+          const float x1 = v[i], x2 = v[i + half];
+          v[i] = x1 * c - x2 * s;
+          v[i + half] = x2 * c + x1 * s;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace troupe::cpu

@@ -1,0 +1,74 @@
+// CUDA attention entry points: the flash (tensor-core) kernels for head dims 64 and 128 with
+// 16-byte aligned tensors, the simple kernels for everything else.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention.hpp"
+#include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/common.cuh"
+
+namespace troupe::cuda {
+
+namespace {
+
+AttentionDims dims_of(const Tensor& qkv, const AttentionConfig& cfg) {
+  const float scale = cfg.scale != 0.0f ? cfg.scale : 1.0f / std::sqrt(float(cfg.head_dim));
+  // Grids put B * H in x (31 bits) and row tiles of at least 4 rows in y (16 bits).
+  TROUPE_CHECK(qkv.dim(0) * cfg.n_heads < (int64_t(1) << 31) && qkv.dim(1) <= 4 * 65535,
+               "attention: CUDA kernels need B * H < 2^31 and T <= 262140, got ", qkv.str());
+  return {int(qkv.dim(0)), int(qkv.dim(1)), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale};
+}
+
+bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
+
+// Calls f(TypeTag<T>{}) for the 16-bit types the attention kernels are built for.
+template <typename F>
+void dispatch_16bit(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::bf16: f(TypeTag<__nv_bfloat16>{}); return;
+    case DType::f16: f(TypeTag<__half>{}); return;
+    default: TROUPE_FAIL(op, ": CUDA attention needs bf16 or f16, got ", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
+                       const Tensor& lse) {
+  const AttentionDims d = dims_of(qkv, cfg);
+  if (d.B == 0 || d.T == 0) return;
+  const CudaState& st = ctx.cuda_state();
+  const bool flash = flash_attention_supports(d) && aligned16(qkv) && aligned16(out);
+  dispatch_16bit(qkv.dtype(), "attention_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (flash) flash_attention_forward<T>(st, d, qkv.data_as<T>(), out.data_as<T>(), lse.data_as<float>());
+    else simple_attention_forward<T>(st, d, qkv.data_as<T>(), out.data_as<T>(), lse.data_as<float>());
+  });
+}
+
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                        const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv) {
+  const AttentionDims d = dims_of(qkv, cfg);
+  TROUPE_CHECK(d.D >= 2, "attention_backward: CUDA needs head_dim >= 2 (delta lives in the query slot of dqkv)");
+  if (d.B == 0 || d.T == 0) return;
+  const CudaState& st = ctx.cuda_state();
+  const bool flash = flash_attention_supports(d) && aligned16(qkv) && aligned16(out) && aligned16(dout) &&
+                     aligned16(dqkv);
+  dispatch_16bit(qkv.dtype(), "attention_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *dy = dout.data_as<T>(), *x = qkv.data_as<T>(), *y = out.data_as<T>();
+    const float* row_lse = lse.data_as<float>();
+    T* dx = dqkv.data_as<T>();
+    // Order matters: delta goes into dqkv's query slots, dk/dv reads it, dq overwrites it.
+    attention_delta<T>(st, d, dy, y, dx);
+    if (flash) {
+      flash_attention_backward_dkdv<T>(st, d, dy, x, row_lse, dx);
+      flash_attention_backward_dq<T>(st, d, dy, x, y, row_lse, dx);
+    } else {
+      simple_attention_backward_dkdv<T>(st, d, dy, x, row_lse, dx);
+      simple_attention_backward_dq<T>(st, d, dy, x, y, row_lse, dx);
+    }
+  });
+}
+
+}  // namespace troupe::cuda
