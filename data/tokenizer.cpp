@@ -1,0 +1,24 @@
+#include "data/tokenizer.hpp"
+
+#include "data/gpt2_tokenizer.hpp"
+#include "data/null_tokenizer.hpp"
+#include "kernels/check.hpp"
+
+namespace troupe {
+
+std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
+  if (options.type == "GPT2BPETokenizer") {
+    TROUPE_CHECK(!options.vocab_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --vocab-file");
+    TROUPE_CHECK(!options.merge_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --merge-file");
+    return std::make_unique<Gpt2Tokenizer>(
+        Gpt2Tokenizer::from_files(options.vocab_file, options.merge_file, options.special_tokens));
+  }
+  if (options.type == "NullTokenizer") {
+    TROUPE_CHECK(options.vocab_size > 0, "--tokenizer-type NullTokenizer needs --vocab-size > 0, got ",
+                 options.vocab_size);
+    return std::make_unique<NullTokenizer>(options.vocab_size);
+  }
+  TROUPE_FAIL("--tokenizer-type ", options.type, " is not supported (GPT2BPETokenizer, NullTokenizer)");
+}
+
+}  // namespace troupe
