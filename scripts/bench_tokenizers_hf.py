@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""HF `tokenizers` (Rust) GPT-2 throughput on the corpora bench/preprocess_bench uses, and the
+ratio of Troupe's numbers to it.
+
+The reference: a BPE model from the bundled vocab.json/merges.txt with the ByteLevel
+pre-tokenizer (add_prefix_space=False), i.e. GPT2TokenizerFast's pipeline, encoding the texts
+(already in memory) with Tokenizer.encode_batch. It runs twice, each in a subprocess: with
+parallelism off (TOKENIZERS_PARALLELISM=false, RAYON_NUM_THREADS=1: one thread) and on (all
+cores). Every run builds a fresh Tokenizer (empty BPE cache); the best of --repeats counts;
+building the tokenizer is not timed.
+
+  build-data/bench/preprocess_bench --copies 8 --json /tmp/troupe.json
+  python3 scripts/bench_tokenizers_hf.py --copies 8 --troupe-json /tmp/troupe.json
+
+With --check PREFIX JSONL it also reads the dataset `troupe preprocess --append-eod` wrote for
+JSONL (its .idx/.bin parsed here with struct, from Megatron's format description) and checks that
+document d is HF's encoding of line d's text followed by the EOD id 50256.
+
+Troupe's "tokenize" rows are the same work (texts in memory, fresh caches). Its "preprocess"
+rows do more (read and parse the JSON lines, write .bin/.idx, load the tokenizer), so their
+ratio to HF's tokenize-only time understates Troupe.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_texts(corpora, copies):
+    texts = []
+    for _ in range(copies):
+        for path in corpora:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        texts.append(json.loads(line)["text"])
+    return texts
+
+
+def worker(args):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    import tokenizers
+
+    texts = load_texts(args.corpora, args.copies)
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    best = None
+    tokens = 0
+    for _ in range(args.repeats):
+        tok = Tokenizer(models.BPE.from_file(args.vocab, args.merges))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        t0 = time.perf_counter()
+        encs = tok.encode_batch(texts)
+        s = time.perf_counter() - t0
+        tokens = sum(len(e.ids) for e in encs)
+        best = s if best is None else min(best, s)
+    print(json.dumps({"seconds": best, "bytes": nbytes, "documents": len(texts), "tokens": tokens,
+                      "version": tokenizers.__version__}))
+
+
+def read_indexed_dataset(prefix):
+    """Megatron's MMIDIDX .idx/.bin, read from the format description (no Troupe code)."""
+    import struct
+    with open(prefix + ".idx", "rb") as f:
+        idx = f.read()
+    assert idx[:9] == b"MMIDIDX\x00\x00", "bad magic"
+    version, code, nseq, ndoc = struct.unpack_from("<QBQQ", idx, 9)
+    assert version == 1, version
+    fmt, size = {8: ("H", 2), 4: ("i", 4)}[code]
+    lengths = struct.unpack_from(f"<{nseq}i", idx, 34)
+    pointers = struct.unpack_from(f"<{nseq}q", idx, 34 + 4 * nseq)
+    docs = struct.unpack_from(f"<{ndoc}q", idx, 34 + 12 * nseq)
+    assert len(idx) == 34 + 12 * nseq + 8 * ndoc, "size"
+    with open(prefix + ".bin", "rb") as f:
+        data = f.read()
+    out = []
+    for d in range(ndoc - 1):
+        ids = []
+        for s in range(docs[d], docs[d + 1]):
+            ids.extend(struct.unpack_from(f"<{lengths[s]}{fmt}", data, pointers[s]))
+        out.append(ids)
+    return out
+
+
+def check_dataset(args, prefix, jsonl):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    tok = Tokenizer(models.BPE.from_file(args.vocab, args.merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    texts = load_texts([jsonl], 1)
+    docs = read_indexed_dataset(prefix)
+    assert len(docs) == len(texts), f"{len(docs)} documents, {len(texts)} lines"
+    bad = [d for d, (t, e) in enumerate(zip(texts, tok.encode_batch(texts))) if docs[d] != e.ids + [50256]]
+    print(f"check {prefix}: {len(docs)} documents, {sum(map(len, docs))} tokens, "
+          f"{'all equal to HF + EOD' if not bad else f'{len(bad)} differ, first {bad[:5]}'}")
+    return not bad
+
+
+def run_mode(args, parallel):
+    env = dict(os.environ)
+    if parallel:
+        env["TOKENIZERS_PARALLELISM"] = "true"
+        env.pop("RAYON_NUM_THREADS", None)
+    else:
+        env["TOKENIZERS_PARALLELISM"] = "false"
+        env["RAYON_NUM_THREADS"] = "1"
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--copies", str(args.copies),
+           "--repeats", str(args.repeats), "--vocab", args.vocab, "--merges", args.merges, "--corpora", *args.corpora]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpora", nargs="+", default=[os.path.join(ROOT, "assets/corpora/moby-dick.jsonl"),
+                                                    os.path.join(ROOT, "assets/corpora/sotu.jsonl")])
+    p.add_argument("--copies", type=int, default=8, help="times the corpora are repeated (as preprocess_bench)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--vocab", default=os.path.join(ROOT, "assets/gpt2/gpt2-vocab.json"))
+    p.add_argument("--merges", default=os.path.join(ROOT, "assets/gpt2/gpt2-merges.txt"))
+    p.add_argument("--troupe-json", help="preprocess_bench --json output, for the ratios")
+    p.add_argument("--check", nargs=2, action="append", metavar=("PREFIX", "JSONL"), default=[],
+                   help="check a `troupe preprocess --append-eod` output against HF (repeatable)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+
+    ok = all([check_dataset(args, prefix, jsonl) for prefix, jsonl in args.check])
+    hf = {1: run_mode(args, False), os.cpu_count(): run_mode(args, True)}
+    print(f"HF tokenizers {hf[1]['version']}: encode_batch over {hf[1]['documents']} documents, "
+          f"{hf[1]['bytes'] / 1e6:.1f} MB of text ({args.copies} copies), {os.cpu_count()} cores")
+    print(f"{'what':<22} {'threads':>7} {'seconds':>9} {'MB/s':>9} {'docs/s':>10} {'tokens/s':>12}")
+    for n, r in hf.items():
+        s = r["seconds"]
+        print(f"{'hf encode_batch':<22} {n:>7} {s:>9.3f} {r['bytes'] / 1e6 / s:>9.1f} {r['documents'] / s:>10.0f} "
+              f"{r['tokens'] / s:>12.0f}")
+    if not args.troupe_json:
+        return 0 if ok else 1
+    with open(args.troupe_json) as f:
+        troupe = json.load(f)
+    if troupe.get("copies") != args.copies:
+        print(f"warning: Troupe ran {troupe.get('copies')} copies, HF {args.copies}", file=sys.stderr)
+    print("ratio: Troupe MB/s over HF encode_batch MB/s (same thread count: 1, and all)")
+    for r in troupe["results"]:
+        n = r["threads"]
+        ref = hf[1] if n == 1 else hf[os.cpu_count()]
+        ratio = (r["bytes"] / r["seconds"]) / (ref["bytes"] / ref["seconds"])
+        tok_note = ""
+        if r["what"] == "tokenize" and r["tokens"] != ref["tokens"]:
+            tok_note = f"  (token counts differ: {r['tokens']} vs {ref['tokens']})"
+        print(f"  troupe {r['what']:<10} {n:>3} threads: {r['bytes'] / 1e6 / r['seconds']:8.1f} MB/s  "
+              f"= {ratio:5.2f} x HF ({ref['bytes'] / 1e6 / ref['seconds']:.1f} MB/s){tok_note}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
