@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Packs a build for the GPU machine (see the team's device notes): the runtime libraries
+# and a slim copy of BUILD_DIR into .devdeps, trimmed to fit the 64 MiB transfer limit:
+# our own libraries are already in the slim build, and OpenBLAS (36 MB, CPU reference
+# only) travels xz-compressed. Also copies the PyTorch baselines into .baselines/.
+# On the device: `xz -d .devdeps/lib/*.xz; source .devdeps/env.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+../shared/device/pack-runtime.sh --slim-build "$build"
+rm -f .devdeps/lib/libtroupe_*.so
+for f in .devdeps/lib/libopenblas*.so*; do [ -f "$f" ] && xz -T2 -6 "$f"; done
+mkdir -p .baselines && cp ../shared/baselines/*.py .baselines/
+du -sh .devdeps
