@@ -1,0 +1,76 @@
+// The public face of the actor runtime: one training run on this process's devices.
+// Behind it, one CAF actor system: a stage actor per pipeline stage (owning its device,
+// context and model chunks), a data-loader actor, an optimizer actor and a trainer actor;
+// the pipeline schedule emerges from the stage actors' policies (schedules/schedule.hpp).
+// `troupe train` drives this; nothing outside actors/ includes CAF.
+//
+//   TrainingRun run(config, train_loader, valid_loader);
+//   while (run.iteration() < config.train_iters && !stop_requested)
+//     IterationStats s = run.train_iteration();          // throws troupe::Error on failure
+//   double valid_loss = run.evaluate(config.eval_iters);
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "data/data_loader.hpp"
+#include "model/config.hpp"
+#include "model/lr_schedule.hpp"
+#include "model/optimizer.hpp"
+#include "model/trainer.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe::actors {
+
+struct ParallelConfig {
+  int pipeline_size = 1;  // --pipeline-model-parallel-size
+  int virtual_chunks = 1;  // V; from --num-layers-per-virtual-pipeline-stage
+  schedules::Schedule schedule = schedules::Schedule::one_f_one_b;
+  int group_size = 0;  // --microbatch-group-size-per-vp-stage (0: P)
+};
+
+struct DeviceConfig {
+  bool cuda = false;    // GPUs (one per stage) or CPU devices
+  int cpu_devices = 0;  // --cpu-devices; 0: one per pipeline stage
+  DType compute = DType::f32;  // f32 on CPU devices; bf16 or f16 on GPUs
+};
+
+struct TrainingConfig {
+  GptConfig model;
+  ParallelConfig parallel;
+  DeviceConfig devices;
+  OptimizerConfig optimizer;
+  LrSchedule lr;
+  float loss_scale = 0.0f;  // --loss-scale: constant (fp16); 0: dynamic when fp16, none otherwise
+  int64_t micro_batch_size = 1;
+  int64_t global_batch_size = 1;  // microbatches per iteration = global / micro
+  int64_t train_iters = 0;
+  uint64_t seed = 1234;
+  std::string trace_path;  // --trace: record every op (msgpack); empty: off
+  std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};  // a stage silent this long fails the run
+  bool check_for_nan = false;  // stop with an error naming the stage and op on a NaN loss/grad
+};
+
+class TrainingRun {
+ public:
+  // Loaders yield this rank's microbatches (host tensors); valid may be null.
+  TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  // One iteration: forward/backward of every microbatch through the pipeline, then the
+  // optimizer step. Throws troupe::Error naming the stage and op when any actor fails.
+  IterationStats train_iteration();
+  // Mean validation loss over `iters` microbatches (no gradients, no dropout).
+  double evaluate(int64_t iters);
+  int64_t iteration() const;
+  int64_t consumed_samples() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::actors
