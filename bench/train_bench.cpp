@@ -72,7 +72,7 @@ int run(const Options& o) {
   const int64_t mbs = o.micro_batch_size ? o.micro_batch_size : (use_cuda ? 16 : 8);
   const int64_t gbs = o.global_batch_size ? o.global_batch_size : mbs;
   TROUPE_CHECK(gbs % mbs == 0, "--global-batch-size ", gbs, " is not a multiple of --micro-batch-size ", mbs);
-  const int64_t iters = o.train_iters ? o.train_iters : (use_cuda ? 50 : 300);
+  const int64_t iters = o.train_iters ? o.train_iters : (use_cuda ? 50 : 200);
   const int64_t T = cfg.seq_length;
 
   // Data: the bundled corpus tokenized with GPT-2 BPE, or random tokens.
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq-length", o.seq_length, "override the preset");
   app.add_option("--micro-batch-size", o.micro_batch_size, "sequences per microbatch (default 16 GPU, 8 CPU)");
   app.add_option("--global-batch-size", o.global_batch_size, "sequences per iteration (gradient accumulation)");
-  app.add_option("--train-iters", o.train_iters, "iterations (default 50 GPU, 300 CPU)");
+  app.add_option("--train-iters", o.train_iters, "iterations (default 50 GPU, 200 CPU)");
   app.add_option("--lr", o.lr, "peak learning rate (default 6e-4 GPU, 1e-3 CPU)");
   app.add_option("--min-lr", o.min_lr, "final learning rate (default lr/10)");
   app.add_option("--lr-warmup-iters", o.lr_warmup_iters, "linear warmup iterations (default 10%)");
