@@ -6,11 +6,9 @@
 namespace troupe {
 
 void fail(const char* kind, const char* expr, const char* file, int line, const std::string& hint) {
-  std::string msg = hint;
-  if (expr && *expr) msg += str_cat(hint.empty() ? "" : " ", "[", kind, " `", expr, "` failed");
-  else msg += " [";
-  msg += str_cat(" at ", file, ":", line, "]");
-  throw Error(msg);
+  const char* sep = hint.empty() ? "" : " ";
+  if (expr && *expr) throw Error(str_cat(hint, sep, "[", kind, " `", expr, "` failed at ", file, ":", line, "]"));
+  throw Error(str_cat(hint, sep, "[at ", file, ":", line, "]"));
 }
 
 void fail_errno(const char* expr, const char* file, int line, const std::string& hint) {
