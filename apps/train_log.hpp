@@ -1,0 +1,23 @@
+// Megatron-LM's training log lines, so existing log parsers and habits carry over:
+//  [2026-11-21 06:50:01] iteration       10/     100 | consumed samples:          320 | elapsed time per
+//  iteration (ms): 123.4 | throughput per GPU (TFLOP/s/GPU): 98.7 | learning rate: 6.000000E-04 | global
+//  batch size:    32 | lm loss: 7.123456E+00 | loss scale: 1.0 | grad norm: 1.234 | number of skipped
+//  iterations:   0 | number of nan iterations:   0 |
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace troupe::apps {
+
+struct LogWindow {
+  int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch_size = 0;
+  double ms_per_iteration = 0, tflops_per_device = 0, lr = 0, loss = 0, loss_scale = 1, grad_norm = 0;
+  int64_t skipped = 0, nan = 0;
+};
+
+std::string iteration_line(const LogWindow& w);
+// The block Megatron prints after an evaluation: loss and perplexity.
+std::string validation_block(const std::string& where, double loss);
+
+}  // namespace troupe::apps
