@@ -19,5 +19,6 @@ namespace troupe::apps {
 using CommandRunner = std::function<int()>;
 
 void add_preprocess_command(CLI::App& app, CommandRunner& run);
+void add_replay_command(CLI::App& app, CommandRunner& run);
 
 }  // namespace troupe::apps

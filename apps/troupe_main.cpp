@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   troupe::apps::CommandRunner run;
   troupe::apps::add_preprocess_command(app, run);
+  troupe::apps::add_replay_command(app, run);
   CLI11_PARSE(app, argc, argv);
   try {
     return run ? run() : 0;

@@ -1,0 +1,62 @@
+// `troupe replay FILE`: per-stage busy/idle time, measured bubble against theory, the
+// critical path, Chrome-trace and SVG exports, and what-if predictions for other schedules
+// (schedules/replay.hpp does the work).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/commands.hpp"
+#include "schedules/replay.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::apps {
+namespace {
+
+struct ReplayFlags {
+  std::string path;
+  std::string chrome_path;
+  std::string svg_path;
+  int64_t iteration = -1;
+  std::vector<std::string> what_ifs;
+};
+
+int run_replay(const ReplayFlags& flags) {
+  using namespace troupe::schedules;
+  const Trace trace = trace_read(flags.path);
+  ReplayOptions options;
+  if (flags.iteration >= 0) options.iteration = flags.iteration;
+  options.what_ifs = flags.what_ifs;
+  const ReplayReport report = replay_trace(trace, options);
+  std::fputs(format_replay_report(report).c_str(), stdout);
+  if (!flags.chrome_path.empty()) {
+    write_text_file(flags.chrome_path, trace_to_chrome_json(trace));
+    std::printf("wrote %s (%zu events; open in ui.perfetto.dev or chrome://tracing)\n", flags.chrome_path.c_str(),
+                trace.events.size());
+  }
+  if (!flags.svg_path.empty()) {
+    write_text_file(flags.svg_path, trace_to_svg(trace_iteration(trace, report.path_iteration)));
+    std::printf("wrote %s (iteration %lld)\n", flags.svg_path.c_str(), static_cast<long long>(report.path_iteration));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, CommandRunner& run) {
+  auto flags = std::make_shared<ReplayFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay", "Analyse a pipeline trace (troupe train --trace): busy/idle per stage, bubble vs theory, critical "
+                "path; export Chrome-trace JSON or an SVG timeline; predict other schedules with --what-if");
+  cmd->add_option("FILE", flags->path, "Trace file (msgpack, see README \"Traces\")")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--chrome", flags->chrome_path, "Write Chrome-trace JSON (Perfetto, chrome://tracing)");
+  cmd->add_option("--svg", flags->svg_path, "Write an SVG timeline of one iteration (the last analysed)");
+  cmd->add_option("--iteration", flags->iteration,
+                  "Analyse this iteration only (default: all but the first, when there are several)");
+  cmd->add_option("--what-if", flags->what_ifs,
+                  "Predict another schedule/shape from the measured op times, e.g. \"schedule=interleaved,v=2\", "
+                  "\"p=8,m=16\" (keys: schedule, p, v, m, g); repeatable");
+  cmd->callback([&run, flags] { run = [flags] { return run_replay(*flags); }; });
+}
+
+}  // namespace troupe::apps

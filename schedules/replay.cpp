@@ -1,0 +1,174 @@
+// Replay analysis and its text report.
+#include "schedules/replay.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "kernels/check.hpp"
+
+namespace troupe::schedules {
+
+namespace {
+
+std::string ms(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f ms", ns / 1e6);
+  return buf;
+}
+
+std::string pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", 100 * f);
+  return buf;
+}
+
+std::string shape_str(Schedule schedule, const PipelineShape& s) {
+  return str_cat(schedule_name(schedule), " P=", s.stages, " V=", s.chunks, " M=", s.microbatches,
+                 schedule == Schedule::interleaved_1f1b ? str_cat(" G=", group_size(s)) : std::string());
+}
+
+std::string delta(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.1f%%", 100 * (ratio - 1));
+  return buf;
+}
+
+}  // namespace
+
+std::string theory_formula(Schedule schedule, const PipelineShape& s) {
+  if (schedule == Schedule::interleaved_1f1b)
+    return str_cat("(P-1)/(V*M+P-1) = ", s.stages - 1, "/", s.chunks * s.microbatches + s.stages - 1);
+  return str_cat("(P-1)/(M+P-1) = ", s.stages - 1, "/", s.microbatches + s.stages - 1);
+}
+
+ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
+  ReplayReport r;
+  r.header = trace.header;
+  validate(trace.header.schedule, trace.header.shape);
+  std::vector<int64_t> all;
+  for (int64_t it : trace_iterations(trace)) {
+    const Trace one = trace_iteration(trace, it);
+    if (std::any_of(one.events.begin(), one.events.end(), [](const TraceEvent& e) {
+          return e.stage >= 0 && (e.kind == EventKind::forward || e.kind == EventKind::backward);
+        }))
+      all.push_back(it);
+  }
+  TROUPE_CHECK(!all.empty(), "the trace holds no forward or backward op");
+  if (options.iteration) {
+    TROUPE_CHECK(std::find(all.begin(), all.end(), *options.iteration) != all.end(), "--iteration ",
+                 *options.iteration, ": the trace has pipeline ops of iterations ", all.front(), "..", all.back());
+    r.iterations = {*options.iteration};
+  } else {
+    r.iterations.assign(all.size() > 1 ? all.begin() + 1 : all.begin(), all.end());
+  }
+
+  const int P = trace.header.shape.stages;
+  r.stats.stages.resize(size_t(P));
+  double bubble = 0, step = 0;
+  std::vector<double> busy(size_t(P), 0.0);
+  for (int64_t it : r.iterations) {
+    const PipelineStats s = pipeline_stats(trace_iteration(trace, it));
+    TROUPE_CHECK(int(s.stages.size()) == P, "iteration ", it, " has ops of stage ", s.stages.size() - 1,
+                 ", the header says P = ", P);
+    r.step_ns.push_back(s.step_ns);
+    step += double(s.step_ns);
+    bubble += s.bubble_fraction;
+    for (int p = 0; p < P; ++p) {
+      busy[size_t(p)] += double(s.stages[size_t(p)].busy_ns);
+      r.stats.stages[size_t(p)].ops = s.stages[size_t(p)].ops;
+      r.stats.stages[size_t(p)].peak_in_flight =
+          std::max(r.stats.stages[size_t(p)].peak_in_flight, s.stages[size_t(p)].peak_in_flight);
+    }
+  }
+  const double n = double(r.iterations.size());
+  r.stats.step_ns = int64_t(step / n + 0.5);
+  r.stats.bubble_fraction = bubble / n;
+  for (int p = 0; p < P; ++p) {
+    r.stats.stages[size_t(p)].busy_ns = int64_t(busy[size_t(p)] / n + 0.5);
+    r.stats.stages[size_t(p)].idle_ns = r.stats.step_ns - r.stats.stages[size_t(p)].busy_ns;
+  }
+  r.theory_bubble = theoretical_bubble(trace.header.schedule, trace.header.shape);
+  r.path_iteration = r.iterations.back();
+  r.critical_path = critical_path(trace_iteration(trace, r.path_iteration));
+
+  r.durations = measured_durations(trace, r.iterations);
+  r.replayed = simulate(trace.header.schedule, trace.header.shape, r.durations);
+  for (const std::string& spec : options.what_ifs) {
+    WhatIfPrediction w;
+    w.spec = spec;
+    w.what_if = parse_what_if(spec, trace.header);
+    w.simulation = simulate(w.what_if.schedule, w.what_if.shape,
+                            rescale_durations(r.durations, trace.header.shape, w.what_if.shape));
+    w.theory_bubble = theoretical_bubble(w.what_if.schedule, w.what_if.shape);
+    r.what_ifs.push_back(std::move(w));
+  }
+  return r;
+}
+
+std::string format_replay_report(const ReplayReport& r) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  const auto& h = r.header;
+  line(str_cat("pipeline: ", shape_str(h.schedule, h.shape),
+               h.num_layers > 0 ? str_cat(", ", h.num_layers, " layers") : std::string(), "; analysing ",
+               r.iterations.size() == 1 ? str_cat("iteration ", r.iterations[0])
+                                        : str_cat(r.iterations.size(), " iterations (", r.iterations.front(), "..",
+                                                  r.iterations.back(), ")")));
+  line(str_cat("step time: ", ms(double(r.stats.step_ns)),
+               r.step_ns.size() > 1 ? str_cat(" mean (min ", ms(double(*std::min_element(r.step_ns.begin(), r.step_ns.end()))),
+                                             ", max ", ms(double(*std::max_element(r.step_ns.begin(), r.step_ns.end()))), ")")
+                                    : std::string(),
+               ", forward/backward ops only"));
+  line("stage      busy          idle     idle  ops  peak in flight");
+  for (size_t p = 0; p < r.stats.stages.size(); ++p) {
+    const StageStats& s = r.stats.stages[p];
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%5zu  %12s  %12s  %6s  %3d  %d", p, ms(double(s.busy_ns)).c_str(),
+                  ms(double(s.idle_ns)).c_str(),
+                  pct(r.stats.step_ns > 0 ? double(s.idle_ns) / double(r.stats.step_ns) : 0).c_str(), s.ops,
+                  s.peak_in_flight);
+    line(buf);
+  }
+  line(str_cat("bubble: ", pct(r.stats.bubble_fraction), " measured, ", pct(r.theory_bubble), " theory ",
+               theory_formula(h.schedule, h.shape), " (idle share of P x step time)"));
+
+  int64_t compute = 0;
+  std::map<int, int> per_stage;
+  for (const TraceEvent& e : r.critical_path) compute += e.end_ns - e.start_ns, per_stage[e.stage]++;
+  if (!r.critical_path.empty()) {
+    const int64_t span = r.critical_path.back().end_ns - r.critical_path.front().start_ns;
+    std::string stages;
+    for (const auto& [s, count] : per_stage) stages += str_cat(stages.empty() ? "" : ", ", "s", s, ": ", count);
+    line(str_cat("critical path (iteration ", r.path_iteration, "): ", r.critical_path.size(), " ops, ", ms(double(compute)),
+                 " computing, ", ms(double(span - compute)), " waiting (transfers, gaps); ops per stage ", stages));
+    std::string chain;
+    const size_t n = r.critical_path.size(), keep = 24;
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 2 * keep && i == keep) {
+        chain += str_cat(" -> ... ", n - 2 * keep, " more ...");
+        i = n - keep - 1;
+        continue;
+      }
+      const TraceEvent& e = r.critical_path[i];
+      chain += str_cat(i ? " -> " : "  ", "s", e.stage, ":",
+                       op_str({e.kind == EventKind::forward ? OpKind::forward : OpKind::backward, e.microbatch, e.chunk}));
+    }
+    line(chain);
+  }
+  const double replay_step = double(r.replayed.stats.step_ns), measured = double(r.stats.step_ns);
+  line(str_cat("simulated with the measured mean op times", r.durations.p2p_ns > 0 ? str_cat(" and ", ms(double(r.durations.p2p_ns)), " per transfer") : std::string(),
+               ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
+               " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction)));
+  for (const WhatIfPrediction& w : r.what_ifs) {
+    const double step = double(w.simulation.stats.step_ns);
+    line(str_cat("what-if ", shape_str(w.what_if.schedule, w.what_if.shape), " [", w.spec, "]: predicted step ",
+                 ms(step), " (", replay_step > 0 ? delta(step / replay_step) : std::string("?"),
+                 " vs the simulated recorded run), bubble ", pct(w.simulation.stats.bubble_fraction), " (theory ",
+                 pct(w.theory_bubble), "), peak in flight on stage 0: ",
+                 w.simulation.stats.stages.empty() ? 0 : w.simulation.stats.stages[0].peak_in_flight));
+  }
+  return out;
+}
+
+}  // namespace troupe::schedules

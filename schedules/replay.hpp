@@ -1,0 +1,54 @@
+// `troupe replay`: what a recorded trace says about the pipeline, and what it predicts for
+// other schedules. The command line (apps/replay_command.cpp) only parses flags and prints
+// format_replay_report().
+//
+//   ReplayReport r = replay_trace(trace_read("run.trace"), {.what_ifs = {"schedule=interleaved,v=2"}});
+//   std::fputs(format_replay_report(r).c_str(), stdout);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedules/analysis.hpp"
+#include "schedules/simulator.hpp"
+#include "schedules/trace.hpp"
+#include "schedules/what_if.hpp"
+
+namespace troupe::schedules {
+
+struct ReplayOptions {
+  // Iteration to analyse; none: every iteration but the first when there are several (the
+  // first pays one-time costs: allocation, kernel selection).
+  std::optional<int64_t> iteration;
+  std::vector<std::string> what_ifs;  // parse_what_if() strings
+};
+
+struct WhatIfPrediction {
+  std::string spec;
+  WhatIf what_if;
+  Simulation simulation;  // the recorded mean durations, rescaled, under the new shape
+  double theory_bubble = 0;
+};
+
+struct ReplayReport {
+  TraceHeader header;
+  std::vector<int64_t> iterations;  // analysed
+  std::vector<int64_t> step_ns;     // per analysed iteration (first forward/backward start to last end)
+  PipelineStats stats;              // mean over the analysed iterations (peak in flight: max)
+  double theory_bubble = 0;         // theoretical_bubble() of the recorded schedule and shape
+  int64_t path_iteration = 0;       // the iteration critical_path comes from (the last analysed)
+  std::vector<TraceEvent> critical_path;
+  OpDurations durations;            // measured means (the simulator's input)
+  Simulation replayed;              // the recorded shape under the measured mean durations
+  std::vector<WhatIfPrediction> what_ifs;
+};
+
+ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options);
+std::string format_replay_report(const ReplayReport& report);
+
+// "(P-1)/(M+P-1)" or "(P-1)/(V*M+P-1)" with the numbers filled in.
+std::string theory_formula(Schedule schedule, const PipelineShape& shape);
+
+}  // namespace troupe::schedules

@@ -1,0 +1,174 @@
+// Megatron-LM's pipeline schedules as op orders, and the stage policy they emerge from.
+// Reference: megatron/core/pipeline_parallel/schedules.py (get_schedule_table,
+// get_pp_rank_microbatches, forward_backward_pipelining_with/without_interleaving).
+#include "schedules/schedule.hpp"
+
+#include <algorithm>
+
+#include "kernels/check.hpp"
+
+namespace troupe::schedules {
+
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe: return "gpipe";
+    case Schedule::one_f_one_b: return "1f1b";
+    case Schedule::interleaved_1f1b: return "interleaved";
+  }
+  return "?";
+}
+
+Schedule schedule_from_name(const std::string& name) {
+  if (name == "gpipe") return Schedule::gpipe;
+  if (name == "1f1b" || name == "one_f_one_b") return Schedule::one_f_one_b;
+  if (name == "interleaved" || name == "interleaved_1f1b") return Schedule::interleaved_1f1b;
+  TROUPE_FAIL("unknown pipeline schedule '", name, "' (expected gpipe, 1f1b or interleaved)");
+}
+
+std::string op_str(const Op& op) {
+  return str_cat(op.kind == OpKind::forward ? "F" : "B", op.microbatch, ".c", op.chunk);
+}
+
+int group_size(const PipelineShape& shape) { return shape.group_size > 0 ? shape.group_size : shape.stages; }
+
+void validate(Schedule schedule, const PipelineShape& shape) {
+  const int P = shape.stages, V = shape.chunks, M = shape.microbatches;
+  TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
+  TROUPE_CHECK(M >= 1, "an iteration needs at least one microbatch (--global-batch-size / (--micro-batch-size * ",
+               "data-parallel size)), got ", M);
+  TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
+  TROUPE_CHECK(shape.group_size >= 0, "--microbatch-group-size-per-vp-stage must be >= 1 (0: the default, P), got ",
+               shape.group_size);
+  if (schedule != Schedule::interleaved_1f1b) {
+    TROUPE_CHECK(V == 1, "the ", schedule_name(schedule), " schedule runs one model chunk per stage, got ", V,
+                 " (--num-layers-per-virtual-pipeline-stage selects the interleaved schedule)");
+    return;
+  }
+  // Megatron asks for P > 2 unless --overlap-p2p-communication is on, which is its default with
+  // interleaving; our channels always overlap, so P = 2 is allowed.
+  TROUPE_CHECK(P >= 2, "the interleaved schedule needs --pipeline-model-parallel-size > 1, got ", P,
+               " (drop --num-layers-per-virtual-pipeline-stage on a single stage)");
+  const int G = group_size(shape);
+  TROUPE_CHECK(G >= P, "--microbatch-group-size-per-vp-stage (", G, ") must be >= --pipeline-model-parallel-size (",
+               P, ")");
+  TROUPE_CHECK(G <= M, "the interleaved schedule needs at least ", G, " microbatches per iteration (",
+               shape.group_size > 0 ? "--microbatch-group-size-per-vp-stage" : "the default group size, P",
+               "), got M = ", M, "; raise --global-batch-size / --micro-batch-size");
+  const int rest = M % G;
+  TROUPE_CHECK(rest == 0 || rest >= P, "with the interleaved schedule, M mod G must be 0 or >= P, got M = ", M,
+               ", G = ", G, " (--microbatch-group-size-per-vp-stage", shape.group_size > 0 ? "" : ", default P",
+               "), P = ", P, (shape.group_size > 0 ? "" : ": with the default group size M must be a multiple of "
+                                                        "--pipeline-model-parallel-size"),
+               "; the last microbatch group would stall the pipeline");
+}
+
+std::vector<Op> schedule_table(int microbatches, int chunks, int group) {
+  TROUPE_CHECK(microbatches >= 1 && chunks >= 1 && group >= 1, "schedule_table: M = ", microbatches,
+               ", V = ", chunks, ", G = ", group);
+  std::vector<Op> table;
+  table.reserve(size_t(microbatches) * size_t(chunks));
+  for (int first = 0; first < microbatches; first += group) {
+    const int last = std::min(first + group, microbatches);
+    for (int c = 0; c < chunks; ++c)
+      for (int m = first; m < last; ++m) table.push_back({OpKind::forward, m, c});
+  }
+  return table;
+}
+
+namespace {
+
+void check_stage(const PipelineShape& shape, int stage) {
+  TROUPE_CHECK(stage >= 0 && stage < shape.stages, "stage ", stage, " is outside the pipeline of ",
+               shape.stages, " stages");
+}
+
+}  // namespace
+
+std::vector<Op> forward_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  validate(schedule, shape);
+  check_stage(shape, stage);
+  if (schedule == Schedule::interleaved_1f1b)
+    return schedule_table(shape.microbatches, shape.chunks, group_size(shape));
+  std::vector<Op> order;
+  for (int m = 0; m < shape.microbatches; ++m) order.push_back({OpKind::forward, m, 0});
+  return order;
+}
+
+std::vector<Op> backward_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  std::vector<Op> order = forward_order(schedule, shape, stage);
+  // Backward entry k takes table entry k's chunk mirrored; within one chunk the microbatches
+  // come in table order, which is 0, 1, ..., so entry k's microbatch is the right one.
+  for (Op& op : order) {
+    op.kind = OpKind::backward;
+    op.chunk = shape.chunks - 1 - op.chunk;
+  }
+  return order;
+}
+
+int warmup_forwards(Schedule schedule, const PipelineShape& shape, int stage) {
+  validate(schedule, shape);
+  check_stage(shape, stage);
+  const int P = shape.stages, M = shape.microbatches, V = shape.chunks;
+  switch (schedule) {
+    case Schedule::gpipe: return M;
+    case Schedule::one_f_one_b: return std::min(P - stage - 1, M);
+    case Schedule::interleaved_1f1b: return std::min(M * V, 2 * (P - stage - 1) + (V - 1) * group_size(shape));
+  }
+  return 0;
+}
+
+int max_in_flight(Schedule schedule, const PipelineShape& shape, int stage) {
+  return std::min(warmup_forwards(schedule, shape, stage) + 1, shape.microbatches * shape.chunks);
+}
+
+std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  const std::vector<Op> forwards = forward_order(schedule, shape, stage);
+  const std::vector<Op> backwards = backward_order(schedule, shape, stage);
+  const size_t total = forwards.size(), warmup = size_t(warmup_forwards(schedule, shape, stage));
+  std::vector<Op> order(forwards.begin(), forwards.begin() + long(warmup));
+  // Steady state: one forward, then one backward; cooldown: the remaining backwards.
+  for (size_t i = 0; i + warmup < total; ++i) {
+    order.push_back(forwards[warmup + i]);
+    order.push_back(backwards[i]);
+  }
+  order.insert(order.end(), backwards.begin() + long(total - warmup), backwards.end());
+  return order;
+}
+
+double theoretical_bubble(Schedule schedule, const PipelineShape& shape) {
+  const double P = shape.stages, M = shape.microbatches;
+  const double V = schedule == Schedule::interleaved_1f1b ? shape.chunks : 1;
+  return (P - 1) / (V * M + P - 1);
+}
+
+StagePolicy::StagePolicy(Schedule schedule, const PipelineShape& shape, int stage)
+    : schedule_(schedule), shape_(shape), stage_(stage) {
+  forwards_ = forward_order(schedule, shape, stage);
+  backwards_ = backward_order(schedule, shape, stage);
+  max_in_flight_ = schedules::max_in_flight(schedule, shape, stage);  // GPipe: M, no limit
+  forward_index_.resize(backwards_.size());
+  for (size_t b = 0; b < backwards_.size(); ++b) {
+    const Op& op = backwards_[b];
+    const auto it = std::find(forwards_.begin(), forwards_.end(), Op{OpKind::forward, op.microbatch, op.chunk});
+    forward_index_[b] = size_t(it - forwards_.begin());
+  }
+}
+
+std::optional<Op> StagePolicy::next(const IsReady& is_ready) {
+  if (next_backward_ < backwards_.size()) {
+    const bool forwards_first = schedule_ == Schedule::gpipe && next_forward_ < forwards_.size();
+    const bool forward_ran = forward_index_[next_backward_] < next_forward_ &&
+                             (schedule_ != Schedule::interleaved_1f1b ||
+                              next_forward_ >= std::min(size_t(max_in_flight_) + next_backward_, forwards_.size()));
+    if (!forwards_first && forward_ran && is_ready(backwards_[next_backward_])) return backwards_[next_backward_++];
+  }
+  if (next_forward_ < forwards_.size() && in_flight() < max_in_flight_ && is_ready(forwards_[next_forward_]))
+    return forwards_[next_forward_++];
+  return std::nullopt;
+}
+
+bool StagePolicy::done() const { return next_forward_ == forwards_.size() && next_backward_ == backwards_.size(); }
+
+void StagePolicy::reset() { next_forward_ = next_backward_ = 0; }
+
+}  // namespace troupe::schedules

@@ -1,0 +1,41 @@
+// A discrete-event simulator of one pipeline iteration: each stage runs its ops one at a
+// time under its StagePolicy, with given per-op durations and a P2P latency, and messages
+// flow as in the real pipeline: the forward output of virtual stage k feeds virtual stage
+// k+1, the input gradient of k feeds k-1, and the last virtual stage's forward enables its
+// own backward. Ops that become ready at the same instant are all seen before any idle
+// stage decides, so equal durations give a deterministic, tie-free answer.
+//
+//   OpDurations d = OpDurations::uniform(shape, /*forward=*/1000, /*backward=*/2000);
+//   Simulation sim = simulate(Schedule::one_f_one_b, shape, d);
+//   sim.stats.step_ns, sim.stats.bubble_fraction, sim.order[stage] == canonical_order(...)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedules/analysis.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::schedules {
+
+struct OpDurations {
+  std::vector<std::vector<int64_t>> forward_ns;   // (P, V): one forward of chunk c on stage s
+  std::vector<std::vector<int64_t>> backward_ns;  // (P, V)
+  int64_t p2p_ns = 0;                             // one activation or gradient transfer between stages
+
+  static OpDurations uniform(const PipelineShape& shape, int64_t forward_ns, int64_t backward_ns,
+                             int64_t p2p_ns = 0);
+};
+
+struct Simulation {
+  std::vector<std::vector<Op>> order;  // per stage, the ops in the order they ran
+  Trace trace;                         // forward/backward events, actor "stage<s>", device s, iteration 0
+  PipelineStats stats;                 // step time, bubble, busy/idle, peak in-flight
+};
+
+// Throws troupe::Error on an impossible shape, durations of the wrong size, or a deadlock
+// (a policy waiting for an op that can never become ready).
+Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurations& durations);
+
+}  // namespace troupe::schedules

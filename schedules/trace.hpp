@@ -1,0 +1,106 @@
+// The op trace of a training run: every op of every actor (forward, backward, send, ...) with
+// its start and end, as recorded by `troupe train --trace FILE` and as produced by the
+// simulator. On disk it is msgpack; it exports to Chrome-trace JSON (Perfetto,
+// chrome://tracing) and to an SVG per-stage timeline.
+//
+//   TraceWriter out("run.trace", header);                // streams; a crash keeps what was written
+//   out.append({.actor = "stage0", .device = 0, .stage = 0, .kind = EventKind::forward,
+//               .microbatch = 3, .start_ns = t0, .end_ns = t1});
+//   Trace trace = trace_read("run.trace");                // troupe::Error on a bad/truncated file
+//   write_text_file("run.json", trace_to_chrome_json(trace));
+//
+// File layout (version 1): a concatenation of msgpack objects, no framing.
+//   1. the header, a map with string keys:
+//        "format": "troupe-trace", "version": 1,
+//        "schedule": "gpipe" | "1f1b" | "interleaved", "stages": P, "chunks": V,
+//        "microbatches": M, "group_size": G (0: P), "num_layers": L (0: unknown),
+//        "iteration": first iteration recorded
+//      (readers ignore keys they do not know);
+//   2. then one array per event, in any order, of at least 10 elements (readers ignore extra):
+//        [actor: str, device: int, stage: int, kind: int, microbatch: int, chunk: int,
+//         iteration: int, start_ns: int, end_ns: int, bytes: int]
+//      kind: 0 forward, 1 backward, 2 send, 3 recv, 4 optimizer, 5 grad_reduce, 6 data,
+//      7 checkpoint, 8 other (unknown values read as other). device/stage/microbatch are -1
+//      where they do not apply (e.g. the optimizer actor's microbatch). Times are
+//      nanoseconds on one clock per process (steady clock since the run started).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedules/schedule.hpp"
+
+namespace troupe::schedules {
+
+enum class EventKind : uint8_t { forward, backward, send, recv, optimizer, grad_reduce, data, checkpoint, other };
+
+const char* event_kind_name(EventKind kind);
+
+struct TraceEvent {
+  std::string actor;     // "stage1", "optimizer", ...
+  int32_t device = -1;   // GPU or CPU device index; -1: host
+  int32_t stage = -1;    // pipeline stage; -1: not a stage op
+  EventKind kind = EventKind::other;
+  int32_t microbatch = -1;
+  int32_t chunk = 0;     // local model chunk
+  int64_t iteration = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t bytes = 0;     // bytes moved (send/recv), 0 otherwise
+  bool operator==(const TraceEvent&) const = default;
+};
+
+struct TraceHeader {
+  Schedule schedule = Schedule::one_f_one_b;
+  PipelineShape shape;
+  int num_layers = 0;      // transformer layers of the whole model; 0: unknown
+  int64_t iteration = 0;   // first iteration recorded
+  bool operator==(const TraceHeader&) const = default;
+};
+
+struct Trace {
+  TraceHeader header;
+  std::vector<TraceEvent> events;
+};
+
+// msgpack bytes <-> Trace. `what` names the source in error messages.
+std::string trace_to_msgpack(const Trace& trace);
+Trace trace_from_msgpack(std::string_view bytes, const std::string& what = "trace");
+void trace_write(const std::string& path, const Trace& trace);
+Trace trace_read(const std::string& path);
+
+// Appends events to a trace file as they happen (the file is valid after every append()).
+class TraceWriter {
+ public:
+  TraceWriter(const std::string& path, const TraceHeader& header);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+  void append(const TraceEvent& event);
+  void flush();
+  void close();
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// The events of one iteration, and the iterations a trace holds (sorted).
+Trace trace_iteration(const Trace& trace, int64_t iteration);
+std::vector<int64_t> trace_iterations(const Trace& trace);
+
+// Chrome trace JSON (the "traceEvents" array format): one process per device (pid = device,
+// pid = -1 for host actors, named by "process_name" metadata), one thread per actor, a
+// complete event ("ph": "X", ts/dur in microseconds) per op, args with microbatch, chunk,
+// iteration and bytes.
+std::string trace_to_chrome_json(const Trace& trace);
+
+// A self-contained SVG timeline: one row per stage, forward boxes blue and backward green
+// (lighter for later chunks), the microbatch number in each box; other stage events gray.
+std::string trace_to_svg(const Trace& trace, const std::string& title = "");
+
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace troupe::schedules

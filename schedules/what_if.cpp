@@ -1,0 +1,151 @@
+// What-if replays: parsing the request, measuring durations, rescaling them.
+#include "schedules/what_if.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <set>
+
+#include "kernels/check.hpp"
+
+namespace troupe::schedules {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+int parse_count(const std::string& key, const std::string& value, const std::string& spec) {
+  int out = 0;
+  const char* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, out);
+  TROUPE_CHECK(ec == std::errc() && ptr == end && !value.empty(), "--what-if \"", spec, "\": ", key, "=", value,
+               " is not a whole number");
+  TROUPE_CHECK(out >= (key == "g" ? 0 : 1), "--what-if \"", spec, "\": ", key, " must be >= ", key == "g" ? 0 : 1,
+               ", got ", out);
+  return out;
+}
+
+}  // namespace
+
+WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded) {
+  WhatIf w{recorded.schedule, recorded.shape};
+  TROUPE_CHECK(!trim(spec).empty(), "--what-if: empty; expected e.g. \"schedule=interleaved,v=2\" ",
+               "(keys: schedule, p, v, m, g)");
+  std::set<std::string> seen;
+  bool schedule_given = false, v_given = false;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', pos), spec.size());
+    const std::string item = trim(spec.substr(pos, comma - pos));
+    pos = comma + 1;
+    TROUPE_CHECK(!item.empty(), "--what-if \"", spec, "\": empty item (stray comma?)");
+    const size_t eq = item.find('=');
+    TROUPE_CHECK(eq != std::string::npos, "--what-if \"", spec, "\": '", item,
+                 "' is not key=value (keys: schedule, p, v, m, g)");
+    std::string key = trim(item.substr(0, eq));
+    const std::string value = trim(item.substr(eq + 1));
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    TROUPE_CHECK(seen.insert(key).second, "--what-if \"", spec, "\": '", key, "' given twice");
+    if (key == "schedule") {
+      try {
+        w.schedule = schedule_from_name(value);
+      } catch (const Error&) {
+        TROUPE_FAIL("--what-if \"", spec, "\": unknown schedule '", value, "' (gpipe, 1f1b or interleaved)");
+      }
+      schedule_given = true;
+    } else if (key == "p") {
+      w.shape.stages = parse_count(key, value, spec);
+    } else if (key == "v") {
+      w.shape.chunks = parse_count(key, value, spec);
+      v_given = true;
+    } else if (key == "m") {
+      w.shape.microbatches = parse_count(key, value, spec);
+    } else if (key == "g") {
+      w.shape.group_size = parse_count(key, value, spec);
+    } else {
+      TROUPE_FAIL("--what-if \"", spec, "\": unknown key '", key, "' (keys: schedule, p, v, m, g)");
+    }
+    if (comma == spec.size()) break;
+  }
+  if (v_given && !schedule_given && w.shape.chunks > 1) w.schedule = Schedule::interleaved_1f1b;
+  if (schedule_given && !v_given && w.schedule != Schedule::interleaved_1f1b) w.shape.chunks = 1;
+  TROUPE_CHECK(!(schedule_given && !v_given && w.schedule == Schedule::interleaved_1f1b && w.shape.chunks == 1),
+               "--what-if \"", spec, "\": schedule=interleaved needs v= (model chunks per stage), e.g. v=2");
+  try {
+    validate(w.schedule, w.shape);
+  } catch (const Error& e) {
+    TROUPE_FAIL("--what-if \"", spec, "\" asks for an impossible pipeline: ", e.what());
+  }
+  const int K = w.shape.stages * w.shape.chunks;
+  TROUPE_CHECK(recorded.num_layers <= 0 || recorded.num_layers % K == 0, "--what-if \"", spec, "\": the model's ",
+               recorded.num_layers, " layers (--num-layers) do not split into P*V = ", K, " equal chunks");
+  return w;
+}
+
+OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& iterations) {
+  const PipelineShape& shape = trace.header.shape;
+  const size_t P = size_t(shape.stages), V = size_t(shape.chunks);
+  std::vector<std::vector<double>> sum[2];
+  std::vector<std::vector<int64_t>> count[2];
+  for (int k = 0; k < 2; ++k) {
+    sum[k].assign(P, std::vector<double>(V, 0.0));
+    count[k].assign(P, std::vector<int64_t>(V, 0));
+  }
+  const std::set<int64_t> wanted(iterations.begin(), iterations.end());
+  double send_sum = 0;
+  int64_t sends = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (!wanted.empty() && !wanted.count(e.iteration)) continue;
+    if (e.kind == EventKind::send) {
+      send_sum += double(e.end_ns - e.start_ns);
+      ++sends;
+      continue;
+    }
+    if (e.kind != EventKind::forward && e.kind != EventKind::backward) continue;
+    TROUPE_CHECK(e.stage >= 0 && size_t(e.stage) < P && e.chunk >= 0 && size_t(e.chunk) < V, "trace event of '",
+                 e.actor, "' has stage ", e.stage, " chunk ", e.chunk, " outside the header's P=", P, " V=", V);
+    const int k = e.kind == EventKind::forward ? 0 : 1;
+    sum[k][size_t(e.stage)][size_t(e.chunk)] += double(e.end_ns - e.start_ns);
+    count[k][size_t(e.stage)][size_t(e.chunk)] += 1;
+  }
+  OpDurations d = OpDurations::uniform(shape, 0, 0);
+  for (size_t s = 0; s < P; ++s)
+    for (size_t c = 0; c < V; ++c)
+      for (int k = 0; k < 2; ++k) {
+        TROUPE_CHECK(count[k][s][c] > 0, "the trace has no ", k == 0 ? "forward" : "backward", " op of stage ", s,
+                     " chunk ", c, " in the iterations analysed");
+        (k == 0 ? d.forward_ns : d.backward_ns)[s][c] = int64_t(sum[k][s][c] / double(count[k][s][c]) + 0.5);
+      }
+  d.p2p_ns = sends > 0 ? int64_t(send_sum / double(sends) + 0.5) : 0;
+  return d;
+}
+
+OpDurations rescale_durations(const OpDurations& measured, const PipelineShape& from, const PipelineShape& to) {
+  const int K = from.stages * from.chunks, K2 = to.stages * to.chunks;
+  TROUPE_CHECK(measured.forward_ns.size() == size_t(from.stages), "rescale_durations: durations for ",
+               measured.forward_ns.size(), " stages, shape has ", from.stages);
+  OpDurations out = OpDurations::uniform(to, 0, 0, measured.p2p_ns);
+  // In units of 1/(K*K2) of the model, old slice k is [k*K2, (k+1)*K2), new slice j is [j*K, (j+1)*K).
+  for (int j = 0; j < K2; ++j) {
+    double fwd = 0, bwd = 0;
+    for (int k = 0; k < K; ++k) {
+      const int64_t overlap = std::min<int64_t>((k + 1) * int64_t(K2), (j + 1) * int64_t(K)) -
+                              std::max<int64_t>(k * int64_t(K2), j * int64_t(K));
+      if (overlap <= 0) continue;
+      const size_t s = size_t(k % from.stages), c = size_t(k / from.stages);
+      fwd += double(measured.forward_ns[s][c]) * double(overlap) / double(K2);
+      bwd += double(measured.backward_ns[s][c]) * double(overlap) / double(K2);
+    }
+    const size_t s2 = size_t(j % to.stages), c2 = size_t(j / to.stages);
+    out.forward_ns[s2][c2] = int64_t(fwd + 0.5);
+    out.backward_ns[s2][c2] = int64_t(bwd + 0.5);
+  }
+  return out;
+}
+
+}  // namespace troupe::schedules

@@ -1,0 +1,178 @@
+// `troupe replay`'s analysis: what-if strings, measured and rescaled op times, and the
+// report on traces whose answer is known (simulated ones).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kernels/check.hpp"
+#include "schedules/replay.hpp"
+
+namespace troupe::schedules {
+namespace {
+
+TraceHeader header_1f1b(int P, int M, int layers = 0) {
+  TraceHeader h;
+  h.schedule = Schedule::one_f_one_b;
+  h.shape = {.stages = P, .chunks = 1, .microbatches = M};
+  h.num_layers = layers;
+  return h;
+}
+
+std::string what_if_error(const std::string& spec, const TraceHeader& h) {
+  try {
+    parse_what_if(spec, h);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WhatIf, Parses) {
+  const TraceHeader h = header_1f1b(4, 8, 24);
+  WhatIf w = parse_what_if("schedule=interleaved,v=2", h);
+  EXPECT_EQ(w.schedule, Schedule::interleaved_1f1b);
+  EXPECT_EQ(w.shape.stages, 4);
+  EXPECT_EQ(w.shape.chunks, 2);
+  EXPECT_EQ(w.shape.microbatches, 8);
+  w = parse_what_if(" v = 3 , M=12 ", h);  // v > 1 alone selects interleaving; keys are case-insensitive
+  EXPECT_EQ(w.schedule, Schedule::interleaved_1f1b);
+  EXPECT_EQ(w.shape.chunks, 3);
+  EXPECT_EQ(w.shape.microbatches, 12);
+  w = parse_what_if("p=2,m=16", h);
+  EXPECT_EQ(w.schedule, Schedule::one_f_one_b);
+  EXPECT_EQ(w.shape.stages, 2);
+  w = parse_what_if("schedule=gpipe", h);
+  EXPECT_EQ(w.schedule, Schedule::gpipe);
+  TraceHeader inter = h;
+  inter.schedule = Schedule::interleaved_1f1b;
+  inter.shape.chunks = 2;
+  w = parse_what_if("schedule=1f1b", inter);  // leaving interleaving drops to one chunk
+  EXPECT_EQ(w.shape.chunks, 1);
+  w = parse_what_if("g=8", inter);
+  EXPECT_EQ(w.shape.group_size, 8);
+}
+
+TEST(WhatIf, BadStringsSayWhatIsWrong) {
+  const TraceHeader h = header_1f1b(4, 8, 24);
+  EXPECT_NE(what_if_error("", h).find("empty"), std::string::npos);
+  EXPECT_NE(what_if_error("schedule=zigzag", h).find("unknown schedule 'zigzag'"), std::string::npos);
+  EXPECT_NE(what_if_error("w=2", h).find("unknown key 'w'"), std::string::npos);
+  EXPECT_NE(what_if_error("v2", h).find("not key=value"), std::string::npos);
+  EXPECT_NE(what_if_error("v=two", h).find("not a whole number"), std::string::npos);
+  EXPECT_NE(what_if_error("v=2x", h).find("not a whole number"), std::string::npos);
+  EXPECT_NE(what_if_error("p=0", h).find("p must be >= 1"), std::string::npos);
+  EXPECT_NE(what_if_error("v=2,,m=8", h).find("empty item"), std::string::npos);
+  EXPECT_NE(what_if_error("v=2,v=3", h).find("given twice"), std::string::npos);
+  EXPECT_NE(what_if_error("schedule=interleaved", h).find("needs v="), std::string::npos);
+  EXPECT_NE(what_if_error("schedule=1f1b,v=2", h).find("--num-layers-per-virtual-pipeline-stage"), std::string::npos);
+  EXPECT_NE(what_if_error("v=2,m=6", h).find("impossible pipeline"), std::string::npos);  // M % P
+  EXPECT_NE(what_if_error("v=5,m=8", h).find("do not split"), std::string::npos);      // 24 layers, 20 chunks
+}
+
+TEST(Rescale, ConservesTimeAndSplitsChunks) {
+  const PipelineShape from{.stages = 2, .chunks = 1, .microbatches = 4};
+  OpDurations d = OpDurations::uniform(from, 0, 0, 9);
+  d.forward_ns = {{100}, {300}};
+  d.backward_ns = {{200}, {600}};
+  // Same shape: unchanged.
+  const OpDurations same = rescale_durations(d, from, from);
+  EXPECT_EQ(same.forward_ns, d.forward_ns);
+  EXPECT_EQ(same.backward_ns, d.backward_ns);
+  EXPECT_EQ(same.p2p_ns, 9);
+  // V = 2 on 2 stages: virtual stages 0..3 = quarters; stage s chunk c is quarter c*2+s.
+  const OpDurations v2 = rescale_durations(d, from, {.stages = 2, .chunks = 2, .microbatches = 4});
+  EXPECT_EQ(v2.forward_ns, (std::vector<std::vector<int64_t>>{{50, 150}, {50, 150}}));
+  EXPECT_EQ(v2.backward_ns, (std::vector<std::vector<int64_t>>{{100, 300}, {100, 300}}));
+  // 3 stages: thirds of [100 | 300] -> 66.7, 33.3 + 100, 200.
+  const OpDurations p3 = rescale_durations(d, from, {.stages = 3, .chunks = 1, .microbatches = 4});
+  EXPECT_EQ(p3.forward_ns, (std::vector<std::vector<int64_t>>{{67}, {133}, {200}}));
+  // One stage holds the whole model.
+  const OpDurations p1 = rescale_durations(d, from, {.stages = 1, .chunks = 1, .microbatches = 4});
+  EXPECT_EQ(p1.forward_ns[0][0], 400);
+  EXPECT_EQ(p1.backward_ns[0][0], 800);
+}
+
+// A "recorded" trace: the simulator's, over several iterations, with the first one slower
+// (as a real first iteration is).
+Trace recorded(Schedule sch, const PipelineShape& shape, const OpDurations& d, int iterations) {
+  Trace out;
+  int64_t t0 = 0;
+  for (int it = 0; it < iterations; ++it) {
+    OpDurations di = d;
+    if (it == 0)
+      for (auto& row : di.forward_ns)
+        for (auto& t : row) t *= 3;
+    Simulation sim = simulate(sch, shape, di);
+    out.header = sim.trace.header;
+    for (TraceEvent e : sim.trace.events) {
+      e.iteration = it;
+      e.start_ns += t0, e.end_ns += t0;
+      out.events.push_back(e);
+    }
+    t0 += sim.stats.end_ns + 1000;
+  }
+  return out;
+}
+
+TEST(MeasuredDurations, RecoverTheSimulatorsInput) {
+  const PipelineShape shape{.stages = 3, .chunks = 2, .microbatches = 6};
+  OpDurations d = OpDurations::uniform(shape, 0, 0);
+  for (int s = 0; s < 3; ++s)
+    for (int c = 0; c < 2; ++c) d.forward_ns[size_t(s)][size_t(c)] = 100 + 10 * s + c, d.backward_ns[size_t(s)][size_t(c)] = 300 + s;
+  const Trace t = recorded(Schedule::interleaved_1f1b, shape, d, 3);
+  const OpDurations m = measured_durations(t, {1, 2});
+  EXPECT_EQ(m.forward_ns, d.forward_ns);
+  EXPECT_EQ(m.backward_ns, d.backward_ns);
+  EXPECT_EQ(m.p2p_ns, 0);  // no send events
+  EXPECT_NE(measured_durations(t, {0}).forward_ns, d.forward_ns);  // the slow first iteration
+  EXPECT_THROW(measured_durations(t, {7}), Error);
+}
+
+TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {
+  const PipelineShape shape{.stages = 4, .chunks = 1, .microbatches = 8};
+  const Trace t = recorded(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 4);
+  ReplayOptions opt;
+  opt.what_ifs = {"schedule=interleaved,v=2", "m=16", "schedule=gpipe"};
+  const ReplayReport r = replay_trace(t, opt);
+  EXPECT_EQ(r.iterations, (std::vector<int64_t>{1, 2, 3}));  // the first is left out
+  EXPECT_EQ(r.stats.step_ns, (8 + 3) * 3000);
+  EXPECT_NEAR(r.stats.bubble_fraction, 3.0 / 11, 1e-12);
+  EXPECT_NEAR(r.theory_bubble, 3.0 / 11, 1e-12);
+  for (const StageStats& s : r.stats.stages) {
+    EXPECT_EQ(s.busy_ns, 8 * 3000);
+    EXPECT_EQ(s.idle_ns, 3 * 3000);
+  }
+  EXPECT_EQ(r.stats.stages[0].peak_in_flight, 4);
+  EXPECT_EQ(r.stats.stages[3].peak_in_flight, 1);
+  EXPECT_EQ(r.path_iteration, 3);
+  EXPECT_EQ(r.replayed.stats.step_ns, r.stats.step_ns);  // the simulator reproduces the recording
+  ASSERT_EQ(r.what_ifs.size(), 3u);
+  // Interleaving with V = 2: chunks of half the layers, bubble (P-1)/(V*M+P-1) = 3/19.
+  EXPECT_NEAR(r.what_ifs[0].simulation.stats.bubble_fraction, 3.0 / 19, 1e-12);
+  EXPECT_EQ(r.what_ifs[0].simulation.stats.step_ns, int64_t((8 + 3.0 / 2) * 3000));
+  EXPECT_NEAR(r.what_ifs[1].simulation.stats.bubble_fraction, 3.0 / 19, 1e-12);
+  EXPECT_EQ(r.what_ifs[2].simulation.stats.step_ns, r.stats.step_ns);  // same bubble as 1F1B
+  EXPECT_EQ(r.what_ifs[2].simulation.stats.stages[0].peak_in_flight, 8);
+
+  const std::string text = format_replay_report(r);
+  for (const char* want : {"1f1b P=4 V=1 M=8", "analysing 3 iterations (1..3)", "27.3% measured, 27.3% theory",
+                           "(P-1)/(M+P-1) = 3/11", "critical path (iteration 3)", "s0:F0.c0 -> s1:F0.c0",
+                           "what-if interleaved P=4 V=2 M=8 G=4 [schedule=interleaved,v=2]", "bubble 15.8% (theory 15.8%)"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+
+  opt.iteration = 0;
+  opt.what_ifs.clear();
+  EXPECT_EQ(replay_trace(t, opt).iterations, (std::vector<int64_t>{0}));
+  opt.iteration = 9;
+  EXPECT_THROW(replay_trace(t, opt), Error);
+}
+
+TEST(Replay, TraceWithoutPipelineOps) {
+  Trace t;
+  t.header = header_1f1b(2, 2);
+  t.events.push_back({.actor = "optimizer", .kind = EventKind::optimizer, .start_ns = 0, .end_ns = 5});
+  EXPECT_THROW(replay_trace(t, {}), Error);
+}
+
+}  // namespace
+}  // namespace troupe::schedules
