@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,7 +51,18 @@ struct TrainingConfig {
   std::string trace_path;  // --trace: record every op (msgpack); empty: off
   std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};  // a stage silent this long fails the run
   bool check_for_nan = false;  // stop with an error naming the stage and op on a NaN loss/grad
+
+  // Runtime knobs and test hooks (no command-line flags).
+  int max_outstanding_ops = 0;  // ops a GPU stage enqueues ahead of completion; 0: 4 (CPU devices: always 1)
+  // Every op takes exactly this long (CPU devices; sleeps after the work): equal op durations
+  // for the test that the emergent order equals schedules::canonical_order.
+  std::chrono::microseconds fixed_op_duration{0};
+  // Called on the stage's thread before each op; may throw (failure injection) or record the order.
+  std::function<void(int stage, const schedules::Op& op)> before_op;
 };
+
+// A loader microbatch as the model consumes it: targets = labels, -1 where loss_mask == 0.
+Batch to_batch(const MicroBatch& mb);
 
 class TrainingRun {
  public:
@@ -67,6 +79,10 @@ class TrainingRun {
   double evaluate(int64_t iters);
   int64_t iteration() const;
   int64_t consumed_samples() const;
+  // The whole model's current parameters as a host f32 buffer in the single-device layout
+  // (ParamLayout(config.model, ChunkSpec::whole_model())), gathered from every stage: for a
+  // text sample after training and for export.
+  Tensor gather_weights() const;
 
  private:
   struct Impl;

@@ -20,5 +20,6 @@ using CommandRunner = std::function<int()>;
 
 void add_preprocess_command(CLI::App& app, CommandRunner& run);
 void add_replay_command(CLI::App& app, CommandRunner& run);
+void add_train_command(CLI::App& app, CommandRunner& run);
 
 }  // namespace troupe::apps

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   troupe::apps::CommandRunner run;
   troupe::apps::add_preprocess_command(app, run);
   troupe::apps::add_replay_command(app, run);
+  troupe::apps::add_train_command(app, run);
   CLI11_PARSE(app, argc, argv);
   try {
     return run ? run() : 0;

@@ -21,27 +21,46 @@ Optimizer::Optimizer(GptChunk& chunk, const OptimizerConfig& config)
   v_ = Tensor::zeros(ctx, DType::f32, {p});
 }
 
-StepResult Optimizer::step(float lr, float loss_scale) {
+GradStats Optimizer::grad_stats(const std::string& exclude) const {
   const Context& ctx = chunk_.context();
+  if (exclude.empty()) return troupe::grad_stats(ctx, {chunk_.grads()});
+  const ParamInfo& skip = chunk_.layout().find(exclude);
+  const Tensor& g = chunk_.grads();
+  std::vector<Tensor> parts;
+  if (skip.offset > 0) parts.push_back(g.slice(0, {skip.offset}));
+  const int64_t after = skip.offset + skip.numel();
+  if (after < g.numel()) parts.push_back(g.slice(after, {g.numel() - after}));
+  if (parts.empty()) return GradStats{};
+  return troupe::grad_stats(ctx, parts);
+}
+
+void Optimizer::apply(float lr, float clip, float loss_scale) {
+  const Context& ctx = chunk_.context();
+  AdamWConfig adam = config_.adam;
+  adam.lr = lr;
+  ++step_;
+  const double inv_scale = 1.0 / double(loss_scale);
+  const Tensor model_copy = chunk_.compute_dtype() == DType::f32 ? Tensor() : chunk_.params();
+  adamw_step(ctx, master_, m_, v_, chunk_.grads(), model_copy, segments_, adam, step_, float(clip * inv_scale));
+  chunk_.zero_grads();
+}
+
+void Optimizer::skip() { chunk_.zero_grads(); }
+
+StepResult Optimizer::step(float lr, float loss_scale) {
   StepResult r;
-  const GradStats stats = grad_stats(ctx, {chunk_.grads()});
+  const GradStats stats = grad_stats();
   if (!stats.finite) {
     r.skipped = true;
     r.grad_norm = std::numeric_limits<double>::quiet_NaN();
-    chunk_.zero_grads();
+    skip();
     return r;
   }
   const double inv_scale = 1.0 / double(loss_scale);
   r.grad_norm = stats.norm() * inv_scale;
   GradStats unscaled = stats;
   unscaled.sum_sq = stats.sum_sq * inv_scale * inv_scale;
-  const float clip = clip_coefficient(unscaled, config_.clip_grad);
-  AdamWConfig adam = config_.adam;
-  adam.lr = lr;
-  ++step_;
-  const Tensor model_copy = chunk_.compute_dtype() == DType::f32 ? Tensor() : chunk_.params();
-  adamw_step(ctx, master_, m_, v_, chunk_.grads(), model_copy, segments_, adam, step_, float(clip * inv_scale));
-  chunk_.zero_grads();
+  apply(lr, clip_coefficient(unscaled, config_.clip_grad), loss_scale);
   return r;
 }
 

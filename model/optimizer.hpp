@@ -6,6 +6,8 @@
 //   StepResult r = opt.step(lr, /*loss_scale=*/1.0f);   // then the chunk's grads are zeroed
 #pragma once
 
+#include <string>
+
 #include "kernels/adamw.hpp"
 #include "kernels/grad_norm.hpp"
 #include "model/gpt_chunk.hpp"
@@ -29,6 +31,19 @@ class Optimizer {
   // Unscales the gradients by 1/loss_scale, clips, applies AdamW with `lr`, and zeroes
   // the gradients. Skips the update when any gradient is inf/nan.
   StepResult step(float lr, float loss_scale = 1.0f);
+
+  // step() in two halves, for a model split over several chunks (pipeline stages) whose
+  // clipping uses the GLOBAL norm: each chunk reports grad_stats(), the caller sums them
+  // (sum_sq adds, finite ands) and applies the same coefficient everywhere.
+  //   GradStats g = sum of opt_i.grad_stats();  float clip = clip_coefficient(unscaled g, max);
+  //   for each i: g.finite ? opt_i.apply(lr, clip, loss_scale) : opt_i.skip();
+  // `exclude` names a parameter counted by another chunk (the second copy of a tied embedding).
+  // Gradients are still multiplied by the loss scale. Synchronizes (the numbers go to the host).
+  GradStats grad_stats(const std::string& exclude = "") const;
+  // AdamW with gradients * clip / loss_scale, then zeroes the gradients.
+  void apply(float lr, float clip, float loss_scale);
+  // A skipped step (inf/nan gradients): zeroes the gradients, parameters untouched.
+  void skip();
   int64_t iteration() const { return step_; }
   const Tensor& master() const { return master_; }
   const Tensor& exp_avg() const { return m_; }

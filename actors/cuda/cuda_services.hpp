@@ -1,0 +1,19 @@
+// The CUDA side of actors/device_services.hpp (defined in cuda_services.cpp, built only with
+// the CUDA backend). Plain C++: callers never see a CUDA or NCCL type.
+#pragma once
+
+#include "actors/device_services.hpp"
+
+namespace troupe::actors::cuda {
+
+std::unique_ptr<CompletionQueue> make_completion_queue(const Context& ctx, bool timing,
+                                                       std::chrono::steady_clock::time_point epoch);
+Tensor buffer_alloc(const Context& ctx, DType dtype, Shape shape);
+void buffer_free(const Context& ctx, const Tensor& t);
+Tensor buffer_upload(const Context& ctx, const Tensor& host);
+// Same device: a hand-over behind an event; different devices: NCCL.
+std::unique_ptr<Channel> make_channel(const Context& from, const Context& to);
+// Different devices: an NCCL all-reduce over a two-rank communicator.
+std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1);
+
+}  // namespace troupe::actors::cuda

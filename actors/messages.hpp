@@ -1,0 +1,82 @@
+// The messages the runtime's actors exchange (all process-local): atoms and payload types.
+// Payloads carry tensor handles and metadata, never bulk data; they hold Tensors and
+// shared_ptrs, so they are whitelisted as unsafe (local-only) message types.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/stage_worker.hpp"
+#include "kernels/grad_norm.hpp"
+#include "model/optimizer.hpp"
+#include "model/trainer.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::actors {
+
+// TrainingRun -> trainer
+using train_atom = caf::atom_constant<caf::atom("train")>;    // one iteration -> TrainerReply
+using eval_atom = caf::atom_constant<caf::atom("eval")>;      // (int64 microbatches) -> TrainerReply
+// trainer -> data loader
+using batch_atom = caf::atom_constant<caf::atom("batch")>;    // (bool train, int64 count) -> BatchList
+// trainer -> stages, stages -> trainer
+using peers_atom = caf::atom_constant<caf::atom("peers")>;    // (vector<actor> stages)
+using plan_atom = caf::atom_constant<caf::atom("plan")>;      // (IterationPlan)
+using report_atom = caf::atom_constant<caf::atom("report")>;  // (StageReport)
+using progress_atom = caf::atom_constant<caf::atom("progress")>;  // (TraceEvent) after every op
+using fail_atom = caf::atom_constant<caf::atom("fail")>;      // (string) a stage failed
+// stage -> stage
+using parcel_atom = caf::atom_constant<caf::atom("parcel")>;  // (TensorMessage)
+using pump_atom = caf::atom_constant<caf::atom("pump")>;      // to self: pick the next op
+using done_atom = caf::atom_constant<caf::atom("done")>;      // to self: (uint64 op id, int64 end ns)
+// trainer -> optimizer -> stages
+using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -> StepResult
+using tied_atom = caf::atom_constant<caf::atom("tied")>;      // sum the tied embedding's gradients
+using stats_atom = caf::atom_constant<caf::atom("stats")>;    // -> GradStats
+using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip)
+using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
+
+using BatchList = std::vector<Batch>;
+
+struct TensorMessage {
+  int64_t iteration = 0;
+  Direction direction = Direction::activation;
+  int microbatch = 0;
+  int chunk = 0;  // the receiver's local chunk
+  Parcel parcel;
+};
+
+struct StageReport {
+  int stage = 0;
+  int64_t iteration = 0;
+  double loss_sum = 0;  // last stage: sum of per-token losses of the iteration
+};
+
+// The trainer's answer to train_atom / eval_atom.
+struct TrainerReply {
+  std::string error;     // non-empty: the run failed (names the stage and op)
+  IterationStats stats;  // train_atom
+  double loss = 0;       // eval_atom: mean per-token loss
+};
+
+struct StepRequest {
+  int64_t iteration = 0;
+  float lr = 0;
+  float loss_scale = 1;
+};
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BatchList)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::IterationPlan)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TensorMessage)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StageReport)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TrainerReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::GradStats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::IterationStats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::schedules::TraceEvent)

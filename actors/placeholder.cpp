@@ -1,2 +1,0 @@
-// Placeholder so the library has a source until the first real one lands.
-namespace troupe::actors_placeholder {}

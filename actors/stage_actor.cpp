@@ -1,0 +1,309 @@
+#include "actors/stage_actor.hpp"
+
+#include <thread>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "kernels/check.hpp"
+
+namespace troupe::actors {
+
+using schedules::Op;
+using schedules::OpKind;
+
+namespace {
+
+int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
+}
+
+std::string describe(int stage, const Op& op, const std::string& what) {
+  return str_cat("stage ", stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward",
+                 " of microbatch ", op.microbatch, " (chunk ", op.chunk, "): ", what);
+}
+
+class StageActor : public caf::event_based_actor {
+ public:
+  StageActor(caf::actor_config& cfg, std::shared_ptr<StageWorker> worker, StageOptions options)
+      : caf::event_based_actor(cfg), worker_(std::move(worker)), options_(std::move(options)) {}
+
+  caf::behavior make_behavior() override {
+    set_exception_handler([this](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(eptr);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      const std::string text = str_cat("stage ", stage(), " failed: ", what);
+      if (trainer_) send(trainer_, fail_atom::value, text);
+      return caf::make_error(caf::sec::runtime_error, text);
+    });
+    return {
+        [this](peers_atom, std::vector<caf::actor>& peers) {
+          peers_ = std::move(peers);
+          trainer_ = caf::actor_cast<caf::actor>(current_sender());
+        },
+        [this](plan_atom, IterationPlan& plan) { start(std::move(plan)); },
+        [this](parcel_atom, TensorMessage& msg) { on_parcel(msg); },
+        [this](pump_atom) {
+          pump_pending_ = false;
+          pump();
+        },
+        [this](done_atom, uint64_t id, int64_t start_ns, int64_t end_ns) { on_done(id, start_ns, end_ns); },
+        [this](tied_atom) -> caf::result<bool> {
+          tied_promise_ = make_response_promise();
+          auto self = caf::actor_cast<caf::actor>(this);
+          guarded("the tied-embedding gradient reduction", [&] {
+            worker_->context().activate();
+            worker_->reduce_tied([self] { caf::anon_send(self, tied_atom::value, true); });
+          });
+          return tied_promise_;
+        },
+        [this](tied_atom, bool) { tied_promise_.deliver(true); },
+        [this](stats_atom) -> caf::result<GradStats> {
+          GradStats s;
+          if (!guarded("the gradient norm", [&] {
+                worker_->context().activate();
+                s = worker_->grad_stats();
+              }))
+            return caf::make_error(caf::sec::runtime_error, failure_);
+          return s;
+        },
+        [this](apply_atom, const StepRequest& req, float clip, bool skip) -> caf::result<bool> {
+          if (!guarded("the optimizer step", [&] {
+                worker_->context().activate();
+                if (skip) worker_->skip_step();
+                else worker_->apply(req.lr, clip, req.loss_scale);
+              }))
+            return caf::make_error(caf::sec::runtime_error, failure_);
+          return true;
+        },
+    };
+  }
+
+  // Handles between actors form cycles (peers, trainer); a detached actor's thread ends only
+  // once its object is destroyed, so drop them when the actor terminates.
+  void on_exit() override {
+    peers_.clear();
+    trainer_ = nullptr;
+    stash_.clear();
+    tied_promise_ = caf::response_promise();
+  }
+
+ private:
+  int stage() const { return worker_->stage(); }
+
+  // Runs fn; on an exception the stage fails naming `what`. Returns false then.
+  template <typename F>
+  bool guarded(const char* what, F&& fn) {
+    try {
+      fn();
+      return true;
+    } catch (const StageOpError& e) {
+      fail(describe(stage(), e.op(), e.what()));
+    } catch (const std::exception& e) {
+      fail(str_cat("stage ", stage(), " failed in ", what, ": ", e.what()));
+    }
+    return false;
+  }
+
+  void fail(const std::string& text) {
+    if (failed_) return;
+    failed_ = true;
+    failure_ = text;
+    if (trainer_) send(trainer_, fail_atom::value, text);
+    quit(caf::make_error(caf::sec::runtime_error, text));
+  }
+
+  void start(IterationPlan plan) {
+    if (failed_) return;
+    const bool ok = guarded("starting an iteration", [&] {
+      TROUPE_CHECK(!active_, "an iteration started while iteration ", worker_->iteration(), " is running");
+      worker_->context().activate();
+      const int M = plan.microbatches;
+      worker_->begin(std::move(plan));
+      if (worker_->training()) {
+        const schedules::PipelineShape shape{worker_->stages(), worker_->chunks(), M, options_.group_size};
+        if (!policy_ || policy_->shape().microbatches != M) policy_.emplace(options_.schedule, shape, stage());
+        else policy_->reset();
+      } else {
+        eval_order_.clear();
+        for (int m = 0; m < M; ++m)
+          for (int c = 0; c < worker_->chunks(); ++c) eval_order_.push_back({OpKind::forward, m, c});
+        eval_next_ = 0;
+      }
+      active_ = true;
+      in_flight_ = 0;
+      std::vector<TensorMessage> early;
+      early.swap(stash_);
+      for (TensorMessage& msg : early) {
+        TROUPE_CHECK(msg.iteration == worker_->iteration(), "a parcel of iteration ", msg.iteration,
+                     " during iteration ", worker_->iteration());
+        worker_->accept(msg.direction, msg.microbatch, msg.chunk, msg.parcel);
+      }
+    });
+    if (ok) pump();
+  }
+
+  void on_parcel(TensorMessage& msg) {
+    if (failed_) return;
+    if (!active_ || msg.iteration != worker_->iteration()) {
+      stash_.push_back(std::move(msg));  // an early parcel of the next iteration: keep its order
+      return;
+    }
+    const Op op{msg.direction == Direction::activation ? OpKind::forward : OpKind::backward, msg.microbatch, msg.chunk};
+    try {
+      worker_->accept(msg.direction, msg.microbatch, msg.chunk, msg.parcel);
+    } catch (const std::exception& e) {
+      fail(describe(stage(), op, str_cat("receiving its ", msg.direction == Direction::activation ? "input" : "output gradient", ": ", e.what())));
+      return;
+    }
+    if (in_flight_ < options_.max_outstanding) schedule_pump();
+  }
+
+  // Next decision: at once, or (fixed op durations) after a settle delay.
+  void schedule_pump() {
+    if (options_.fixed_op_duration.count() == 0) {
+      pump();
+      return;
+    }
+    if (pump_pending_) return;
+    pump_pending_ = true;
+    delayed_send(this, options_.fixed_op_duration / 3, pump_atom::value);
+  }
+
+  std::optional<Op> next_op() {
+    if (worker_->training()) return policy_->next([this](const Op& op) { return worker_->ready(op); });
+    for (size_t i = eval_next_; i < eval_order_.size(); ++i) {
+      if (!worker_->ready(eval_order_[i])) continue;
+      std::swap(eval_order_[i], eval_order_[eval_next_]);
+      return eval_order_[eval_next_++];
+    }
+    return std::nullopt;
+  }
+
+  bool all_handed_out() const {
+    return worker_->training() ? policy_->done() : eval_next_ == eval_order_.size();
+  }
+
+  void pump() {
+    if (failed_ || !active_) return;
+    while (in_flight_ < options_.max_outstanding) {
+      const std::optional<Op> op = next_op();
+      if (!op) break;
+      run_op(*op);
+      if (failed_) return;
+    }
+    if (in_flight_ == 0 && all_handed_out()) finish_iteration();
+  }
+
+  void run_op(const Op& op) {
+    const uint64_t id = next_id_++;
+    Running& r = running_[id];
+    r.op = op;
+    try {
+      const Context& ctx = worker_->context();
+      ctx.activate();
+      const auto t0 = std::chrono::steady_clock::now();
+      r.start_ns = ns_since(options_.epoch);
+      send(trainer_, progress_atom::value, event(op, r.start_ns, 0, 0));  // the watchdog's "running"
+      if (options_.before_op) options_.before_op(stage(), op);
+      CompletionQueue& completions = worker_->completions();
+      completions.op_begin();
+      std::optional<Outbound> out = worker_->run(op);
+      if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);
+      if (out) {
+        r.bytes = out->parcel.bytes();
+        send(peers_.at(size_t(out->stage)), parcel_atom::value,
+             TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
+      }
+      ++in_flight_;
+      // On a GPU the times are the device's (start: when the stream reached the op).
+      completions.op_end([self = caf::actor_cast<caf::actor>(this), id](OpTimes t) {
+        caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
+      });
+    } catch (const StageOpError& e) {
+      fail(describe(stage(), e.op(), e.what()));
+    } catch (const std::exception& e) {
+      fail(describe(stage(), op, e.what()));
+    }
+  }
+
+  schedules::TraceEvent event(const Op& op, int64_t start_ns, int64_t end_ns, int64_t bytes) const {
+    schedules::TraceEvent e;
+    e.actor = str_cat("stage", stage());
+    e.device = options_.device;
+    e.stage = stage();
+    e.kind = op.kind == OpKind::forward ? schedules::EventKind::forward : schedules::EventKind::backward;
+    e.microbatch = op.microbatch;
+    e.chunk = op.chunk;
+    e.iteration = worker_->iteration();
+    e.start_ns = start_ns;
+    e.end_ns = end_ns;
+    e.bytes = bytes;
+    return e;
+  }
+
+  void on_done(uint64_t id, int64_t start_ns, int64_t end_ns) {
+    if (failed_) return;
+    const auto it = running_.find(id);
+    if (it == running_.end()) return;
+    Running r = it->second;
+    if (start_ns > 0) r.start_ns = start_ns;
+    if (end_ns <= 0) end_ns = ns_since(options_.epoch);
+    running_.erase(it);
+    --in_flight_;
+    send(trainer_, progress_atom::value, event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes));
+    if (options_.fixed_op_duration.count() > 0 && !all_handed_out()) schedule_pump();
+    else pump();
+  }
+
+  void finish_iteration() {
+    double loss_sum = 0;
+    Op last_forward{OpKind::forward, worker_->microbatches() - 1, worker_->chunks() - 1};
+    try {
+      loss_sum = worker_->finish();
+    } catch (const StageOpError& e) {
+      fail(describe(stage(), e.op(), e.what()));
+      return;
+    } catch (const std::exception& e) {
+      fail(describe(stage(), last_forward, e.what()));
+      return;
+    }
+    active_ = false;
+    send(trainer_, report_atom::value, StageReport{stage(), worker_->iteration(), loss_sum});
+  }
+
+  struct Running {
+    Op op;
+    int64_t start_ns = 0;
+    int64_t bytes = 0;
+  };
+
+  std::shared_ptr<StageWorker> worker_;
+  StageOptions options_;
+  std::vector<caf::actor> peers_;
+  caf::actor trainer_;
+  std::optional<schedules::StagePolicy> policy_;
+  std::vector<Op> eval_order_;
+  size_t eval_next_ = 0;
+  std::vector<TensorMessage> stash_;
+  std::map<uint64_t, Running> running_;
+  uint64_t next_id_ = 0;
+  int in_flight_ = 0;
+  bool active_ = false;
+  bool pump_pending_ = false;
+  bool failed_ = false;
+  std::string failure_;
+  caf::response_promise tied_promise_;
+};
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options) {
+  return system.spawn<StageActor, caf::detached>(std::move(worker), std::move(options));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,158 @@
+// The non-actor half of a pipeline stage: its device context, its V model chunks and their
+// optimizers, the channels to its neighbours, and the per-iteration state (inputs that have
+// arrived, saved activations, losses). The stage actor (stage_actor.cpp) decides WHICH op
+// runs next; this class runs it (enqueues it on the device) and says what goes to a peer.
+// No CAF here, so it can be tested and benchmarked as plain code.
+//
+// Chunk c of stage s holds virtual stage c * P + s; layers are split evenly over the P * V
+// virtual stages. The forward output of virtual stage k feeds k + 1 (stage s + 1, or from the
+// last stage to stage 0's next chunk), the input gradient of k feeds k - 1.
+//
+//   StageWorker w(setup);
+//   w.begin(plan);                                   // tokens/targets of this iteration
+//   w.accept(Direction::activation, mb, chunk, parcel);   // as messages arrive
+//   if (w.ready(op)) { std::optional<Outbound> out = w.run(op); ...send out->parcel... }
+//   double loss_sum = w.finish();                    // last stage: sum of per-token losses
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/device_services.hpp"
+#include "kernels/check.hpp"
+#include "kernels/grad_norm.hpp"
+#include "model/gpt_chunk.hpp"
+#include "model/optimizer.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe::actors {
+
+// One iteration's (or evaluation's) work for the stages.
+struct IterationPlan {
+  int64_t iteration = 0;
+  bool training = true;
+  int microbatches = 0;
+  int64_t batch = 0, seq = 0;    // every microbatch is [batch, seq]
+  float loss_grad_scale = 1.0f;  // loss_scale / tokens of the global batch
+  uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m
+  std::vector<Tensor> tokens;    // host i32 [B, T] per microbatch (for the stage holding virtual stage 0)
+  std::vector<Tensor> targets;   // host i32 [B, T] per microbatch (for the last virtual stage)
+};
+
+enum class Direction : uint8_t { activation, gradient };
+
+// What one op sends to another stage.
+struct Outbound {
+  Direction direction = Direction::activation;
+  int stage = 0;  // receiving stage
+  int microbatch = 0;
+  int chunk = 0;  // the receiver's local chunk
+  Parcel parcel;
+};
+
+// An op failed; carries which one so the actor can name it.
+class StageOpError : public Error {
+ public:
+  StageOpError(const schedules::Op& op, const std::string& what) : Error(what), op_(op) {}
+  const schedules::Op& op() const { return op_; }
+
+ private:
+  schedules::Op op_;
+};
+
+struct StageSetup {
+  int stage = 0;
+  int stages = 1;  // P
+  int chunks = 1;  // V
+  bool check_losses = false;  // --check-for-nan-in-loss-and-grad: per-microbatch losses
+  bool check_tensors = false;  // ... and every op's output activations / gradients (off with fp16 scaling)
+  std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
+  std::vector<std::unique_ptr<GptChunk>> models;         // V chunks, chunk c = virtual stage c * P + s
+  std::vector<std::unique_ptr<Optimizer>> optimizers;  // one per chunk
+  // Channels (owned by the run): activations to stage s+1 / from s-1, gradients to s-1 / from s+1
+  // (all modulo P). Null where the pipeline has one stage.
+  Channel* activation_out = nullptr;
+  Channel* activation_in = nullptr;
+  Channel* gradient_out = nullptr;
+  Channel* gradient_in = nullptr;
+  // Tied embeddings split over two stages: this stage's rank in the reduction (-1: none) and
+  // the chunk holding the copy.
+  PairReducer* tied = nullptr;
+  int tied_rank = -1;
+  int tied_chunk = 0;
+  // The parameter each chunk leaves out of the global norm (the tied copy counted elsewhere).
+  std::vector<std::string> norm_exclude;
+  // Op completion: GPU timing for the trace, on the trace clock starting at `epoch`.
+  bool timing = false;
+  std::chrono::steady_clock::time_point epoch;
+};
+
+class StageWorker {
+ public:
+  explicit StageWorker(StageSetup setup);
+  ~StageWorker();
+  StageWorker(const StageWorker&) = delete;
+  StageWorker& operator=(const StageWorker&) = delete;
+
+  // Wiring, before the first iteration (a channel needs both stages' contexts).
+  void connect(Channel* activation_out, Channel* activation_in, Channel* gradient_out, Channel* gradient_in);
+  void connect_tied(PairReducer* reducer, int rank, int chunk);
+
+  int stage() const { return setup_.stage; }
+  int stages() const { return setup_.stages; }
+  int chunks() const { return setup_.chunks; }
+  const Context& context() const { return *setup_.context; }
+  GptChunk& model(int chunk) { return *setup_.models[size_t(chunk)]; }
+  int virtual_stage(int chunk) const { return chunk * setup_.stages + setup_.stage; }
+  bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool last_virtual(int chunk) const { return virtual_stage(chunk) == setup_.stages * setup_.chunks - 1; }
+  int64_t iteration() const { return plan_.iteration; }
+  bool training() const { return plan_.training; }
+  int microbatches() const { return plan_.microbatches; }
+
+  // Starts an iteration: uploads the plan's tokens/targets, resets the per-iteration state.
+  void begin(IterationPlan plan);
+  // A parcel from a neighbour for (microbatch, local chunk) of the current iteration: posts
+  // the receive at once (NCCL needs receives in send order).
+  void accept(Direction direction, int microbatch, int chunk, Parcel& parcel);
+  // Have the op's inputs arrived? (A backward also needs its forward to have run.)
+  bool ready(const schedules::Op& op) const;
+  // Enqueues the op on the device; returns what must go to a neighbour. Throws StageOpError.
+  std::optional<Outbound> run(const schedules::Op& op);
+  // After the last op: the sum of per-token losses on the stage holding the last virtual
+  // stage (0 elsewhere); checks the losses for NaN when asked. Synchronizes the device.
+  double finish();
+
+  // The optimizer's part, between iterations.
+  void reduce_tied(std::function<void()> done);  // no-op (done at once) without a tied copy
+  GradStats grad_stats();                        // over all chunks, tied duplicate excluded
+  void apply(float lr, float clip, float loss_scale);
+  void skip_step();
+  // Tells when an op enqueued on the device has finished.
+  CompletionQueue& completions() { return *completions_; }
+  // Teardown: waits for the device, then for the completion callbacks (which send to actors).
+  void synchronize() const { setup_.context->synchronize(); }
+  void stop_completions() { completions_.reset(); }
+
+ private:
+  size_t slot(int microbatch, int chunk) const { return size_t(microbatch) * size_t(setup_.chunks) + size_t(chunk); }
+  Shape hidden_shape() const;
+  void check_finite(const schedules::Op& op, const Tensor& t, const char* what);
+
+  StageSetup setup_;
+  std::unique_ptr<CompletionQueue> completions_;
+  IterationPlan plan_;
+  std::vector<Tensor> tokens_, targets_;  // on the device, per microbatch
+  std::vector<Tensor> inputs_;           // received activations, per (microbatch, chunk)
+  std::vector<Tensor> output_grads_;     // received gradients, per (microbatch, chunk)
+  std::vector<ActivationsPtr> saved_;    // forward activations kept for the backward
+  std::vector<char> forward_ran_;
+  Tensor losses_;                        // f32 [M, B*T] on the device (last virtual stage)
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,294 @@
+#include "actors/trainer_actor.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "actors/messages.hpp"
+#include "kernels/check.hpp"
+
+namespace troupe::actors {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+class TrainerActor : public caf::event_based_actor {
+ public:
+  TrainerActor(caf::actor_config& cfg, TrainerSetup setup) : caf::event_based_actor(cfg), s_(std::move(setup)) {}
+
+  caf::behavior make_behavior() override {
+    for (const caf::actor& a : s_.stages) {
+      monitor(a);
+      send(a, peers_atom::value, s_.stages);
+    }
+    monitor(s_.loader);
+    monitor(s_.optimizer);
+    set_down_handler([this](caf::down_msg& dm) {
+      if (failed_ || !dm.reason) return;
+      fail_run(str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason)));
+    });
+    last_progress_.assign(s_.stages.size(), Clock::now());
+    running_.resize(s_.stages.size());
+    iteration_ = s_.first_iteration;
+    return {
+        [this](train_atom) -> caf::result<TrainerReply> {
+          auto rp = make_response_promise();
+          if (!admit(rp)) return rp;
+          start_train();
+          return rp;
+        },
+        [this](eval_atom, int64_t count) -> caf::result<TrainerReply> {
+          auto rp = make_response_promise();
+          if (!admit(rp)) return rp;
+          start_eval(count);
+          return rp;
+        },
+        [this](report_atom, const StageReport& r) { on_report(r); },
+        [this](progress_atom, const schedules::TraceEvent& e) { on_progress(e); },
+        [this](fail_atom, const std::string& text) { fail_run(text); },
+        [this](tick_atom, uint64_t generation) { on_tick(generation); },
+    };
+  }
+
+  void on_exit() override {
+    s_.stages.clear();
+    s_.loader = nullptr;
+    s_.optimizer = nullptr;
+    pending_ = caf::response_promise();
+  }
+
+ private:
+  bool admit(caf::response_promise& rp) {
+    if (failed_) {
+      rp.deliver(TrainerReply{str_cat("the run failed earlier: ", failure_), {}, 0});
+      return false;
+    }
+    if (pending_.pending()) {
+      rp.deliver(TrainerReply{"an iteration is already running", {}, 0});
+      return false;
+    }
+    pending_ = rp;
+    return true;
+  }
+
+  std::string name_of(const caf::actor_addr& a) const {
+    for (size_t s = 0; s < s_.stages.size(); ++s)
+      if (a == s_.stages[s].address()) return str_cat("stage ", s);
+    if (a == s_.loader.address()) return "the data loader";
+    if (a == s_.optimizer.address()) return "the optimizer";
+    return "an actor";
+  }
+
+  void fail_run(const std::string& text) {
+    if (failed_) return;
+    failed_ = true;
+    failure_ = text;
+    ++generation_;  // stops the watchdog
+    if (pending_.pending()) pending_.deliver(TrainerReply{text, {}, 0});
+    pending_ = caf::response_promise();
+  }
+
+  int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s_.epoch).count();
+  }
+
+  void record(const std::string& actor, schedules::EventKind kind, int64_t start_ns) {
+    if (!s_.trace) return;
+    schedules::TraceEvent e;
+    e.actor = actor;
+    e.kind = kind;
+    e.iteration = iteration_;
+    e.start_ns = start_ns;
+    e.end_ns = now_ns();
+    s_.trace->append(e);
+  }
+
+  void fetch(bool train, int64_t count, std::function<void(BatchList&)> then) {
+    const int64_t t0 = now_ns();
+    request(s_.loader, s_.op_timeout, batch_atom::value, train, count)
+        .then(
+            [=, this](BatchList& batches) {
+              record("data_loader", schedules::EventKind::data, t0);
+              then(batches);
+            },
+            [=, this](caf::error& e) { fail_run(str_cat("the data loader failed: ", system().render(e))); });
+  }
+
+  void start_train() {
+    ++iteration_;
+    training_ = true;
+    fetch(true, s_.microbatches, [this](BatchList& batches) {
+      stats_ = IterationStats{};
+      stats_.iteration = iteration_;
+      stats_.lr = s_.lr.at(iteration_);
+      stats_.loss_scale = s_.scaler ? s_.scaler->scale() : 1.0f;
+      for (const Batch& b : batches) stats_.tokens += count_targets(b.targets);
+      if (stats_.tokens <= 0) {
+        fail_run(str_cat("iteration ", iteration_, ": every target of the batch is ignored"));
+        return;
+      }
+      const float grad_scale = stats_.loss_scale / float(stats_.tokens);
+      // The same dropout streams as the single-device Trainer: one per (iteration, microbatch).
+      const uint64_t seed = s_.seed * 0x9e3779b97f4a7c15ull + uint64_t(iteration_) * 1024;
+      dispatch(batches, true, grad_scale, seed);
+    });
+  }
+
+  void start_eval(int64_t count) {
+    training_ = false;
+    fetch(false, count, [this](BatchList& batches) {
+      eval_tokens_ = 0;
+      for (const Batch& b : batches) eval_tokens_ += count_targets(b.targets);
+      if (eval_tokens_ <= 0) {
+        fail_run("evaluate: every target is ignored");
+        return;
+      }
+      dispatch(batches, false, 1.0f, 0);
+    });
+  }
+
+  void dispatch(const BatchList& batches, bool training, float grad_scale, uint64_t seed) {
+    const size_t P = s_.stages.size();
+    IterationPlan base;
+    base.iteration = training ? iteration_ : -iteration_ - 1;  // evaluations get their own numbers
+    base.training = training;
+    base.microbatches = int(batches.size());
+    base.batch = s_.micro_batch_size;
+    base.seq = s_.seq_length;
+    base.loss_grad_scale = grad_scale;
+    base.dropout_seed = seed;
+    reports_ = 0;
+    loss_sum_ = 0;
+    phase_start_ns_ = now_ns();
+    for (size_t s = 0; s < P; ++s) {
+      IterationPlan plan = base;
+      if (s == 0)
+        for (const Batch& b : batches) plan.tokens.push_back(b.tokens);
+      if (s == P - 1)
+        for (const Batch& b : batches) plan.targets.push_back(b.targets);
+      send(s_.stages[s], plan_atom::value, std::move(plan));
+      last_progress_[s] = Clock::now();
+      running_[s].clear();
+    }
+    reported_.assign(P, false);
+    arm_watchdog();
+  }
+
+  void on_progress(const schedules::TraceEvent& e) {
+    if (e.stage < 0 || size_t(e.stage) >= s_.stages.size()) return;
+    last_progress_[size_t(e.stage)] = Clock::now();
+    std::vector<Running>& running = running_[size_t(e.stage)];
+    if (e.end_ns == 0) {
+      running.push_back(Running{e, Clock::now()});
+      return;
+    }
+    for (auto it = running.begin(); it != running.end(); ++it) {
+      if (it->event.kind == e.kind && it->event.microbatch == e.microbatch && it->event.chunk == e.chunk) {
+        running.erase(it);
+        break;
+      }
+    }
+    if (s_.trace && training_) s_.trace->append(e);
+  }
+
+  void on_report(const StageReport& r) {
+    if (failed_ || size_t(r.stage) >= s_.stages.size() || reported_[size_t(r.stage)]) return;
+    reported_[size_t(r.stage)] = true;
+    if (size_t(r.stage) == s_.stages.size() - 1) loss_sum_ = r.loss_sum;
+    if (++reports_ < s_.stages.size()) return;
+    ++generation_;  // pipeline phase over: the watchdog stops
+    if (!training_) {
+      record("trainer", schedules::EventKind::other, phase_start_ns_);
+      deliver(TrainerReply{"", {}, loss_sum_ / double(eval_tokens_)});
+      return;
+    }
+    stats_.loss = loss_sum_ / double(stats_.tokens);
+    const int64_t t0 = now_ns();
+    request(s_.optimizer, infinite_backstop(), step_atom::value,
+            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale})
+        .then(
+            [=, this](const StepResult& r) {
+              record("optimizer", schedules::EventKind::optimizer, t0);
+              stats_.skipped = r.skipped;
+              stats_.grad_norm = r.grad_norm;
+              if (s_.scaler) s_.scaler->update(r.skipped);
+              deliver(TrainerReply{"", stats_, 0});
+            },
+            [=, this](caf::error& e) { fail_run(str_cat("the optimizer step failed: ", system().render(e))); });
+  }
+
+  // The optimizer's own requests to the stages time out after op_timeout; this only guards
+  // against a lost reply.
+  std::chrono::milliseconds infinite_backstop() const { return s_.op_timeout * 4 + std::chrono::seconds(10); }
+
+  void deliver(TrainerReply reply) {
+    if (s_.trace) s_.trace->flush();
+    if (pending_.pending()) pending_.deliver(std::move(reply));
+    pending_ = caf::response_promise();
+  }
+
+  void arm_watchdog() {
+    const auto period = std::clamp(s_.op_timeout / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
+    delayed_send(this, period, tick_atom::value, generation_);
+  }
+
+  // A stage running one op longer than op_timeout, or the whole pipeline silent that long, fails the run.
+  void on_tick(uint64_t generation) {
+    if (failed_ || generation != generation_) return;
+    const auto now = Clock::now();
+    const auto ms = [](Clock::duration d) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    };
+    for (size_t s = 0; s < s_.stages.size(); ++s) {
+      // The oldest op the stage started and has not finished (a GPU stage runs a few ahead).
+      if (reported_[s] || running_[s].empty() || now - running_[s].front().since <= s_.op_timeout) continue;
+      const schedules::TraceEvent& e = running_[s].front().event;
+      fail_run(str_cat("stage ", s, " failed in ", e.kind == schedules::EventKind::forward ? "forward" : "backward",
+                       " of microbatch ", e.microbatch, " (chunk ", e.chunk, "): no answer after ",
+                       ms(now - running_[s].front().since), " ms (op timeout ", s_.op_timeout.count(), " ms)"));
+      return;
+    }
+    bool all_silent = true;
+    size_t oldest = 0;
+    for (size_t s = 0; s < s_.stages.size(); ++s) {
+      if (reported_[s]) continue;
+      if (now - last_progress_[s] <= s_.op_timeout) all_silent = false;
+      if (reported_[oldest] || last_progress_[s] < last_progress_[oldest]) oldest = s;
+    }
+    if (all_silent) {
+      fail_run(str_cat("the pipeline stalled: no stage finished an op for ", ms(now - last_progress_[oldest]),
+                       " ms (op timeout ", s_.op_timeout.count(), " ms); stage ", oldest, " has been silent longest"));
+      return;
+    }
+    arm_watchdog();
+  }
+
+  struct Running {
+    schedules::TraceEvent event;
+    Clock::time_point since;
+  };
+
+  TrainerSetup s_;
+  caf::response_promise pending_;
+  bool failed_ = false;
+  std::string failure_;
+  bool training_ = true;
+  int64_t iteration_ = 0;
+  IterationStats stats_;
+  int64_t eval_tokens_ = 0;
+  size_t reports_ = 0;
+  std::vector<bool> reported_;
+  double loss_sum_ = 0;
+  int64_t phase_start_ns_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<Clock::time_point> last_progress_;
+  std::vector<std::vector<Running>> running_;  // per stage: started, not finished
+};
+
+}  // namespace
+
+caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup) {
+  return system.spawn<TrainerActor>(std::move(setup));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,39 @@
+// The trainer actor: runs iterations for the blocking TrainingRun API. On train_atom it
+// gets the iteration's microbatches from the data-loader actor, counts the target tokens
+// (the loss is a per-token mean over the global batch), sends every stage its plan (stage 0
+// the tokens, the last stage the targets), waits for every stage's report, asks the
+// optimizer actor for the step and answers IterationStats. eval_atom runs forward-only
+// microbatches and answers the mean loss. Any failure (a stage's fail message, an actor
+// going down, a stage silent past op_timeout) answers (fail_atom, text) and poisons the run.
+// It monitors every other actor, keeps the watchdog, and writes the trace.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "model/loss_scaler.hpp"
+#include "model/lr_schedule.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::actors {
+
+struct TrainerSetup {
+  std::vector<caf::actor> stages;
+  caf::actor loader, optimizer;
+  int microbatches = 1;
+  int64_t micro_batch_size = 1, seq_length = 1;
+  uint64_t seed = 1234;
+  LrSchedule lr;
+  std::shared_ptr<LossScaler> scaler;  // null: no loss scaling
+  int64_t first_iteration = 0;         // iterations already done (resumed runs)
+  std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};
+  std::shared_ptr<schedules::TraceWriter> trace;  // null: off
+  std::chrono::steady_clock::time_point epoch;
+};
+
+caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup);
+
+}  // namespace troupe::actors

@@ -1,0 +1,327 @@
+// TrainingRun: builds the stages (contexts, chunks, optimizers, channels) as plain objects,
+// then one CAF actor system with the stage, data-loader, optimizer and trainer actors, and
+// talks to the trainer through a scoped actor.
+#include "actors/training_run.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+
+#include "actors/device_services.hpp"
+#include "actors/loader_actor.hpp"
+#include "actors/messages.hpp"
+#include "actors/optimizer_actor.hpp"
+#include "actors/stage_actor.hpp"
+#include "actors/stage_worker.hpp"
+#include "actors/trainer_actor.hpp"
+#include "kernels/check.hpp"
+#if TROUPE_HAVE_CUDA
+#include "kernels/cuda/runtime.hpp"
+#endif
+
+namespace troupe::actors {
+
+namespace {
+
+const char* const kTiedName = "embedding.word_embeddings.weight";
+
+schedules::Schedule effective_schedule(const ParallelConfig& p) {
+  // Megatron picks the schedule from the layout: chunks per stage > 1 means interleaving.
+  return p.virtual_chunks > 1 ? schedules::Schedule::interleaved_1f1b : p.schedule;
+}
+
+int microbatches_of(const TrainingConfig& c) {
+  TROUPE_CHECK(c.micro_batch_size >= 1, "--micro-batch-size must be >= 1, got ", c.micro_batch_size);
+  TROUPE_CHECK(c.global_batch_size >= c.micro_batch_size && c.global_batch_size % c.micro_batch_size == 0,
+               "--global-batch-size (", c.global_batch_size, ") must be a multiple of --micro-batch-size (",
+               c.micro_batch_size, ") times the data-parallel size (1)");
+  return int(c.global_batch_size / c.micro_batch_size);
+}
+
+void validate(const TrainingConfig& c) {
+  c.model.validate();
+  const int P = c.parallel.pipeline_size, V = c.parallel.virtual_chunks, L = c.model.num_layers;
+  TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
+  TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
+  if (V == 1) {
+    TROUPE_CHECK(L % P == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
+                 "): every stage holds the same number of layers");
+  } else {
+    TROUPE_CHECK(L % (P * V) == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
+                 ") times the chunks per stage (", V, "): --num-layers-per-virtual-pipeline-stage must be ",
+                 "--num-layers / (--pipeline-model-parallel-size * chunks), a whole number");
+  }
+  const int M = microbatches_of(c);
+  schedules::validate(effective_schedule(c.parallel), {P, V, M, c.parallel.group_size});
+  if (c.devices.cuda) {
+    TROUPE_CHECK(cuda_available(), "GPU training was asked for, but no GPU is visible (use CPU devices instead)");
+  } else {
+    TROUPE_CHECK(c.devices.compute == DType::f32, "CPU devices compute in f32, not ", dtype_name(c.devices.compute));
+    TROUPE_CHECK(c.devices.cpu_devices >= 0, "--cpu-devices must be >= 0, got ", c.devices.cpu_devices);
+  }
+  TROUPE_CHECK(c.op_timeout.count() > 0, "the op timeout must be positive");
+}
+
+int device_of_stage(const TrainingConfig& c, int stage) {
+  if (c.devices.cuda) {
+#if TROUPE_HAVE_CUDA
+    return stage % std::max(1, troupe::cuda::device_count());
+#else
+    return 0;
+#endif
+  }
+  const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : c.parallel.pipeline_size;
+  return stage % n;
+}
+
+}  // namespace
+
+struct TrainingRun::Impl {
+  TrainingConfig config;
+  int P = 1, V = 1, M = 1;
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<StageWorker>> workers;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::unique_ptr<PairReducer> tied;
+  std::shared_ptr<schedules::TraceWriter> trace;
+  caf::actor_system_config caf_config;
+  std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<caf::scoped_actor> self;
+  std::vector<caf::actor> stages;
+  caf::actor loader, optimizer, trainer;
+  int64_t iteration = 0, consumed = 0;
+  std::string failure;
+
+  void build_stages();
+  template <typename... Ts>
+  TrainerReply ask(Ts... xs);
+  void shutdown();
+};
+
+void TrainingRun::Impl::build_stages() {
+  const GptConfig& model = config.model;
+  const int layers_per_virtual = model.num_layers / (P * V);
+  const bool tied_split = !model.untie_embeddings_and_output_weights && P * V > 1;
+  for (int s = 0; s < P; ++s) {
+    StageSetup setup;
+    setup.stage = s;
+    setup.stages = P;
+    setup.chunks = V;
+    setup.check_losses = config.check_for_nan;
+    // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
+    setup.check_tensors = config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
+    const int device = device_of_stage(config, s);
+    setup.context = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
+    const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
+    for (int c = 0; c < V; ++c) {
+      const int vs = c * P + s;
+      const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
+      auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute);
+      chunk->init_weights(config.seed);
+      setup.optimizers.push_back(std::make_unique<Optimizer>(*chunk, config.optimizer));
+      setup.models.push_back(std::move(chunk));
+    }
+    setup.norm_exclude.assign(size_t(V), "");
+    setup.timing = !config.trace_path.empty();
+    setup.epoch = epoch;
+    if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kTiedName;  // counted on stage 0
+    workers.push_back(std::make_shared<StageWorker>(std::move(setup)));
+  }
+  // Channels: activations s -> s+1 and gradients s -> s-1; with interleaving also the wrap
+  // from the last stage to the first (activations) and back (gradients).
+  if (P > 1) {
+    std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
+    std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
+    for (int s = 0; s < P; ++s) {
+      const int next = (s + 1) % P, prev = (s - 1 + P) % P;
+      if (s < P - 1 || V > 1) {
+        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(next)]->context()));
+        act_out[size_t(s)] = act_in[size_t(next)] = channels.back().get();
+      }
+      if (s > 0 || V > 1) {
+        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(prev)]->context()));
+        grad_out[size_t(s)] = grad_in[size_t(prev)] = channels.back().get();
+      }
+    }
+    if (tied_split) tied = make_pair_reducer(workers.front()->context(), workers.back()->context());
+    for (int s = 0; s < P; ++s) {
+      workers[size_t(s)]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
+    }
+    if (tied) {
+      workers.front()->connect_tied(tied.get(), 0, 0);
+      workers.back()->connect_tied(tied.get(), 1, V - 1);
+    }
+  }
+}
+
+template <typename... Ts>
+TrainerReply TrainingRun::Impl::ask(Ts... xs) {
+  TrainerReply reply;
+  bool answered = false;
+  // The trainer's watchdog answers within op_timeout of a stalled op; this bound only guards
+  // against a lost reply.
+  const auto backstop = config.op_timeout * (2 * M * V + 8) + std::chrono::seconds(30);
+  (*self)->request(trainer, backstop, xs...)
+      .receive(
+          [&](TrainerReply& r) {
+            reply = std::move(r);
+            answered = true;
+          },
+          [&](caf::error& e) { reply.error = str_cat("the trainer did not answer: ", system->render(e)); });
+  if (!answered && reply.error.empty()) reply.error = "the trainer did not answer";
+  return reply;
+}
+
+void TrainingRun::Impl::shutdown() {
+  if (!system) return;
+  const bool failed = !failure.empty();
+  std::vector<caf::actor> all = stages;
+  for (const caf::actor& a : {loader, optimizer, trainer})
+    if (a) all.push_back(a);
+  for (const caf::actor& a : all) {
+    (*self)->monitor(a);
+    (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  // Wait for every actor (a stage finishes its current op first); then no thread enqueues
+  // device work any more.
+  size_t down = 0;
+  bool timed_out = false;
+  while (down < all.size() && !timed_out) {
+    (*self)->receive([&](caf::down_msg&) { ++down; },
+                     caf::after(config.op_timeout + std::chrono::seconds(10)) >> [&] { timed_out = true; });
+  }
+  if (failed || timed_out) {
+    for (auto& c : channels) c->abort();
+    if (tied) tied->abort();
+  }
+  // Pending completion callbacks send to actors of this system: let them run while it exists.
+  for (auto& w : workers) {
+    try {
+      w->synchronize();
+    } catch (const std::exception&) {
+      // A device error after a failure: nothing more to do with this device.
+    }
+    if (!timed_out) w->stop_completions();  // else a stage may still be using it
+  }
+  all.clear();  // a detached actor's thread ends only when the last handle to it is gone
+  stages.clear();
+  loader = optimizer = trainer = nullptr;
+  self.reset();
+  system.reset();
+}
+
+TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoader> train,
+                         std::unique_ptr<DataLoader> valid)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.config = config;
+  validate(config);
+  d.P = config.parallel.pipeline_size;
+  d.V = config.parallel.virtual_chunks;
+  d.M = microbatches_of(config);
+  TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
+  d.consumed = train->consumed_samples();
+  d.build_stages();
+  const schedules::Schedule schedule = effective_schedule(config.parallel);
+  if (!config.trace_path.empty()) {
+    schedules::TraceHeader header;
+    header.schedule = schedule;
+    header.shape = {d.P, d.V, d.M, config.parallel.group_size};
+    header.num_layers = config.model.num_layers;
+    header.iteration = 1;
+    d.trace = std::make_shared<schedules::TraceWriter>(config.trace_path, header);
+  }
+
+  d.caf_config.set("scheduler.max-threads", 2);  // the trainer and optimizer only coordinate
+  d.system = std::make_unique<caf::actor_system>(d.caf_config);
+  d.self = std::make_unique<caf::scoped_actor>(*d.system);
+  for (int s = 0; s < d.P; ++s) {
+    StageOptions o;
+    o.schedule = schedule;
+    o.group_size = config.parallel.group_size;
+    o.device = device_of_stage(config, s);
+    o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
+    o.fixed_op_duration = config.fixed_op_duration;
+    o.before_op = config.before_op;
+    o.epoch = d.epoch;
+    d.stages.push_back(spawn_stage(*d.system, d.workers[size_t(s)], std::move(o)));
+  }
+  d.loader = spawn_loader(*d.system, std::move(train), std::move(valid));
+  OptimizerOptions oo;
+  oo.clip_grad = config.optimizer.clip_grad;
+  if (d.tied) oo.tied_stages = {0, d.P - 1};
+  oo.timeout = config.op_timeout;
+  d.optimizer = spawn_optimizer(*d.system, d.stages, oo);
+  TrainerSetup ts;
+  ts.stages = d.stages;
+  ts.loader = d.loader;
+  ts.optimizer = d.optimizer;
+  ts.microbatches = d.M;
+  ts.micro_batch_size = config.micro_batch_size;
+  ts.seq_length = config.model.seq_length;
+  ts.seed = config.seed;
+  ts.lr = config.lr;
+  if (config.loss_scale > 0) ts.scaler = std::make_shared<ConstantLossScaler>(config.loss_scale);
+  else if (config.devices.cuda && config.devices.compute == DType::f16) ts.scaler = std::make_shared<DynamicLossScaler>();
+  ts.op_timeout = config.op_timeout;
+  ts.trace = d.trace;
+  ts.epoch = d.epoch;
+  d.trainer = spawn_trainer(*d.system, ts);
+}
+
+TrainingRun::~TrainingRun() {
+  if (!impl_) return;
+  impl_->shutdown();
+  if (impl_->trace) impl_->trace->close();
+}
+
+IterationStats TrainingRun::train_iteration() {
+  Impl& d = *impl_;
+  if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TrainerReply r = d.ask(train_atom::value);
+  if (!r.error.empty()) {
+    d.failure = r.error;
+    throw Error(r.error);
+  }
+  ++d.iteration;
+  d.consumed += d.config.global_batch_size;
+  return r.stats;
+}
+
+double TrainingRun::evaluate(int64_t iters) {
+  Impl& d = *impl_;
+  if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TROUPE_CHECK(iters >= 1, "evaluate: --eval-iters must be >= 1, got ", iters);
+  TrainerReply r = d.ask(eval_atom::value, iters);
+  if (!r.error.empty()) {
+    d.failure = r.error;
+    throw Error(r.error);
+  }
+  return r.loss;
+}
+
+Tensor TrainingRun::gather_weights() const {
+  // Between iterations the stage actors do not touch their parameters, so read them from here;
+  // the copy waits for each stage's stream (its last optimizer step included).
+  const Impl& d = *impl_;
+  const ParamLayout whole(d.config.model, ChunkSpec::whole_model());
+  Tensor out = Tensor::host(DType::f32, {whole.size()});
+  fill_zero(Context::cpu(), out);
+  for (const auto& w : d.workers) {
+    w->context().activate();
+    for (int c = 0; c < w->chunks(); ++c) {
+      GptChunk& chunk = w->model(c);
+      const Tensor host = to_host_f32(w->context(), chunk.params());
+      for (const ParamInfo& p : chunk.layout().params()) {
+        const ParamInfo& dst = whole.find(p.name);  // a tied embedding: both copies hold the same values
+        std::copy_n(host.data_as<float>() + p.offset, p.numel(), out.data_as<float>() + dst.offset);
+      }
+    }
+  }
+  return out;
+}
+
+int64_t TrainingRun::iteration() const { return impl_->iteration; }
+int64_t TrainingRun::consumed_samples() const { return impl_->consumed; }
+
+}  // namespace troupe::actors

@@ -1,0 +1,325 @@
+// `troupe train`: pretrain a GPT with Megatron-LM's flags on this node's devices (GPUs, or
+// CPU devices), pipeline-parallel through the actor runtime. Logs Megatron's iteration
+// line, validation loss and perplexity every --eval-interval, a final summary, and
+// optionally a text sample. SIGINT/SIGTERM stop cleanly after the current iteration.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "actors/training_run.hpp"
+#include "apps/commands.hpp"
+#include "apps/train_log.hpp"
+#include "data/gpt_data.hpp"
+#include "data/mock_dataset.hpp"
+#include "data/tokenizer.hpp"
+#include "kernels/check.hpp"
+#include "model/gpt_chunk.hpp"
+#include "model/sampler.hpp"
+
+namespace troupe::apps {
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};  // set by SIGINT/SIGTERM: finish the iteration, then stop
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+struct TrainOptions {
+  std::string model = "gpt2-tiny";  // preset the shape flags start from
+  int num_layers = 0, hidden_size = 0, ffn_hidden_size = 0, num_attention_heads = 0, num_query_groups = 0;
+  int kv_channels = 0, seq_length = 0, max_position_embeddings = 0, make_vocab_size_divisible_by = 128;
+  std::string normalization, position_embedding_type;
+  bool swiglu = false, disable_bias_linear = false, untie = false, group_query_attention = false;
+  float hidden_dropout = -1, attention_dropout = -1, init_method_std = -1, norm_epsilon = -1, rotary_base = -1;
+  int64_t micro_batch_size = 4, global_batch_size = 0, train_iters = 100;
+  double lr = 6e-4, min_lr = 6e-5, lr_warmup_init = 0, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
+  double weight_decay = 0.1, clip_grad = 1.0;
+  int64_t lr_warmup_iters = 0, lr_decay_iters = 0;
+  std::string lr_decay_style = "cosine";
+  bool bf16 = false, fp16 = false;
+  float loss_scale = 0;
+  std::vector<std::string> data_path;
+  std::string split = "969,30,1", data_cache_path, vocab_file, merge_file, tokenizer_type = "GPT2BPETokenizer";
+  int64_t vocab_size = 0;
+  bool mock_data = false, eod_mask_loss = false;
+  int pipeline_size = 1, layers_per_virtual_stage = 0, group_size = 0;
+  std::string schedule = "1f1b", device = "auto";
+  int cpu_devices = 0;
+  int64_t eval_interval = 1000, eval_iters = 10, log_interval = 10;
+  uint64_t seed = 1234;
+  std::string trace;
+  int64_t sample_tokens = 0;
+  std::string prompt = "The";
+  double op_timeout_s = 300;
+};
+
+GptConfig model_config(const TrainOptions& o, int64_t vocab) {
+  GptConfig c = GptConfig::preset(o.model);
+  auto set = [](auto& field, auto value, auto unset) {
+    if (value != unset) field = value;
+  };
+  set(c.num_layers, o.num_layers, 0);
+  set(c.hidden_size, o.hidden_size, 0);
+  set(c.ffn_hidden_size, o.ffn_hidden_size, 0);
+  set(c.num_attention_heads, o.num_attention_heads, 0);
+  set(c.num_query_groups, o.num_query_groups, 0);
+  set(c.kv_channels, o.kv_channels, 0);
+  set(c.seq_length, o.seq_length, 0);
+  set(c.max_position_embeddings, o.max_position_embeddings, 0);
+  c.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
+  set(c.hidden_dropout, o.hidden_dropout, -1.0f);
+  set(c.attention_dropout, o.attention_dropout, -1.0f);
+  set(c.init_method_std, o.init_method_std, -1.0f);
+  set(c.norm_epsilon, o.norm_epsilon, -1.0f);
+  set(c.rotary_base, o.rotary_base, -1.0f);
+  if (!o.normalization.empty())
+    c.normalization = o.normalization == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
+  if (!o.position_embedding_type.empty())
+    c.position_embedding_type =
+        o.position_embedding_type == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
+  if (o.swiglu) c.swiglu = true;
+  if (o.disable_bias_linear) c.disable_bias_linear = true;
+  if (o.untie) c.untie_embeddings_and_output_weights = true;
+  TROUPE_CHECK(!o.group_query_attention || o.num_query_groups > 0,
+               "--group-query-attention needs --num-query-groups");
+  if (o.max_position_embeddings == 0 && c.position_embedding_type == PositionEmbedding::learned_absolute)
+    c.max_position_embeddings = c.seq_length;
+  c.vocab_size = vocab;
+  c.validate();
+  return c;
+}
+
+int train(const TrainOptions& o) {
+  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_available());
+  TROUPE_CHECK(!(o.bf16 && o.fp16), "--bf16 and --fp16 are exclusive");
+  TROUPE_CHECK(cuda || (!o.bf16 && !o.fp16), "--bf16/--fp16 need GPUs; CPU devices compute in f32");
+  const int64_t gbs = o.global_batch_size > 0 ? o.global_batch_size : o.micro_batch_size;
+  TROUPE_CHECK(gbs % o.micro_batch_size == 0, "--global-batch-size ", gbs, " is not a multiple of --micro-batch-size ",
+               o.micro_batch_size, " (this node has one data-parallel rank)");
+
+  // Tokenizer (vocabulary size, EOD, and the text sample).
+  std::unique_ptr<Tokenizer> tokenizer;
+  int64_t vocab = o.vocab_size;
+  if (!o.vocab_file.empty() || o.tokenizer_type == "NullTokenizer") {
+    TokenizerOptions topt;
+    topt.type = o.tokenizer_type;
+    topt.vocab_file = o.vocab_file;
+    topt.merge_file = o.merge_file;
+    topt.vocab_size = o.vocab_size;
+    tokenizer = build_tokenizer(topt);
+    vocab = tokenizer->vocab_size();
+  }
+  TROUPE_CHECK(vocab > 0, "no vocabulary: pass --vocab-file/--merge-file, or --vocab-size with --mock-data");
+  const GptConfig model = model_config(o, vocab);
+
+  // Data: Megatron's sample counts per split.
+  const int64_t train_samples = o.train_iters * gbs;
+  const int64_t eval_runs = o.eval_interval > 0 ? o.train_iters / o.eval_interval + 1 : 1;
+  const int64_t valid_samples = eval_runs * o.eval_iters * o.micro_batch_size;
+  std::array<std::shared_ptr<const SampleSource>, 3> splits;
+  if (o.mock_data) {
+    splits[0] = std::make_shared<MockDataset>(train_samples, model.seq_length, vocab, o.seed);
+    splits[1] = std::make_shared<MockDataset>(valid_samples, model.seq_length, vocab, o.seed + 1);
+  } else {
+    TROUPE_CHECK(!o.data_path.empty(), "--data-path is required (or --mock-data)");
+    GptDataOptions dopt;
+    dopt.data_path = o.data_path;
+    dopt.split = o.split;
+    dopt.sequence_length = model.seq_length;
+    dopt.seed = uint32_t(o.seed);
+    dopt.cache_path = o.data_cache_path;
+    // The test split is not used by training (no --test at the end yet): ask it for nothing.
+    splits = build_gpt_datasets(dopt, {train_samples, valid_samples, 0});
+  }
+  TROUPE_CHECK(splits[0] && splits[0]->size() >= train_samples, "the training split has ",
+               splits[0] ? splits[0]->size() : 0, " samples, ", train_samples, " are needed");
+  DataLoaderOptions lopt{.micro_batch_size = o.micro_batch_size,
+                         .eod = tokenizer ? tokenizer->eod() : -1,
+                         .eod_mask_loss = o.eod_mask_loss};
+  auto train_loader = std::make_unique<DataLoader>(splits[0], lopt);
+  auto valid_loader = splits[1] && o.eval_iters > 0 ? std::make_unique<DataLoader>(splits[1], lopt) : nullptr;
+
+  actors::TrainingConfig cfg;
+  cfg.model = model;
+  cfg.parallel.pipeline_size = o.pipeline_size;
+  cfg.parallel.schedule = schedules::schedule_from_name(o.schedule);
+  if (o.layers_per_virtual_stage > 0) {
+    const int per_stage = model.num_layers / std::max(o.pipeline_size, 1);
+    TROUPE_CHECK(per_stage % o.layers_per_virtual_stage == 0, "--num-layers-per-virtual-pipeline-stage ",
+                 o.layers_per_virtual_stage, " does not divide the ", per_stage, " layers of each pipeline stage");
+    cfg.parallel.virtual_chunks = per_stage / o.layers_per_virtual_stage;
+    if (cfg.parallel.virtual_chunks > 1) cfg.parallel.schedule = schedules::Schedule::interleaved_1f1b;
+  }
+  cfg.parallel.group_size = o.group_size;
+  cfg.devices.cuda = cuda;
+  cfg.devices.cpu_devices = o.cpu_devices;
+  cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
+  cfg.optimizer.adam = {.lr = 0, .beta1 = float(o.adam_beta1), .beta2 = float(o.adam_beta2),
+                        .eps = float(o.adam_eps), .weight_decay = float(o.weight_decay)};
+  cfg.optimizer.clip_grad = float(o.clip_grad);
+  cfg.lr = {.lr = o.lr, .min_lr = o.min_lr, .warmup_init = o.lr_warmup_init, .warmup_iters = o.lr_warmup_iters,
+            .decay_iters = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.train_iters,
+            .style = lr_decay_style_from_name(o.lr_decay_style)};
+  cfg.loss_scale = o.loss_scale;
+  cfg.micro_batch_size = o.micro_batch_size;
+  cfg.global_batch_size = gbs;
+  cfg.train_iters = o.train_iters;
+  cfg.seed = o.seed;
+  cfg.trace_path = o.trace;
+  cfg.op_timeout = std::chrono::milliseconds(int64_t(o.op_timeout_s * 1000));
+
+  std::printf("troupe train: %d layers, hidden %d, %d heads (%d query groups), seq %d, vocab %ld (padded %ld), "
+              "%.2fM parameters\n",
+              model.num_layers, model.hidden_size, model.num_attention_heads, model.query_groups(), model.seq_length,
+              long(model.vocab_size), long(model.padded_vocab_size()), double(model.num_parameters()) / 1e6);
+  std::printf("  %s, pipeline %d x %d chunks (%s), micro batch %ld, global batch %ld, %ld iterations, %s\n",
+              cuda ? "GPUs" : "CPU devices", o.pipeline_size, cfg.parallel.virtual_chunks,
+              schedules::schedule_name(cfg.parallel.schedule), long(o.micro_batch_size), long(gbs),
+              long(o.train_iters), dtype_name(cfg.devices.compute));
+  std::fflush(stdout);
+
+  actors::TrainingRun run(cfg, std::move(train_loader), std::move(valid_loader));
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+
+  const double flops_per_token = 6.0 * double(model.num_parameters()) +
+                                 12.0 * model.num_layers * model.hidden_size * double(model.seq_length);
+  const int devices = cuda ? o.pipeline_size : std::max(o.cpu_devices, o.pipeline_size);
+  LogWindow window{.train_iters = o.train_iters, .global_batch_size = gbs};
+  double window_seconds = 0, window_loss = 0, window_norm = 0, total_seconds = 0, last_loss = 0;
+  int64_t window_count = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (run.iteration() < o.train_iters && g_stop_signal == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const IterationStats s = run.train_iteration();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total_seconds += dt;
+    window_seconds += dt;
+    ++window_count;
+    if (s.skipped) {
+      ++window.skipped;
+      if (std::isnan(s.loss)) ++window.nan;
+    } else {
+      window_loss += s.loss;
+      window_norm += s.grad_norm;
+      last_loss = s.loss;
+    }
+    if (s.iteration % o.log_interval == 0 || s.iteration == o.train_iters) {
+      const int64_t counted = window_count - window.skipped;
+      window.iteration = s.iteration;
+      window.consumed_samples = run.consumed_samples();
+      window.ms_per_iteration = window_seconds / double(window_count) * 1e3;
+      window.tflops_per_device = double(gbs * model.seq_length) * flops_per_token /
+                                 (window_seconds / double(window_count)) / 1e12 / double(devices);
+      window.lr = s.lr;
+      window.loss = counted > 0 ? window_loss / double(counted) : NAN;
+      window.loss_scale = s.loss_scale;
+      window.grad_norm = counted > 0 ? window_norm / double(counted) : NAN;
+      std::printf("%s\n", iteration_line(window).c_str());
+      std::fflush(stdout);
+      window = LogWindow{.train_iters = o.train_iters, .global_batch_size = gbs};
+      window_seconds = window_loss = window_norm = 0;
+      window_count = 0;
+    }
+    if (o.eval_interval > 0 && o.eval_iters > 0 && s.iteration % o.eval_interval == 0 && splits[1])
+      std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), run.evaluate(o.eval_iters)).c_str());
+  }
+  if (g_stop_signal != 0)
+    std::printf("troupe train: stopped by signal %d after iteration %ld\n", int(g_stop_signal), long(run.iteration()));
+  // A final validation unless the last iteration just ran one.
+  const bool evaluated_last = o.eval_interval > 0 && run.iteration() % o.eval_interval == 0;
+  const double valid_loss = splits[1] && o.eval_iters > 0 && !evaluated_last ? run.evaluate(o.eval_iters) : NAN;
+  if (!std::isnan(valid_loss)) std::printf("%s\n", validation_block("the end of training", valid_loss).c_str());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
+              long(run.iteration()), long(run.consumed_samples()), last_loss, wall,
+              double(run.iteration() * gbs * model.seq_length) / std::max(total_seconds, 1e-9));
+
+  if (o.sample_tokens > 0 && tokenizer) {
+    const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
+    GptChunk whole(ctx, model, ChunkSpec::whole_model(), cfg.devices.compute);
+    whole.load_weights(run.gather_weights());
+    SamplingOptions so;
+    so.max_new_tokens = o.sample_tokens;
+    so.seed = o.seed;
+    const std::vector<int32_t> out = generate(whole, tokenizer->encode(o.prompt), so);
+    std::printf("sample (temperature %.1f, top-k %d):\n%s%s\n", so.temperature, so.top_k, o.prompt.c_str(),
+                tokenizer->decode(out).c_str());
+  }
+  return g_stop_signal != 0 ? 130 : 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, CommandRunner& run) {
+  auto* cmd = app.add_subcommand("train", "Pretrain a GPT (Megatron-LM flags) on this node's GPUs or CPU devices");
+  auto o = std::make_shared<TrainOptions>();
+  cmd->set_config("--config", "", "read flags from a TOML/INI file (flag = value lines)");
+  cmd->add_option("--model", o->model, "preset the shape flags start from: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny");
+  cmd->add_option("--num-layers", o->num_layers);
+  cmd->add_option("--hidden-size", o->hidden_size);
+  cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "default 4 * hidden");
+  cmd->add_option("--num-attention-heads", o->num_attention_heads);
+  cmd->add_flag("--group-query-attention", o->group_query_attention);
+  cmd->add_option("--num-query-groups", o->num_query_groups);
+  cmd->add_option("--kv-channels", o->kv_channels, "head dimension (default hidden / heads)");
+  cmd->add_option("--seq-length", o->seq_length);
+  cmd->add_option("--max-position-embeddings", o->max_position_embeddings);
+  cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by);
+  cmd->add_option("--normalization", o->normalization)->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
+  cmd->add_option("--norm-epsilon", o->norm_epsilon);
+  cmd->add_option("--position-embedding-type", o->position_embedding_type)
+      ->check(CLI::IsMember({"learned_absolute", "rope"}));
+  cmd->add_option("--rotary-base", o->rotary_base);
+  cmd->add_flag("--swiglu", o->swiglu);
+  cmd->add_flag("--disable-bias-linear", o->disable_bias_linear);
+  cmd->add_flag("--untie-embeddings-and-output-weights", o->untie);
+  cmd->add_option("--hidden-dropout", o->hidden_dropout);
+  cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented");
+  cmd->add_option("--init-method-std", o->init_method_std);
+  cmd->add_option("--micro-batch-size", o->micro_batch_size);
+  cmd->add_option("--global-batch-size", o->global_batch_size, "default: micro batch size");
+  cmd->add_option("--train-iters", o->train_iters);
+  cmd->add_option("--lr", o->lr);
+  cmd->add_option("--min-lr", o->min_lr);
+  cmd->add_option("--lr-decay-style", o->lr_decay_style)->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  cmd->add_option("--lr-warmup-iters", o->lr_warmup_iters);
+  cmd->add_option("--lr-warmup-init", o->lr_warmup_init);
+  cmd->add_option("--lr-decay-iters", o->lr_decay_iters, "default: --train-iters");
+  cmd->add_option("--weight-decay", o->weight_decay);
+  cmd->add_option("--clip-grad", o->clip_grad);
+  cmd->add_option("--adam-beta1", o->adam_beta1);
+  cmd->add_option("--adam-beta2", o->adam_beta2);
+  cmd->add_option("--adam-eps", o->adam_eps);
+  cmd->add_flag("--bf16", o->bf16, "bf16 compute on GPUs (the GPU default)");
+  cmd->add_flag("--fp16", o->fp16, "fp16 compute with dynamic loss scaling");
+  cmd->add_option("--loss-scale", o->loss_scale, "constant loss scale for --fp16 (default: dynamic)");
+  cmd->add_option("--data-path", o->data_path, "[weight] prefix ... of indexed datasets (troupe preprocess)");
+  cmd->add_option("--split", o->split);
+  cmd->add_option("--data-cache-path", o->data_cache_path);
+  cmd->add_flag("--mock-data", o->mock_data, "random tokens (needs --vocab-size or a tokenizer)");
+  cmd->add_flag("--eod-mask-loss", o->eod_mask_loss);
+  cmd->add_option("--tokenizer-type", o->tokenizer_type)->check(CLI::IsMember({"GPT2BPETokenizer", "NullTokenizer"}));
+  cmd->add_option("--vocab-file", o->vocab_file);
+  cmd->add_option("--merge-file", o->merge_file);
+  cmd->add_option("--vocab-size", o->vocab_size, "NullTokenizer / mock data vocabulary");
+  cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size);
+  cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage, "interleaved 1F1B");
+  cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size);
+  cmd->add_option("--pipeline-schedule", o->schedule, "1f1b (default) or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
+  cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--cpu-devices", o->cpu_devices, "CPU devices in this process (default: one per stage)");
+  cmd->add_option("--eval-interval", o->eval_interval);
+  cmd->add_option("--eval-iters", o->eval_iters);
+  cmd->add_option("--log-interval", o->log_interval);
+  cmd->add_option("--seed", o->seed);
+  cmd->add_option("--trace", o->trace, "record every op of every actor to this msgpack file (see troupe replay)");
+  cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails");
+  cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");
+  cmd->add_option("--prompt", o->prompt, "prompt for the sample");
+  cmd->callback([&run, o] { run = [o] { return train(*o); }; });
+}
+
+}  // namespace troupe::apps

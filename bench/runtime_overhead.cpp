@@ -1,0 +1,189 @@
+// The actor runtime's own cost. (1) The same model and data trained by the actor runtime with
+// one stage (TrainingRun, P = 1: trainer, data-loader, optimizer and stage actors, completion
+// by host callbacks) and by the plain single-device loop (model/trainer.hpp Trainer) on the
+// same kernels, in alternating rounds; prints ms per iteration of each and their ratio
+// (target: within 1% on a GPU). (2) The round trip of one actor message.
+//
+//   runtime_overhead                                   # GPU if there is one: GPT-2 124M shape, bf16
+//   runtime_overhead --device cpu --num-layers 2 --hidden-size 64 --seq-length 64
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "actors/message_latency.hpp"
+#include "actors/training_run.hpp"
+#include "data/data_loader.hpp"
+#include "kernels/check.hpp"
+#include "model/trainer.hpp"
+#include "schedules/trace.hpp"
+
+using namespace troupe;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+class RandomTokens final : public SampleSource {
+ public:
+  RandomTokens(int64_t samples, int64_t seq, int32_t vocab) : n_(samples), seq_(seq) {
+    std::mt19937_64 rng(99);
+    std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+    tokens_.resize(size_t(samples * (seq + 1)));
+    for (int32_t& t : tokens_) t = pick(rng);
+  }
+  int64_t size() const override { return n_; }
+  int64_t sequence_length() const override { return seq_; }
+  void sample(int64_t index, int32_t* out) const override {
+    std::copy_n(tokens_.begin() + index * (seq_ + 1), seq_ + 1, out);
+  }
+
+ private:
+  int64_t n_, seq_;
+  std::vector<int32_t> tokens_;
+};
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device = "auto", dtype = "bf16", trace_path;
+  int max_outstanding = 0;
+  int layers = 0, hidden = 0, heads = 0, seq = 0;
+  int64_t mbs = 0, microbatches = 4, rounds = 5, iters_per_round = 5, warmup = 3, round_trips = 100000;
+  CLI::App app{"actor runtime overhead: TrainingRun (P=1) vs the plain Trainer loop, and message latency"};
+  app.add_option("--device", device, "auto | cpu | cuda");
+  app.add_option("--dtype", dtype, "GPU compute dtype: bf16 | f16");
+  app.add_option("--num-layers", layers);
+  app.add_option("--hidden-size", hidden);
+  app.add_option("--num-attention-heads", heads);
+  app.add_option("--seq-length", seq);
+  app.add_option("--micro-batch-size", mbs);
+  app.add_option("--microbatches", microbatches, "microbatches per iteration");
+  app.add_option("--rounds", rounds, "alternating measurement rounds");
+  app.add_option("--iters-per-round", iters_per_round);
+  app.add_option("--warmup", warmup, "untimed iterations of each before measuring");
+  app.add_option("--round-trips", round_trips, "message round trips to time");
+  app.add_option("--trace", trace_path, "trace the actor run; prints where its iteration time goes");
+  app.add_option("--max-outstanding-ops", max_outstanding, "ops a GPU stage enqueues ahead (0: default)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const bool cuda = device == "cuda" || (device == "auto" && cuda_available());
+    GptConfig c = GptConfig::gpt2_124m();
+    c.num_layers = layers > 0 ? layers : (cuda ? 12 : 2);
+    c.hidden_size = hidden > 0 ? hidden : (cuda ? 768 : 64);
+    c.num_attention_heads = heads > 0 ? heads : (cuda ? 12 : 4);
+    c.seq_length = seq > 0 ? seq : (cuda ? 1024 : 64);
+    c.vocab_size = cuda ? 50257 : 512;
+    c.hidden_dropout = 0.0f;
+    c.attention_dropout = 0.0f;
+    if (mbs <= 0) mbs = cuda ? 8 : 4;
+    const DType compute = cuda ? dtype_from_name(dtype) : DType::f32;
+
+    actors::TrainingConfig config;
+    config.model = c;
+    config.devices.cuda = cuda;
+    config.devices.compute = compute;
+    config.optimizer = {.adam = {.lr = 0, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
+                        .clip_grad = 1.0f};
+    config.lr = {.lr = 3e-4, .min_lr = 3e-5, .warmup_iters = 10, .decay_iters = 1000};
+    config.micro_batch_size = mbs;
+    config.global_batch_size = mbs * microbatches;
+    config.seed = 1234;
+    config.trace_path = trace_path;
+    config.max_outstanding_ops = max_outstanding;
+    const int64_t total_iters = warmup + rounds * iters_per_round;
+    auto data = std::make_shared<RandomTokens>(config.global_batch_size * (total_iters + 2), c.seq_length,
+                                               int32_t(c.vocab_size));
+    std::printf("model: %d layers, hidden %d, seq %d, micro-batch %ld x %ld microbatches, %s on %s\n", c.num_layers,
+                c.hidden_size, c.seq_length, long(mbs), long(microbatches), dtype_name(compute),
+                cuda ? "cuda:0" : "cpu");
+
+    // The plain loop; its batches are cut before timing (the runtime's loader prefetches).
+    const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
+    GptChunk model(ctx, c, ChunkSpec::whole_model(), compute);
+    model.init_weights(config.seed);
+    Optimizer optimizer(model, config.optimizer);
+    Trainer trainer(model, optimizer, config.lr, nullptr, config.seed);
+    DataLoader plain_loader(data, {.micro_batch_size = mbs});
+    std::vector<std::vector<Batch>> plain_batches;
+    for (int64_t i = 0; i < total_iters; ++i) {
+      std::vector<Batch> b;
+      for (int64_t m = 0; m < microbatches; ++m) b.push_back(actors::to_batch(*plain_loader.next()));
+      plain_batches.push_back(std::move(b));
+    }
+    actors::TrainingRun run(config, std::make_unique<DataLoader>(data, DataLoaderOptions{.micro_batch_size = mbs}),
+                            nullptr);
+
+    size_t next_plain = 0;
+    double plain_loss = 0, actor_loss = 0;
+    for (int64_t i = 0; i < warmup; ++i) {
+      plain_loss = trainer.train_step(plain_batches[next_plain++]).loss;
+      actor_loss = run.train_iteration().loss;
+    }
+    std::vector<double> plain_ms, actor_ms;
+    for (int64_t r = 0; r < rounds; ++r) {
+      ctx.synchronize();
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < iters_per_round; ++i) plain_loss = trainer.train_step(plain_batches[next_plain++]).loss;
+      ctx.synchronize();
+      plain_ms.push_back(seconds(t0) * 1e3 / double(iters_per_round));
+      t0 = Clock::now();
+      for (int64_t i = 0; i < iters_per_round; ++i) actor_loss = run.train_iteration().loss;
+      actor_ms.push_back(seconds(t0) * 1e3 / double(iters_per_round));
+      std::printf("round %ld: plain loop %.3f ms/iter, actor runtime %.3f ms/iter (%+.2f%%)\n", long(r + 1),
+                  plain_ms.back(), actor_ms.back(), 100.0 * (actor_ms.back() / plain_ms.back() - 1.0));
+    }
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double p = median(plain_ms), a = median(actor_ms);
+    const double tokens = double(config.global_batch_size) * c.seq_length;
+    std::printf("median: plain loop %.3f ms/iter (%.0f tokens/s), actor runtime %.3f ms/iter (%.0f tokens/s): "
+                "runtime/plain = %.4f (%+.2f%%)\n",
+                p, tokens / p * 1e3, a, tokens / a * 1e3, a / p, 100.0 * (a / p - 1.0));
+    std::printf("last loss: plain %.4f, actors %.4f (same data and weights)\n", plain_loss, actor_loss);
+    if (!trace_path.empty()) {
+      // Per iteration (timed ones): the device time of the ops, the span from the first op's
+      // start to the last one's end (gaps inside = the GPU waiting for the stage), and the rest
+      // of the wall time (data, optimizer, messages between iterations).
+      const schedules::Trace trace = schedules::trace_read(trace_path);
+      double busy = 0, span = 0, optimizer = 0;
+      int n = 0;
+      for (int64_t it = warmup + 1; it <= total_iters - 0; ++it) {
+        int64_t first = INT64_MAX, last = 0, sum = 0, opt = 0;
+        for (const schedules::TraceEvent& e : trace.events) {
+          if (e.iteration != it) continue;
+          if (e.kind == schedules::EventKind::forward || e.kind == schedules::EventKind::backward) {
+            first = std::min(first, e.start_ns);
+            last = std::max(last, e.end_ns);
+            sum += e.end_ns - e.start_ns;
+          } else if (e.kind == schedules::EventKind::optimizer) {
+            opt += e.end_ns - e.start_ns;
+          }
+        }
+        if (last == 0) continue;
+        busy += double(sum) / 1e6;
+        span += double(last - first) / 1e6;
+        optimizer += double(opt) / 1e6;
+        ++n;
+      }
+      if (n > 0)
+        std::printf("trace (%d iterations): ops %.3f ms of a %.3f ms op span (gaps %.3f ms), optimizer phase %.3f ms, "
+                    "per iteration\n",
+                    n, busy / n, span / n, (span - busy) / n, optimizer / n);
+    }
+
+    const actors::MessageLatency lat = actors::measure_message_latency(round_trips);
+    std::printf("actor message round trip (%ld trips): scheduled actors %.2f us, detached actors %.2f us\n",
+                long(lat.round_trips), lat.scheduled_us, lat.detached_us);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "runtime_overhead: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
