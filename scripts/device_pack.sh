@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 ../shared/device/pack-runtime.sh --slim-build "$build"
 rm -f .devdeps/lib/libtroupe_*.so
+# Symbols are not needed there; stripping halves the test binaries.
+find .devdeps/build -type f -perm -u+x -exec sh -c 'head -c4 "$1" | grep -q ELF && strip --strip-unneeded "$1"' _ {} \;
+find .devdeps/build -name '*.so' -exec strip --strip-unneeded {} \;
 for f in .devdeps/lib/libopenblas*.so*; do [ -f "$f" ] && xz -T2 -6 "$f"; done
 mkdir -p .baselines && cp ../shared/baselines/*.py .baselines/
 du -sh .devdeps
