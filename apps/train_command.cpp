@@ -256,7 +256,8 @@ int train(const TrainOptions& o) {
 void add_train_command(CLI::App& app, CommandRunner& run) {
   auto* cmd = app.add_subcommand("train", "Pretrain a GPT (Megatron-LM flags) on this node's GPUs or CPU devices");
   auto o = std::make_shared<TrainOptions>();
-  cmd->set_config("--config", "", "read flags from a TOML/INI file (flag = value lines)");
+  static std::string config_help;  // --config is expanded by main() before parsing; listed here for --help
+  cmd->add_option("--config", config_help, "read flags from a file of `key = value` lines (command-line flags win)");
   cmd->add_option("--model", o->model, "preset the shape flags start from: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny");
   cmd->add_option("--num-layers", o->num_layers);
   cmd->add_option("--hidden-size", o->hidden_size);

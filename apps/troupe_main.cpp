@@ -3,7 +3,12 @@
 #include <cstdio>
 #include <exception>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "apps/commands.hpp"
+#include "apps/config_file.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Troupe: train and serve GPT models (Megatron-LM's job, as an actor runtime)"};
@@ -12,7 +17,17 @@ int main(int argc, char** argv) {
   troupe::apps::add_preprocess_command(app, run);
   troupe::apps::add_replay_command(app, run);
   troupe::apps::add_train_command(app, run);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    std::vector<std::string> args = troupe::apps::expand_config_args(std::vector<std::string>(argv, argv + argc));
+    args.erase(args.begin());                // CLI11 wants the arguments without the program,
+    std::reverse(args.begin(), args.end());  // last first
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe: error: %s\n", e.what());
+    return 2;
+  }
   try {
     return run ? run() : 0;
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 
 #include "kernels/check.hpp"
 #include "kernels/cross_entropy.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace troupe::cpu {
 
@@ -35,7 +36,7 @@ void cross_entropy(const char* op, const Tensor& logits, const Tensor& targets, 
   const int64_t rows = logits.dim(0), padded_vocab = logits.dim(1);
   const int32_t* target = targets.data_as<int32_t>();
   float* loss = losses.data_as<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(rows * padded_vocab)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     float* x = logits.data_as<float>() + n * padded_vocab;
     const int32_t t = target[n];

@@ -5,6 +5,7 @@
 #include "kernels/check.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/half.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace troupe::cpu {
 
@@ -63,14 +64,14 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   const float* pb = b.data_as<float>();
   float* po = out.data_as<float>();  // may alias pa or pb: each element is read before it is written
   const int64_t n = a.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
 }
 
 void scale_inplace(const Tensor& x, float s) {
   float* p = x.data_as<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) p[i] *= s;
 }
 
@@ -82,7 +83,7 @@ void convert(const Tensor& src, const Tensor& dst) {
   const int64_t n = src.numel();
   with_reader(src, [&](auto read) {
     with_writer(dst, [&](auto write) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(n)) schedule(static)
       for (int64_t i = 0; i < n; ++i) write(i, read(i));
     });
   });

@@ -3,6 +3,7 @@
 
 #include "kernels/check.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace troupe::cpu {
 
@@ -31,7 +32,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wp
   const float* token_table = wte.data_as<float>();
   const float* pos_table = wpe.defined() ? wpe.data_as<float>() : nullptr;
   float* y = out.data_as<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(rows * c)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     const float* tok = token_table + int64_t(ids[n]) * c;
     float* yr = y + n * c;
@@ -53,7 +54,7 @@ void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& 
 
   float* dtok = dwte.data_as<float>();
   const int64_t tiles = (c + kColumnTile - 1) / kColumnTile;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(rows * c)) schedule(static)
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * kColumnTile, j1 = std::min(c, j0 + kColumnTile);
     for (int64_t n = 0; n < rows; ++n) {
@@ -64,7 +65,7 @@ void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& 
 
   if (!dwpe.defined()) return;
   float* dpos = dwpe.data_as<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(seq_len * batch * c)) schedule(static)
   for (int64_t t = 0; t < seq_len; ++t) {
     float* dst = dpos + (pos_offset + t) * c;
     for (int64_t b = 0; b < batch; ++b)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/linear.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace troupe::cpu {
 
@@ -21,7 +22,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Ten
   float beta = 0.0f;
   if (b.defined()) {
     const float* bias = b.data_as<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(m * n)) schedule(static)
     for (int64_t r = 0; r < m; ++r) std::copy(bias, bias + n, out + r * n);
     beta = 1.0f;
   }
@@ -46,7 +47,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   // db[N] += column sums of dy; each task owns a band of columns and walks the rows in order.
   if (db.defined()) {
     float* acc = db.data_as<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(m * n)) schedule(static)
     for (int64_t c0 = 0; c0 < n; c0 += kBiasGradColumns) {
       const int64_t c1 = std::min(n, c0 + kBiasGradColumns);
       for (int64_t r = 0; r < m; ++r)

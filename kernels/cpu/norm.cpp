@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/norm.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace troupe::cpu {
 
@@ -16,7 +17,7 @@ constexpr int64_t kColumnTile = 64;
 // mean (nullable: RMSNorm), rstd: [n]; b nullable.
 void norm_forward_rows(const float* x, const float* w, const float* b, float eps, float* y, float* mean,
                        float* rstd, int64_t n, int64_t c) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(n * c)) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * c;
     double mu = 0.0;
@@ -39,7 +40,7 @@ void norm_forward_rows(const float* x, const float* w, const float* b, float eps
 // Without centering (RMSNorm) the mean(dxhat) term drops out.
 void norm_backward_input(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
                          float* dx, int64_t n, int64_t c) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(n * c)) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * c;
     const float* dyr = dy + r * c;
@@ -64,7 +65,7 @@ void norm_backward_input(const float* dy, const float* x, const float* w, const 
 void norm_backward_params(const float* dy, const float* x, const float* mean, const float* rstd, float* dw,
                           float* db, int64_t n, int64_t c) {
   const int64_t tiles = (c + kColumnTile - 1) / kColumnTile;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if(worth_parallel(n * c)) schedule(static)
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * kColumnTile, width = std::min(kColumnTile, c - j0);
     double acc_w[kColumnTile] = {}, acc_b[kColumnTile] = {};

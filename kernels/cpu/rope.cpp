@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/rope.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace troupe::cpu {
 
@@ -13,7 +14,7 @@ void rope_apply(const Tensor& qkv, const RopeConfig& cfg, bool inverse) {
   const int64_t width = qkv.dim(2);
   const float sign = inverse ? -1.0f : 1.0f;
   float* x = qkv.data_as<float>();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for if(worth_parallel(B * T * width)) collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       const float pos = float(cfg.pos_offset + t);
