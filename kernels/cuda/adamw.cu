@@ -41,13 +41,7 @@ struct AdamWScalars {
 
 // The last segment whose first block is <= block.
 __device__ __forceinline__ int find_segment(const SegmentTable& table, int block) {
-  int lo = 0, hi = table.count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table.first_block[mid] <= block) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
+  return last_not_above(table.first_block, table.count, block);
 }
 
 // master, m, v, grad: f32 flat buffers; params: the model's copy in P, or null.

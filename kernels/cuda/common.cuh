@@ -82,6 +82,18 @@ __device__ __forceinline__ float block_max(float x) {
   return warp_max(x);
 }
 
+// Index of the last entry of ascending first[0..count) that is <= value: in a multi-tensor
+// launch, the tensor (segment) that block `value` belongs to.
+__device__ __forceinline__ int last_not_above(const int32_t* first, int count, int value) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (first[mid] <= value) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
 
 template <typename T>

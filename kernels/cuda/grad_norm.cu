@@ -34,13 +34,7 @@ struct GradStatsResult {
 };
 
 __device__ __forceinline__ int find_tensor(const TensorTable& table, int block) {
-  int lo = 0, hi = table.count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table.first_block[mid] <= block) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
+  return last_not_above(table.first_block, table.count, block);
 }
 
 // partial_sums, partial_nonfinite: [block_base + gridDim.x] (this launch fills its share).
