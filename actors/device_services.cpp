@@ -27,12 +27,13 @@ class HostChannel final : public Channel {
     p.dtype = t.dtype();
     return p;
   }
-  Tensor receive(const Context& ctx, Parcel& p) override {
+  Inbound receive(const Context& ctx, Parcel& p) override {
     TROUPE_CHECK(p.tensor.defined(), "HostChannel: an empty parcel");
-    Tensor t = Tensor::host(p.dtype, p.shape);
-    copy(ctx, p.tensor, t);
+    Inbound in;
+    in.tensor = Tensor::host(p.dtype, p.shape);
+    copy(ctx, p.tensor, in.tensor);
     p.tensor = Tensor();
-    return t;
+    return in;
   }
 };
 
@@ -129,12 +130,24 @@ Tensor buffer_upload(const Context& ctx, const Tensor& host) {
 #endif
 }
 
-std::unique_ptr<Channel> make_channel(const Context& from, const Context& to) {
+void inbound_wait(const Context& ctx, Inbound& in) {
+  if (!in.ready) return;
+#if TROUPE_HAVE_CUDA
+  cuda::stream_wait(ctx, in.ready);
+  in.ready.reset();
+#else
+  (void)ctx;
+  no_cuda();
+#endif
+}
+
+std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing) {
   TROUPE_CHECK(from.is_cuda() == to.is_cuda(), "a channel between a CPU device and a GPU");
   if (!from.is_cuda()) return std::make_unique<HostChannel>();
 #if TROUPE_HAVE_CUDA
-  return cuda::make_channel(from, to);
+  return cuda::make_channel(from, to, timing);
 #else
+  (void)timing;
   no_cuda();
 #endif
 }

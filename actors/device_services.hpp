@@ -7,7 +7,9 @@
 //   Tensor out = buffer_alloc(ctx, DType::bf16, {B, T, C});   // freed by the receiver
 //   chunk.forward(x, {}, out, options);                        // enqueued on ctx
 //   Parcel p = channel.send(ctx, out);                         // travels in an actor message
-//   ...receiver thread:  Tensor in = channel.receive(peer_ctx, p);  run(in);  buffer_free(peer_ctx, in);
+//   ...receiver thread, when the message arrives:  Inbound in = channel.receive(peer_ctx, p);
+//   ...later, just before the op that reads it:     inbound_wait(peer_ctx, in);  run(in.tensor);
+//                                                    buffer_free(peer_ctx, in.tensor);
 //   queue.op_begin(); run(op); queue.op_end([=](OpTimes t) { anon_send(self, done_atom::value, id); });
 #pragma once
 
@@ -36,6 +38,12 @@ class CompletionQueue {
   virtual void op_begin() = 0;           // before enqueuing an op
   // After enqueuing it: `done` runs (on any thread; it must not call CUDA) once it has finished.
   virtual void op_end(std::function<void(OpTimes)> done) = 0;
+  // When an inbound transfer ran (its `timing`), on the trace clock; valid once an op that
+  // waited for it has finished. {0, 0}: not measured.
+  virtual OpTimes transfer_times(const std::shared_ptr<void>& timing) const {
+    (void)timing;
+    return {};
+  }
 };
 
 std::unique_ptr<CompletionQueue> make_completion_queue(const Context& ctx, bool timing,
@@ -55,9 +63,21 @@ struct Parcel {
   Tensor tensor;                 // CPU device or same GPU: the sender's buffer (ownership moves)
   Shape shape;
   DType dtype = DType::f32;
-  std::shared_ptr<void> ready;   // same GPU: an event recorded after the producing work
+  std::shared_ptr<void> ready;   // GPU: an event recorded after the producing work
   int64_t bytes() const { return shape_numel(shape) * int64_t(dtype_size(dtype)); }
 };
+
+// A tensor received from another stage: on the receiver's device, readable by work enqueued
+// after inbound_wait(). The wait belongs right before the op that reads it, not where the
+// message arrived: a wait enqueued early would hold up every op after it on the stream,
+// including ops that never read this tensor (a chain of false dependencies across stages).
+struct Inbound {
+  Tensor tensor;
+  std::shared_ptr<void> ready;   // GPU: an event after the transfer; null: readable now
+  std::shared_ptr<void> timing;  // with timing: the transfer's events (CompletionQueue::transfer_times)
+};
+// Makes work enqueued on ctx from now on wait for the inbound tensor (a no-op once waited for).
+void inbound_wait(const Context& ctx, Inbound& in);
 
 // A one-way link between the devices of two stages. send() runs on the sender's thread,
 // receive() on the receiver's, in the same order (actor messages between two actors keep
@@ -68,16 +88,18 @@ class Channel {
   // `t` was buffer_alloc'd on ctx and the work producing it is enqueued on ctx; the channel
   // takes the buffer over.
   virtual Parcel send(const Context& ctx, const Tensor& t) = 0;
-  // A tensor on ctx's device that work enqueued on ctx from now on may read; the receiver
-  // buffer_free()s it after its last use.
-  virtual Tensor receive(const Context& ctx, Parcel& parcel) = 0;
+  // Posts the transfer of the parcel's tensor to ctx's device; the receiver inbound_wait()s
+  // before the first read and buffer_free()s the tensor after its last use.
+  virtual Inbound receive(const Context& ctx, Parcel& parcel) = 0;
   // Tears down without waiting for transfers that will never complete (a failed run).
   virtual void abort() {}
 };
 
 // CPU devices: an in-process copy. Same GPU: the buffer is handed over behind an event.
-// Different GPUs: NCCL send/recv on a two-rank communicator with a stream per endpoint.
-std::unique_ptr<Channel> make_channel(const Context& from, const Context& to);
+// Different GPUs: NCCL send/recv on a two-rank communicator with a stream per endpoint,
+// both launched only once the producing work has finished. `timing`: record when each
+// transfer ran (for the trace).
+std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing = false);
 
 // Sums the gradient of a parameter held by two stages (tied input/output embeddings):
 // each holder calls reduce() from its own thread with its copy; once both have, both copies

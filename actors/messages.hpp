@@ -32,11 +32,12 @@ using fail_atom = caf::atom_constant<caf::atom("fail")>;      // (string) a stag
 using parcel_atom = caf::atom_constant<caf::atom("parcel")>;  // (TensorMessage)
 using pump_atom = caf::atom_constant<caf::atom("pump")>;      // to self: pick the next op
 using done_atom = caf::atom_constant<caf::atom("done")>;      // to self: (uint64 op id, int64 end ns)
+// stage to itself at the end of an iteration: tied gradients summed (enqueued), then finished
+using tied_atom = caf::atom_constant<caf::atom("tied")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
 // trainer -> optimizer -> stages
 using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -> StepResult
-using tied_atom = caf::atom_constant<caf::atom("tied")>;      // sum the tied embedding's gradients
-using stats_atom = caf::atom_constant<caf::atom("stats")>;    // -> GradStats
-using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip)
+using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
 using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
 
 using BatchList = std::vector<Batch>;
@@ -53,6 +54,11 @@ struct StageReport {
   int stage = 0;
   int64_t iteration = 0;
   double loss_sum = 0;  // last stage: sum of per-token losses of the iteration
+  GradStats grads{};    // training: this stage's gradient statistics (tied copies summed first)
+  // IterationPlan::local_step: the step this stage took, and when (trace clock).
+  bool stepped = false;
+  StepResult step{};
+  int64_t step_start_ns = 0, step_end_ns = 0;
 };
 
 // The trainer's answer to train_atom / eval_atom.
@@ -66,6 +72,7 @@ struct StepRequest {
   int64_t iteration = 0;
   float lr = 0;
   float loss_scale = 1;
+  std::vector<GradStats> grads;  // per stage, in stage order (from the stages' reports)
 };
 
 }  // namespace troupe::actors

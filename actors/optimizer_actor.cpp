@@ -19,7 +19,13 @@ class OptimizerActor : public caf::event_based_actor {
     return {
         [this](step_atom, const StepRequest& req) -> caf::result<StepResult> {
           auto rp = make_response_promise();
-          reduce_tied(req, rp);
+          if (req.grads.size() != stages_.size()) {
+            rp.deliver(caf::make_error(caf::sec::runtime_error,
+                                       str_cat("optimizer step: gradient statistics of ", req.grads.size(),
+                                               " stages, expected ", stages_.size())));
+            return rp;
+          }
+          decide(req, rp);
           return rp;
         },
     };
@@ -40,48 +46,10 @@ class OptimizerActor : public caf::event_based_actor {
     rp.deliver(caf::make_error(caf::sec::runtime_error, str_cat("optimizer step: ", what, ": ", system().render(e))));
   }
 
-  void reduce_tied(const StepRequest& req, Promise rp) {
-    if (options_.tied_stages.empty()) {
-      gather_stats(req, rp);
-      return;
-    }
-    auto g = std::make_shared<Gather>(Gather{options_.tied_stages.size()});
-    for (int s : options_.tied_stages) {
-      request(stages_[size_t(s)], options_.timeout, tied_atom::value)
-          .then(
-              [=, this](bool) mutable {
-                if (--g->left == 0 && !g->failed) gather_stats(req, rp);
-              },
-              [=, this](caf::error& e) mutable {
-                if (g->failed) return;
-                g->failed = true;
-                fail(rp, str_cat("tied-embedding reduction on stage ", s), e);
-              });
-    }
-  }
-
-  void gather_stats(const StepRequest& req, Promise rp) {
-    auto g = std::make_shared<Gather>(Gather{stages_.size()});
-    auto stats = std::make_shared<std::vector<GradStats>>(stages_.size());
-    for (size_t s = 0; s < stages_.size(); ++s) {
-      request(stages_[s], options_.timeout, stats_atom::value)
-          .then(
-              [=, this](const GradStats& st) mutable {
-                (*stats)[s] = st;
-                if (--g->left == 0 && !g->failed) decide(req, rp, *stats);
-              },
-              [=, this](caf::error& e) mutable {
-                if (g->failed) return;
-                g->failed = true;
-                fail(rp, str_cat("gradient norm of stage ", s), e);
-              });
-    }
-  }
-
   // Optimizer::step's arithmetic over all stages (stage order, so runs are reproducible).
-  void decide(const StepRequest& req, Promise rp, const std::vector<GradStats>& stats) {
+  void decide(const StepRequest& req, Promise rp) {
     GradStats total;
-    for (const GradStats& s : stats) {
+    for (const GradStats& s : req.grads) {
       total.sum_sq += s.sum_sq;
       total.finite = total.finite && s.finite;
     }
@@ -119,7 +87,7 @@ class OptimizerActor : public caf::event_based_actor {
 }  // namespace
 
 caf::actor spawn_optimizer(caf::actor_system& system, std::vector<caf::actor> stages, OptimizerOptions options) {
-  return system.spawn<OptimizerActor>(std::move(stages), std::move(options));
+  return system.spawn<OptimizerActor, caf::detached>(std::move(stages), std::move(options));  // see spawn_trainer
 }
 
 }  // namespace troupe::actors

@@ -52,25 +52,15 @@ class StageActor : public caf::event_based_actor {
           pump();
         },
         [this](done_atom, uint64_t id, int64_t start_ns, int64_t end_ns) { on_done(id, start_ns, end_ns); },
-        [this](tied_atom) -> caf::result<bool> {
-          tied_promise_ = make_response_promise();
-          auto self = caf::actor_cast<caf::actor>(this);
-          guarded("the tied-embedding gradient reduction", [&] {
-            worker_->context().activate();
-            worker_->reduce_tied([self] { caf::anon_send(self, tied_atom::value, true); });
-          });
-          return tied_promise_;
+        [this](tied_atom) {
+          // The tied sum is enqueued (NCCL) or done (one device). Wait for it off this thread:
+          // a peer that fails before joining the reduction must not block the actor.
+          if (failed_) return;
+          worker_->context().activate();
+          worker_->completions().op_end(
+              [self = caf::actor_cast<caf::actor>(this)](OpTimes) { caf::anon_send(self, stats_atom::value); });
         },
-        [this](tied_atom, bool) { tied_promise_.deliver(true); },
-        [this](stats_atom) -> caf::result<GradStats> {
-          GradStats s;
-          if (!guarded("the gradient norm", [&] {
-                worker_->context().activate();
-                s = worker_->grad_stats();
-              }))
-            return caf::make_error(caf::sec::runtime_error, failure_);
-          return s;
-        },
+        [this](stats_atom) { report_training(); },
         [this](apply_atom, const StepRequest& req, float clip, bool skip) -> caf::result<bool> {
           if (!guarded("the optimizer step", [&] {
                 worker_->context().activate();
@@ -89,7 +79,6 @@ class StageActor : public caf::event_based_actor {
     peers_.clear();
     trainer_ = nullptr;
     stash_.clear();
-    tied_promise_ = caf::response_promise();
   }
 
  private:
@@ -210,6 +199,8 @@ class StageActor : public caf::event_based_actor {
       r.start_ns = ns_since(options_.epoch);
       send(trainer_, progress_atom::value, event(op, r.start_ns, 0, 0));  // the watchdog's "running"
       if (options_.before_op) options_.before_op(stage(), op);
+      // The device waits for the op's input right here, before the op's start is taken.
+      r.input = worker_->await_inputs(op);
       CompletionQueue& completions = worker_->completions();
       completions.op_begin();
       std::optional<Outbound> out = worker_->run(op);
@@ -255,16 +246,30 @@ class StageActor : public caf::event_based_actor {
     if (end_ns <= 0) end_ns = ns_since(options_.epoch);
     running_.erase(it);
     --in_flight_;
+    if (r.input.timing) {
+      // The transfer of the op's input as the receiving device saw it: from the producing op's
+      // end (the receive waits for it) to the data being in place.
+      const OpTimes t = worker_->completions().transfer_times(r.input.timing);
+      if (t.start_ns > 0 && t.end_ns > 0) {
+        schedules::TraceEvent e = event(r.op, t.start_ns, std::max(t.end_ns, t.start_ns + 1), r.input.bytes);
+        e.actor = str_cat("stage", stage(), ".recv");
+        e.kind = schedules::EventKind::recv;
+        send(trainer_, progress_atom::value, e);
+      }
+    }
     send(trainer_, progress_atom::value, event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes));
     if (options_.fixed_op_duration.count() > 0 && !all_handed_out()) schedule_pump();
     else pump();
   }
 
+  // Every op has finished. Evaluation: report the loss. Training: first the optimizer's
+  // per-stage half, so that it needs no round trip to the stages before deciding the step:
+  // the tied embedding's copies summed (tied_atom, stats_atom), then this stage's gradient
+  // statistics, sent with the report; a single stage takes the whole step here.
   void finish_iteration() {
-    double loss_sum = 0;
     Op last_forward{OpKind::forward, worker_->microbatches() - 1, worker_->chunks() - 1};
     try {
-      loss_sum = worker_->finish();
+      loss_sum_ = worker_->finish();
     } catch (const StageOpError& e) {
       fail(describe(stage(), e.op(), e.what()));
       return;
@@ -273,13 +278,47 @@ class StageActor : public caf::event_based_actor {
       return;
     }
     active_ = false;
-    send(trainer_, report_atom::value, StageReport{stage(), worker_->iteration(), loss_sum});
+    if (!worker_->training()) {
+      send(trainer_, report_atom::value,
+           StageReport{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_});
+      return;
+    }
+    if (!worker_->has_tied()) {
+      report_training();
+      return;
+    }
+    guarded("the tied-embedding gradient reduction", [&] {
+      worker_->context().activate();
+      worker_->reduce_tied([self = caf::actor_cast<caf::actor>(this)] { caf::anon_send(self, tied_atom::value); });
+    });
+  }
+
+  void report_training() {
+    if (failed_) return;
+    StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
+    if (worker_->local_step()) {
+      report.stepped = true;
+      report.step_start_ns = ns_since(options_.epoch);
+      if (!guarded("the optimizer step", [&] {
+            worker_->context().activate();
+            report.step = worker_->step_local();
+          }))
+        return;
+      report.step_end_ns = ns_since(options_.epoch);
+    } else if (!guarded("the gradient norm", [&] {
+                 worker_->context().activate();
+                 report.grads = worker_->grad_stats();
+               })) {
+      return;
+    }
+    send(trainer_, report_atom::value, std::move(report));
   }
 
   struct Running {
     Op op;
     int64_t start_ns = 0;
     int64_t bytes = 0;
+    StageWorker::InputTransfer input;
   };
 
   std::shared_ptr<StageWorker> worker_;
@@ -297,7 +336,7 @@ class StageActor : public caf::event_based_actor {
   bool pump_pending_ = false;
   bool failed_ = false;
   std::string failure_;
-  caf::response_promise tied_promise_;
+  double loss_sum_ = 0;  // of the iteration being reported
 };
 
 }  // namespace

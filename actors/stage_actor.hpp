@@ -7,10 +7,12 @@
 //
 // Protocol: (peers_atom, vector<actor>) once, from the trainer (its sender becomes the
 // trainer); (plan_atom, IterationPlan) starts an iteration, answered by (report_atom,
-// StageReport) when every op has finished; (progress_atom, TraceEvent) to the trainer when an
-// op starts (end_ns == 0) and ends; any failure -> (fail_atom, "stage s failed in ...") to the
-// trainer, then the actor quits. Optimizer requests: tied_atom -> bool, stats_atom ->
-// GradStats, (apply_atom, StepRequest, clip, skip) -> bool.
+// StageReport) when every op has finished (training: after summing a tied embedding's
+// gradient copies with the other holder, and with this stage's gradient statistics);
+// (progress_atom, TraceEvent) to the trainer when an op starts (end_ns == 0) and ends, and
+// with tracing a recv event for each received input; any failure -> (fail_atom, "stage s
+// failed in ...") to the trainer, then the actor quits. Optimizer request: (apply_atom,
+// StepRequest, clip, skip) -> bool.
 #pragma once
 
 #include <caf/all.hpp>

@@ -69,8 +69,8 @@ void StageWorker::begin(IterationPlan plan) {
     if (!losses_.defined() || losses_.shape() != loss_shape) losses_ = Tensor::empty(ctx, DType::f32, loss_shape);
   }
   const size_t slots = size_t(M) * size_t(V);
-  inputs_.assign(slots, Tensor());
-  output_grads_.assign(slots, Tensor());
+  inputs_.assign(slots, Inbound());
+  output_grads_.assign(slots, Inbound());
   saved_.clear();
   saved_.resize(slots);
   forward_ran_.assign(slots, 0);
@@ -82,17 +82,32 @@ void StageWorker::accept(Direction direction, int microbatch, int chunk, Parcel&
                "stage ", stage(), " got a parcel for microbatch ", microbatch, " chunk ", chunk);
   Channel* channel = act ? setup_.activation_in : setup_.gradient_in;
   TROUPE_CHECK(channel != nullptr, "stage ", stage(), " has no ", act ? "activation" : "gradient", " input channel");
-  std::vector<Tensor>& slots = act ? inputs_ : output_grads_;
-  Tensor& dst = slots[slot(microbatch, chunk)];
-  TROUPE_CHECK(!dst.defined(), "stage ", stage(), " got the ", act ? "activation" : "gradient", " of microbatch ",
-               microbatch, " chunk ", chunk, " twice");
+  std::vector<Inbound>& slots = act ? inputs_ : output_grads_;
+  Inbound& dst = slots[slot(microbatch, chunk)];
+  TROUPE_CHECK(!dst.tensor.defined(), "stage ", stage(), " got the ", act ? "activation" : "gradient",
+               " of microbatch ", microbatch, " chunk ", chunk, " twice");
   dst = channel->receive(context(), parcel);
 }
 
 bool StageWorker::ready(const Op& op) const {
   const size_t i = slot(op.microbatch, op.chunk);
-  if (op.kind == OpKind::forward) return first_virtual(op.chunk) || inputs_[i].defined();
-  return forward_ran_[i] && (last_virtual(op.chunk) || output_grads_[i].defined());
+  if (op.kind == OpKind::forward) return first_virtual(op.chunk) || inputs_[i].tensor.defined();
+  return forward_ran_[i] && (last_virtual(op.chunk) || output_grads_[i].tensor.defined());
+}
+
+Inbound* StageWorker::input_of(const Op& op) {
+  TROUPE_CHECK(op.microbatch >= 0 && op.microbatch < plan_.microbatches && op.chunk >= 0 && op.chunk < setup_.chunks,
+               "stage ", stage(), ": no op ", schedules::op_str(op), " in this iteration");
+  const size_t i = slot(op.microbatch, op.chunk);
+  if (op.kind == OpKind::forward) return first_virtual(op.chunk) ? nullptr : &inputs_[i];
+  return last_virtual(op.chunk) ? nullptr : &output_grads_[i];
+}
+
+StageWorker::InputTransfer StageWorker::await_inputs(const Op& op) {
+  Inbound* in = input_of(op);
+  if (in == nullptr || !in->tensor.defined()) return {};
+  inbound_wait(context(), *in);
+  return {in->timing, int64_t(in->tensor.nbytes())};
 }
 
 void StageWorker::check_finite(const Op& op, const Tensor& t, const char* what) {
@@ -116,9 +131,10 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
   try {
     if (op.kind == OpKind::forward) {
       TROUPE_CHECK(!forward_ran_[i], "forward ran twice");
-      TROUPE_CHECK(first_virtual(c) || inputs_[i].defined(), "the input activation has not arrived");
+      TROUPE_CHECK(first_virtual(c) || inputs_[i].tensor.defined(), "the input activation has not arrived");
       const bool last = last_virtual(c);
-      const Tensor input = first_virtual(c) ? tokens_[size_t(m)] : inputs_[i];
+      if (!first_virtual(c)) inbound_wait(ctx, inputs_[i]);
+      const Tensor input = first_virtual(c) ? tokens_[size_t(m)] : inputs_[i].tensor;
       const Tensor target = last ? targets_[size_t(m)] : Tensor();
       const Tensor out = last ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
       ActivationsPtr a = chunk.forward(input, target, out,
@@ -126,8 +142,8 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
                                         .loss_grad_scale = plan_.loss_grad_scale,
                                         .dropout_seed = plan_.dropout_seed + uint64_t(m)});
       if (!first_virtual(c)) {
-        buffer_free(ctx, inputs_[i]);
-        inputs_[i] = Tensor();
+        buffer_free(ctx, inputs_[i].tensor);
+        inputs_[i] = Inbound();
       }
       forward_ran_[i] = 1;
       if (last) {
@@ -144,14 +160,15 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
     TROUPE_CHECK(plan_.training, "a backward in a forward-only pass");
     TROUPE_CHECK(forward_ran_[i] && saved_[i], "the forward has not run");
     const bool last = last_virtual(c), first = first_virtual(c);
-    TROUPE_CHECK(last || output_grads_[i].defined(), "the output gradient has not arrived");
-    const Tensor dout = last ? Tensor() : output_grads_[i];
+    TROUPE_CHECK(last || output_grads_[i].tensor.defined(), "the output gradient has not arrived");
+    if (!last) inbound_wait(ctx, output_grads_[i]);
+    const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
     const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
     chunk.backward(*saved_[i], dout, din);
     chunk.release(std::move(saved_[i]));
     if (!last) {
       buffer_free(ctx, dout);
-      output_grads_[i] = Tensor();
+      output_grads_[i] = Inbound();
     }
     if (setup_.check_tensors) {
       if (first) check_finite(op, chunk.grads(), "the parameter gradients");
@@ -189,7 +206,7 @@ double StageWorker::finish() {
 }
 
 void StageWorker::reduce_tied(std::function<void()> done) {
-  if (setup_.tied_rank < 0 || setup_.tied == nullptr) {
+  if (!has_tied()) {
     done();
     return;
   }
@@ -213,6 +230,13 @@ void StageWorker::apply(float lr, float clip, float loss_scale) {
 
 void StageWorker::skip_step() {
   for (auto& o : setup_.optimizers) o->skip();
+}
+
+StepResult StageWorker::step_local() {
+  TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied(),
+               "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ",
+               setup_.stages, " holds ", setup_.chunks, " chunk(s)");
+  return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);
 }
 
 }  // namespace troupe::actors

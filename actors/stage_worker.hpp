@@ -10,8 +10,11 @@
 //
 //   StageWorker w(setup);
 //   w.begin(plan);                                   // tokens/targets of this iteration
-//   w.accept(Direction::activation, mb, chunk, parcel);   // as messages arrive
-//   if (w.ready(op)) { std::optional<Outbound> out = w.run(op); ...send out->parcel... }
+//   w.accept(Direction::activation, mb, chunk, parcel);   // as messages arrive: posts the receive
+//   if (w.ready(op)) {
+//     w.await_inputs(op);                                  // the device waits for the op's input here
+//     std::optional<Outbound> out = w.run(op); ...send out->parcel...
+//   }
 //   double loss_sum = w.finish();                    // last stage: sum of per-token losses
 #pragma once
 
@@ -42,6 +45,12 @@ struct IterationPlan {
   uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m
   std::vector<Tensor> tokens;    // host i32 [B, T] per microbatch (for the stage holding virtual stage 0)
   std::vector<Tensor> targets;   // host i32 [B, T] per microbatch (for the last virtual stage)
+  // One stage holds the whole model (P = 1): its gradient norm is the global one, so it takes
+  // the optimizer step itself right after its last op (Optimizer::step, as the single-device
+  // loop does) instead of a round trip through the trainer and the optimizer actor.
+  bool local_step = false;
+  float lr = 0;
+  float loss_scale = 1;
 };
 
 enum class Direction : uint8_t { activation, gradient };
@@ -113,6 +122,7 @@ class StageWorker {
   bool last_virtual(int chunk) const { return virtual_stage(chunk) == setup_.stages * setup_.chunks - 1; }
   int64_t iteration() const { return plan_.iteration; }
   bool training() const { return plan_.training; }
+  bool local_step() const { return plan_.training && plan_.local_step; }
   int microbatches() const { return plan_.microbatches; }
 
   // Starts an iteration: uploads the plan's tokens/targets, resets the per-iteration state.
@@ -120,8 +130,18 @@ class StageWorker {
   // A parcel from a neighbour for (microbatch, local chunk) of the current iteration: posts
   // the receive at once (NCCL needs receives in send order).
   void accept(Direction direction, int microbatch, int chunk, Parcel& parcel);
-  // Have the op's inputs arrived? (A backward also needs its forward to have run.)
+  // Have the op's inputs been announced? (A backward also needs its forward to have run.)
+  // Their data may still be on its way: the device waits for it (await_inputs).
   bool ready(const schedules::Op& op) const;
+  // Makes the work enqueued from now on wait for the op's received input (run() does it too;
+  // the stage calls it before timing the op, so the op's time excludes the wait). Returns
+  // the transfer for the trace: its timing handle (CompletionQueue::transfer_times; null:
+  // not measured or nothing received) and its size.
+  struct InputTransfer {
+    std::shared_ptr<void> timing;
+    int64_t bytes = 0;
+  };
+  InputTransfer await_inputs(const schedules::Op& op);
   // Enqueues the op on the device; returns what must go to a neighbour. Throws StageOpError.
   std::optional<Outbound> run(const schedules::Op& op);
   // After the last op: the sum of per-token losses on the stage holding the last virtual
@@ -129,10 +149,15 @@ class StageWorker {
   double finish();
 
   // The optimizer's part, between iterations.
-  void reduce_tied(std::function<void()> done);  // no-op (done at once) without a tied copy
+  bool has_tied() const { return setup_.tied != nullptr && setup_.tied_rank >= 0; }
+  // Sums the tied embedding's gradient copies; `done` (any thread) once the sum is enqueued
+  // on this stage's device. No-op (done at once) without a tied copy.
+  void reduce_tied(std::function<void()> done);
   GradStats grad_stats();                        // over all chunks, tied duplicate excluded
   void apply(float lr, float clip, float loss_scale);
   void skip_step();
+  // The whole step of a single stage holding the whole model (IterationPlan::local_step).
+  StepResult step_local();
   // Tells when an op enqueued on the device has finished.
   CompletionQueue& completions() { return *completions_; }
   // Teardown: waits for the device, then for the completion callbacks (which send to actors).
@@ -148,8 +173,10 @@ class StageWorker {
   std::unique_ptr<CompletionQueue> completions_;
   IterationPlan plan_;
   std::vector<Tensor> tokens_, targets_;  // on the device, per microbatch
-  std::vector<Tensor> inputs_;           // received activations, per (microbatch, chunk)
-  std::vector<Tensor> output_grads_;     // received gradients, per (microbatch, chunk)
+  Inbound* input_of(const schedules::Op& op);  // the op's received input; null: none (first/last virtual stage)
+
+  std::vector<Inbound> inputs_;          // received activations, per (microbatch, chunk)
+  std::vector<Inbound> output_grads_;    // received gradients, per (microbatch, chunk)
   std::vector<ActivationsPtr> saved_;    // forward activations kept for the backward
   std::vector<char> forward_ran_;
   Tensor losses_;                        // f32 [M, B*T] on the device (last virtual stage)

@@ -51,6 +51,7 @@ class TrainerActor : public caf::event_based_actor {
   }
 
   void on_exit() override {
+    next_ = Prefetch{};
     s_.stages.clear();
     s_.loader = nullptr;
     s_.optimizer = nullptr;
@@ -114,10 +115,68 @@ class TrainerActor : public caf::event_based_actor {
             [=, this](caf::error& e) { fail_run(str_cat("the data loader failed: ", system().render(e))); });
   }
 
+  // The next iteration's batches are asked for as soon as an iteration is dispatched (the
+  // loader answers while the pipeline runs), so that the next train_atom dispatches at once.
+  // A loader error is kept until those batches are needed.
+  void prefetch_train() {
+    next_ = Prefetch{};
+    next_.pending = true;
+    next_.start_ns = now_ns();
+    request(s_.loader, s_.op_timeout, batch_atom::value, true, int64_t(s_.microbatches))
+        .then(
+            [this](BatchList& batches) {
+              next_.batches = std::move(batches);
+              prefetched();
+            },
+            [this](caf::error& e) {
+              next_.error = str_cat("the data loader failed: ", system().render(e));
+              prefetched();
+            });
+  }
+
+  void prefetched() {
+    next_.pending = false;
+    next_.end_ns = now_ns();
+    if (!next_.waiter) return;
+    auto waiter = std::move(next_.waiter);
+    next_.waiter = nullptr;
+    waiter();
+  }
+
+  // The training batches of the iteration starting now: prefetched, or fetched now.
+  void take_train_batches(std::function<void(BatchList&)> then) {
+    if (next_.pending) {
+      next_.waiter = [this, then] { take_train_batches(then); };
+      return;
+    }
+    if (!next_.error.empty()) {
+      const std::string error = std::move(next_.error);
+      next_ = Prefetch{};
+      fail_run(error);
+      return;
+    }
+    if (!next_.batches) {
+      fetch(true, s_.microbatches, std::move(then));
+      return;
+    }
+    if (s_.trace) {
+      schedules::TraceEvent e;
+      e.actor = "data_loader";
+      e.kind = schedules::EventKind::data;
+      e.iteration = iteration_;
+      e.start_ns = next_.start_ns;
+      e.end_ns = std::max(next_.end_ns, next_.start_ns + 1);
+      s_.trace->append(e);
+    }
+    BatchList batches = std::move(*next_.batches);
+    next_ = Prefetch{};
+    then(batches);
+  }
+
   void start_train() {
     ++iteration_;
     training_ = true;
-    fetch(true, s_.microbatches, [this](BatchList& batches) {
+    take_train_batches([this](BatchList& batches) {
       stats_ = IterationStats{};
       stats_.iteration = iteration_;
       stats_.lr = s_.lr.at(iteration_);
@@ -131,6 +190,7 @@ class TrainerActor : public caf::event_based_actor {
       // The same dropout streams as the single-device Trainer: one per (iteration, microbatch).
       const uint64_t seed = s_.seed * 0x9e3779b97f4a7c15ull + uint64_t(iteration_) * 1024;
       dispatch(batches, true, grad_scale, seed);
+      prefetch_train();
     });
   }
 
@@ -157,6 +217,9 @@ class TrainerActor : public caf::event_based_actor {
     base.seq = s_.seq_length;
     base.loss_grad_scale = grad_scale;
     base.dropout_seed = seed;
+    base.local_step = training && P == 1;  // see IterationPlan::local_step
+    base.lr = float(stats_.lr);
+    base.loss_scale = stats_.loss_scale;
     reports_ = 0;
     loss_sum_ = 0;
     phase_start_ns_ = now_ns();
@@ -171,6 +234,7 @@ class TrainerActor : public caf::event_based_actor {
       running_[s].clear();
     }
     reported_.assign(P, false);
+    grads_.assign(P, GradStats{});
     arm_watchdog();
   }
 
@@ -194,6 +258,7 @@ class TrainerActor : public caf::event_based_actor {
   void on_report(const StageReport& r) {
     if (failed_ || size_t(r.stage) >= s_.stages.size() || reported_[size_t(r.stage)]) return;
     reported_[size_t(r.stage)] = true;
+    grads_[size_t(r.stage)] = r.grads;
     if (size_t(r.stage) == s_.stages.size() - 1) loss_sum_ = r.loss_sum;
     if (++reports_ < s_.stages.size()) return;
     ++generation_;  // pipeline phase over: the watchdog stops
@@ -203,18 +268,35 @@ class TrainerActor : public caf::event_based_actor {
       return;
     }
     stats_.loss = loss_sum_ / double(stats_.tokens);
+    if (r.stepped) {  // a single stage took the step itself
+      if (s_.trace) {
+        schedules::TraceEvent e;
+        e.actor = "optimizer";
+        e.kind = schedules::EventKind::optimizer;
+        e.iteration = iteration_;
+        e.start_ns = r.step_start_ns;
+        e.end_ns = std::max(r.step_end_ns, r.step_start_ns + 1);
+        s_.trace->append(e);
+      }
+      finish_step(r.step);
+      return;
+    }
     const int64_t t0 = now_ns();
     request(s_.optimizer, infinite_backstop(), step_atom::value,
-            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale})
+            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale, grads_})
         .then(
             [=, this](const StepResult& r) {
               record("optimizer", schedules::EventKind::optimizer, t0);
-              stats_.skipped = r.skipped;
-              stats_.grad_norm = r.grad_norm;
-              if (s_.scaler) s_.scaler->update(r.skipped);
-              deliver(TrainerReply{"", stats_, 0});
+              finish_step(r);
             },
             [=, this](caf::error& e) { fail_run(str_cat("the optimizer step failed: ", system().render(e))); });
+  }
+
+  void finish_step(const StepResult& r) {
+    stats_.skipped = r.skipped;
+    stats_.grad_norm = r.grad_norm;
+    if (s_.scaler) s_.scaler->update(r.skipped);
+    deliver(TrainerReply{"", stats_, 0});
   }
 
   // The optimizer's own requests to the stages time out after op_timeout; this only guards
@@ -268,6 +350,14 @@ class TrainerActor : public caf::event_based_actor {
     Clock::time_point since;
   };
 
+  struct Prefetch {
+    bool pending = false;               // asked, no answer yet
+    std::optional<BatchList> batches;   // the answer
+    std::string error;                  // or the loader's failure
+    int64_t start_ns = 0, end_ns = 0;   // for the trace's data event
+    std::function<void()> waiter;       // an iteration waiting for the answer
+  };
+
   TrainerSetup s_;
   caf::response_promise pending_;
   bool failed_ = false;
@@ -278,17 +368,23 @@ class TrainerActor : public caf::event_based_actor {
   int64_t eval_tokens_ = 0;
   size_t reports_ = 0;
   std::vector<bool> reported_;
+  std::vector<GradStats> grads_;  // per stage, from the reports
   double loss_sum_ = 0;
   int64_t phase_start_ns_ = 0;
   uint64_t generation_ = 0;
   std::vector<Clock::time_point> last_progress_;
   std::vector<std::vector<Running>> running_;  // per stage: started, not finished
+  Prefetch next_;                              // the next training iteration's batches
 };
 
 }  // namespace
 
 caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup) {
-  return system.spawn<TrainerActor>(std::move(setup));
+  // Detached: a message from a stage thread wakes it at once (a condition variable), where a
+  // scheduled actor waits for a worker that polls every 50 us after a while without work;
+  // every hop between the last op of an iteration and the next one's first op is on the
+  // critical path (the GPU idles).
+  return system.spawn<TrainerActor, caf::detached>(std::move(setup));
 }
 
 }  // namespace troupe::actors

@@ -1,8 +1,10 @@
 // The trainer actor: runs iterations for the blocking TrainingRun API. On train_atom it
-// gets the iteration's microbatches from the data-loader actor, counts the target tokens
+// gets the iteration's microbatches from the data-loader actor (asked for while the previous
+// iteration ran), counts the target tokens
 // (the loss is a per-token mean over the global batch), sends every stage its plan (stage 0
 // the tokens, the last stage the targets), waits for every stage's report, asks the
-// optimizer actor for the step and answers IterationStats. eval_atom runs forward-only
+// optimizer actor for the step (a single stage takes it itself and reports it) and answers
+// IterationStats. eval_atom runs forward-only
 // microbatches and answers the mean loss. Any failure (a stage's fail message, an actor
 // going down, a stage silent past op_timeout) answers (fail_atom, text) and poisons the run.
 // It monitors every other actor, keeps the watchdog, and writes the trace.

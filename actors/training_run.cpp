@@ -130,16 +130,17 @@ void TrainingRun::Impl::build_stages() {
   // Channels: activations s -> s+1 and gradients s -> s-1; with interleaving also the wrap
   // from the last stage to the first (activations) and back (gradients).
   if (P > 1) {
+    const bool timing = !config.trace_path.empty();
     std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
     std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
     for (int s = 0; s < P; ++s) {
       const int next = (s + 1) % P, prev = (s - 1 + P) % P;
       if (s < P - 1 || V > 1) {
-        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(next)]->context()));
+        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(next)]->context(), timing));
         act_out[size_t(s)] = act_in[size_t(next)] = channels.back().get();
       }
       if (s > 0 || V > 1) {
-        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(prev)]->context()));
+        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(prev)]->context(), timing));
         grad_out[size_t(s)] = grad_in[size_t(prev)] = channels.back().get();
       }
     }
@@ -232,7 +233,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
     d.trace = std::make_shared<schedules::TraceWriter>(config.trace_path, header);
   }
 
-  d.caf_config.set("scheduler.max-threads", 2);  // the trainer and optimizer only coordinate
+  d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
   d.self = std::make_unique<caf::scoped_actor>(*d.system);
   for (int s = 0; s < d.P; ++s) {
@@ -249,7 +250,6 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.loader = spawn_loader(*d.system, std::move(train), std::move(valid));
   OptimizerOptions oo;
   oo.clip_grad = config.optimizer.clip_grad;
-  if (d.tied) oo.tied_stages = {0, d.P - 1};
   oo.timeout = config.op_timeout;
   d.optimizer = spawn_optimizer(*d.system, d.stages, oo);
   TrainerSetup ts;

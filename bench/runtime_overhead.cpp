@@ -1,8 +1,10 @@
 // The actor runtime's own cost. (1) The same model and data trained by the actor runtime with
 // one stage (TrainingRun, P = 1: trainer, data-loader, optimizer and stage actors, completion
-// by host callbacks) and by the plain single-device loop (model/trainer.hpp Trainer) on the
-// same kernels, in alternating rounds; prints ms per iteration of each and their ratio
-// (target: within 1% on a GPU). (2) The round trip of one actor message.
+// through events and a waiting thread) and by the plain single-device loop
+// (model/trainer.hpp Trainer) on the same kernels, in alternating rounds; prints ms per
+// iteration of each and their ratio (target: within 1% on a GPU). The headline is the median
+// of the per-round ratios: each round's pair runs back to back, so drift of the GPU's clocks
+// between rounds cancels. (2) The round trip of one actor message.
 //
 //   runtime_overhead                                   # GPU if there is one: GPT-2 124M shape, bf16
 //   runtime_overhead --device cpu --num-layers 2 --hidden-size 64 --seq-length 64
@@ -11,11 +13,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "actors/message_latency.hpp"
 #include "actors/training_run.hpp"
 #include "data/data_loader.hpp"
+#include "kernels/op_profiler.hpp"
 #include "kernels/check.hpp"
 #include "model/trainer.hpp"
 #include "schedules/trace.hpp"
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
   std::string device = "auto", dtype = "bf16", trace_path;
   int max_outstanding = 0;
   int layers = 0, hidden = 0, heads = 0, seq = 0;
-  int64_t mbs = 0, microbatches = 4, rounds = 5, iters_per_round = 5, warmup = 3, round_trips = 100000;
+  int64_t mbs = 0, microbatches = 4, rounds = 11, iters_per_round = 5, warmup = 3, round_trips = 100000;
   CLI::App app{"actor runtime overhead: TrainingRun (P=1) vs the plain Trainer loop, and message latency"};
   app.add_option("--device", device, "auto | cpu | cuda");
   app.add_option("--dtype", dtype, "GPU compute dtype: bf16 | f16");
@@ -118,6 +122,10 @@ int main(int argc, char** argv) {
     actors::TrainingRun run(config, std::make_unique<DataLoader>(data, DataLoaderOptions{.micro_batch_size = mbs}),
                             nullptr);
 
+    // With --trace also the plain loop's model ops, through CUDA events (collected between
+    // rounds, untimed): their device time against the actor stage's ops in the trace.
+    OpProfiler profiler(ctx, !trace_path.empty());
+
     size_t next_plain = 0;
     double plain_loss = 0, actor_loss = 0;
     for (int64_t i = 0; i < warmup; ++i) {
@@ -125,15 +133,29 @@ int main(int argc, char** argv) {
       actor_loss = run.train_iteration().loss;
     }
     std::vector<double> plain_ms, actor_ms;
-    for (int64_t r = 0; r < rounds; ++r) {
+    if (profiler.enabled()) model.set_profiler(&profiler);
+    const auto time_plain = [&] {
       ctx.synchronize();
-      auto t0 = Clock::now();
+      const auto t0 = Clock::now();
       for (int64_t i = 0; i < iters_per_round; ++i) plain_loss = trainer.train_step(plain_batches[next_plain++]).loss;
       ctx.synchronize();
       plain_ms.push_back(seconds(t0) * 1e3 / double(iters_per_round));
-      t0 = Clock::now();
+      profiler.collect();
+    };
+    const auto time_actors = [&] {
+      const auto t0 = Clock::now();  // train_iteration returns once its step is done
       for (int64_t i = 0; i < iters_per_round; ++i) actor_loss = run.train_iteration().loss;
       actor_ms.push_back(seconds(t0) * 1e3 / double(iters_per_round));
+    };
+    for (int64_t r = 0; r < rounds; ++r) {
+      // Alternate which goes first, so that a drift of the GPU's clocks within a round favours neither.
+      if (r % 2 == 0) {
+        time_plain();
+        time_actors();
+      } else {
+        time_actors();
+        time_plain();
+      }
       std::printf("round %ld: plain loop %.3f ms/iter, actor runtime %.3f ms/iter (%+.2f%%)\n", long(r + 1),
                   plain_ms.back(), actor_ms.back(), 100.0 * (actor_ms.back() / plain_ms.back() - 1.0));
     }
@@ -146,37 +168,66 @@ int main(int argc, char** argv) {
     std::printf("median: plain loop %.3f ms/iter (%.0f tokens/s), actor runtime %.3f ms/iter (%.0f tokens/s): "
                 "runtime/plain = %.4f (%+.2f%%)\n",
                 p, tokens / p * 1e3, a, tokens / a * 1e3, a / p, 100.0 * (a / p - 1.0));
+    std::vector<double> ratios;
+    for (size_t r = 0; r < plain_ms.size(); ++r) ratios.push_back(actor_ms[r] / plain_ms[r]);
+    const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+    std::printf("paired: median of %zu per-round ratios runtime/plain = %.4f (%+.2f%%; rounds %+.2f%% .. %+.2f%%)\n",
+                ratios.size(), median(ratios), 100.0 * (median(ratios) - 1.0), 100.0 * (*lo - 1.0),
+                100.0 * (*hi - 1.0));
     std::printf("last loss: plain %.4f, actors %.4f (same data and weights)\n", plain_loss, actor_loss);
     if (!trace_path.empty()) {
       // Per iteration (timed ones): the device time of the ops, the span from the first op's
       // start to the last one's end (gaps inside = the GPU waiting for the stage), and the rest
-      // of the wall time (data, optimizer, messages between iterations).
+      // of the wall time (data, optimizer, messages between iterations). Between two
+      // iterations of one round: last op's end -> optimizer request (the stage's report),
+      // the optimizer phase, its end -> the next iteration's first op (the GPU still runs the
+      // optimizer's kernels for part of it).
       const schedules::Trace trace = schedules::trace_read(trace_path);
-      double busy = 0, span = 0, optimizer = 0;
-      int n = 0;
-      for (int64_t it = warmup + 1; it <= total_iters - 0; ++it) {
-        int64_t first = INT64_MAX, last = 0, sum = 0, opt = 0;
-        for (const schedules::TraceEvent& e : trace.events) {
-          if (e.iteration != it) continue;
-          if (e.kind == schedules::EventKind::forward || e.kind == schedules::EventKind::backward) {
-            first = std::min(first, e.start_ns);
-            last = std::max(last, e.end_ns);
-            sum += e.end_ns - e.start_ns;
-          } else if (e.kind == schedules::EventKind::optimizer) {
-            opt += e.end_ns - e.start_ns;
-          }
+      struct Iter {
+        int64_t first = INT64_MAX, last = 0, busy = 0, opt_start = 0, opt_end = 0;
+      };
+      std::map<int64_t, Iter> iters;
+      for (const schedules::TraceEvent& e : trace.events) {
+        Iter& t = iters[e.iteration];
+        if (e.kind == schedules::EventKind::forward || e.kind == schedules::EventKind::backward) {
+          t.first = std::min(t.first, e.start_ns);
+          t.last = std::max(t.last, e.end_ns);
+          t.busy += e.end_ns - e.start_ns;
+        } else if (e.kind == schedules::EventKind::optimizer) {
+          t.opt_start = e.start_ns;
+          t.opt_end = e.end_ns;
         }
-        if (last == 0) continue;
-        busy += double(sum) / 1e6;
-        span += double(last - first) / 1e6;
-        optimizer += double(opt) / 1e6;
+      }
+      double busy = 0, span = 0, optimizer = 0, to_opt = 0, to_next = 0;
+      int n = 0, gaps = 0;
+      for (int64_t it = warmup + 1; it <= total_iters; ++it) {
+        const Iter& t = iters[it];
+        if (t.last == 0) continue;
+        busy += double(t.busy) / 1e6;
+        span += double(t.last - t.first) / 1e6;
+        optimizer += double(t.opt_end - t.opt_start) / 1e6;
         ++n;
+        const auto next = iters.find(it + 1);
+        if ((it - warmup) % iters_per_round == 0 || next == iters.end() || next->second.last == 0) continue;
+        to_opt += double(t.opt_start - t.last) / 1e6;
+        to_next += double(next->second.first - t.opt_end) / 1e6;
+        ++gaps;
       }
       if (n > 0)
         std::printf("trace (%d iterations): ops %.3f ms of a %.3f ms op span (gaps %.3f ms), optimizer phase %.3f ms, "
                     "per iteration\n",
                     n, busy / n, span / n, (span - busy) / n, optimizer / n);
+      if (gaps > 0)
+        std::printf("between iterations (%d): last op end -> optimizer %.3f ms, optimizer %.3f ms, "
+                    "-> next first op %.3f ms\n",
+                    gaps, to_opt / gaps, optimizer / n, to_next / gaps);
+      double plain_ops = 0;
+      for (const auto& [name, ms] : profiler.totals_ms()) plain_ops += ms;
+      std::printf("plain loop: model ops %.3f ms per iteration (profiled; the actor stage's ops above)\n",
+                  plain_ops / double(rounds * iters_per_round));
     }
+
+    model.set_profiler(nullptr);
 
     const actors::MessageLatency lat = actors::measure_message_latency(round_trips);
     std::printf("actor message round trip (%ld trips): scheduled actors %.2f us, detached actors %.2f us\n",

@@ -60,6 +60,31 @@ void connect_pair(ncclComm_t comms[2], int d0, int d1, bool all_reduce) {
   }
 }
 
+// An event on the current device, owned by a shared_ptr<void> so that it can travel in a
+// Parcel or an Inbound (destroying it while work still waits for it is fine).
+std::shared_ptr<void> make_event(bool timing) {
+  cudaEvent_t e = nullptr;
+  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+}
+
+cudaEvent_t event_of(const std::shared_ptr<void>& p) { return static_cast<cudaEvent_t>(p.get()); }
+
+// An Inbound's `timing`: events around one transfer on the receiving device.
+struct TransferEvents {
+  std::shared_ptr<void> start, end;
+};
+
+// A stream for transfers: highest priority, so that the block scheduler starts a NCCL kernel
+// as soon as SMs free up instead of behind the queued compute blocks.
+cudaStream_t make_transfer_stream() {
+  int least = 0, greatest = 0;
+  TROUPE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s = nullptr;
+  TROUPE_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+  return s;
+}
+
 // Runs fn with `device` current, restoring the caller's device.
 template <typename F>
 void on_device(int device, F&& fn) {
@@ -109,6 +134,11 @@ class EventCompletionQueue final : public CompletionQueue {
     start_ = nullptr;
     cv_.notify_one();
   }
+  OpTimes transfer_times(const std::shared_ptr<void>& timing) const override {
+    if (!timing_ || !timing) return {};
+    const auto* t = static_cast<const TransferEvents*>(timing.get());
+    return {event_ns(event_of(t->start)), event_ns(event_of(t->end))};
+  }
 
  private:
   struct Item {
@@ -121,7 +151,10 @@ class EventCompletionQueue final : public CompletionQueue {
   }
   int64_t event_ns(cudaEvent_t e) const {
     float ms = 0;
-    return cudaEventElapsedTime(&ms, ref_, e) == cudaSuccess ? ref_ns_ + int64_t(double(ms) * 1e6) : 0;
+    const cudaError_t err = cudaEventElapsedTime(&ms, ref_, e);
+    if (err == cudaSuccess) return ref_ns_ + int64_t(double(ms) * 1e6);
+    if (err == cudaErrorNotReady) (void)cudaGetLastError();  // not an error for the next launch check
+    return 0;
   }
 
   cudaEvent_t take_event() {
@@ -188,6 +221,10 @@ class EventCompletionQueue final : public CompletionQueue {
 
 // Freed transfer buffers stay in the device's pool (the default threshold hands memory back
 // to the driver at every synchronization, and the next allocation pays for it again).
+// A block freed on one stream is reused on another only once its free has run, never by
+// making the allocating stream wait for the freeing one: transfer buffers are allocated on
+// one stream (compute, receive) and freed on another (send, compute), and such a hidden wait
+// would tie a stage's compute to its transfers and, through NCCL, to the other stages.
 void keep_pool_memory(int device) {
   static std::mutex mu;
   static std::vector<int> done;
@@ -198,51 +235,52 @@ void keep_pool_memory(int device) {
   TROUPE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   uint64_t threshold = UINT64_MAX;
   TROUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  int no_internal_dependencies = 0;
+  TROUPE_CUDA_CHECK(
+      cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no_internal_dependencies));
   done.push_back(device);
 }
 
-// Two stages on one GPU: the receiver's stream waits for an event after the producing work,
-// then reads the sender's buffer in place.
+// Two stages on one GPU: the receiver's stream waits for an event after the producing work
+// (just before the op that reads it), then reads the sender's buffer in place.
 class SameDeviceChannel final : public Channel {
  public:
   Parcel send(const Context& ctx, const Tensor& t) override {
-    cudaEvent_t event = nullptr;
-    TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    TROUPE_CUDA_CHECK(cudaEventRecord(event, stream_of(ctx)));
     Parcel p;
+    p.ready = make_event(false);
+    TROUPE_CUDA_CHECK(cudaEventRecord(event_of(p.ready), stream_of(ctx)));
     p.tensor = t;
     p.shape = t.shape();
     p.dtype = t.dtype();
-    p.ready = std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
     return p;
   }
-  Tensor receive(const Context& ctx, Parcel& p) override {
+  Inbound receive(const Context&, Parcel& p) override {
     TROUPE_CHECK(p.tensor.defined() && p.ready, "SameDeviceChannel: an empty parcel");
-    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(ctx), static_cast<cudaEvent_t>(p.ready.get()), 0));
-    Tensor t = p.tensor;
-    p.tensor = Tensor();
-    p.ready.reset();
-    return t;
+    Inbound in;
+    in.tensor = std::move(p.tensor);
+    in.ready = std::move(p.ready);
+    p = Parcel{};
+    return in;
   }
 };
 
 // Two GPUs: a two-rank communicator of its own (rank 0 sends, rank 1 receives), so the
 // order of one channel's transfers never interleaves with another's, and a stream per end
 // so a send waiting for its receiver never holds up compute or other channels.
+// Both NCCL kernels are launched only once the producing work has finished (the send stream
+// and, across devices, the receive stream wait for an event recorded after it): a NCCL
+// kernel spins on its SMs until its peer arrives, and a receive posted when the message
+// arrives (the sender runs a few ops ahead of its GPU) would spin for whole ops, taking SMs
+// from the receiver's compute.
 class NcclChannel final : public Channel {
  public:
-  NcclChannel(int src, int dst) : src_(src), dst_(dst) {
+  NcclChannel(int src, int dst, bool timing) : src_(src), dst_(dst), timing_(timing) {
     const int devices[2] = {src, dst};
     TROUPE_NCCL_CHECK(ncclCommInitAll(comms_, 2, devices));
     on_device(src, [&] { connect_pair(comms_, src, dst, false); });
-    on_device(src, [&] {
-      TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&send_stream_, cudaStreamNonBlocking));
-      TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&send_event_, cudaEventDisableTiming));
-    });
-    on_device(dst, [&] {
-      TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&recv_stream_, cudaStreamNonBlocking));
-      TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&recv_event_, cudaEventDisableTiming));
-    });
+    on_device(src, [&] { send_stream_ = make_transfer_stream(); });
+    on_device(dst, [&] { recv_stream_ = make_transfer_stream(); });
+    keep_pool_memory(src);
     keep_pool_memory(dst);
   }
   ~NcclChannel() override {
@@ -251,32 +289,46 @@ class NcclChannel final : public Channel {
       cudaStreamSynchronize(recv_stream_);
       for (ncclComm_t c : comms_) ncclCommDestroy(c);
     }
-    cudaEventDestroy(send_event_);
-    cudaEventDestroy(recv_event_);
     cudaStreamDestroy(send_stream_);
     cudaStreamDestroy(recv_stream_);
   }
   Parcel send(const Context& ctx, const Tensor& t) override {
     TROUPE_CHECK(ctx.device_index() == src_, "NcclChannel: send from cuda:", ctx.device_index(), ", expected cuda:", src_);
-    TROUPE_CUDA_CHECK(cudaEventRecord(send_event_, stream_of(ctx)));
-    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(send_stream_, send_event_, 0));
+    Parcel p;
+    p.ready = make_event(false);  // the tensor is complete: both ends may start
+    TROUPE_CUDA_CHECK(cudaEventRecord(event_of(p.ready), stream_of(ctx)));
+    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(send_stream_, event_of(p.ready), 0));
     TROUPE_NCCL_CHECK(ncclSend(t.data(), t.nbytes(), ncclInt8, 1, comms_[0], send_stream_));
     TROUPE_CUDA_CHECK(cudaFreeAsync(t.data(), send_stream_));  // after the send, in stream order
-    Parcel p;
     p.shape = t.shape();
     p.dtype = t.dtype();
     return p;
   }
-  Tensor receive(const Context& ctx, Parcel& p) override {
+  Inbound receive(const Context& ctx, Parcel& p) override {
     TROUPE_CHECK(ctx.device_index() == dst_, "NcclChannel: receive on cuda:", ctx.device_index(), ", expected cuda:",
                  dst_);
+    TROUPE_CHECK(p.ready, "NcclChannel: a parcel without its ready event");
     const size_t bytes = size_t(p.bytes());
     void* data = nullptr;
     TROUPE_CUDA_CHECK(cudaMallocAsync(&data, bytes, recv_stream_));
+    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(recv_stream_, event_of(p.ready), 0));  // the sender's device
+    p.ready.reset();
+    Inbound in;
+    std::shared_ptr<TransferEvents> timing;
+    if (timing_) {
+      timing = std::make_shared<TransferEvents>();
+      timing->start = make_event(true);
+      TROUPE_CUDA_CHECK(cudaEventRecord(event_of(timing->start), recv_stream_));
+    }
     TROUPE_NCCL_CHECK(ncclRecv(data, bytes, ncclInt8, 0, comms_[1], recv_stream_));
-    TROUPE_CUDA_CHECK(cudaEventRecord(recv_event_, recv_stream_));
-    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(ctx), recv_event_, 0));
-    return Tensor::wrap(data, p.dtype, p.shape, DeviceKind::cuda, dst_);
+    in.ready = make_event(timing_);
+    TROUPE_CUDA_CHECK(cudaEventRecord(event_of(in.ready), recv_stream_));
+    if (timing) {
+      timing->end = in.ready;
+      in.timing = std::move(timing);
+    }
+    in.tensor = Tensor::wrap(data, p.dtype, p.shape, DeviceKind::cuda, dst_);
+    return in;
   }
   void abort() override {
     if (aborted_) return;
@@ -286,9 +338,9 @@ class NcclChannel final : public Channel {
 
  private:
   int src_, dst_;
+  bool timing_;
   ncclComm_t comms_[2] = {nullptr, nullptr};
   cudaStream_t send_stream_ = nullptr, recv_stream_ = nullptr;
-  cudaEvent_t send_event_ = nullptr, recv_event_ = nullptr;
   bool aborted_ = false;
 };
 
@@ -347,9 +399,13 @@ Tensor buffer_upload(const Context& ctx, const Tensor& host) {
   return t;
 }
 
-std::unique_ptr<Channel> make_channel(const Context& from, const Context& to) {
+std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing) {
   if (from.device_index() == to.device_index()) return std::make_unique<SameDeviceChannel>();
-  return std::make_unique<NcclChannel>(from.device_index(), to.device_index());
+  return std::make_unique<NcclChannel>(from.device_index(), to.device_index(), timing);
+}
+
+void stream_wait(const Context& ctx, const std::shared_ptr<void>& event) {
+  TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(ctx), event_of(event), 0));
 }
 
 std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1) {

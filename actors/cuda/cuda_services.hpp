@@ -12,7 +12,9 @@ Tensor buffer_alloc(const Context& ctx, DType dtype, Shape shape);
 void buffer_free(const Context& ctx, const Tensor& t);
 Tensor buffer_upload(const Context& ctx, const Tensor& host);
 // Same device: a hand-over behind an event; different devices: NCCL.
-std::unique_ptr<Channel> make_channel(const Context& from, const Context& to);
+std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing);
+// Work enqueued on ctx from now on waits for `event` (an Inbound's ready event, of any device).
+void stream_wait(const Context& ctx, const std::shared_ptr<void>& event);
 // Different devices: an NCCL all-reduce over a two-rank communicator.
 std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1);
 
