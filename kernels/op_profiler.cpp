@@ -29,7 +29,8 @@ OpProfiler::Scope::~Scope() {
 
 size_t OpProfiler::begin(const char* name) {
   if (used_ == marks_.size()) {
-    Mark m{name};
+    Mark m;
+    m.name = name;
 #if TROUPE_HAVE_CUDA
     if (ctx_.is_cuda()) {
       m.start = cuda::event_create();

@@ -48,7 +48,7 @@ class OpProfiler {
 
  private:
   struct Mark {
-    const char* name;
+    const char* name = nullptr;
     void* start = nullptr;  // CUDA events, or unused on the CPU
     void* end = nullptr;
     std::chrono::steady_clock::time_point t0, t1;

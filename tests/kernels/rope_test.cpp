@@ -23,8 +23,11 @@ TEST(Rope, PositionZeroIsIdentityAndValuesAreUntouched) {
     for (int64_t t = 0; t < 3; ++t) {
       for (int64_t k = 0; k < width; ++k) {
         const int64_t i = (b * 3 + t) * width + k;
-        if (t == 0 || k >= v_begin) EXPECT_EQ(y.at(i), x.at(i)) << "t=" << t << " k=" << k;
-        else if (k == 0) EXPECT_NE(y.at(i), x.at(i)) << "t=" << t;  // the fastest pair does turn
+        if (t == 0 || k >= v_begin) {
+          EXPECT_EQ(y.at(i), x.at(i)) << "t=" << t << " k=" << k;
+        } else if (k == 0) {
+          EXPECT_NE(y.at(i), x.at(i)) << "t=" << t;  // the fastest pair does turn
+        }
       }
     }
   }
