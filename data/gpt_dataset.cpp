@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/atomic_file.hpp"
+#include "storage/atomic_file.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe {

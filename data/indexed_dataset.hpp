@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "data/atomic_file.hpp"
+#include "storage/atomic_file.hpp"
 #include "storage/mapped_file.hpp"
 
 namespace troupe {

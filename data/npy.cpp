@@ -4,7 +4,7 @@
 #include <cctype>
 #include <optional>
 
-#include "data/atomic_file.hpp"
+#include "storage/atomic_file.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe {

@@ -22,7 +22,7 @@ enum class NpyDtype { i16, i32, u32, i64 };
 const char* npy_descr(NpyDtype t);  // "<i2", "<i4", "<u4", "<i8"
 size_t npy_dtype_size(NpyDtype t);
 
-// Writes under a temporary name and renames (data/atomic_file.hpp).
+// Writes under a temporary name and renames (storage/atomic_file.hpp).
 void write_npy(const std::string& path, NpyDtype dtype, const std::vector<int64_t>& shape, const void* data);
 
 class NpyArray {

@@ -1,4 +1,4 @@
-#include "data/atomic_file.hpp"
+#include "storage/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -98,7 +98,10 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
 
 void fsync_parent_directory(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  fsync_directory(parent.empty() ? std::string(".") : parent.string());
+}
+
+void fsync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   TROUPE_SYSCALL(fd, "cannot open directory '", dir, "' to fsync it");
   const int rc = ::fsync(fd);

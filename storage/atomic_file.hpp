@@ -53,5 +53,7 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t n);
 
 // fsyncs the directory holding `path`, so that a rename into it is durable.
 void fsync_parent_directory(const std::string& path);
+// fsyncs a directory so that entries created or renamed in it are durable.
+void fsync_directory(const std::string& dir);
 
 }  // namespace troupe
