@@ -38,6 +38,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 // trainer -> optimizer -> stages
 using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -> StepResult
 using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
+using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration) -> bool, before the first iteration
 using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
 
 using BatchList = std::vector<Batch>;

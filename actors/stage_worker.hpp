@@ -117,6 +117,7 @@ class StageWorker {
   int chunks() const { return setup_.chunks; }
   const Context& context() const { return *setup_.context; }
   GptChunk& model(int chunk) { return *setup_.models[size_t(chunk)]; }
+  Optimizer& optimizer(int chunk) { return *setup_.optimizers[size_t(chunk)]; }
   int virtual_stage(int chunk) const { return chunk * setup_.stages + setup_.stage; }
   bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
   bool last_virtual(int chunk) const { return virtual_stage(chunk) == setup_.stages * setup_.chunks - 1; }

@@ -14,6 +14,7 @@
 #include "actors/stage_actor.hpp"
 #include "actors/stage_worker.hpp"
 #include "actors/trainer_actor.hpp"
+#include "actors/training_run_impl.hpp"
 #include "kernels/check.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
@@ -76,27 +77,6 @@ int device_of_stage(const TrainingConfig& c, int stage) {
 
 }  // namespace
 
-struct TrainingRun::Impl {
-  TrainingConfig config;
-  int P = 1, V = 1, M = 1;
-  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<StageWorker>> workers;
-  std::vector<std::unique_ptr<Channel>> channels;
-  std::unique_ptr<PairReducer> tied;
-  std::shared_ptr<schedules::TraceWriter> trace;
-  caf::actor_system_config caf_config;
-  std::unique_ptr<caf::actor_system> system;
-  std::unique_ptr<caf::scoped_actor> self;
-  std::vector<caf::actor> stages;
-  caf::actor loader, optimizer, trainer;
-  int64_t iteration = 0, consumed = 0;
-  std::string failure;
-
-  void build_stages();
-  template <typename... Ts>
-  TrainerReply ask(Ts... xs);
-  void shutdown();
-};
 
 void TrainingRun::Impl::build_stages() {
   const GptConfig& model = config.model;
@@ -263,6 +243,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   ts.lr = config.lr;
   if (config.loss_scale > 0) ts.scaler = std::make_shared<ConstantLossScaler>(config.loss_scale);
   else if (config.devices.cuda && config.devices.compute == DType::f16) ts.scaler = std::make_shared<DynamicLossScaler>();
+  d.scaler = ts.scaler;
   ts.op_timeout = config.op_timeout;
   ts.trace = d.trace;
   ts.epoch = d.epoch;

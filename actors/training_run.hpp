@@ -21,6 +21,7 @@
 #include "model/optimizer.hpp"
 #include "model/trainer.hpp"
 #include "schedules/schedule.hpp"
+#include "storage/checkpoint_format.hpp"
 
 namespace troupe::actors {
 
@@ -83,6 +84,23 @@ class TrainingRun {
   // (ParamLayout(config.model, ChunkSpec::whole_model())), gathered from every stage: for a
   // text sample after training and for export.
   Tensor gather_weights() const;
+
+  // Checkpoints (storage/checkpoint_format.hpp), synchronous, between iterations.
+  // save_checkpoint writes <root>/iter_<iteration()>/ and points the tracker at it: every
+  // parameter by its global name from the f32 master weights (a tied embedding once), with
+  // `optimizer` also "optimizer.exp_avg.<name>" / "optimizer.exp_avg_sq.<name>"; each stage
+  // writes its own shard. Metadata: model config, layout, iteration, consumed samples, seed,
+  // optimizer step, loss-scaler state. Returns the iteration directory.
+  std::string save_checkpoint(const std::string& root, bool optimizer = true);
+  // Loads the tracker's checkpoint into this fresh run (before its first iteration): every
+  // stage reads its parameters by name, so any pipeline layout loads any other. Restores
+  // iteration, optimizer step and moments (unless !optimizer: fresh moments), loss scale.
+  // The train loader must have been built at the checkpoint's consumed samples (read them
+  // with read_checkpoint_metadata). Throws troupe::Error naming the first differing model
+  // config field, a missing tensor, a bad file.
+  void load_checkpoint(const std::string& root, bool optimizer = true);
+  // The metadata of the tracker's checkpoint in `root` (validated, no tensor read).
+  static CheckpointMetadata read_checkpoint_metadata(const std::string& root);
 
  private:
   struct Impl;

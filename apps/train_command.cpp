@@ -46,6 +46,9 @@ struct TrainOptions {
   bool mock_data = false, eod_mask_loss = false;
   int pipeline_size = 1, layers_per_virtual_stage = 0, group_size = 0;
   std::string schedule = "1f1b", device = "auto";
+  std::string save, load;  // --save / --load checkpoint directories
+  int64_t save_interval = 0;
+  bool no_save_optim = false, no_load_optim = false;
   int cpu_devices = 0;
   int64_t eval_interval = 1000, eval_iters = 10, log_interval = 10;
   uint64_t seed = 1234;
@@ -138,7 +141,17 @@ int train(const TrainOptions& o) {
   DataLoaderOptions lopt{.micro_batch_size = o.micro_batch_size,
                          .eod = tokenizer ? tokenizer->eod() : -1,
                          .eod_mask_loss = o.eod_mask_loss};
+  // A resumed run's loader starts where the checkpoint's stopped (Megatron's consumed_samples).
+  int64_t resume_iteration = 0;
+  if (!o.load.empty()) {
+    const CheckpointMetadata meta = actors::TrainingRun::read_checkpoint_metadata(o.load);
+    resume_iteration = meta.iteration;
+    lopt.consumed_samples = meta.consumed_samples;
+  }
+  TROUPE_CHECK(o.save_interval >= 0, "--save-interval must be >= 0, got ", o.save_interval);
+  TROUPE_CHECK(o.save_interval == 0 || !o.save.empty(), "--save-interval needs --save");
   auto train_loader = std::make_unique<DataLoader>(splits[0], lopt);
+  lopt.consumed_samples = 0;  // validation always starts at its beginning
   auto valid_loader = splits[1] && o.eval_iters > 0 ? std::make_unique<DataLoader>(splits[1], lopt) : nullptr;
 
   actors::TrainingConfig cfg;
@@ -181,6 +194,23 @@ int train(const TrainOptions& o) {
   std::fflush(stdout);
 
   actors::TrainingRun run(cfg, std::move(train_loader), std::move(valid_loader));
+  if (!o.load.empty()) {
+    std::printf("loading checkpoint from %s at iteration %ld\n", o.load.c_str(), long(resume_iteration));
+    run.load_checkpoint(o.load, !o.no_load_optim);
+    std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
+    std::fflush(stdout);
+  }
+  int64_t saved_at = -1;
+  auto save_now = [&] {
+    std::printf("saving checkpoint at iteration %ld to %s\n", long(run.iteration()), o.save.c_str());
+    std::fflush(stdout);
+    const auto t0 = std::chrono::steady_clock::now();
+    run.save_checkpoint(o.save, !o.no_save_optim);
+    std::printf("  successfully saved checkpoint from iteration %ld to %s in %.3f s\n", long(run.iteration()),
+                o.save.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::fflush(stdout);
+    saved_at = run.iteration();
+  };
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
@@ -225,7 +255,9 @@ int train(const TrainOptions& o) {
     }
     if (o.eval_interval > 0 && o.eval_iters > 0 && s.iteration % o.eval_interval == 0 && splits[1])
       std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), run.evaluate(o.eval_iters)).c_str());
+    if (o.save_interval > 0 && s.iteration % o.save_interval == 0) save_now();
   }
+  if (!o.save.empty() && saved_at != run.iteration()) save_now();  // Megatron saves at the end too
   if (g_stop_signal != 0)
     std::printf("troupe train: stopped by signal %d after iteration %ld\n", int(g_stop_signal), long(run.iteration()));
   // A final validation unless the last iteration just ran one.
@@ -318,6 +350,11 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--seed", o->seed);
   cmd->add_option("--trace", o->trace, "record every op of every actor to this msgpack file (see troupe replay)");
   cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails");
+  cmd->add_option("--save", o->save, "checkpoint directory to save to (at --save-interval and at the end)");
+  cmd->add_option("--save-interval", o->save_interval, "iterations between checkpoints (0: only at the end)");
+  cmd->add_option("--load", o->load, "resume from the latest checkpoint in this directory");
+  cmd->add_flag("--no-save-optim", o->no_save_optim, "save weights only, not the Adam moments");
+  cmd->add_flag("--no-load-optim", o->no_load_optim, "load weights only: fresh Adam moments");
   cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
   cmd->callback([&run, o] { run = [o] { return train(*o); }; });

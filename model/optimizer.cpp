@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/check.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace troupe {
@@ -43,6 +44,21 @@ void Optimizer::apply(float lr, float clip, float loss_scale) {
   const Tensor model_copy = chunk_.compute_dtype() == DType::f32 ? Tensor() : chunk_.params();
   adamw_step(ctx, master_, m_, v_, chunk_.grads(), model_copy, segments_, adam, step_, float(clip * inv_scale));
   chunk_.zero_grads();
+}
+
+void Optimizer::restore(const Tensor& master, const Tensor& exp_avg, const Tensor& exp_avg_sq, int64_t step) {
+  const Context& ctx = chunk_.context();
+  const int64_t p = chunk_.layout().size();
+  for (const Tensor* t : {&master, &exp_avg, &exp_avg_sq}) {
+    TROUPE_CHECK(t->dtype() == DType::f32 && t->numel() == p, "Optimizer::restore: expected f32 [", p, "], got ",
+                 dtype_name(t->dtype()), " of ", t->numel(), " elements");
+  }
+  chunk_.load_weights(master);  // on a CPU chunk master_ is the params buffer itself
+  if (chunk_.compute_dtype() != DType::f32) copy(ctx, master, master_);
+  copy(ctx, exp_avg, m_);
+  copy(ctx, exp_avg_sq, v_);
+  ctx.synchronize();  // the host buffers may go away when we return
+  step_ = step;
 }
 
 void Optimizer::skip() { chunk_.zero_grads(); }

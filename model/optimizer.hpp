@@ -45,6 +45,9 @@ class Optimizer {
   // A skipped step (inf/nan gradients): zeroes the gradients, parameters untouched.
   void skip();
   int64_t iteration() const { return step_; }
+  // Checkpoint load: host f32 [P] master weights and moments (same offsets as the params) and
+  // the step count; also rewrites the chunk's parameters from the master weights.
+  void restore(const Tensor& master, const Tensor& exp_avg, const Tensor& exp_avg_sq, int64_t step);
   const Tensor& master() const { return master_; }
   const Tensor& exp_avg() const { return m_; }
   const Tensor& exp_avg_sq() const { return v_; }

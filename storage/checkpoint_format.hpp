@@ -83,6 +83,8 @@ struct CheckpointMetadata {
   nlohmann::json model_config = nlohmann::json::object();
   nlohmann::json parallel_layout = nlohmann::json::object();
   nlohmann::json rng_state = nlohmann::json::object();
+  // Optimizer step count, loss-scaler state, ... (absent in older files: an empty object).
+  nlohmann::json training_state = nlohmann::json::object();
 };
 
 // Throws (naming the tensor and `where`) unless the slice lies inside `shape` and the shards

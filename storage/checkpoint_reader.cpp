@@ -52,6 +52,7 @@ CheckpointReader CheckpointReader::open(const std::string& root_dir, int64_t ite
     r.meta_.model_config = j.at("model_config");
     r.meta_.parallel_layout = j.at("parallel_layout");
     r.meta_.rng_state = j.at("rng_state");
+    r.meta_.training_state = j.value("training_state", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     TROUPE_FAIL("'", mp, "': malformed metadata: ", e.what());
   }

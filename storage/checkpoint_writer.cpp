@@ -172,6 +172,7 @@ std::string CheckpointWriter::commit(const CheckpointMetadata& meta) {
                       {"model_config", meta.model_config},
                       {"parallel_layout", meta.parallel_layout},
                       {"rng_state", meta.rng_state},
+                      {"training_state", meta.training_state},
                       {"files", std::move(files)},
                       {"tensors", std::move(tensors)}};
   const std::string meta_json = j.dump(1) + "\n";

@@ -1,0 +1,45 @@
+// TrainingRun's private state, shared by training_run.cpp (construction, iterations) and
+// training_run_checkpoint.cpp (save/load). Between iterations the stage actors leave their
+// chunks and optimizers alone, so these files reach them through `workers` directly.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/device_services.hpp"
+#include "actors/messages.hpp"
+#include "actors/stage_worker.hpp"
+#include "actors/trainer_actor.hpp"
+#include "actors/training_run.hpp"
+#include "model/loss_scaler.hpp"
+
+namespace troupe::actors {
+
+struct TrainingRun::Impl {
+  TrainingConfig config;
+  int P = 1, V = 1, M = 1;
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<StageWorker>> workers;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::unique_ptr<PairReducer> tied;
+  std::shared_ptr<schedules::TraceWriter> trace;
+  caf::actor_system_config caf_config;
+  std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<caf::scoped_actor> self;
+  std::vector<caf::actor> stages;
+  caf::actor loader, optimizer, trainer;
+  int64_t iteration = 0, consumed = 0;
+  std::string failure;
+  std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
+
+  void build_stages();
+  template <typename... Ts>
+  TrainerReply ask(Ts... xs);
+  void shutdown();
+};
+
+}  // namespace troupe::actors
