@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include <unistd.h>
+
 namespace troupe::test {
 
 Tensor random_normal(Shape shape, uint64_t seed, float stddev) {
@@ -77,6 +79,22 @@ void expect_grad_close(const std::string& name, const std::function<double()>& l
     EXPECT_LE(std::fabs(numeric - a), atol + rtol * std::max(std::fabs(numeric), std::fabs(a)))
         << name << "[" << i << "]: numeric " << numeric << " analytic " << a;
   }
+}
+
+TempDir::TempDir(const std::string& tag) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string test = info ? str_cat(info->test_suite_name(), "_", info->name()) : "none";
+  std::string name = str_cat("troupe_", tag, "_", ::getpid(), "_", test);
+  for (char& c : name)
+    if (c == '/') c = '_';  // parameterized test names contain '/'
+  path_ = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 const Context& gpu() {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -32,6 +33,20 @@ double dot(const Tensor& a, const Tensor& b);
 void expect_grad_close(const std::string& name, const std::function<double()>& loss, const Tensor& x,
                        const Tensor& analytic, int samples = 24, float eps = 1e-2f, double rtol = 2e-2,
                        double atol = 2e-3);
+
+// A fresh, empty directory under the system temp dir named after `tag`, the process and the
+// running test; removed with everything in it when the object goes.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // The CUDA context GPU tests run on (created on first use).
 const Context& gpu();

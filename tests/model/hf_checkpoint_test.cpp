@@ -12,12 +12,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("troupe_hf_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 GptConfig small(HfArch arch) {
   GptConfig c = arch == HfArch::gpt2 ? GptConfig::preset("gpt2-tiny") : GptConfig::preset("llama-tiny");
@@ -45,7 +39,8 @@ class HfCheckpointRoundTrip : public ::testing::TestWithParam<HfArch> {};
 
 TEST_P(HfCheckpointRoundTrip, SaveThenLoadGivesTheSameWeightsAndConfig) {
   const HfArch arch = GetParam();
-  const std::string dir = temp_dir(arch == HfArch::gpt2 ? "gpt2" : "llama");
+  const TempDir tmp("hf");
+  const std::string dir = tmp.path().string();
   ParamLayout layout(small(arch), ChunkSpec::whole_model());
   const Tensor w = random_weights(layout);
   save_hf_checkpoint(dir, layout, arch, w);
@@ -57,7 +52,6 @@ TEST_P(HfCheckpointRoundTrip, SaveThenLoadGivesTheSameWeightsAndConfig) {
   ParamLayout loaded_layout(ck.config, ChunkSpec::whole_model());
   ASSERT_EQ(loaded_layout.size(), layout.size());
   EXPECT_EQ(max_abs_diff(load_hf_weights(dir, loaded_layout, arch), w), 0.0);
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, HfCheckpointRoundTrip, ::testing::Values(HfArch::gpt2, HfArch::llama),
@@ -85,7 +79,8 @@ void expect_error_naming(const std::function<void()>& f, const std::string& what
 }
 
 TEST(HfCheckpoint, BadFilesAreRejectedNamingTheTensor) {
-  const std::string dir = temp_dir("bad");
+  const TempDir tmp("hf");
+  const std::string dir = tmp.path().string();
   ParamLayout layout(small(HfArch::gpt2), ChunkSpec::whole_model());
   save_hf_checkpoint(dir, layout, HfArch::gpt2, random_weights(layout));
   const std::string victim = "transformer.h.1.mlp.c_fc.weight";
@@ -107,7 +102,6 @@ TEST(HfCheckpoint, BadFilesAreRejectedNamingTheTensor) {
 
   std::ofstream(dir + "/config.json") << R"({"model_type": "bert"})";
   expect_error_naming([&] { read_hf_checkpoint(dir); }, "bert");
-  fs::remove_all(dir);
 }
 
 }  // namespace

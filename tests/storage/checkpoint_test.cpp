@@ -22,17 +22,11 @@ namespace fs = std::filesystem;
 
 class Checkpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / str_cat("troupe_ckpt_", ::getpid(), "_", info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string root() const { return dir_.string(); }
   fs::path iter_dir(int64_t it) const { return dir_ / checkpoint_iteration_dir_name(it); }
 
-  fs::path dir_;
+  TempDir tmp_{"ckpt"};
+  const fs::path& dir_ = tmp_.path();
 };
 
 template <typename Fn>

@@ -20,16 +20,10 @@ namespace fs = std::filesystem;
 // A fresh directory per test, removed afterwards.
 class Safetensors : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / str_cat("troupe_st_", ::getpid(), "_", info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string file(const std::string& name) const { return (dir_ / name).string(); }
 
-  fs::path dir_;
+  TempDir tmp_{"st"};
+  const fs::path& dir_ = tmp_.path();
 };
 
 std::string u64_le(uint64_t v) {
