@@ -1,6 +1,7 @@
 #include "tests/test_util.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 
@@ -82,12 +83,8 @@ void expect_grad_close(const std::string& name, const std::function<double()>& l
 }
 
 TempDir::TempDir(const std::string& tag) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string test = info ? str_cat(info->test_suite_name(), "_", info->name()) : "none";
-  std::string name = str_cat("troupe_", tag, "_", ::getpid(), "_", test);
-  for (char& c : name)
-    if (c == '/') c = '_';  // parameterized test names contain '/'
-  path_ = std::filesystem::temp_directory_path() / name;
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() / str_cat("troupe_", tag, "_", ::getpid(), "_", counter++);
   std::filesystem::remove_all(path_);
   std::filesystem::create_directories(path_);
 }
@@ -95,6 +92,13 @@ TempDir::TempDir(const std::string& tag) {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+std::vector<std::string> TempDir::files() const {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(path_)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 const Context& gpu() {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "kernels/check.hpp"
 #include "kernels/tensor.hpp"
@@ -34,15 +35,18 @@ void expect_grad_close(const std::string& name, const std::function<double()>& l
                        const Tensor& analytic, int samples = 24, float eps = 1e-2f, double rtol = 2e-2,
                        double atol = 2e-3);
 
-// A fresh, empty directory under the system temp dir named after `tag`, the process and the
-// running test; removed with everything in it when the object goes.
+// A fresh, empty directory under the system temp dir (troupe_<tag>_<pid>_<n>), removed with
+// everything in it when the object goes.
 class TempDir {
  public:
-  explicit TempDir(const std::string& tag);
+  explicit TempDir(const std::string& tag = "test");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  // Names of the files in the directory (not recursive), sorted.
+  std::vector<std::string> files() const;
 
  private:
   std::filesystem::path path_;
