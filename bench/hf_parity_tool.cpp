@@ -13,6 +13,7 @@
 #include "kernels/check.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/hf_checkpoint.hpp"
+#include "model/trainer.hpp"
 #include "storage/safetensors.hpp"
 
 using namespace troupe;
@@ -41,8 +42,7 @@ int main(int argc, char** argv) {
     const int64_t B = tokens.dim(0), T = tokens.dim(1), V = ck.config.vocab_size;
     const int64_t vp = ck.config.padded_vocab_size();
 
-    int64_t counted = 0;
-    for (int64_t i = 0; i < targets.numel(); ++i) counted += targets.data_as<int32_t>()[i] >= 0;
+    const int64_t counted = count_targets(targets);
     TROUPE_CHECK(counted > 0, "every target is ignored");
 
     // Logits from an evaluation forward (a training forward overwrites them with dlogits).
@@ -57,8 +57,7 @@ int main(int argc, char** argv) {
     const Tensor losses = to_host_f32(ctx, train->losses);
     chunk.backward(*train, Tensor(), Tensor());
     chunk.release(std::move(train));
-    double loss_sum = 0;
-    for (int64_t i = 0; i < losses.numel(); ++i) loss_sum += losses.data_as<float>()[i];
+    const double loss_sum = sum_losses(losses);
     Tensor loss = Tensor::host_f32({1}, {float(loss_sum / double(counted))});
 
     std::vector<std::pair<std::string, Tensor>> outputs{{"logits", logits}, {"loss", loss}};
