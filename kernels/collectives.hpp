@@ -38,6 +38,9 @@ class Collectives {
   virtual void all_gather(const Context& ctx, const Tensor& in, const Tensor& out) = 0;
   // t <- member `root`'s t.
   virtual void broadcast(const Context& ctx, const Tensor& t, int root) = 0;
+  // A failed run's teardown: every member waiting in a collective of this group, now or later,
+  // throws troupe::Error instead of waiting for members that will never come. Any thread.
+  virtual void abort() {}
 };
 
 }  // namespace troupe
