@@ -24,10 +24,15 @@ void expect_positions(const char* op, const Tensor& table, int64_t seq_len, int6
                pos_offset + seq_len, ") do not fit a position table of ", table.dim(0), " rows");
 }
 
+void expect_shard(const char* op, const VocabShard& shard) {
+  TROUPE_CHECK(!shard.sharded || shard.start >= 0, op, ": a vocabulary shard must start at a row >= 0, got start = ",
+               shard.start);
+}
+
 }  // namespace
 
 void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                       const Tensor& out, int64_t pos_offset) {
+                       const Tensor& out, int64_t pos_offset, const VocabShard& shard) {
   constexpr const char* op = "embedding_forward";
   expect_tokens(ctx, op, tokens);
   expect_defined(op, "wte", wte);
@@ -43,12 +48,13 @@ void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& w
   expect_device(op, "out", ctx, out);
   expect_shape(op, "out", out, {tokens.dim(0), tokens.dim(1), c});
   expect_dtype(op, "out", out, wte.dtype());
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::embedding_forward(ctx, tokens, wte, wpe, out, pos_offset));
-  else cpu::embedding_forward(tokens, wte, wpe, out, pos_offset);
+  expect_shard(op, shard);
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::embedding_forward(ctx, tokens, wte, wpe, out, pos_offset, shard));
+  else cpu::embedding_forward(tokens, wte, wpe, out, pos_offset, shard);
 }
 
 void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                        const Tensor& dwpe, int64_t pos_offset) {
+                        const Tensor& dwpe, int64_t pos_offset, const VocabShard& shard) {
   constexpr const char* op = "embedding_backward";
   expect_tokens(ctx, op, tokens);
   expect_device(op, "dout", ctx, dout);
@@ -63,8 +69,9 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
     expect_dtype(op, "dwpe", dwpe, DType::f32);
     expect_positions(op, dwpe, tokens.dim(1), pos_offset);
   }
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::embedding_backward(ctx, tokens, dout, dwte, dwpe, pos_offset));
-  else cpu::embedding_backward(tokens, dout, dwte, dwpe, pos_offset);
+  expect_shard(op, shard);
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::embedding_backward(ctx, tokens, dout, dwte, dwpe, pos_offset, shard));
+  else cpu::embedding_backward(tokens, dout, dwte, dwpe, pos_offset, shard);
 }
 
 }  // namespace troupe

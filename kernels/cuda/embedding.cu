@@ -3,6 +3,8 @@
 // Token ids are not read back to the host: the forward clamps an id outside [0, V) to the
 // nearest valid row, the backward skips it (adding its gradient to a row it did not come
 // from would corrupt a valid token's gradient). The CPU backend throws on such ids.
+// A vocabulary shard (rows [start, start + V) of the table) reads a zero row for an id outside
+// it, and its backward skips such ids: there they belong to another shard, not to an error.
 //
 // dwte: repeated tokens scatter-add with f32 atomics (16-byte vector atomics on sm_90+), so
 // the order of the additions, and the last bits of dwte, vary from run to run. dwpe: each
@@ -18,20 +20,29 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// out[n, :] = wte[clamp(tokens[n]), :] + wpe[pos_offset + n % seq_len, :] (wpe nullable).
+// out[n, :] = wte[row(tokens[n]), :] + wpe[pos_offset + n % seq_len, :] (wpe nullable), where
+// row(id) = clamp(id, 0, vocab - 1) for the whole table (vocab_start = 0); for a shard,
+// id - vocab_start, and a zero token row when that falls outside [0, vocab).
 // tokens: [rows]; wte: [vocab, c]; wpe: [P, c]; out: [rows, c].
 template <typename T>
 __global__ void forward_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ wte,
                                const T* __restrict__ wpe, T* __restrict__ out, int64_t rows, int seq_len, int c,
-                               int vocab, int64_t pos_offset) {
+                               int vocab, int64_t vocab_start, bool sharded, int64_t pos_offset) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * packs) return;
   const int64_t n = i / packs;
   const int col = int(i % packs) * P;
-  const int64_t tok = min(max(tokens[n], 0), vocab - 1);
-  const Pack128<T> w = load128(wte + tok * c + col);
+  int64_t tok = int64_t(tokens[n]) - vocab_start;
+  if (!sharded) tok = min(max(tok, int64_t(0)), int64_t(vocab - 1));
+  Pack128<T> w;
+  if (tok >= 0 && tok < vocab) {
+    w = load128(wte + tok * c + col);
+  } else {  // another shard's token
+#pragma unroll
+    for (int k = 0; k < P; ++k) w[k] = from_f32<T>(0.0f);
+  }
   Pack128<T> y = w;
   if (wpe) {
     const Pack128<T> pos = load128(wpe + (pos_offset + n % seq_len) * c + col);
@@ -53,23 +64,24 @@ __device__ __forceinline__ void atomic_add_pack(float* dst, const float (&v)[P])
 #endif
 }
 
-// dwte[tokens[n], :] += dout[n, :] for ids in [0, vocab). dout: [rows, c]; dwte: f32 [vocab, c].
+// dwte[tokens[n] - vocab_start, :] += dout[n, :] for ids in [vocab_start, vocab_start + vocab).
+// dout: [rows, c]; dwte: f32 [vocab, c].
 template <typename T>
 __global__ void backward_wte_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ dout,
-                                    float* __restrict__ dwte, int64_t rows, int c, int vocab) {
+                                    float* __restrict__ dwte, int64_t rows, int c, int vocab, int64_t vocab_start) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * packs) return;
   const int64_t n = i / packs;
   const int col = int(i % packs) * P;
-  const int32_t tok = tokens[n];
+  const int64_t tok = int64_t(tokens[n]) - vocab_start;
   if (tok < 0 || tok >= vocab) return;
   const Pack128<T> g = load128cs(dout + n * c + col);
   float v[P];
 #pragma unroll
   for (int k = 0; k < P; ++k) v[k] = to_f32(g[k]);
-  atomic_add_pack<P>(dwte + int64_t(tok) * c + col, v);
+  atomic_add_pack<P>(dwte + tok * c + col, v);
 }
 
 // dwpe[pos_offset + t, :] += sum over b of dout[b, t, :]. dout: [batch, seq_len, c]; dwpe: f32 [P, c].
@@ -111,7 +123,7 @@ void expect_packed_width(const char* op, int64_t c) {
 }  // namespace
 
 void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                       const Tensor& out, int64_t pos_offset) {
+                       const Tensor& out, int64_t pos_offset, const VocabShard& shard) {
   constexpr const char* op = "embedding_forward";
   dispatch_float(wte.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -124,13 +136,14 @@ void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& w
     if (threads == 0) return;
     forward_kernel<T><<<ceil_div(threads, kThreads), kThreads, 0, stream_of(ctx)>>>(
         tokens.data_as<int32_t>(), wte.data_as<T>(), wpe.defined() ? wpe.data_as<T>() : nullptr, out.data_as<T>(),
-        rows, int(tokens.dim(1)), int(c), int(wte.dim(0)), pos_offset);
+        rows, int(tokens.dim(1)), int(c), int(wte.dim(0)), shard.sharded ? shard.start : 0, shard.sharded,
+        pos_offset);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }
 
 void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                        const Tensor& dwpe, int64_t pos_offset) {
+                        const Tensor& dwpe, int64_t pos_offset, const VocabShard& shard) {
   constexpr const char* op = "embedding_backward";
   dispatch_float(dout.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -144,7 +157,7 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
     cudaStream_t stream = stream_of(ctx);
     backward_wte_kernel<T><<<ceil_div(batch * seq_len * packs, kThreads), kThreads, 0, stream>>>(
         tokens.data_as<int32_t>(), dout.data_as<T>(), dwte.data_as<float>(), batch * seq_len, int(c),
-        int(dwte.dim(0)));
+        int(dwte.dim(0)), shard.sharded ? shard.start : 0);
     TROUPE_CUDA_CHECK_LAUNCH();
     if (!dwpe.defined()) return;
     backward_wpe_kernel<T><<<ceil_div(seq_len * packs, kThreads), kThreads, 0, stream>>>(

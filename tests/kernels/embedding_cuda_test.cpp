@@ -1,4 +1,4 @@
-// CUDA embedding against the CPU backend, in bf16 and f16.
+// CUDA embedding against the CPU backend, in bf16 and f16, whole tables and vocabulary shards.
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -23,6 +23,12 @@ Tensor minus(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::host(DType::f32, a.shape());
   for (int64_t i = 0; i < a.numel(); ++i) out.at(i) = a.at(i) - b.at(i);
   return out;
+}
+
+// Rows [first, first + rows) of a host table.
+Tensor row_block(const Tensor& table, int64_t first, int64_t rows) {
+  const int64_t c = table.dim(1);
+  return host_copy(table.slice(first * c, {rows, c}));
 }
 
 class EmbeddingCuda : public ::testing::TestWithParam<std::tuple<DType, EmbeddingCase>> {};
@@ -74,6 +80,85 @@ INSTANTIATE_TEST_SUITE_P(
       const EmbeddingCase k = std::get<1>(info.param);
       return str_cat(dtype_name(std::get<0>(info.param)), "_", k.batch, "x", k.seq_len, "x", k.c, "_V", k.vocab);
     });
+
+// Tensor parallelism: every shard of a 2- and a 4-way split, forward and backward against the
+// CPU backend. wpe goes to shard 0 only (as a model passes it), so the other shards' outputs
+// are copies of wte rows and zeros: exact.
+class EmbeddingShardCuda : public ::testing::TestWithParam<DType> {};
+
+TEST_P(EmbeddingShardCuda, MatchesCpu) {
+  const DType t = GetParam();
+  const int64_t batch = 4, seq_len = 64, c = 768, vocab = 1024, positions = 128, offset = 16;
+  Tensor tokens = random_tokens({batch, seq_len}, 11, int32_t(vocab));
+  Tensor wte = round_through(random_normal({vocab, c}, 12), t);
+  Tensor wpe = round_through(random_normal({positions, c}, 13), t);
+  Tensor dout = round_through(random_normal({batch, seq_len, c}, 14), t);
+  Tensor dwte0 = random_normal({vocab, c}, 15), dwpe0 = random_normal({positions, c}, 16);
+
+  const Context& g = gpu();
+  const Tensor tokens_d = to_device(g, tokens, DType::i32), dout_d = to_device(g, dout, t);
+  for (int64_t shards : {2, 4}) {
+    const int64_t rows = vocab / shards;
+    for (int64_t r = 0; r < shards; ++r) {
+      SCOPED_TRACE(testing::Message() << "shard " << r << " of " << shards);
+      const VocabShard shard{true, r * rows};
+      const bool with_wpe = r == 0;
+      const Tensor wte_r = row_block(wte, r * rows, rows), dwte0_r = row_block(dwte0, r * rows, rows);
+
+      Tensor out_ref = Tensor::host(DType::f32, {batch, seq_len, c});
+      embedding_forward(cpu(), tokens, wte_r, with_wpe ? wpe : Tensor(), out_ref, offset, shard);
+      Tensor dwte_ref = host_copy(dwte0_r), dwpe_ref = host_copy(dwpe0);
+      embedding_backward(cpu(), tokens, dout, dwte_ref, dwpe_ref, offset, shard);
+
+      Tensor out = Tensor::empty(g, t, out_ref.shape());
+      Tensor dwte = to_device(g, dwte0_r, DType::f32), dwpe = to_device(g, dwpe0, DType::f32);
+      embedding_forward(g, tokens_d, to_device(g, wte_r, t), with_wpe ? to_device(g, wpe, t) : Tensor(), out, offset,
+                        shard);
+      embedding_backward(g, tokens_d, dout_d, dwte, dwpe, offset, shard);
+
+      const Tensor out_h = to_host_f32(g, out);
+      if (with_wpe) EXPECT_LT(rel_error(out_h, out_ref), 1e-2);
+      else EXPECT_EQ(max_abs_diff(out_h, out_ref), 0.0);
+      EXPECT_LT(rel_error(minus(to_host_f32(g, dwte), dwte0_r), minus(dwte_ref, dwte0_r)), 2e-2);
+      EXPECT_LT(rel_error(minus(to_host_f32(g, dwpe), dwpe0), minus(dwpe_ref, dwpe0)), 2e-2);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, EmbeddingShardCuda, ::testing::Values(DType::bf16, DType::f16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// A shard reads a zero row for any id outside it (negative, another shard's, past the
+// vocabulary) and adds no gradient for it.
+TEST(EmbeddingCudaEdge, OtherShardsTokensReadZeroRowsAndAddNoGradient) {
+  const int64_t rows = 4, c = 16;
+  const VocabShard shard{true, 8};  // rows [8, 12)
+  Tensor tokens = Tensor::host(DType::i32, {1, 5});
+  const int32_t ids[5] = {9, -5, 3, 8 + 4, 11};
+  for (int i = 0; i < 5; ++i) tokens.data_as<int32_t>()[i] = ids[i];
+  Tensor wte = round_through(random_normal({rows, c}, 17), DType::bf16);
+  Tensor dout = round_through(random_normal({1, 5, c}, 18), DType::bf16);
+
+  const Context& g = gpu();
+  const Tensor tokens_d = to_device(g, tokens, DType::i32);
+  Tensor out = Tensor::empty(g, DType::bf16, {1, 5, c});
+  Tensor dwte = Tensor::zeros(g, DType::f32, {rows, c});
+  embedding_forward(g, tokens_d, to_device(g, wte, DType::bf16), Tensor(), out, 0, shard);
+  embedding_backward(g, tokens_d, to_device(g, dout, DType::bf16), dwte, Tensor(), 0, shard);
+  const Tensor out_h = to_host_f32(g, out), dwte_h = to_host_f32(g, dwte);
+
+  const int local[5] = {1, -1, -1, -1, 3};  // -1: not this shard's token
+  for (int p = 0; p < 5; ++p)
+    for (int64_t j = 0; j < c; ++j)
+      EXPECT_EQ(out_h.at(p * c + j), local[p] < 0 ? 0.0f : wte.at(local[p] * c + j)) << "out[" << p << ", " << j << "]";
+  for (int64_t v = 0; v < rows; ++v)
+    for (int64_t j = 0; j < c; ++j) {
+      float want = 0;  // only ids 9 (position 0) and 11 (position 4) add
+      if (v == 1) want = dout.at(0 * c + j);
+      if (v == 3) want = dout.at(4 * c + j);
+      EXPECT_EQ(dwte_h.at(v * c + j), want) << "dwte[" << v << ", " << j << "]";
+    }
+}
 
 // On the device an id outside [0, V) is not reported: the forward reads the clamped row,
 // the backward drops the gradient.

@@ -1,4 +1,5 @@
-// CPU embedding against hand-computed values and finite differences.
+// CPU embedding against hand-computed values and finite differences; vocabulary shards
+// against the whole table.
 #include <string>
 #include <vector>
 
@@ -93,6 +94,85 @@ TEST(Embedding, OutOfRangeTokenIsAnErrorNamingItsPosition) {
   expect_error_mentions([&] { embedding_backward(cpu(), too_big, out, dwte, Tensor(), 0); }, "token id 7 at [1, 2]");
   Tensor negative = host_tokens({2, 3}, {0, -1, 2, 3, 4, 5});
   expect_error_mentions([&] { embedding_forward(cpu(), negative, wte, Tensor(), out, 0); }, "token id -1 at [0, 1]");
+}
+
+// Tensor parallelism: T shards of the token table, rows [r * V / T, (r + 1) * V / T) each.
+Tensor row_block(const Tensor& table, int64_t first, int64_t rows) {
+  const int64_t c = table.dim(1);
+  Tensor out = Tensor::host(DType::f32, {rows, c});
+  copy(cpu(), table.slice(first * c, {rows, c}), out);
+  return out;
+}
+
+// Summing the shards' forwards (the all-reduce) gives the full forward: each token's row comes
+// from its own shard, zeros from the others. wpe is passed on shard 0 only, as a model would.
+TEST(Embedding, ShardedForwardsSumToTheFullForward) {
+  const int64_t vocab = 12, c = 8, batch = 3, seq_len = 5, positions = 9, offset = 2;
+  Tensor tokens = random_tokens({batch, seq_len}, 21, int32_t(vocab));
+  Tensor wte = random_normal({vocab, c}, 22), wpe = random_normal({positions, c}, 23);
+  Tensor full = Tensor::host(DType::f32, {batch, seq_len, c});
+  embedding_forward(cpu(), tokens, wte, wpe, full, offset);
+  for (int64_t shards : {1, 2, 4}) {
+    SCOPED_TRACE(testing::Message() << shards << " shards");
+    const int64_t rows = vocab / shards;
+    Tensor sum = host_filled(full.shape(), 0.0f), part = Tensor::host(DType::f32, full.shape());
+    for (int64_t r = 0; r < shards; ++r) {
+      embedding_forward(cpu(), tokens, row_block(wte, r * rows, rows), r == 0 ? wpe : Tensor(), part, offset,
+                        VocabShard{true, r * rows});
+      for (int64_t i = 0; i < sum.numel(); ++i) sum.at(i) += part.at(i);
+    }
+    EXPECT_EQ(max_abs_diff(sum, full), 0.0);
+  }
+}
+
+// A token of another shard reads a zero row: out is the position row alone, or zero. Ids past
+// every shard are not errors (the shard cannot know the vocabulary); negative ids still are.
+TEST(Embedding, ShardedForwardGivesZeroRowsForOtherShardsTokens) {
+  const int64_t c = 3;
+  Tensor tokens = host_tokens({1, 4}, {4, 1, 5, 100});  // the shard holds rows [4, 6)
+  Tensor wte = indexed_table(2, c, 10.0f), wpe = indexed_table(4, c, 100.0f);
+  Tensor out = Tensor::host(DType::f32, {1, 4, c});
+  const VocabShard shard{true, 4};
+  embedding_forward(cpu(), tokens, wte, wpe, out, 0, shard);
+  const float token_row[4] = {0, -1, 1, -1};  // local row of each token, -1: another shard's
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t j = 0; j < c; ++j) {
+      const float tok = token_row[t] < 0 ? 0.0f : 10.0f * token_row[t] + float(j);
+      EXPECT_EQ(out.at(t * c + j), tok + 100.0f * float(t) + float(j)) << "out[0, " << t << ", " << j << "]";
+    }
+  embedding_forward(cpu(), tokens, wte, Tensor(), out, 0, shard);
+  EXPECT_EQ(out.at(1 * c + 2), 0.0f);
+  EXPECT_EQ(out.at(3 * c + 0), 0.0f);
+
+  Tensor negative = host_tokens({1, 4}, {4, -1, 5, 4});
+  Tensor dwte = host_filled({2, c}, 0.0f);
+  expect_error_mentions([&] { embedding_forward(cpu(), negative, wte, Tensor(), out, 0, shard); },
+                        "token id -1 at [0, 1] is negative");
+  expect_error_mentions([&] { embedding_backward(cpu(), negative, out, dwte, Tensor(), 0, shard); },
+                        "token id -1 at [0, 1] is negative");
+  expect_error_mentions([&] { embedding_forward(cpu(), tokens, wte, Tensor(), out, 0, VocabShard{true, -2}); },
+                        "start = -2");
+}
+
+// Each shard's dwte is its row block of the full dwte (accumulated onto what was there), and
+// every shard's dwpe is the full dwpe: all ranks see the whole dout.
+TEST(Embedding, ShardedBackwardsGiveTheFullGradientsRowBlocks) {
+  const int64_t vocab = 12, c = 72, batch = 3, seq_len = 7, positions = 8, offset = 1;  // c: two column tiles
+  Tensor tokens = random_tokens({batch, seq_len}, 31, int32_t(vocab));
+  Tensor dout = random_normal({batch, seq_len, c}, 32);
+  Tensor dwte0 = random_normal({vocab, c}, 33), dwpe0 = random_normal({positions, c}, 34);
+  Tensor dwte_full = row_block(dwte0, 0, vocab), dwpe_full = row_block(dwpe0, 0, positions);
+  embedding_backward(cpu(), tokens, dout, dwte_full, dwpe_full, offset);
+  for (int64_t shards : {1, 2, 4}) {
+    SCOPED_TRACE(testing::Message() << shards << " shards");
+    const int64_t rows = vocab / shards;
+    for (int64_t r = 0; r < shards; ++r) {
+      Tensor dwte = row_block(dwte0, r * rows, rows), dwpe = row_block(dwpe0, 0, positions);
+      embedding_backward(cpu(), tokens, dout, dwte, dwpe, offset, VocabShard{true, r * rows});
+      EXPECT_EQ(max_abs_diff(dwte, row_block(dwte_full, r * rows, rows)), 0.0) << "dwte of shard " << r;
+      EXPECT_EQ(max_abs_diff(dwpe, dwpe_full), 0.0) << "dwpe of shard " << r;
+    }
+  }
 }
 
 TEST(Embedding, BadArgumentsAreErrors) {
