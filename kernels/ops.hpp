@@ -24,3 +24,4 @@
 #include "kernels/linear.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/vocab_parallel_cross_entropy.hpp"

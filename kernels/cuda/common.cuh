@@ -49,6 +49,11 @@ __device__ __forceinline__ Pack128<T> load128cs(const T* p) {
 }
 template <typename T>
 __device__ __forceinline__ void store128(T* p, const Pack128<T>& x) { *reinterpret_cast<Pack128<T>*>(p) = x; }
+// Streaming store: data not read again soon, do not keep it in L1/L2.
+template <typename T>
+__device__ __forceinline__ void store128cs(T* p, const Pack128<T>& x) {
+  __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&x));
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll

@@ -23,11 +23,6 @@ constexpr size_t kStaticSmemReserve = 1024;    // block_merge's table and the ru
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <typename T>
-__device__ __forceinline__ void store128cs(T* p, const Pack128<T>& x) {
-  __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&x));
-}
-
 // 2^x in one MUFU.EX2 (exp2f adds denormal handling); results below 2^-126 flush to zero.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
