@@ -161,7 +161,8 @@ std::unique_ptr<Collectives> make_cpu_endpoint(std::shared_ptr<HostGroup> group,
 }
 
 std::vector<std::unique_ptr<Collectives>> make_cpu_group(int size, const GroupOptions& options) {
-  auto group = std::make_shared<HostGroup>(size, options.name, options.timeout);
+  TROUPE_CHECK(size >= 1, "make_cpu_group: size ", size);
+  auto group = std::make_shared<HostGroup>(std::vector<int>(size_t(size), 0), 0, options.name, options.timeout);
   std::vector<std::unique_ptr<Collectives>> members;
   for (int i = 0; i < size; ++i) members.push_back(make_cpu_endpoint(group, i));
   return members;

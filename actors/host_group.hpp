@@ -1,6 +1,10 @@
 // The meeting point of a group's CPU members (internal to actors/): a generation-counted
 // barrier with a timeout, and exchange steps in which every member publishes a host buffer and
 // reads pieces of the others'. The collectives (cpu_collectives.cpp) are a step or two each.
+// Members may live in several processes: the members of this process meet here and read each
+// other's buffers in place; pieces of members elsewhere travel by MPI point-to-point on the
+// group's communicator (tag: source member * size + destination member), posted before the
+// barrier and waited for with the same timeout.
 //
 //   Pointers src = group.begin_step(rank, {"all_gather", seq, bytes}, in.data(), piece);
 //   for (int k = 0; k < size; ++k) memcpy(out + k * n, src[k], n);   // src[k]: member k's piece
@@ -8,13 +12,17 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "actors/mpi_requests.hpp"
 
 namespace troupe::actors {
 
@@ -41,7 +49,11 @@ inline bool operator==(const StepDesc& a, const StepDesc& b) {
 
 class HostGroup {
  public:
-  HostGroup(int size, std::string name, std::chrono::milliseconds timeout);
+  // member_process[i]: the process of member i; `here`: this process. `comm` (MPI_COMM_NULL
+  // when every member is here) is the group's own communicator, which `comm_owner` keeps alive.
+  HostGroup(std::vector<int> member_process, int here, std::string name, std::chrono::milliseconds timeout,
+            MPI_Comm comm = MPI_COMM_NULL, std::shared_ptr<void> comm_owner = nullptr);
+  ~HostGroup();
   HostGroup(const HostGroup&) = delete;
   HostGroup& operator=(const HostGroup&) = delete;
 
@@ -65,14 +77,31 @@ class HostGroup {
     const std::byte* data = nullptr;
     int64_t bytes = 0;
   };
+  // Transfers of one member of this process with the members elsewhere.
+  struct Remote {
+    std::vector<std::vector<std::byte>> inbox;  // per member elsewhere: its piece for us
+    MpiRequests recvs, sends;                   // declared after inbox: cancelled before it goes
+  };
   // Waits for every member of this process; `what` names the wait in a timeout error.
   void barrier(int member, const StepDesc& desc, const char* what);
+  void post_remote(int member, const void* mine, int64_t mine_bytes, const PieceFn& piece);
+  void wait_remote(int member, const StepDesc& desc, MpiRequests& rq, const char* what);
+  // Breaks the group with `why` (unless already broken) and throws the group's failure.
+  [[noreturn]] void fail_group(const std::string& why);
   [[noreturn]] void throw_failure_locked();
   std::string step_name(const StepDesc& d) const;
+  bool here(int member) const { return process_[size_t(member)] == here_; }
 
   const int size_;
+  const std::vector<int> process_;
+  const int here_;
+  int local_count_ = 0;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
+  const MPI_Comm comm_;
+  const std::shared_ptr<void> comm_owner_;
+  std::vector<std::unique_ptr<Remote>> remote_;  // per member of this process (empty when all are here)
+  std::atomic<bool> broken_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
