@@ -40,6 +40,8 @@ using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -
 using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
 using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration) -> bool, before the first iteration
 using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
+// tensor rank 0 -> the other tensor ranks of its stage: (int64 iteration, int kind (0 fwd, 1 bwd), int microbatch, int chunk)
+using order_atom = caf::atom_constant<caf::atom("order")>;
 
 using BatchList = std::vector<Batch>;
 
@@ -53,6 +55,7 @@ struct TensorMessage {
 
 struct StageReport {
   int stage = 0;
+  int tp = 0, dp = 0;   // tensor and data rank of the reporting device
   int64_t iteration = 0;
   double loss_sum = 0;  // last stage: sum of per-token losses of the iteration
   GradStats grads{};    // training: this stage's gradient statistics (tied copies summed first)
@@ -73,7 +76,7 @@ struct StepRequest {
   int64_t iteration = 0;
   float lr = 0;
   float loss_scale = 1;
-  std::vector<GradStats> grads;  // per stage, in stage order (from the stages' reports)
+  std::vector<GradStats> grads;  // the parts of the global norm (from the stages' reports), summed in order
 };
 
 }  // namespace troupe::actors

@@ -1,5 +1,6 @@
 #include "actors/stage_actor.hpp"
 
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -17,8 +18,8 @@ int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
 }
 
-std::string describe(int stage, const Op& op, const std::string& what) {
-  return str_cat("stage ", stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward",
+std::string describe(const std::string& stage, const Op& op, const std::string& what) {
+  return str_cat(stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward",
                  " of microbatch ", op.microbatch, " (chunk ", op.chunk, "): ", what);
 }
 
@@ -36,14 +37,26 @@ class StageActor : public caf::event_based_actor {
         what = e.what();
       } catch (...) {
       }
-      const std::string text = str_cat("stage ", stage(), " failed: ", what);
+      const std::string text = str_cat(worker_->name(), " failed: ", what);
       if (trainer_) send(trainer_, fail_atom::value, text);
       return caf::make_error(caf::sec::runtime_error, text);
     });
     return {
-        [this](peers_atom, std::vector<caf::actor>& peers) {
+        [this](peers_atom, std::vector<caf::actor>& peers, std::vector<caf::actor>& followers) {
           peers_ = std::move(peers);
+          followers_ = std::move(followers);
           trainer_ = caf::actor_cast<caf::actor>(current_sender());
+        },
+        // A follower (tensor rank > 0) runs its ops in the order its leader (rank 0) chose.
+        [this](order_atom, int64_t iteration, int kind, int microbatch, int chunk) {
+          const Op op{kind == 0 ? OpKind::forward : OpKind::backward, microbatch, chunk};
+          if (failed_) return;
+          if (!active_ || iteration != worker_->iteration()) {
+            early_orders_.emplace_back(iteration, op);
+            return;
+          }
+          orders_.push_back(op);
+          if (in_flight_ < options_.max_outstanding) schedule_pump();
         },
         [this](plan_atom, IterationPlan& plan) { start(std::move(plan)); },
         [this](parcel_atom, TensorMessage& msg) { on_parcel(msg); },
@@ -77,12 +90,15 @@ class StageActor : public caf::event_based_actor {
   // once its object is destroyed, so drop them when the actor terminates.
   void on_exit() override {
     peers_.clear();
+    followers_.clear();
     trainer_ = nullptr;
     stash_.clear();
   }
 
  private:
   int stage() const { return worker_->stage(); }
+  const std::string& stage_name() const { return name_; }
+  bool follower() const { return worker_->tp_rank() > 0; }
 
   // Runs fn; on an exception the stage fails naming `what`. Returns false then.
   template <typename F>
@@ -91,9 +107,9 @@ class StageActor : public caf::event_based_actor {
       fn();
       return true;
     } catch (const StageOpError& e) {
-      fail(describe(stage(), e.op(), e.what()));
+      fail(describe(stage_name(), e.op(), e.what()));
     } catch (const std::exception& e) {
-      fail(str_cat("stage ", stage(), " failed in ", what, ": ", e.what()));
+      fail(str_cat(stage_name(), " failed in ", what, ": ", e.what()));
     }
     return false;
   }
@@ -125,6 +141,15 @@ class StageActor : public caf::event_based_actor {
       }
       active_ = true;
       in_flight_ = 0;
+      ops_run_ = 0;
+      ops_total_ = worker_->training() ? 2 * M * worker_->chunks() : M * worker_->chunks();
+      orders_.clear();
+      std::vector<std::pair<int64_t, Op>> orders;
+      orders.swap(early_orders_);
+      for (const auto& [iteration, op] : orders) {
+        if (iteration == worker_->iteration()) orders_.push_back(op);
+        else early_orders_.emplace_back(iteration, op);
+      }
       std::vector<TensorMessage> early;
       early.swap(stash_);
       for (TensorMessage& msg : early) {
@@ -146,7 +171,7 @@ class StageActor : public caf::event_based_actor {
     try {
       worker_->accept(msg.direction, msg.microbatch, msg.chunk, msg.parcel);
     } catch (const std::exception& e) {
-      fail(describe(stage(), op, str_cat("receiving its ", msg.direction == Direction::activation ? "input" : "output gradient", ": ", e.what())));
+      fail(describe(stage_name(), op, str_cat("receiving its ", msg.direction == Direction::activation ? "input" : "output gradient", ": ", e.what())));
       return;
     }
     if (in_flight_ < options_.max_outstanding) schedule_pump();
@@ -164,6 +189,12 @@ class StageActor : public caf::event_based_actor {
   }
 
   std::optional<Op> next_op() {
+    if (follower()) {
+      if (orders_.empty() || !worker_->ready(orders_.front())) return std::nullopt;
+      const Op op = orders_.front();
+      orders_.pop_front();
+      return op;
+    }
     if (worker_->training()) return policy_->next([this](const Op& op) { return worker_->ready(op); });
     for (size_t i = eval_next_; i < eval_order_.size(); ++i) {
       if (!worker_->ready(eval_order_[i])) continue;
@@ -174,6 +205,7 @@ class StageActor : public caf::event_based_actor {
   }
 
   bool all_handed_out() const {
+    if (follower()) return ops_run_ == ops_total_;
     return worker_->training() ? policy_->done() : eval_next_ == eval_order_.size();
   }
 
@@ -192,6 +224,9 @@ class StageActor : public caf::event_based_actor {
     const uint64_t id = next_id_++;
     Running& r = running_[id];
     r.op = op;
+    ++ops_run_;
+    for (const caf::actor& f : followers_)
+      send(f, order_atom::value, worker_->iteration(), op.kind == OpKind::forward ? 0 : 1, op.microbatch, op.chunk);
     try {
       const Context& ctx = worker_->context();
       ctx.activate();
@@ -216,9 +251,9 @@ class StageActor : public caf::event_based_actor {
         caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
       });
     } catch (const StageOpError& e) {
-      fail(describe(stage(), e.op(), e.what()));
+      fail(describe(stage_name(), e.op(), e.what()));
     } catch (const std::exception& e) {
-      fail(describe(stage(), op, e.what()));
+      fail(describe(stage_name(), op, e.what()));
     }
   }
 
@@ -271,16 +306,18 @@ class StageActor : public caf::event_based_actor {
     try {
       loss_sum_ = worker_->finish();
     } catch (const StageOpError& e) {
-      fail(describe(stage(), e.op(), e.what()));
+      fail(describe(stage_name(), e.op(), e.what()));
       return;
     } catch (const std::exception& e) {
-      fail(describe(stage(), last_forward, e.what()));
+      fail(describe(stage_name(), last_forward, e.what()));
       return;
     }
     active_ = false;
     if (!worker_->training()) {
-      send(trainer_, report_atom::value,
-           StageReport{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_});
+      StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
+      report.tp = worker_->tp_rank();
+      report.dp = worker_->dp_rank();
+      send(trainer_, report_atom::value, std::move(report));
       return;
     }
     if (!worker_->has_tied()) {
@@ -296,6 +333,8 @@ class StageActor : public caf::event_based_actor {
   void report_training() {
     if (failed_) return;
     StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
+    report.tp = worker_->tp_rank();
+    report.dp = worker_->dp_rank();
     if (worker_->local_step()) {
       report.stepped = true;
       report.step_start_ns = ns_since(options_.epoch);
@@ -305,8 +344,9 @@ class StageActor : public caf::event_based_actor {
           }))
         return;
       report.step_end_ns = ns_since(options_.epoch);
-    } else if (!guarded("the gradient norm", [&] {
+    } else if (!guarded("the gradient reduction", [&] {
                  worker_->context().activate();
+                 worker_->reduce_grads();
                  report.grads = worker_->grad_stats();
                })) {
       return;
@@ -323,7 +363,12 @@ class StageActor : public caf::event_based_actor {
 
   std::shared_ptr<StageWorker> worker_;
   StageOptions options_;
-  std::vector<caf::actor> peers_;
+  std::vector<caf::actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
+  std::vector<caf::actor> followers_;  // tensor ranks 1.. of this stage (tensor rank 0 only)
+  std::string name_ = worker_->name();
+  std::deque<Op> orders_;              // follower: the leader's ops not yet run
+  std::vector<std::pair<int64_t, Op>> early_orders_;  // follower: orders of an iteration not started yet
+  int ops_run_ = 0, ops_total_ = 0;
   caf::actor trainer_;
   std::optional<schedules::StagePolicy> policy_;
   std::vector<Op> eval_order_;

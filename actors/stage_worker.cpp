@@ -41,7 +41,12 @@ void StageWorker::connect_tied(PairReducer* reducer, int rank, int chunk) {
   setup_.tied_chunk = chunk;
 }
 
-Shape StageWorker::hidden_shape() const { return {plan_.batch, plan_.seq, setup_.models.front()->config().hidden_size}; }
+Shape StageWorker::hidden_shape() const { return setup_.models.front()->hidden_shape(plan_.batch, plan_.seq); }
+
+std::string StageWorker::name() const {
+  if (setup_.tp_size == 1 && setup_.dp_size == 1) return str_cat("stage ", setup_.stage);
+  return str_cat("stage ", setup_.stage, " (tensor rank ", setup_.tp_rank, ", data rank ", setup_.dp_rank, ")");
+}
 
 void StageWorker::begin(IterationPlan plan) {
   plan_ = std::move(plan);
@@ -140,7 +145,9 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
       ActivationsPtr a = chunk.forward(input, target, out,
                                        {.training = plan_.training,
                                         .loss_grad_scale = plan_.loss_grad_scale,
-                                        .dropout_seed = plan_.dropout_seed + uint64_t(m)});
+                                        .dropout_seed = plan_.dropout_seed + uint64_t(m) * plan_.dropout_stride,
+                                        .batch = plan_.batch,
+                                        .seq = plan_.seq});
       if (!first_virtual(c)) {
         buffer_free(ctx, inputs_[i].tensor);
         inputs_[i] = Inbound();
@@ -224,8 +231,29 @@ GradStats StageWorker::grad_stats() {
   return total;
 }
 
+void StageWorker::reduce_grads() {
+  for (int c = 0; c < setup_.chunks; ++c) {
+    GptChunk& chunk = model(c);
+    chunk.reduce_sequence_parallel_grads();
+    if (setup_.dp_group == nullptr) continue;
+    const Tensor& g = chunk.grads();
+    if (!setup_.distributed_optimizer) {
+      setup_.dp_group->all_reduce(context(), g);
+      continue;
+    }
+    const OptimizerShard& s = optimizer(c).shard();
+    setup_.dp_group->reduce_scatter(context(), g, g.slice(s.begin, {s.end - s.begin}));
+  }
+}
+
 void StageWorker::apply(float lr, float clip, float loss_scale) {
-  for (auto& o : setup_.optimizers) o->apply(lr, clip, loss_scale);
+  for (int c = 0; c < setup_.chunks; ++c) {
+    optimizer(c).apply(lr, clip, loss_scale);
+    if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) continue;
+    const Tensor& p = model(c).params();
+    const OptimizerShard& s = optimizer(c).shard();
+    setup_.dp_group->all_gather(context(), p.slice(s.begin, {s.end - s.begin}), p);
+  }
 }
 
 void StageWorker::skip_step() {
@@ -233,7 +261,7 @@ void StageWorker::skip_step() {
 }
 
 StepResult StageWorker::step_local() {
-  TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied(),
+  TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied() && setup_.tp_size == 1 && setup_.dp_size == 1,
                "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ",
                setup_.stages, " holds ", setup_.chunks, " chunk(s)");
   return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);

@@ -28,6 +28,7 @@
 
 #include "actors/device_services.hpp"
 #include "kernels/check.hpp"
+#include "kernels/collectives.hpp"
 #include "kernels/grad_norm.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/optimizer.hpp"
@@ -42,7 +43,8 @@ struct IterationPlan {
   int microbatches = 0;
   int64_t batch = 0, seq = 0;    // every microbatch is [batch, seq]
   float loss_grad_scale = 1.0f;  // loss_scale / tokens of the global batch
-  uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m
+  uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m * dropout_stride
+  uint64_t dropout_stride = 1;   // data parallelism: this rank's microbatches are every D-th of the global batch
   std::vector<Tensor> tokens;    // host i32 [B, T] per microbatch (for the stage holding virtual stage 0)
   std::vector<Tensor> targets;   // host i32 [B, T] per microbatch (for the last virtual stage)
   // One stage holds the whole model (P = 1): its gradient norm is the global one, so it takes
@@ -78,6 +80,13 @@ struct StageSetup {
   int stage = 0;
   int stages = 1;  // P
   int chunks = 1;  // V
+  // Place in the tensor- and data-parallel groups (Megatron's rank order: TP fastest, then DP,
+  // then PP). The chunks hold the tensor-parallel group; the data-parallel group sums (or,
+  // with the distributed optimizer, reduce-scatters) the gradients and all-gathers the
+  // updated parameter shards.
+  int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1;
+  Collectives* dp_group = nullptr;  // null: no data parallelism
+  bool distributed_optimizer = false;
   bool check_losses = false;  // --check-for-nan-in-loss-and-grad: per-microbatch losses
   bool check_tensors = false;  // ... and every op's output activations / gradients (off with fp16 scaling)
   std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
@@ -114,6 +123,13 @@ class StageWorker {
 
   int stage() const { return setup_.stage; }
   int stages() const { return setup_.stages; }
+  int tp_rank() const { return setup_.tp_rank; }
+  int tp_size() const { return setup_.tp_size; }
+  int dp_rank() const { return setup_.dp_rank; }
+  int dp_size() const { return setup_.dp_size; }
+  bool distributed_optimizer() const { return setup_.distributed_optimizer; }
+  // "stage 2", or "stage 2 (tensor rank 1, data rank 0)" when there is more than one device per stage.
+  std::string name() const;
   int chunks() const { return setup_.chunks; }
   const Context& context() const { return *setup_.context; }
   GptChunk& model(int chunk) { return *setup_.models[size_t(chunk)]; }
@@ -154,7 +170,12 @@ class StageWorker {
   // Sums the tied embedding's gradient copies; `done` (any thread) once the sum is enqueued
   // on this stage's device. No-op (done at once) without a tied copy.
   void reduce_tied(std::function<void()> done);
+  // After the last backward (and the tied sum): sums the sequence-parallel norm gradients over
+  // the tensor-parallel group, then the gradients over the data-parallel group (all-reduce, or
+  // reduce-scatter into this rank's shard with the distributed optimizer). Enqueued on the device.
+  void reduce_grads();
   GradStats grad_stats();                        // over all chunks, tied duplicate excluded
+  // AdamW on this rank's parameters (its shard, then all-gathered, with the distributed optimizer).
   void apply(float lr, float clip, float loss_scale);
   void skip_step();
   // The whole step of a single stage holding the whole model (IterationPlan::local_step).

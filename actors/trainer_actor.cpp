@@ -1,6 +1,7 @@
 #include "actors/trainer_actor.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include "actors/messages.hpp"
@@ -17,9 +18,19 @@ class TrainerActor : public caf::event_based_actor {
   TrainerActor(caf::actor_config& cfg, TrainerSetup setup) : caf::event_based_actor(cfg), s_(std::move(setup)) {}
 
   caf::behavior make_behavior() override {
-    for (const caf::actor& a : s_.stages) {
+    T_ = s_.tensor_parallel;
+    D_ = s_.data_parallel;
+    P_ = int(s_.stages.size()) / (T_ * D_);
+    for (size_t i = 0; i < s_.stages.size(); ++i) {
+      const caf::actor& a = s_.stages[i];
+      index_[a.address()] = i;
       monitor(a);
-      send(a, peers_atom::value, s_.stages);
+      const Rank r = rank_of(i);
+      std::vector<caf::actor> pipeline, followers;
+      for (int s = 0; s < P_; ++s) pipeline.push_back(s_.stages[index(s, r.dp, r.tp)]);
+      if (r.tp == 0)
+        for (int t = 1; t < T_; ++t) followers.push_back(s_.stages[index(r.stage, r.dp, t)]);
+      send(a, peers_atom::value, std::move(pipeline), std::move(followers));
     }
     monitor(s_.loader);
     monitor(s_.optimizer);
@@ -78,9 +89,21 @@ class TrainerActor : public caf::event_based_actor {
     return true;
   }
 
+  struct Rank {
+    int stage = 0, dp = 0, tp = 0;
+  };
+  Rank rank_of(size_t i) const { return {int(i) / (T_ * D_), (int(i) / T_) % D_, int(i) % T_}; }
+  size_t index(int stage, int dp, int tp) const { return size_t(tp + T_ * (dp + D_ * stage)); }
+  std::string stage_name(size_t i) const {
+    const Rank r = rank_of(i);
+    if (T_ == 1 && D_ == 1) return str_cat("stage ", r.stage);
+    return str_cat("stage ", r.stage, " (tensor rank ", r.tp, ", data rank ", r.dp, ")");
+  }
+  // Evaluation runs on data rank 0's devices only (every replica holds the same weights).
+  bool takes_part(size_t i) const { return training_ || rank_of(i).dp == 0; }
+
   std::string name_of(const caf::actor_addr& a) const {
-    for (size_t s = 0; s < s_.stages.size(); ++s)
-      if (a == s_.stages[s].address()) return str_cat("stage ", s);
+    if (auto it = index_.find(a); it != index_.end()) return stage_name(it->second);
     if (a == s_.loader.address()) return "the data loader";
     if (a == s_.optimizer.address()) return "the optimizer";
     return "an actor";
@@ -214,40 +237,57 @@ class TrainerActor : public caf::event_based_actor {
   }
 
   void dispatch(const BatchList& batches, bool training, float grad_scale, uint64_t seed) {
-    const size_t P = s_.stages.size();
+    const size_t n = s_.stages.size();
     IterationPlan base;
     base.iteration = training ? iteration_ : -iteration_ - 1;  // evaluations get their own numbers
     base.training = training;
-    base.microbatches = int(batches.size());
     base.batch = s_.micro_batch_size;
     base.seq = s_.seq_length;
     base.loss_grad_scale = grad_scale;
     base.dropout_seed = seed;
-    base.local_step = training && P == 1;  // see IterationPlan::local_step
+    base.local_step = training && n == 1;  // see IterationPlan::local_step
     base.lr = float(stats_.lr);
     base.loss_scale = stats_.loss_scale;
     reports_ = 0;
+    expected_reports_ = 0;
     loss_sum_ = 0;
     phase_start_ns_ = now_ns();
-    for (size_t s = 0; s < P; ++s) {
+    reported_.assign(n, false);
+    grads_.assign(n, GradStats{});
+    losses_.assign(n, 0.0);
+    counted_.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      running_[i].clear();
+      if (!takes_part(i)) {
+        reported_[i] = true;  // nothing to wait for
+        continue;
+      }
+      const Rank r = rank_of(i);
       IterationPlan plan = base;
-      if (s == 0)
-        for (const Batch& b : batches) plan.tokens.push_back(b.tokens);
-      if (s == P - 1)
-        for (const Batch& b : batches) plan.targets.push_back(b.targets);
-      send(s_.stages[s], plan_atom::value, std::move(plan));
-      last_progress_[s] = Clock::now();
-      running_[s].clear();
+      // Data rank d takes microbatches d, d + D, ...: Megatron's order, where each step of the
+      // global batch hands consecutive micro-batches to consecutive data ranks.
+      const int stride = training ? D_ : 1;
+      // The dropout streams follow the global microbatch: seed + k for global microbatch k.
+      for (size_t k = size_t(training ? r.dp : 0); k < batches.size(); k += size_t(stride)) {
+        if (plan.microbatches == 0) plan.dropout_seed = seed + k;
+        ++plan.microbatches;
+        if (r.stage == 0) plan.tokens.push_back(batches[k].tokens);
+        if (r.stage == P_ - 1) plan.targets.push_back(batches[k].targets);
+      }
+      plan.dropout_stride = uint64_t(stride);
+      send(s_.stages[i], plan_atom::value, std::move(plan));
+      last_progress_[i] = Clock::now();
+      ++expected_reports_;
     }
-    reported_.assign(P, false);
-    grads_.assign(P, GradStats{});
     arm_watchdog();
   }
 
   void on_progress(const schedules::TraceEvent& e) {
-    if (e.stage < 0 || size_t(e.stage) >= s_.stages.size()) return;
-    last_progress_[size_t(e.stage)] = Clock::now();
-    std::vector<Running>& running = running_[size_t(e.stage)];
+    const auto from = index_.find(caf::actor_cast<caf::actor_addr>(current_sender()));
+    if (from == index_.end()) return;
+    const size_t i = from->second;
+    last_progress_[i] = Clock::now();
+    std::vector<Running>& running = running_[i];
     if (e.end_ns == 0) {
       running.push_back(Running{e, Clock::now()});
       return;
@@ -258,15 +298,26 @@ class TrainerActor : public caf::event_based_actor {
         break;
       }
     }
-    if (s_.trace && training_) s_.trace->append(e);
+    // The trace shows one pipeline: data rank 0, tensor rank 0 (the others run the same ops).
+    if (s_.trace && training_ && rank_of(i).dp == 0 && rank_of(i).tp == 0) s_.trace->append(e);
   }
 
   void on_report(const StageReport& r) {
-    if (failed_ || size_t(r.stage) >= s_.stages.size() || reported_[size_t(r.stage)]) return;
-    reported_[size_t(r.stage)] = true;
-    grads_[size_t(r.stage)] = r.grads;
-    if (size_t(r.stage) == s_.stages.size() - 1) loss_sum_ = r.loss_sum;
-    if (++reports_ < s_.stages.size()) return;
+    if (r.stage < 0 || r.stage >= P_ || r.dp < 0 || r.dp >= D_ || r.tp < 0 || r.tp >= T_) return;
+    const size_t i = index(r.stage, r.dp, r.tp);
+    if (failed_ || reported_[i]) return;
+    reported_[i] = true;
+    // Every tensor rank of a data replica's last stage holds the same losses: count rank 0's.
+    if (r.stage == P_ - 1 && r.tp == 0) losses_[i] = r.loss_sum;
+    // Replicas hold the same (all-reduced) gradients unless each owns a shard of them;
+    // tensor ranks count their own shards (replicated parameters only on rank 0).
+    if (training_ && (s_.distributed_optimizer || r.dp == 0)) {
+      grads_[i] = r.grads;
+      counted_[i] = true;
+    }
+    if (++reports_ < expected_reports_) return;
+    loss_sum_ = 0;
+    for (double l : losses_) loss_sum_ += l;  // rank order: the same sum every run
     ++generation_;  // pipeline phase over: the watchdog stops
     if (!training_) {
       record("trainer", schedules::EventKind::other, phase_start_ns_);
@@ -288,8 +339,11 @@ class TrainerActor : public caf::event_based_actor {
       return;
     }
     const int64_t t0 = now_ns();
+    std::vector<GradStats> parts;  // in rank order: the same sum every run
+    for (size_t k = 0; k < grads_.size(); ++k)
+      if (counted_[k]) parts.push_back(grads_[k]);
     request(s_.optimizer, infinite_backstop(), step_atom::value,
-            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale, grads_})
+            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale, std::move(parts)})
         .then(
             [=, this](const StepResult& r) {
               record("optimizer", schedules::EventKind::optimizer, t0);
@@ -331,7 +385,7 @@ class TrainerActor : public caf::event_based_actor {
       // The oldest op the stage started and has not finished (a GPU stage runs a few ahead).
       if (reported_[s] || running_[s].empty() || now - running_[s].front().since <= s_.op_timeout) continue;
       const schedules::TraceEvent& e = running_[s].front().event;
-      fail_run(str_cat("stage ", s, " failed in ", e.kind == schedules::EventKind::forward ? "forward" : "backward",
+      fail_run(str_cat(stage_name(s), " failed in ", e.kind == schedules::EventKind::forward ? "forward" : "backward",
                        " of microbatch ", e.microbatch, " (chunk ", e.chunk, "): no answer after ",
                        ms(now - running_[s].front().since), " ms (op timeout ", s_.op_timeout.count(), " ms)"));
       return;
@@ -345,7 +399,7 @@ class TrainerActor : public caf::event_based_actor {
     }
     if (all_silent) {
       fail_run(str_cat("the pipeline stalled: no stage finished an op for ", ms(now - last_progress_[oldest]),
-                       " ms (op timeout ", s_.op_timeout.count(), " ms); stage ", oldest, " has been silent longest"));
+                       " ms (op timeout ", s_.op_timeout.count(), " ms); ", stage_name(oldest), " has been silent longest"));
       return;
     }
     arm_watchdog();
@@ -372,9 +426,13 @@ class TrainerActor : public caf::event_based_actor {
   int64_t iteration_ = 0;
   IterationStats stats_;
   int64_t eval_tokens_ = 0;
-  size_t reports_ = 0;
+  size_t reports_ = 0, expected_reports_ = 0;
   std::vector<bool> reported_;
-  std::vector<GradStats> grads_;  // per stage, from the reports
+  std::vector<GradStats> grads_;  // per stage actor: the reports' gradient statistics
+  std::vector<bool> counted_;     // ... that the global norm sums
+  std::vector<double> losses_;    // per stage actor: its loss sum (last stage, tensor rank 0)
+  int P_ = 1, T_ = 1, D_ = 1;
+  std::map<caf::actor_addr, size_t> index_;  // stage actor -> its rank
   double loss_sum_ = 0;
   int64_t phase_start_ns_ = 0;
   uint64_t generation_ = 0;

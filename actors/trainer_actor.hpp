@@ -23,9 +23,12 @@
 namespace troupe::actors {
 
 struct TrainerSetup {
+  // One stage actor per device, in Megatron's rank order: index = tp + T * (dp + D * stage).
   std::vector<caf::actor> stages;
+  int tensor_parallel = 1, data_parallel = 1;  // T, D
+  bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard
   caf::actor loader, optimizer;
-  int microbatches = 1;
+  int microbatches = 1;  // of the global batch (each data rank runs microbatches / D of them)
   int64_t micro_batch_size = 1, seq_length = 1;
   uint64_t seed = 1234;
   LrSchedule lr;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "actors/collective_groups.hpp"
 #include "actors/device_services.hpp"
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
@@ -31,18 +32,22 @@ schedules::Schedule effective_schedule(const ParallelConfig& p) {
   return p.virtual_chunks > 1 ? schedules::Schedule::interleaved_1f1b : p.schedule;
 }
 
+// Microbatches each data-parallel replica runs per iteration.
 int microbatches_of(const TrainingConfig& c) {
+  const int D = c.parallel.data_size;
   TROUPE_CHECK(c.micro_batch_size >= 1, "--micro-batch-size must be >= 1, got ", c.micro_batch_size);
-  TROUPE_CHECK(c.global_batch_size >= c.micro_batch_size && c.global_batch_size % c.micro_batch_size == 0,
+  TROUPE_CHECK(c.global_batch_size >= c.micro_batch_size * D && c.global_batch_size % (c.micro_batch_size * D) == 0,
                "--global-batch-size (", c.global_batch_size, ") must be a multiple of --micro-batch-size (",
-               c.micro_batch_size, ") times the data-parallel size (1)");
-  return int(c.global_batch_size / c.micro_batch_size);
+               c.micro_batch_size, ") times the data-parallel size (", D, ")");
+  return int(c.global_batch_size / (c.micro_batch_size * D));
 }
 
 void validate(const TrainingConfig& c) {
   c.model.validate();
   const int P = c.parallel.pipeline_size, V = c.parallel.virtual_chunks, L = c.model.num_layers;
+  const int T = c.parallel.tensor_size, D = c.parallel.data_size;
   TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
+  TROUPE_CHECK(D >= 1, "the data-parallel size must be >= 1, got ", D);
   TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
   if (V == 1) {
     TROUPE_CHECK(L % P == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
@@ -51,6 +56,13 @@ void validate(const TrainingConfig& c) {
     TROUPE_CHECK(L % (P * V) == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
                  ") times the chunks per stage (", V, "): --num-layers-per-virtual-pipeline-stage must be ",
                  "--num-layers / (--pipeline-model-parallel-size * chunks), a whole number");
+  }
+  c.model.validate_tensor_parallel(T);
+  if (c.parallel.sequence_parallel) {
+    TROUPE_CHECK((c.micro_batch_size * c.model.seq_length) % T == 0, "--sequence-parallel: the ",
+                 c.micro_batch_size * c.model.seq_length, " tokens of a microbatch (--micro-batch-size ",
+                 c.micro_batch_size, " x --seq-length ", c.model.seq_length,
+                 ") must be divisible by --tensor-model-parallel-size (", T, ")");
   }
   const int M = microbatches_of(c);
   schedules::validate(effective_schedule(c.parallel), {P, V, M, c.parallel.group_size});
@@ -63,16 +75,25 @@ void validate(const TrainingConfig& c) {
   TROUPE_CHECK(c.op_timeout.count() > 0, "the op timeout must be positive");
 }
 
-int device_of_stage(const TrainingConfig& c, int stage) {
+// The device of global rank r (GPUs: one per rank, round robin over the visible ones).
+int device_of_rank(const TrainingConfig& c, int rank) {
   if (c.devices.cuda) {
 #if TROUPE_HAVE_CUDA
-    return stage % std::max(1, troupe::cuda::device_count());
+    return rank % std::max(1, troupe::cuda::device_count());
 #else
     return 0;
 #endif
   }
-  const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : c.parallel.pipeline_size;
-  return stage % n;
+  const int ranks = c.parallel.tensor_size * c.parallel.data_size * c.parallel.pipeline_size;
+  const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : ranks;
+  return rank % n;
+}
+
+// One collective group over the given devices (member i on contexts[i]).
+std::vector<std::unique_ptr<Collectives>> make_group(const std::vector<const Context*>& contexts,
+                                                     const std::string& name, std::chrono::milliseconds timeout) {
+  TROUPE_CHECK(!contexts.front()->is_cuda(), "GPU tensor/data-parallel groups are not available yet (", name, ")");
+  return make_cpu_group(int(contexts.size()), GroupOptions{name, timeout});
 }
 
 }  // namespace
@@ -80,57 +101,117 @@ int device_of_stage(const TrainingConfig& c, int stage) {
 
 void TrainingRun::Impl::build_stages() {
   const GptConfig& model = config.model;
+  const ParallelConfig& par = config.parallel;
   const int layers_per_virtual = model.num_layers / (P * V);
   const bool tied_split = !model.untie_embeddings_and_output_weights && P * V > 1;
+  const bool dist_opt = par.distributed_optimizer && D > 1;
+  const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
+  const size_t ranks = size_t(P * D * T);
+
+  // Devices first: the groups need every member's context.
+  std::vector<std::unique_ptr<Context>> contexts(ranks);
+  for (int s = 0; s < P; ++s)
+    for (int dp = 0; dp < D; ++dp)
+      for (int tp = 0; tp < T; ++tp) {
+        const size_t r = rank(s, dp, tp);
+        const int device = device_of_rank(config, int(r));
+        contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
+      }
+  // Tensor-parallel groups (per stage and data rank) and data-parallel groups (per stage and tensor rank).
+  std::vector<Collectives*> tp_member(ranks, nullptr), dp_member(ranks, nullptr);
+  auto build_group = [&](const std::vector<size_t>& members, std::vector<Collectives*>& out, const std::string& name) {
+    std::vector<const Context*> ctxs;
+    for (size_t r : members) ctxs.push_back(contexts[r].get());
+    std::vector<std::unique_ptr<Collectives>> group = make_group(ctxs, name, config.op_timeout);
+    for (size_t i = 0; i < members.size(); ++i) {
+      out[members[i]] = group[i].get();
+      groups.push_back(std::move(group[i]));
+    }
+  };
   for (int s = 0; s < P; ++s) {
-    StageSetup setup;
-    setup.stage = s;
-    setup.stages = P;
-    setup.chunks = V;
-    setup.check_losses = config.check_for_nan;
-    // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
-    setup.check_tensors = config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
-    const int device = device_of_stage(config, s);
-    setup.context = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
-    const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
-    for (int c = 0; c < V; ++c) {
-      const int vs = c * P + s;
-      const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
-      auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute);
-      chunk->init_weights(config.seed);
-      setup.optimizers.push_back(std::make_unique<Optimizer>(*chunk, config.optimizer));
-      setup.models.push_back(std::move(chunk));
+    for (int dp = 0; dp < D && T > 1; ++dp) {
+      std::vector<size_t> members;
+      for (int tp = 0; tp < T; ++tp) members.push_back(rank(s, dp, tp));
+      build_group(members, tp_member, str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp));
     }
-    setup.norm_exclude.assign(size_t(V), "");
-    setup.timing = !config.trace_path.empty();
-    setup.epoch = epoch;
-    if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kTiedName;  // counted on stage 0
-    workers.push_back(std::make_shared<StageWorker>(std::move(setup)));
+    for (int tp = 0; tp < T && D > 1; ++tp) {
+      std::vector<size_t> members;
+      for (int dp = 0; dp < D; ++dp) members.push_back(rank(s, dp, tp));
+      build_group(members, dp_member, str_cat("the data-parallel group of stage ", s, ", tensor rank ", tp));
+    }
   }
-  // Channels: activations s -> s+1 and gradients s -> s-1; with interleaving also the wrap
-  // from the last stage to the first (activations) and back (gradients).
-  if (P > 1) {
-    const bool timing = !config.trace_path.empty();
-    std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
-    std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
-    for (int s = 0; s < P; ++s) {
-      const int next = (s + 1) % P, prev = (s - 1 + P) % P;
-      if (s < P - 1 || V > 1) {
-        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(next)]->context(), timing));
-        act_out[size_t(s)] = act_in[size_t(next)] = channels.back().get();
-      }
-      if (s > 0 || V > 1) {
-        channels.push_back(make_channel(workers[size_t(s)]->context(), workers[size_t(prev)]->context(), timing));
-        grad_out[size_t(s)] = grad_in[size_t(prev)] = channels.back().get();
+
+  workers.resize(ranks);
+  for (int s = 0; s < P; ++s) {
+    for (int dp = 0; dp < D; ++dp) {
+      for (int tp = 0; tp < T; ++tp) {
+        const size_t r = rank(s, dp, tp);
+        StageSetup setup;
+        setup.stage = s;
+        setup.stages = P;
+        setup.chunks = V;
+        setup.tp_rank = tp;
+        setup.tp_size = T;
+        setup.dp_rank = dp;
+        setup.dp_size = D;
+        setup.dp_group = dp_member[r];
+        setup.distributed_optimizer = dist_opt;
+        setup.check_losses = config.check_for_nan;
+        // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
+        setup.check_tensors =
+            config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
+        setup.context = std::move(contexts[r]);
+        const TensorParallel tpar{{tp, T}, par.sequence_parallel, tp_member[r]};
+        // The distributed optimizer splits each chunk's buffers into D equal, 64-aligned shards.
+        const int64_t multiple = dist_opt ? 64 * int64_t(D) : 1;
+        for (int c = 0; c < V; ++c) {
+          const int vs = c * P + s;
+          const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
+          auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple);
+          chunk->init_weights(config.seed);
+          OptimizerShard shard;
+          if (dist_opt) {
+            const int64_t part = chunk->params().numel() / D;
+            shard = {dp * part, (dp + 1) * part};
+          }
+          setup.optimizers.push_back(std::make_unique<Optimizer>(*chunk, config.optimizer, shard));
+          setup.models.push_back(std::move(chunk));
+        }
+        setup.norm_exclude.assign(size_t(V), "");
+        setup.timing = !config.trace_path.empty();
+        setup.epoch = epoch;
+        if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kTiedName;  // counted on stage 0
+        workers[r] = std::make_shared<StageWorker>(std::move(setup));
       }
     }
-    if (tied_split) tied = make_pair_reducer(workers.front()->context(), workers.back()->context());
-    for (int s = 0; s < P; ++s) {
-      workers[size_t(s)]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
-    }
-    if (tied) {
-      workers.front()->connect_tied(tied.get(), 0, 0);
-      workers.back()->connect_tied(tied.get(), 1, V - 1);
+  }
+  if (P == 1) return;
+  // Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
+  // interleaving also the wrap from the last stage to the first (activations) and back (gradients).
+  const bool timing = !config.trace_path.empty();
+  for (int dp = 0; dp < D; ++dp) {
+    for (int tp = 0; tp < T; ++tp) {
+      auto worker = [&](int s) -> StageWorker& { return *workers[rank(s, dp, tp)]; };
+      std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
+      std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
+      for (int s = 0; s < P; ++s) {
+        const int next = (s + 1) % P, prev = (s - 1 + P) % P;
+        if (s < P - 1 || V > 1) {
+          channels.push_back(make_channel(worker(s).context(), worker(next).context(), timing));
+          act_out[size_t(s)] = act_in[size_t(next)] = channels.back().get();
+        }
+        if (s > 0 || V > 1) {
+          channels.push_back(make_channel(worker(s).context(), worker(prev).context(), timing));
+          grad_out[size_t(s)] = grad_in[size_t(prev)] = channels.back().get();
+        }
+      }
+      for (int s = 0; s < P; ++s)
+        worker(s).connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
+      if (tied_split) {
+        tied.push_back(make_pair_reducer(worker(0).context(), worker(P - 1).context()));
+        worker(0).connect_tied(tied.back().get(), 0, 0);
+        worker(P - 1).connect_tied(tied.back().get(), 1, V - 1);
+      }
     }
   }
 }
@@ -173,7 +254,8 @@ void TrainingRun::Impl::shutdown() {
   }
   if (failed || timed_out) {
     for (auto& c : channels) c->abort();
-    if (tied) tied->abort();
+    for (auto& t : tied) t->abort();
+    for (auto& g : groups) g->abort();
   }
   // Pending completion callbacks send to actors of this system: let them run while it exists.
   for (auto& w : workers) {
@@ -199,6 +281,8 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   validate(config);
   d.P = config.parallel.pipeline_size;
   d.V = config.parallel.virtual_chunks;
+  d.T = config.parallel.tensor_size;
+  d.D = config.parallel.data_size;
   d.M = microbatches_of(config);
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
   d.consumed = train->consumed_samples();
@@ -216,16 +300,16 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
   d.self = std::make_unique<caf::scoped_actor>(*d.system);
-  for (int s = 0; s < d.P; ++s) {
+  for (size_t r = 0; r < d.workers.size(); ++r) {
     StageOptions o;
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
-    o.device = device_of_stage(config, s);
+    o.device = device_of_rank(config, int(r));
     o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
     o.fixed_op_duration = config.fixed_op_duration;
     o.before_op = config.before_op;
     o.epoch = d.epoch;
-    d.stages.push_back(spawn_stage(*d.system, d.workers[size_t(s)], std::move(o)));
+    d.stages.push_back(spawn_stage(*d.system, d.workers[r], std::move(o)));
   }
   d.loader = spawn_loader(*d.system, std::move(train), std::move(valid));
   OptimizerOptions oo;
@@ -234,9 +318,12 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.optimizer = spawn_optimizer(*d.system, d.stages, oo);
   TrainerSetup ts;
   ts.stages = d.stages;
+  ts.tensor_parallel = d.T;
+  ts.data_parallel = d.D;
+  ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
   ts.loader = d.loader;
   ts.optimizer = d.optimizer;
-  ts.microbatches = d.M;
+  ts.microbatches = d.M * d.D;
   ts.micro_batch_size = config.micro_batch_size;
   ts.seq_length = config.model.seq_length;
   ts.seed = config.seed;
@@ -289,13 +376,15 @@ Tensor TrainingRun::gather_weights() const {
   Tensor out = Tensor::host(DType::f32, {whole.size()});
   fill_zero(Context::cpu(), out);
   for (const auto& w : d.workers) {
+    if (w->dp_rank() != 0) continue;  // every data-parallel replica holds the same weights
     w->context().activate();
     for (int c = 0; c < w->chunks(); ++c) {
       GptChunk& chunk = w->model(c);
       const Tensor host = to_host_f32(w->context(), chunk.params());
       for (const ParamInfo& p : chunk.layout().params()) {
-        const ParamInfo& dst = whole.find(p.name);  // a tied embedding: both copies hold the same values
-        std::copy_n(host.data_as<float>() + p.offset, p.numel(), out.data_as<float>() + dst.offset);
+        // A tied embedding or a tensor-replicated parameter: every copy holds the same values.
+        const ParamInfo& dst = whole.find(p.name);
+        shard_to_global(p, host.data_as<float>() + p.offset, out.data_as<float>() + dst.offset, dst.global_shape[0]);
       }
     }
   }

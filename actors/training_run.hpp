@@ -26,6 +26,10 @@
 namespace troupe::actors {
 
 struct ParallelConfig {
+  int tensor_size = 1;    // --tensor-model-parallel-size
+  int data_size = 1;      // devices / (tensor size * pipeline size)
+  bool sequence_parallel = false;      // --sequence-parallel
+  bool distributed_optimizer = false;  // --use-distributed-optimizer
   int pipeline_size = 1;  // --pipeline-model-parallel-size
   int virtual_chunks = 1;  // V; from --num-layers-per-virtual-pipeline-stage
   schedules::Schedule schedule = schedules::Schedule::one_f_one_b;
@@ -33,8 +37,8 @@ struct ParallelConfig {
 };
 
 struct DeviceConfig {
-  bool cuda = false;    // GPUs (one per stage) or CPU devices
-  int cpu_devices = 0;  // --cpu-devices; 0: one per pipeline stage
+  bool cuda = false;    // GPUs or CPU devices; one rank (TP x DP x PP) per device
+  int cpu_devices = 0;  // CPU devices (threads with their own memory); 0: one per rank
   DType compute = DType::f32;  // f32 on CPU devices; bf16 or f16 on GPUs
 };
 

@@ -47,10 +47,14 @@ void read_into(const CheckpointReader& r, const std::string& name, const Shape& 
 std::string TrainingRun::save_checkpoint(const std::string& root, bool optimizer) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),
+               "checkpoints of tensor-parallel runs and of the distributed optimizer are not implemented yet "
+               "(--tensor-model-parallel-size ", d.T, ", --use-distributed-optimizer)");
   CheckpointWriter writer(root, d.iteration);
   std::set<std::string> written;  // a tied embedding lives on two stages: written once
   int64_t step = -1;
   for (const auto& w : d.workers) {
+    if (w->dp_rank() != 0) continue;  // data-parallel replicas hold the same state
     w->context().activate();
     for (int c = 0; c < w->chunks(); ++c) {
       Optimizer& opt = w->optimizer(c);
@@ -79,8 +83,8 @@ std::string TrainingRun::save_checkpoint(const std::string& root, bool optimizer
   meta.parallel_layout = {{"pipeline_model_parallel_size", d.P},
                           {"virtual_pipeline_chunks", d.V},
                           {"pipeline_schedule", schedules::schedule_name(d.config.parallel.schedule)},
-                          {"tensor_model_parallel_size", 1},
-                          {"data_parallel_size", 1}};
+                          {"tensor_model_parallel_size", d.T},
+                          {"data_parallel_size", d.D}};
   meta.rng_state = {{"seed", d.config.seed}};
   nlohmann::json scaler = nullptr;
   if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get())) {
@@ -101,6 +105,9 @@ void TrainingRun::load_checkpoint(const std::string& root, bool optimizer) {
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ",
                d.iteration, " iterations");
+  TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),
+               "loading checkpoints into tensor-parallel runs or the distributed optimizer is not implemented yet "
+               "(--tensor-model-parallel-size ", d.T, ", --use-distributed-optimizer)");
   const CheckpointReader r = CheckpointReader::open(root);
   const CheckpointMetadata& meta = r.metadata();
   check_model_config(to_json(d.config.model), meta.model_config, r.dir());

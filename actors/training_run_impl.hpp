@@ -14,6 +14,7 @@
 #include "actors/messages.hpp"
 #include "actors/stage_worker.hpp"
 #include "actors/trainer_actor.hpp"
+#include "kernels/collectives.hpp"
 #include "actors/training_run.hpp"
 #include "model/loss_scaler.hpp"
 
@@ -21,11 +22,13 @@ namespace troupe::actors {
 
 struct TrainingRun::Impl {
   TrainingConfig config;
-  int P = 1, V = 1, M = 1;
+  int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
+  int T = 1, D = 1;
+  std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<StageWorker>> workers;
   std::vector<std::unique_ptr<Channel>> channels;
-  std::unique_ptr<PairReducer> tied;
+  std::vector<std::unique_ptr<PairReducer>> tied;  // per (data rank, tensor rank) pipeline
   std::shared_ptr<schedules::TraceWriter> trace;
   caf::actor_system_config caf_config;
   std::unique_ptr<caf::actor_system> system;
@@ -37,6 +40,8 @@ struct TrainingRun::Impl {
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
 
   void build_stages();
+  // Stage actors and workers are indexed by global rank: tp + T * (dp + D * stage).
+  size_t rank(int stage, int dp, int tp) const { return size_t(tp + T * (dp + D * stage)); }
   template <typename... Ts>
   TrainerReply ask(Ts... xs);
   void shutdown();

@@ -45,11 +45,13 @@ struct TrainOptions {
   int64_t vocab_size = 0;
   bool mock_data = false, eod_mask_loss = false;
   int pipeline_size = 1, layers_per_virtual_stage = 0, group_size = 0;
+  int tensor_size = 1;
+  bool sequence_parallel = false, distributed_optimizer = false;
   std::string schedule = "1f1b", device = "auto";
   std::string save, load;  // --save / --load checkpoint directories
   int64_t save_interval = 0;
   bool no_save_optim = false, no_load_optim = false;
-  int cpu_devices = 0;
+  int devices = 0;  // 0: tensor x pipeline size (data-parallel size 1)
   int64_t eval_interval = 1000, eval_iters = 10, log_interval = 10;
   uint64_t seed = 1234;
   std::string trace;
@@ -157,6 +159,18 @@ int train(const TrainOptions& o) {
   actors::TrainingConfig cfg;
   cfg.model = model;
   cfg.parallel.pipeline_size = o.pipeline_size;
+  cfg.parallel.tensor_size = o.tensor_size;
+  // Megatron's layout: data-parallel size = devices / (tensor size x pipeline size).
+  TROUPE_CHECK(o.tensor_size >= 1 && o.pipeline_size >= 1, "--tensor-model-parallel-size (", o.tensor_size,
+               ") and --pipeline-model-parallel-size (", o.pipeline_size, ") must be >= 1");
+  const int model_parallel = o.tensor_size * o.pipeline_size;
+  const int devices = o.devices > 0 ? o.devices : model_parallel;
+  TROUPE_CHECK(devices % model_parallel == 0, "--devices (", devices,
+               ") must be a multiple of --tensor-model-parallel-size (", o.tensor_size,
+               ") times --pipeline-model-parallel-size (", o.pipeline_size, ")");
+  cfg.parallel.data_size = devices / model_parallel;
+  cfg.parallel.sequence_parallel = o.sequence_parallel && o.tensor_size > 1;
+  cfg.parallel.distributed_optimizer = o.distributed_optimizer;
   cfg.parallel.schedule = schedules::schedule_from_name(o.schedule);
   if (o.layers_per_virtual_stage > 0) {
     const int per_stage = model.num_layers / std::max(o.pipeline_size, 1);
@@ -167,7 +181,7 @@ int train(const TrainOptions& o) {
   }
   cfg.parallel.group_size = o.group_size;
   cfg.devices.cuda = cuda;
-  cfg.devices.cpu_devices = o.cpu_devices;
+  cfg.devices.cpu_devices = cuda ? 0 : devices;
   cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
   cfg.optimizer.adam = {.lr = 0, .beta1 = float(o.adam_beta1), .beta2 = float(o.adam_beta2),
                         .eps = float(o.adam_eps), .weight_decay = float(o.weight_decay)};
@@ -187,10 +201,12 @@ int train(const TrainOptions& o) {
               "%.2fM parameters\n",
               model.num_layers, model.hidden_size, model.num_attention_heads, model.query_groups(), model.seq_length,
               long(model.vocab_size), long(model.padded_vocab_size()), double(model.num_parameters()) / 1e6);
-  std::printf("  %s, pipeline %d x %d chunks (%s), micro batch %ld, global batch %ld, %ld iterations, %s\n",
-              cuda ? "GPUs" : "CPU devices", o.pipeline_size, cfg.parallel.virtual_chunks,
-              schedules::schedule_name(cfg.parallel.schedule), long(o.micro_batch_size), long(gbs),
-              long(o.train_iters), dtype_name(cfg.devices.compute));
+  std::printf("  %d %s: tensor %d%s x pipeline %d x %d chunks (%s) x data %d%s, micro batch %ld, global batch %ld, "
+              "%ld iterations, %s\n",
+              devices, cuda ? "GPUs" : "CPU devices", o.tensor_size, cfg.parallel.sequence_parallel ? " (sequence)" : "",
+              o.pipeline_size, cfg.parallel.virtual_chunks, schedules::schedule_name(cfg.parallel.schedule),
+              cfg.parallel.data_size, cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "",
+              long(o.micro_batch_size), long(gbs), long(o.train_iters), dtype_name(cfg.devices.compute));
   std::fflush(stdout);
 
   actors::TrainingRun run(cfg, std::move(train_loader), std::move(valid_loader));
@@ -216,7 +232,6 @@ int train(const TrainOptions& o) {
 
   const double flops_per_token = 6.0 * double(model.num_parameters()) +
                                  12.0 * model.num_layers * model.hidden_size * double(model.seq_length);
-  const int devices = cuda ? o.pipeline_size : std::max(o.cpu_devices, o.pipeline_size);
   LogWindow window{.train_iters = o.train_iters, .global_batch_size = gbs};
   double window_seconds = 0, window_loss = 0, window_norm = 0, total_seconds = 0, last_loss = 0;
   int64_t window_count = 0;
@@ -343,7 +358,13 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size);
   cmd->add_option("--pipeline-schedule", o->schedule, "1f1b (default) or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--cpu-devices", o->cpu_devices, "CPU devices in this process (default: one per stage)");
+  cmd->add_option("--devices,--cpu-devices", o->devices,
+                  "devices of this run (GPUs or CPU devices); data-parallel size = devices / (TP x PP); "
+                  "default TP x PP");
+  cmd->add_option("--tensor-model-parallel-size", o->tensor_size);
+  cmd->add_flag("--sequence-parallel", o->sequence_parallel, "shard norms/dropout/residuals along the sequence (TP > 1)");
+  cmd->add_flag("--use-distributed-optimizer", o->distributed_optimizer,
+                "shard fp32 master weights and Adam moments over the data-parallel ranks (ZeRO-1)");
   cmd->add_option("--eval-interval", o->eval_interval);
   cmd->add_option("--eval-iters", o->eval_iters);
   cmd->add_option("--log-interval", o->log_interval);

@@ -11,6 +11,16 @@ int64_t GptConfig::padded_vocab_size(int tensor_parallel_size) const {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+void GptConfig::validate_tensor_parallel(int tp) const {
+  TROUPE_CHECK(tp >= 1, "--tensor-model-parallel-size must be >= 1, got ", tp);
+  TROUPE_CHECK(num_attention_heads % tp == 0, "--num-attention-heads (", num_attention_heads,
+               ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  TROUPE_CHECK(query_groups() % tp == 0, "--num-query-groups (", query_groups(),
+               ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  TROUPE_CHECK(ffn() % tp == 0, "--ffn-hidden-size (", ffn(), ") must be divisible by --tensor-model-parallel-size (",
+               tp, ")");
+}
+
 void GptConfig::validate() const {
   TROUPE_CHECK(num_layers > 0, "--num-layers must be positive, got ", num_layers);
   TROUPE_CHECK(hidden_size > 0, "--hidden-size must be positive, got ", hidden_size);

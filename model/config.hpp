@@ -54,6 +54,8 @@ struct GptConfig {
 
   // Throws troupe::Error naming the Megatron flag that is wrong.
   void validate() const;
+  // Throws naming the sizes when heads, query groups or the MLP do not split over `tp` ranks.
+  void validate_tensor_parallel(int tp) const;
   // Parameter count (the padded vocabulary included).
   int64_t num_parameters() const;
 

@@ -1,8 +1,11 @@
 #include "model/gpt_chunk.hpp"
 
+#include <algorithm>
+
 #include "kernels/check.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/op_profiler.hpp"
+#include "kernels/vocab_parallel_cross_entropy.hpp"
 
 namespace troupe {
 
@@ -10,24 +13,35 @@ namespace troupe {
 // runs one op at a time on its stream, so nothing here outlives the op sequence using it.
 struct GptChunk::Scratch {
   int64_t batch = 0, seq = 0;
-  Tensor hidden;   // [N, C]  projection output before dropout + residual add
-  Tensor dres;     // [N, C]  gradient of the residual stream
-  Tensor dhidden;  // [N, C]  gradient of a norm's output / a dropped-out projection
-  Tensor dattn;    // [N, H*D]
-  Tensor dqkv;     // [N, (H+2G)*D]
-  Tensor dfc1;     // [N, F or 2F]
-  Tensor dact;     // [N, F]
+  Tensor hidden;        // [N, C]  a projection's output (partial sums under TP) before dropout + residual add
+  Tensor hidden_local;  // [N/TP, C] its reduce-scattered rows (sequence parallelism)
+  Tensor dres;          // [rows, C] gradient of the residual stream (this rank's rows)
+  Tensor dlocal;        // [rows, C] a dropped-out gradient / reduce-scattered norm gradient
+  Tensor dfull;         // [N, C]  all rows of a gradient (sequence parallelism)
+  Tensor dhidden;       // [N, C]  gradient of a norm's output (partial sums under TP)
+  Tensor dattn;         // [N, H*D / TP]
+  Tensor dqkv;          // [N, (H+2G)*D / TP]
+  Tensor dfc1;          // [N, (F or 2F) / TP]
+  Tensor dact;          // [N, F / TP]
+  Tensor row_max, sum_exp, target_logit;  // f32 [N] vocabulary-parallel loss
 };
 
-GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute)
-    : ctx_(ctx), layout_(config, spec), compute_(compute) {
+GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute,
+                   TensorParallel tp, int64_t buffer_multiple)
+    : ctx_(ctx), tp_(tp), layout_(config, spec, tp.shard), compute_(compute) {
   if (ctx.is_cuda())
     TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "CUDA model chunks compute in bf16 or f16, not ",
                  dtype_name(compute));
   else
     TROUPE_CHECK(compute == DType::f32, "CPU model chunks compute in f32, not ", dtype_name(compute));
-  params_ = Tensor::zeros(ctx, compute, {layout_.size()});
-  grads_ = Tensor::zeros(ctx, DType::f32, {layout_.size()});
+  TROUPE_CHECK(tp.shard.size == 1 || (tp.comm != nullptr && tp.comm->size() == tp.shard.size &&
+                                      tp.comm->rank() == tp.shard.rank),
+               "GptChunk: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,
+               " needs the group's collectives");
+  TROUPE_CHECK(buffer_multiple >= 1, "GptChunk: buffer multiple ", buffer_multiple);
+  const int64_t size = (layout_.size() + buffer_multiple - 1) / buffer_multiple * buffer_multiple;
+  params_ = Tensor::zeros(ctx, compute, {size});
+  grads_ = Tensor::zeros(ctx, DType::f32, {size});
   for (int i = 0; i < layout_.num_layers(); ++i) {
     layer_params_.push_back(layout_.layer(params_, layout_.first_layer() + i));
     layer_grads_.push_back(layout_.layer(grads_, layout_.first_layer() + i));
@@ -40,6 +54,18 @@ GptChunk::~GptChunk() = default;
 
 void GptChunk::zero_grads() { fill_zero(ctx_, grads_); }
 
+Shape GptChunk::hidden_shape(int64_t batch, int64_t seq) const {
+  const int64_t C = config().hidden_size;
+  if (!sharded_rows()) return {batch, seq, C};
+  return {batch * seq / tp_.shard.size, C};
+}
+
+void GptChunk::reduce_sequence_parallel_grads() {
+  if (!sharded_rows()) return;
+  for (const ParamInfo& p : layout_.params())
+    if (p.norm) tp_.comm->all_reduce(ctx_, grads_.slice(p.offset, {p.numel()}));
+}
+
 void GptChunk::init_weights(uint64_t seed) {
   Tensor host = Tensor::host(DType::f32, {layout_.size()});
   init_params(layout_, seed, host);
@@ -50,7 +76,7 @@ void GptChunk::load_weights(const Tensor& host_f32) {
   TROUPE_CHECK(host_f32.numel() == layout_.size() && host_f32.dtype() == DType::f32 && !host_f32.is_cuda(),
                "load_weights: expected a host f32 buffer of ", layout_.size(), " elements, got ", host_f32.str());
   Tensor dev = to_device(ctx_, host_f32, compute_);
-  copy(ctx_, dev, params_);
+  copy(ctx_, dev, params_.slice(0, {layout_.size()}));
   ctx_.synchronize();
 }
 
@@ -60,20 +86,56 @@ Tensor GptChunk::device_tokens(const Tensor& t) {
   return to_device(ctx_, t, DType::i32);
 }
 
+Tensor GptChunk::rows_of(const Tensor& full) const {
+  if (!sharded_rows()) return full;
+  const int64_t n = local_rows(full.dim(0)), w = full.dim(1);
+  return full.slice(int64_t(tp_.shard.rank) * n * w, {n, w});
+}
+
+Tensor GptChunk::reduce_rows(const Tensor& partial, const Tensor& local_dst) {
+  if (tp_.shard.size == 1) return partial;
+  if (!sharded_rows()) {
+    tp_.comm->all_reduce(ctx_, partial);
+    return partial;
+  }
+  tp_.comm->reduce_scatter(ctx_, partial, local_dst);
+  return local_dst;
+}
+
+Tensor GptChunk::gather_rows(const Tensor& local, const Tensor& full_dst) {
+  if (!sharded_rows()) return local;
+  tp_.comm->all_gather(ctx_, local, full_dst);
+  return full_dst;
+}
+
+uint64_t GptChunk::row_offset(int64_t n, int64_t width) const {
+  return sharded_rows() ? uint64_t(tp_.shard.rank) * uint64_t(local_rows(n) * width) : 0;
+}
+
 GptChunk::Scratch& GptChunk::scratch(int64_t batch, int64_t seq) {
   if (scratch_ && scratch_->batch == batch && scratch_->seq == seq) return *scratch_;
   const GptConfig& c = config();
-  const int64_t n = batch * seq, C = c.hidden_size, F = c.ffn();
+  const int64_t n = batch * seq, C = c.hidden_size, F = layout_.local_ffn(), rows = local_rows(n);
   auto s = std::make_unique<Scratch>();
   s->batch = batch;
   s->seq = seq;
   s->hidden = Tensor::empty(ctx_, compute_, {n, C});
-  s->dres = Tensor::empty(ctx_, compute_, {n, C});
+  if (sharded_rows()) {
+    s->hidden_local = Tensor::empty(ctx_, compute_, {rows, C});
+    s->dfull = Tensor::empty(ctx_, compute_, {n, C});
+  }
+  s->dres = Tensor::empty(ctx_, compute_, {rows, C});
+  s->dlocal = Tensor::empty(ctx_, compute_, {rows, C});
   s->dhidden = Tensor::empty(ctx_, compute_, {n, C});
-  s->dattn = Tensor::empty(ctx_, compute_, {n, int64_t(c.num_attention_heads) * c.head_dim()});
-  s->dqkv = Tensor::empty(ctx_, compute_, {n, c.qkv_size()});
+  s->dattn = Tensor::empty(ctx_, compute_, {n, int64_t(layout_.local_heads()) * c.head_dim()});
+  s->dqkv = Tensor::empty(ctx_, compute_, {n, layout_.local_qkv_size()});
   s->dfc1 = Tensor::empty(ctx_, compute_, {n, c.swiglu ? 2 * F : F});
   s->dact = Tensor::empty(ctx_, compute_, {n, F});
+  if (tp_.shard.size > 1 && layout_.spec().post_process) {
+    s->row_max = Tensor::empty(ctx_, DType::f32, {n});
+    s->sum_exp = Tensor::empty(ctx_, DType::f32, {n});
+    s->target_logit = Tensor::empty(ctx_, DType::f32, {n});
+  }
   scratch_ = std::move(s);
   return *scratch_;
 }
@@ -87,34 +149,35 @@ ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
     }
   }
   const GptConfig& c = config();
-  const int64_t n = batch * seq, C = c.hidden_size, F = c.ffn(), H = c.num_attention_heads;
+  const int64_t n = batch * seq, C = c.hidden_size, F = layout_.local_ffn(), H = layout_.local_heads();
+  const int64_t rows = local_rows(n);
   auto a = std::make_unique<ChunkActivations>();
   a->batch = batch;
   a->seq = seq;
   auto act = [&](Shape s) { return Tensor::empty(ctx_, compute_, std::move(s)); };
   auto f32 = [&](Shape s) { return Tensor::empty(ctx_, DType::f32, std::move(s)); };
-  for (int i = 0; i <= layout_.num_layers(); ++i) a->residual.push_back(act({n, C}));
+  for (int i = 0; i <= layout_.num_layers(); ++i) a->residual.push_back(act({rows, C}));
   for (int i = 0; i < layout_.num_layers(); ++i) {
     LayerActivations l;
-    l.ln1 = act({n, C});
-    l.ln1_mean = f32({n});
-    l.ln1_rstd = f32({n});
-    l.qkv = act({n, c.qkv_size()});
+    l.ln1 = act({n, C});  // all rows: the column-parallel GEMM's input
+    l.ln1_mean = f32({rows});
+    l.ln1_rstd = f32({rows});
+    l.qkv = act({n, layout_.local_qkv_size()});
     l.attn = act({n, H * c.head_dim()});
     l.lse = f32({batch, H, seq});
-    l.x_mid = act({n, C});
+    l.x_mid = act({rows, C});
     l.ln2 = act({n, C});
-    l.ln2_mean = f32({n});
-    l.ln2_rstd = f32({n});
+    l.ln2_mean = f32({rows});
+    l.ln2_rstd = f32({rows});
     l.fc1 = act({n, c.swiglu ? 2 * F : F});
     l.act = act({n, F});
     a->layers.push_back(std::move(l));
   }
   if (layout_.spec().post_process) {
     a->lnf = act({n, C});
-    a->lnf_mean = f32({n});
-    a->lnf_rstd = f32({n});
-    a->logits = act({n, c.padded_vocab_size()});
+    a->lnf_mean = f32({rows});
+    a->lnf_rstd = f32({rows});
+    a->logits = act({n, layout_.local_vocab()});
     a->losses = f32({n});
   }
   return a;
@@ -155,13 +218,19 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
                                  const ForwardOptions& o) {
   const GptConfig& c = config();
   const ChunkSpec& spec = layout_.spec();
-  const int64_t B = input.dim(0), T = input.dim(1), C = c.hidden_size;
+  const bool tp = tp_.shard.size > 1;
+  const bool rows_input = !spec.pre_process && sharded_rows();
+  TROUPE_CHECK(!rows_input || (o.batch > 0 && o.seq > 0),
+               "forward: sequence-parallel hidden rows need the microbatch shape in the options");
+  const int64_t B = rows_input ? o.batch : input.dim(0), T = rows_input ? o.seq : input.dim(1), C = c.hidden_size;
   TROUPE_CHECK(T <= c.seq_length || c.position_embedding_type == PositionEmbedding::rope,
                "forward: sequence length ", T, " exceeds --seq-length ", c.seq_length);
+  TROUPE_CHECK(!sharded_rows() || (B * T) % tp_.shard.size == 0, "sequence parallelism: the ", B * T,
+               " tokens of a microbatch do not split over ", tp_.shard.size, " tensor-parallel ranks");
   ActivationsPtr a = acquire(B, T);
   a->dropout_seed = o.dropout_seed;
   a->has_grad = o.training;
-  const int64_t n = B * T;
+  const int64_t n = a->rows();
   const OuterTensors& p = outer_params_;
 
   if (spec.pre_process) {
@@ -169,13 +238,21 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
     expect_shape("GptChunk::forward", "tokens", a->tokens, {B, T});
     {
       auto t = timed("embedding.fwd");
-      embedding_forward(ctx_, a->tokens, p.wte, p.wpe, a->residual[0].view({B, T, C}));
+      if (!tp) {
+        embedding_forward(ctx_, a->tokens, p.wte, p.wpe, a->residual[0].view({B, T, C}));
+      } else {
+        // Each rank looks up its vocabulary rows (zeros elsewhere); rank 0 adds the positions.
+        Scratch& tmp = scratch(B, T);
+        embedding_forward(ctx_, a->tokens, p.wte, tp_.shard.rank == 0 ? p.wpe : Tensor(),
+                          tmp.hidden.view({B, T, C}), 0, VocabShard{true, layout_.vocab_start()});
+        copy(ctx_, reduce_rows(tmp.hidden, a->residual[0]), a->residual[0]);
+      }
     }
     if (o.training && c.hidden_dropout > 0)
       dropout_forward(ctx_, a->residual[0], a->residual[0], c.hidden_dropout, o.dropout_seed,
-                      dropout_offset(0, n, C));
+                      dropout_offset(0, n, C) + row_offset(n, C));
   } else {
-    expect_shape("GptChunk::forward", "input", input, {B, T, C});
+    expect_shape("GptChunk::forward", "input", input, hidden_shape(a->batch, a->seq));
     expect_dtype("GptChunk::forward", "input", input, compute_);
     copy(ctx_, input, a->residual[0]);
   }
@@ -184,13 +261,14 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
 
   const Tensor& x_out = a->residual[size_t(layout_.num_layers())];
   if (!spec.post_process) {
-    expect_shape("GptChunk::forward", "output", output, {B, T, C});
+    expect_shape("GptChunk::forward", "output", output, hidden_shape(a->batch, a->seq));
     copy(ctx_, x_out, output);
     return a;
   }
   {
     auto t = timed("lnf.fwd");
-    norm_forward(x_out, p.lnf_w, p.lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd);
+    norm_forward(x_out, p.lnf_w, p.lnf_b, rows_of(a->lnf), a->lnf_mean, a->lnf_rstd);
+    gather_rows(rows_of(a->lnf), a->lnf);
   }
   {
     auto t = timed("lm_head.fwd");
@@ -198,19 +276,37 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
   }
   if (targets.defined()) {
     a->targets = device_tokens(targets);
-    expect_shape("GptChunk::forward", "targets", a->targets, {B, T});
-    const Tensor flat_targets = a->targets.view({n});
-    if (o.training) {
-      auto t = timed("cross_entropy");
-      cross_entropy_forward_backward(ctx_, a->logits, flat_targets, c.vocab_size, o.loss_grad_scale, a->losses);
-    } else {
-      auto t = timed("cross_entropy");
-      cross_entropy_forward(ctx_, a->logits, flat_targets, c.vocab_size, a->losses);
-    }
+    expect_shape("GptChunk::forward", "targets", a->targets, {a->batch, a->seq});
+    auto t = timed("cross_entropy");
+    loss(*a, o);
   } else {
     TROUPE_CHECK(!o.training, "forward: a training forward of the last chunk needs targets");
   }
   return a;
+}
+
+void GptChunk::loss(ChunkActivations& a, const ForwardOptions& o) {
+  const GptConfig& c = config();
+  const int64_t n = a.rows();
+  const Tensor flat_targets = a.targets.view({n});
+  if (tp_.shard.size == 1) {
+    if (o.training)
+      cross_entropy_forward_backward(ctx_, a.logits, flat_targets, c.vocab_size, o.loss_grad_scale, a.losses);
+    else
+      cross_entropy_forward(ctx_, a.logits, flat_targets, c.vocab_size, a.losses);
+    return;
+  }
+  // Vocabulary-parallel: global row max, then the global softmax denominator and target logit.
+  Scratch& tmp = scratch(a.batch, a.seq);
+  const int64_t start = layout_.vocab_start();
+  const int64_t valid = std::clamp(c.vocab_size - start, int64_t(0), layout_.local_vocab());
+  vocab_parallel_max(ctx_, a.logits, valid, tmp.row_max);
+  tp_.comm->all_reduce(ctx_, tmp.row_max, ReduceOp::max);
+  vocab_parallel_sum_exp(ctx_, a.logits, flat_targets, start, valid, tmp.row_max, tmp.sum_exp, tmp.target_logit);
+  tp_.comm->all_reduce(ctx_, tmp.sum_exp);
+  tp_.comm->all_reduce(ctx_, tmp.target_logit);
+  vocab_parallel_loss(ctx_, a.logits, flat_targets, start, valid, tmp.row_max, tmp.sum_exp, tmp.target_logit,
+                      o.loss_grad_scale, o.training, a.losses);
 }
 
 void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o) {
@@ -223,42 +319,47 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const Tensor& x = a.residual[size_t(i)];
   const Tensor& y = a.residual[size_t(i) + 1];
   const bool drop = o.training && c.hidden_dropout > 0;
+  const bool rank0 = tp_.shard.rank == 0;  // adds the row-parallel biases (once, before the reduction)
+  const int Hl = layout_.local_heads(), Gl = layout_.local_query_groups();
 
   // Attention block: x_mid = x + dropout(proj(attention(rope(qkv(norm(x))))))
   {
     auto t = timed("ln1.fwd");
-    norm_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
+    norm_forward(x, w.ln1_w, w.ln1_b, rows_of(s.ln1), s.ln1_mean, s.ln1_rstd);
+    gather_rows(rows_of(s.ln1), s.ln1);
   }
   {
     auto t = timed("qkv.fwd");
     linear_forward(ctx_, s.ln1, w.qkv_w, w.qkv_b, s.qkv);
   }
-  const Tensor qkv3 = s.qkv.view({B, T, int64_t(c.qkv_size())});
+  const Tensor qkv3 = s.qkv.view({B, T, int64_t(layout_.local_qkv_size())});
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.fwd");
-    rope_apply(ctx_, qkv3, {c.num_attention_heads, c.query_groups(), c.head_dim(), c.rotary_base, 0}, false);
+    rope_apply(ctx_, qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0}, false);
   }
-  const AttentionConfig ac{c.num_attention_heads, c.query_groups(), c.head_dim(), 0.0f};
+  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f};
   {
     auto t = timed("attention.fwd");
     attention_forward(ctx_, qkv3, ac, s.attn.view({B, T, s.attn.dim(1)}), s.lse);
   }
+  Tensor h;
   {
     auto t = timed("proj.fwd");
-    linear_forward(ctx_, s.attn, w.proj_w, w.proj_b, tmp.hidden);
+    linear_forward(ctx_, s.attn, w.proj_w, rank0 ? w.proj_b : Tensor(), tmp.hidden);
+    h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
   if (drop)
-    dropout_forward(ctx_, tmp.hidden, tmp.hidden, c.hidden_dropout, o.dropout_seed,
-                    dropout_offset(1 + 2 * l, n, C));
+    dropout_forward(ctx_, h, h, c.hidden_dropout, o.dropout_seed, dropout_offset(1 + 2 * l, n, C) + row_offset(n, C));
   {
     auto t = timed("residual.fwd");
-    add(ctx_, x, tmp.hidden, s.x_mid);
+    add(ctx_, x, h, s.x_mid);
   }
 
   // MLP block: y = x_mid + dropout(fc2(act(fc1(norm(x_mid)))))
   {
     auto t = timed("ln2.fwd");
-    norm_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
+    norm_forward(s.x_mid, w.ln2_w, w.ln2_b, rows_of(s.ln2), s.ln2_mean, s.ln2_rstd);
+    gather_rows(rows_of(s.ln2), s.ln2);
   }
   {
     auto t = timed("fc1.fwd");
@@ -273,14 +374,14 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   }
   {
     auto t = timed("fc2.fwd");
-    linear_forward(ctx_, s.act, w.fc2_w, w.fc2_b, tmp.hidden);
+    linear_forward(ctx_, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden);
+    h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
   if (drop)
-    dropout_forward(ctx_, tmp.hidden, tmp.hidden, c.hidden_dropout, o.dropout_seed,
-                    dropout_offset(2 + 2 * l, n, C));
+    dropout_forward(ctx_, h, h, c.hidden_dropout, o.dropout_seed, dropout_offset(2 + 2 * l, n, C) + row_offset(n, C));
   {
     auto t = timed("residual.fwd");
-    add(ctx_, s.x_mid, tmp.hidden, y);
+    add(ctx_, s.x_mid, h, y);
   }
 }
 
@@ -294,19 +395,21 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
   const OuterTensors& g = outer_grads_;
 
   if (spec.post_process) {
-    // a.logits holds dlogits (the fused loss wrote them during forward).
+    // a.logits holds dlogits (the loss wrote them during forward).
+    Tensor dln;
     {
       auto t = timed("lm_head.bwd");
       linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, g.output, Tensor());
+      dln = reduce_rows(tmp.dhidden, tmp.dlocal);
     }
     fill_zero(ctx_, tmp.dres);
     {
       auto t = timed("lnf.bwd");
-      norm_backward(tmp.dhidden, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres,
+      norm_backward(dln, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres,
                     g.lnf_w, g.lnf_b);
     }
   } else {
-    expect_shape("GptChunk::backward", "doutput", doutput, {B, T, C});
+    expect_shape("GptChunk::backward", "doutput", doutput, hidden_shape(B, T));
     copy(ctx_, doutput, tmp.dres);
   }
 
@@ -314,13 +417,19 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
 
   if (spec.pre_process) {
     if (c.hidden_dropout > 0)
-      dropout_backward(ctx_, tmp.dres, tmp.dres, c.hidden_dropout, a.dropout_seed, dropout_offset(0, n, C));
+      dropout_backward(ctx_, tmp.dres, tmp.dres, c.hidden_dropout, a.dropout_seed,
+                       dropout_offset(0, n, C) + row_offset(n, C));
     {
       auto t = timed("embedding.bwd");
-      embedding_backward(ctx_, a.tokens, tmp.dres.view({B, T, C}), g.wte, g.wpe);
+      const Tensor dout = gather_rows(tmp.dres, tmp.dfull);
+      if (tp_.shard.size == 1)
+        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, g.wpe);
+      else
+        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, g.wpe, 0,
+                           VocabShard{true, layout_.vocab_start()});
     }
   } else {
-    expect_shape("GptChunk::backward", "dinput", dinput, {B, T, C});
+    expect_shape("GptChunk::backward", "dinput", dinput, hidden_shape(B, T));
     copy(ctx_, tmp.dres, dinput);
   }
   a.has_grad = false;
@@ -335,17 +444,19 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   Scratch& tmp = scratch(a.batch, a.seq);
   const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
   const bool drop = c.hidden_dropout > 0;
-  // tmp.dres holds d(loss)/d(y) on entry and d(loss)/d(x) on exit.
+  const int Hl = layout_.local_heads(), Gl = layout_.local_query_groups();
+  // tmp.dres holds d(loss)/d(y) on entry and d(loss)/d(x) on exit (this rank's rows).
 
   // MLP block.
-  Tensor dy_mlp = tmp.dres;
+  Tensor dy = tmp.dres;
   if (drop) {
-    dropout_backward(ctx_, tmp.dres, tmp.dhidden, c.hidden_dropout, a.dropout_seed, dropout_offset(2 + 2 * l, n, C));
-    dy_mlp = tmp.dhidden;
+    dropout_backward(ctx_, tmp.dres, tmp.dlocal, c.hidden_dropout, a.dropout_seed,
+                     dropout_offset(2 + 2 * l, n, C) + row_offset(n, C));
+    dy = tmp.dlocal;
   }
   {
     auto t = timed("fc2.bwd");
-    linear_backward(ctx_, dy_mlp, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+    linear_backward(ctx_, gather_rows(dy, tmp.dfull), s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
   }
   if (c.swiglu) {
     auto t = timed("act.bwd");
@@ -354,28 +465,32 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
     auto t = timed("act.bwd");
     gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
   }
+  Tensor dln;
   {
     auto t = timed("fc1.bwd");
     linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
+    dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {
     auto t = timed("ln2.bwd");
-    norm_backward(tmp.dhidden, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b);
+    norm_backward(dln, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b);
   }
 
   // Attention block.
-  Tensor dy_attn = tmp.dres;
+  dy = tmp.dres;
   if (drop) {
-    dropout_backward(ctx_, tmp.dres, tmp.dhidden, c.hidden_dropout, a.dropout_seed, dropout_offset(1 + 2 * l, n, C));
-    dy_attn = tmp.dhidden;
+    dropout_backward(ctx_, tmp.dres, tmp.dlocal, c.hidden_dropout, a.dropout_seed,
+                     dropout_offset(1 + 2 * l, n, C) + row_offset(n, C));
+    dy = tmp.dlocal;
   }
   {
     auto t = timed("proj.bwd");
-    linear_backward(ctx_, dy_attn, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+    linear_backward(ctx_, gather_rows(dy, tmp.dfull), s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
   }
-  const Tensor qkv3 = s.qkv.view({B, T, int64_t(c.qkv_size())});
-  const Tensor dqkv3 = tmp.dqkv.view({B, T, int64_t(c.qkv_size())});
-  const AttentionConfig ac{c.num_attention_heads, c.query_groups(), c.head_dim(), 0.0f};
+  const int64_t qkv_cols = layout_.local_qkv_size();
+  const Tensor qkv3 = s.qkv.view({B, T, qkv_cols});
+  const Tensor dqkv3 = tmp.dqkv.view({B, T, qkv_cols});
+  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f};
   {
     auto t = timed("attention.bwd");
     attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}), s.lse,
@@ -383,15 +498,16 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   }
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.bwd");
-    rope_apply(ctx_, dqkv3, {c.num_attention_heads, c.query_groups(), c.head_dim(), c.rotary_base, 0}, true);
+    rope_apply(ctx_, dqkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0}, true);
   }
   {
     auto t = timed("qkv.bwd");
     linear_backward(ctx_, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
+    dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {
     auto t = timed("ln1.bwd");
-    norm_backward(tmp.dhidden, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
+    norm_backward(dln, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
   }
 }
 

@@ -8,11 +8,19 @@
 //   ActivationsPtr a = chunk.forward(tokens, targets, {}, {.training = true, .loss_grad_scale = 1.0f / n});
 //   chunk.backward(*a, {}, {});   // gradients accumulate into chunk.grads()
 //   chunk.release(std::move(a));  // activation memory goes back to the pool
+//
+// Tensor parallelism (Megatron's): each rank of the group holds a ParamLayout shard; the
+// chunk runs the same ops on its shard with the group's collectives around the parallel
+// GEMMs (all-reduce after the row-parallel linears and the vocabulary-parallel embedding, and
+// of the column-parallel linears' input gradients). With sequence parallelism the residual
+// stream, norms, dropout and residual adds work on this rank's 1/T of the rows (of B*T), an
+// all-gather before each column-parallel GEMM and a reduce-scatter after each row-parallel one.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "kernels/collectives.hpp"
 #include "kernels/context.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/tensor.hpp"
@@ -26,14 +34,27 @@ struct ForwardOptions {
   bool training = true;         // dropout on; the loss gradient is produced (post-process)
   float loss_grad_scale = 1.0f;  // d(objective)/d(per-token loss), e.g. loss_scale / tokens in the batch
   uint64_t dropout_seed = 0;    // distinct per microbatch and step
+  // The microbatch shape [B, T], needed when the input is sequence-parallel rows [B*T/TP, C]
+  // (0: read from the input).
+  int64_t batch = 0, seq = 0;
 };
 
 using ActivationsPtr = std::unique_ptr<ChunkActivations>;
 
+// The chunk's tensor-parallel group.
+struct TensorParallel {
+  TensorShard shard;               // rank and size (--tensor-model-parallel-size)
+  bool sequence_parallel = false;  // --sequence-parallel
+  Collectives* comm = nullptr;     // the group's collectives (needed when shard.size > 1)
+};
+
 class GptChunk {
  public:
   // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
-  GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute);
+  // The flat buffers are padded to a multiple of `buffer_multiple` elements (the distributed
+  // optimizer splits them into equal data-parallel shards).
+  GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute,
+           TensorParallel tp = {}, int64_t buffer_multiple = 1);
   ~GptChunk();
   GptChunk(const GptChunk&) = delete;
   GptChunk& operator=(const GptChunk&) = delete;
@@ -42,9 +63,16 @@ class GptChunk {
   const ParamLayout& layout() const { return layout_; }
   const Context& context() const { return ctx_; }
   DType compute_dtype() const { return compute_; }
-  const Tensor& params() const { return params_; }  // [P] compute dtype
-  const Tensor& grads() const { return grads_; }    // [P] f32
+  const Tensor& params() const { return params_; }  // [P'] compute dtype (P' >= layout().size(): padding)
+  const Tensor& grads() const { return grads_; }    // [P'] f32
   void zero_grads();
+  const TensorParallel& tensor_parallel() const { return tp_; }
+  // The shape of the hidden states between chunks for a [batch, seq] microbatch: [B, T, C],
+  // or this rank's [B*T/TP, C] rows under sequence parallelism.
+  Shape hidden_shape(int64_t batch, int64_t seq) const;
+  // Sequence parallelism leaves each rank with its rows' part of the norm weights' gradients:
+  // sums them over the group (once per iteration, after the last backward).
+  void reduce_sequence_parallel_grads();
 
   // Megatron initialization (init_params) with the given seed, uploaded to the device.
   void init_weights(uint64_t seed);
@@ -78,9 +106,20 @@ class GptChunk {
   void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
                      const Tensor& dx, const Tensor& dw, const Tensor& db);
   Tensor device_tokens(const Tensor& t);
+  bool sharded_rows() const { return tp_.sequence_parallel && tp_.shard.size > 1; }
+  int64_t local_rows(int64_t n) const { return sharded_rows() ? n / tp_.shard.size : n; }
+  // This rank's rows of a full [N, C] tensor (all of it without sequence parallelism).
+  Tensor rows_of(const Tensor& full) const;
+  // Partial sums of a row-parallel output [N, C] -> the reduced rows this rank keeps.
+  Tensor reduce_rows(const Tensor& partial, const Tensor& local_dst);
+  // This rank's rows -> all rows (`local` may be rows_of(full_dst)).
+  Tensor gather_rows(const Tensor& local, const Tensor& full_dst);
+  void loss(ChunkActivations& a, const ForwardOptions& o);
+  uint64_t row_offset(int64_t n, int64_t width) const;  // dropout counters of this rank's first row
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
 
   const Context& ctx_;
+  TensorParallel tp_;
   ParamLayout layout_;
   DType compute_;
   Tensor params_, grads_;

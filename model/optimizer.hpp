@@ -24,9 +24,17 @@ struct StepResult {
   double grad_norm = 0.0;  // of the unscaled gradients (NaN when skipped)
 };
 
+// The elements [begin, end) of a chunk's flat buffers an optimizer owns: the distributed
+// optimizer's data-parallel shard (ZeRO-1). end < 0: the whole buffer.
+struct OptimizerShard {
+  int64_t begin = 0, end = -1;
+};
+
 class Optimizer {
  public:
-  Optimizer(GptChunk& chunk, const OptimizerConfig& config);
+  // With a shard, master weights and moments exist for the shard only; apply() updates the
+  // shard's parameters (the caller all-gathers them) from the shard's (reduce-scattered) gradients.
+  Optimizer(GptChunk& chunk, const OptimizerConfig& config, OptimizerShard shard = {});
 
   // Unscales the gradients by 1/loss_scale, clips, applies AdamW with `lr`, and zeroes
   // the gradients. Skips the update when any gradient is inf/nan.
@@ -39,15 +47,20 @@ class Optimizer {
   //   for each i: g.finite ? opt_i.apply(lr, clip, loss_scale) : opt_i.skip();
   // `exclude` names a parameter counted by another chunk (the second copy of a tied embedding).
   // Gradients are still multiplied by the loss scale. Synchronizes (the numbers go to the host).
+  // Counts the shard's elements only, and a parameter every tensor-parallel rank holds whole
+  // on rank 0 only.
   GradStats grad_stats(const std::string& exclude = "") const;
+  const OptimizerShard& shard() const { return shard_; }
   // AdamW with gradients * clip / loss_scale, then zeroes the gradients.
   void apply(float lr, float clip, float loss_scale);
   // A skipped step (inf/nan gradients): zeroes the gradients, parameters untouched.
   void skip();
   int64_t iteration() const { return step_; }
-  // Checkpoint load: host f32 [P] master weights and moments (same offsets as the params) and
-  // the step count; also rewrites the chunk's parameters from the master weights.
+  // Checkpoint load: host f32 master weights and moments of the whole chunk (layout().size()
+  // elements, the params' offsets) and the step count; rewrites the chunk's parameters from
+  // the master weights and keeps this optimizer's shard of the moments.
   void restore(const Tensor& master, const Tensor& exp_avg, const Tensor& exp_avg_sq, int64_t step);
+  // The shard's f32 state (elements [shard().begin, shard().end) of the flat buffers).
   const Tensor& master() const { return master_; }
   const Tensor& exp_avg() const { return m_; }
   const Tensor& exp_avg_sq() const { return v_; }
@@ -55,8 +68,9 @@ class Optimizer {
  private:
   GptChunk& chunk_;
   OptimizerConfig config_;
-  Tensor master_, m_, v_;  // f32 [P]
-  std::vector<ParamSegment> segments_;
+  OptimizerShard shard_;
+  Tensor master_, m_, v_;  // f32 [shard size]
+  std::vector<ParamSegment> segments_;  // relative to the shard
   int64_t step_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "model/param_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -14,55 +15,134 @@ constexpr int64_t kParamAlignment = 64;  // elements; Megatron's distributed-opt
 std::string layer_prefix(int l) { return "decoder.layers." + std::to_string(l) + "."; }
 }  // namespace
 
-ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec) : config_(config), spec_(spec) {
+ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp)
+    : config_(config), spec_(spec), tp_(tp) {
   config_.validate();
   TROUPE_CHECK(spec.first_layer >= 0 && spec.first_layer <= config.num_layers, "chunk first layer ", spec.first_layer,
                " is outside the model's ", config.num_layers, " layers");
   num_layers_ = spec.num_layers < 0 ? config.num_layers - spec.first_layer : spec.num_layers;
   TROUPE_CHECK(spec.first_layer + num_layers_ <= config.num_layers, "chunk layers [", spec.first_layer, ", ",
                spec.first_layer + num_layers_, ") exceed the model's ", config.num_layers, " layers");
-
   const GptConfig& c = config_;
-  const int64_t C = c.hidden_size, Vp = c.padded_vocab_size();
+  const int T = tp.size;
+  c.validate_tensor_parallel(T);
+  TROUPE_CHECK(tp.rank >= 0 && tp.rank < T, "tensor-parallel rank ", tp.rank, " of ", T);
+
+  const int64_t C = c.hidden_size, Vp = padded_vocab(), D = c.head_dim(), H = c.num_attention_heads,
+                G = c.query_groups(), F = c.ffn(), r = tp.rank;
+  const int64_t Hl = H / T, Gl = G / T, Fl = F / T, Vl = Vp / T;
   const bool ln = c.normalization == Normalization::layernorm;
   const bool bias = c.has_bias();
   auto norm = [&](const std::string& prefix) {
-    add(prefix + ".weight", {C}, false, ParamInit::ones);
-    if (ln) add(prefix + ".bias", {C}, false, ParamInit::zeros);
+    add(prefix + ".weight", {C}, false, ParamInit::ones).norm = true;
+    if (ln) add(prefix + ".bias", {C}, false, ParamInit::zeros).norm = true;
   };
-  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, ParamInit init) {
-    add(prefix + ".weight", {out, in}, true, init);
-    if (bias) add(prefix + ".bias", {out}, false, ParamInit::zeros);
+  // Column-parallel: rows split into `pieces`; the bias split the same way.
+  auto column = [&](const std::string& prefix, int64_t out, std::vector<std::pair<int64_t, int64_t>> pieces) {
+    split(add(prefix + ".weight", {out, C}, true, ParamInit::normal), 0, pieces);
+    if (bias) split(add(prefix + ".bias", {out}, false, ParamInit::zeros), 0, pieces);
+  };
+  // Row-parallel: columns split (one contiguous piece); the bias is replicated.
+  auto row = [&](const std::string& prefix, int64_t in) {
+    split(add(prefix + ".weight", {C, in}, true, ParamInit::scaled_normal), 1, {{r * in / T, in / T}});
+    if (bias) add(prefix + ".bias", {C}, false, ParamInit::zeros);
+  };
+  auto vocab = [&](const std::string& name) {
+    split(add(name, {Vp, C}, true, ParamInit::normal), 0, {{r * Vl, Vl}});
   };
 
   // Reverse forward order: what backward finishes first comes first.
   if (spec.post_process) {
-    if (c.untie_embeddings_and_output_weights) add("output_layer.weight", {Vp, C}, true, ParamInit::normal);
+    if (c.untie_embeddings_and_output_weights) vocab("output_layer.weight");
     norm("decoder.final_layernorm");
   }
   for (int l = spec.first_layer + num_layers_ - 1; l >= spec.first_layer; --l) {
     const std::string p = layer_prefix(l);
-    linear(p + "mlp.linear_fc2", C, c.ffn(), ParamInit::scaled_normal);
-    linear(p + "mlp.linear_fc1", c.swiglu ? 2 * int64_t(c.ffn()) : c.ffn(), C, ParamInit::normal);
+    row(p + "mlp.linear_fc2", F);
+    if (c.swiglu)  // [gate; up]: each rank takes its part of both halves
+      column(p + "mlp.linear_fc1", 2 * F, {{r * Fl, Fl}, {F + r * Fl, Fl}});
+    else
+      column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}});
     norm(p + "pre_mlp_layernorm");
-    linear(p + "self_attention.linear_proj", C, int64_t(c.num_attention_heads) * c.head_dim(), ParamInit::scaled_normal);
-    linear(p + "self_attention.linear_qkv", c.qkv_size(), C, ParamInit::normal);
+    row(p + "self_attention.linear_proj", H * D);
+    // [Q of H heads; K of G groups; V of G groups]: each rank takes its heads and groups.
+    column(p + "self_attention.linear_qkv", c.qkv_size(),
+           {{r * Hl * D, Hl * D}, {H * D + r * Gl * D, Gl * D}, {(H + G) * D + r * Gl * D, Gl * D}});
     norm(p + "input_layernorm");
   }
   if (spec.pre_process) {
     if (c.position_embedding_type == PositionEmbedding::learned_absolute)
       add("embedding.position_embeddings.weight", {c.max_positions(), C}, true, ParamInit::normal);
-    add("embedding.word_embeddings.weight", {Vp, C}, true, ParamInit::normal);
+    vocab("embedding.word_embeddings.weight");
   }
   // A chunk holding the output layer but not the embedding still needs the tied weight.
   if (spec.post_process && !spec.pre_process && !c.untie_embeddings_and_output_weights)
-    add("embedding.word_embeddings.weight", {Vp, C}, true, ParamInit::normal);
+    vocab("embedding.word_embeddings.weight");
 }
 
-void ParamLayout::add(const std::string& name, Shape shape, bool decay, ParamInit init) {
-  ParamInfo p{name, std::move(shape), size_, decay, init};
+ParamInfo& ParamLayout::add(const std::string& name, Shape shape, bool decay, ParamInit init) {
+  ParamInfo p;
+  p.name = name;
+  p.shape = shape;
+  p.offset = size_;
+  p.decay = decay;
+  p.init = init;
+  p.global_shape = std::move(shape);
   size_ += (p.numel() + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
   params_.push_back(std::move(p));
+  return params_.back();
+}
+
+void ParamLayout::split(ParamInfo& p, int dim, std::vector<std::pair<int64_t, int64_t>> pieces) {
+  if (tp_.size == 1) return;  // the whole tensor: nothing to record
+  TROUPE_CHECK(params_.back().name == p.name, "ParamLayout::split: only the last-added parameter");
+  int64_t local = 0;
+  for (const auto& [start, len] : pieces) local += len;
+  size_ = p.offset;  // re-add with the shard's size
+  p.shape[size_t(dim)] = local;
+  p.split_dim = dim;
+  p.pieces = std::move(pieces);
+  size_ += (p.numel() + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+}
+
+namespace {
+// Visits the runs a shard shares with the global tensor: (global element, shard element, count).
+template <typename F>
+void for_each_run(const ParamInfo& p, int64_t global_rows, F&& f) {
+  const int64_t rows = global_rows < 0 ? p.global_shape[0] : global_rows;
+  if (p.replicated()) {
+    const int64_t inner = p.global_numel() / p.global_shape[0];
+    f(int64_t(0), int64_t(0), std::min(rows, p.global_shape[0]) * inner);
+    return;
+  }
+  if (p.split_dim == 0) {
+    const int64_t inner = p.global_numel() / p.global_shape[0];
+    int64_t at = 0;
+    for (const auto& [start, len] : p.pieces) {
+      const int64_t n = std::clamp(rows - start, int64_t(0), len);
+      if (n > 0) f(start * inner, at * inner, n * inner);
+      at += len;
+    }
+    return;
+  }
+  TROUPE_CHECK(p.split_dim == 1 && p.global_shape.size() == 2, "parameter ", p.name, ": unsupported split");
+  const int64_t cols = p.global_shape[1], local_cols = p.shape[1];
+  for (int64_t i = 0; i < std::min(rows, p.global_shape[0]); ++i) {
+    int64_t at = 0;
+    for (const auto& [start, len] : p.pieces) {
+      f(i * cols + start, i * local_cols + at, len);
+      at += len;
+    }
+  }
+}
+}  // namespace
+
+void shard_from_global(const ParamInfo& p, const float* global, float* shard, int64_t global_rows) {
+  for_each_run(p, global_rows, [&](int64_t g, int64_t s, int64_t n) { std::copy_n(global + g, n, shard + s); });
+}
+
+void shard_to_global(const ParamInfo& p, const float* shard, float* global, int64_t global_rows) {
+  for_each_run(p, global_rows, [&](int64_t g, int64_t s, int64_t n) { std::copy_n(shard + s, n, global + g); });
 }
 
 bool ParamLayout::has(const std::string& name) const {
@@ -85,7 +165,7 @@ std::vector<ParamSegment> ParamLayout::segments() const {
 }
 
 Tensor ParamLayout::view(const Tensor& flat, const std::string& name) const {
-  TROUPE_CHECK(flat.numel() == size_, "parameter buffer has ", flat.numel(), " elements, the layout needs ", size_);
+  TROUPE_CHECK(flat.numel() >= size_, "parameter buffer has ", flat.numel(), " elements, the layout needs ", size_);
   const ParamInfo& p = find(name);
   return flat.slice(p.offset, p.shape);
 }
@@ -129,19 +209,28 @@ void init_params(const ParamLayout& layout, uint64_t seed, const Tensor& host) {
   std::memset(host.data(), 0, host.nbytes());
   const GptConfig& c = layout.config();
   const float scaled_std = c.init_method_std / std::sqrt(2.0f * float(c.num_layers));
+  std::vector<float> global;
   for (const auto& p : layout.params()) {
     float* dst = host.data_as<float>() + p.offset;
+    // A shard is cut from the global tensor, so every layout draws the same values.
+    float* out = dst;
+    if (!p.replicated()) {
+      global.assign(size_t(p.global_numel()), 0.0f);
+      out = global.data();
+    }
+    const int64_t n = p.global_numel();
     switch (p.init) {
       case ParamInit::zeros: break;
-      case ParamInit::ones: std::fill(dst, dst + p.numel(), 1.0f); break;
+      case ParamInit::ones: std::fill(out, out + n, 1.0f); break;
       case ParamInit::normal:
       case ParamInit::scaled_normal: {
         std::mt19937_64 rng(seed ^ (std::hash<std::string>{}(p.name) * 0x9e3779b97f4a7c15ull));
         std::normal_distribution<float> d(0.0f, p.init == ParamInit::normal ? c.init_method_std : scaled_std);
-        for (int64_t i = 0; i < p.numel(); ++i) dst[i] = d(rng);
+        for (int64_t i = 0; i < n; ++i) out[i] = d(rng);
         break;
       }
     }
+    if (!p.replicated()) shard_from_global(p, global.data(), dst);
   }
 }
 

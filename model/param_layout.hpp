@@ -9,9 +9,17 @@
 // Names follow Megatron-Core: embedding.word_embeddings.weight,
 // decoder.layers.3.self_attention.linear_qkv.weight, decoder.final_layernorm.weight, ...
 // Layer numbers are global (a chunk holding layers 4..7 names them 4..7).
+//
+// Under tensor parallelism (Megatron's layout) a chunk holds its rank's shard of each weight:
+// column-parallel weights (linear_qkv by head group, linear_fc1, the word embedding and output
+// layer by vocabulary rows) split their rows, row-parallel weights (linear_proj, linear_fc2)
+// their columns; norms, position embeddings and row-parallel biases are replicated. ParamInfo
+// says where the shard lies in the global tensor, so initialization, checkpoints and export
+// work on global tensors whatever the layout.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/adamw.hpp"
@@ -29,16 +37,36 @@ struct ChunkSpec {
   static ChunkSpec whole_model() { return {}; }
 };
 
+// This chunk's place in its tensor-parallel group.
+struct TensorShard {
+  int rank = 0;
+  int size = 1;  // --tensor-model-parallel-size
+};
+
 enum class ParamInit { normal, scaled_normal, zeros, ones };
 
 struct ParamInfo {
   std::string name;
-  Shape shape;
+  Shape shape;         // this rank's shard
   int64_t offset = 0;  // elements into the flat buffer
   bool decay = true;   // weight decay applies (not to biases and norm weights)
   ParamInit init = ParamInit::normal;
+  bool norm = false;   // a norm weight/bias (its gradient is partial per rank under sequence parallelism)
+  Shape global_shape;  // the whole parameter across the tensor-parallel group
+  int split_dim = -1;  // -1: every tensor-parallel rank holds all of it
+  // (global start, length) along split_dim, concatenated in this order into the shard.
+  std::vector<std::pair<int64_t, int64_t>> pieces;
   int64_t numel() const { return shape_numel(shape); }
+  int64_t global_numel() const { return shape_numel(global_shape); }
+  bool replicated() const { return split_dim < 0; }
 };
+
+// Copies a shard out of the global tensor (row-major f32) / back into it. `global_rows`
+// clips dim 0 of the global tensor (-1: its full extent): the vocabulary padding grows with
+// the tensor-parallel size, and a destination padded for a smaller size drops the extra rows
+// (which no token reaches); a source with fewer rows leaves those shard rows untouched.
+void shard_from_global(const ParamInfo& p, const float* global, float* shard, int64_t global_rows = -1);
+void shard_to_global(const ParamInfo& p, const float* shard, float* global, int64_t global_rows = -1);
 
 // Views of one transformer layer's parameters (or gradients) in a flat buffer.
 // Tensors that the config does not have (biases, LayerNorm bias) are undefined.
@@ -61,10 +89,20 @@ struct OuterTensors {
 
 class ParamLayout {
  public:
-  ParamLayout(const GptConfig& config, const ChunkSpec& spec);
+  // Throws naming the sizes when the model does not split over `tp` ranks.
+  ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp = {});
 
   const GptConfig& config() const { return config_; }
   const ChunkSpec& spec() const { return spec_; }
+  const TensorShard& tensor_shard() const { return tp_; }
+  // Per-rank sizes under tensor parallelism.
+  int local_heads() const { return config_.num_attention_heads / tp_.size; }
+  int local_query_groups() const { return config_.query_groups() / tp_.size; }
+  int local_qkv_size() const { return (local_heads() + 2 * local_query_groups()) * config_.head_dim(); }
+  int local_ffn() const { return config_.ffn() / tp_.size; }
+  int64_t padded_vocab() const { return config_.padded_vocab_size(tp_.size); }  // global
+  int64_t local_vocab() const { return padded_vocab() / tp_.size; }
+  int64_t vocab_start() const { return local_vocab() * tp_.rank; }
   int first_layer() const { return spec_.first_layer; }
   int num_layers() const { return num_layers_; }
   const std::vector<ParamInfo>& params() const { return params_; }
@@ -81,10 +119,13 @@ class ParamLayout {
   Tensor view(const Tensor& flat, const std::string& name) const;
 
  private:
-  void add(const std::string& name, Shape shape, bool decay, ParamInit init);
+  ParamInfo& add(const std::string& name, Shape shape, bool decay, ParamInit init);
+  // Splits the last-added parameter along `dim` into the given global pieces.
+  void split(ParamInfo& p, int dim, std::vector<std::pair<int64_t, int64_t>> pieces);
   Tensor view_if(const Tensor& flat, const std::string& name) const;
   GptConfig config_;
   ChunkSpec spec_;
+  TensorShard tp_;
   int num_layers_ = 0;
   std::vector<ParamInfo> params_;
   int64_t size_ = 0;

@@ -2,7 +2,10 @@
 // and the single-device reference (model/trainer.hpp) on the same data.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -110,5 +113,48 @@ inline Reference single_device(const actors::TrainingConfig& t, std::shared_ptr<
 }
 
 inline double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+
+// Relative tolerances against the single device.
+struct Tolerance {
+  double loss = 1e-5, grad_norm = 1e-4, weights = 1e-5;
+};
+
+// Trains `config` with the actor runtime for 10 iterations and expects the single-device
+// Trainer's numbers on the same data: loss and grad norm per iteration, the gathered weights
+// and the validation loss.
+inline void expect_parity(const std::string& label, const actors::TrainingConfig& config, Tolerance tol = {}) {
+  const int iters = 10, eval_mb = 4;
+  auto train = tiny_data(config.model, 512, 7);
+  auto valid = tiny_data(config.model, 64, 8);
+  const Reference ref = single_device(config, train, valid, iters, eval_mb);
+
+  actors::TrainingRun run(config, loader(train, config.micro_batch_size), loader(valid, config.micro_batch_size));
+  double worst_loss = 0, worst_norm = 0;
+  for (int it = 0; it < iters; ++it) {
+    const IterationStats s = run.train_iteration();
+    const IterationStats& r = ref.stats[size_t(it)];
+    EXPECT_EQ(s.iteration, r.iteration);
+    EXPECT_EQ(s.tokens, r.tokens);
+    EXPECT_DOUBLE_EQ(s.lr, r.lr);
+    EXPECT_LT(rel(s.loss, r.loss), tol.loss) << "iteration " << it + 1 << ": " << s.loss << " vs " << r.loss;
+    EXPECT_LT(rel(s.grad_norm, r.grad_norm), tol.grad_norm) << "iteration " << it + 1 << ": " << s.grad_norm << " vs "
+                                                   << r.grad_norm;
+    if (std::getenv("TROUPE_TEST_VERBOSE"))
+      std::printf("  iteration %d: loss %.9f vs %.9f, grad norm %.9f vs %.9f\n", it + 1, s.loss, r.loss, s.grad_norm,
+                  r.grad_norm);
+    worst_loss = std::max(worst_loss, rel(s.loss, r.loss));
+    worst_norm = std::max(worst_norm, rel(s.grad_norm, r.grad_norm));
+    if (it == iters - 1)
+      std::printf("%s: iteration 1 loss %.6f, iteration %d loss %.6f; max relative difference to one device: "
+                  "loss %.2e, grad norm %.2e\n",
+                  label.c_str(), ref.stats[0].loss, it + 1, s.loss, worst_loss, worst_norm);
+  }
+  EXPECT_EQ(run.iteration(), iters);
+  EXPECT_EQ(run.consumed_samples(), iters * config.global_batch_size);
+  const Tensor weights = run.gather_weights();
+  EXPECT_LT(rel_error(weights, ref.weights), tol.weights) << "gathered weights";
+  const double valid_loss = run.evaluate(eval_mb);
+  EXPECT_LT(rel(valid_loss, ref.valid_loss), tol.loss) << valid_loss << " vs " << ref.valid_loss;
+}
 
 }  // namespace troupe::test
