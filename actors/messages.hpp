@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -
 using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
 using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration) -> bool, before the first iteration
 using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
+// stage -> its gradient reducer: (BucketReady); reducer -> stage: (BucketsReduced)
+using bucket_atom = caf::atom_constant<caf::atom("bucket")>;
+using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 // tensor rank 0 -> the other tensor ranks of its stage: (int64 iteration, int kind (0 fwd, 1 bwd), int microbatch, int chunk)
 using order_atom = caf::atom_constant<caf::atom("order")>;
 
@@ -72,6 +76,17 @@ struct TrainerReply {
   double loss = 0;       // eval_atom: mean per-token loss
 };
 
+struct BucketReady {
+  int64_t iteration = 0;
+  int bucket = 0;
+  std::shared_ptr<void> fence;  // after the backward work that wrote it (null on a CPU device)
+};
+
+struct BucketsReduced {
+  int64_t iteration = 0;
+  std::shared_ptr<void> fence;  // after every bucket's reduction (null on a CPU device)
+};
+
 struct StepRequest {
   int64_t iteration = 0;
   float lr = 0;
@@ -86,6 +101,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::IterationPlan)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TensorMessage)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StageReport)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BucketReady)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BucketsReduced)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TrainerReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::GradStats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)

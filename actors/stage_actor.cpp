@@ -73,7 +73,12 @@ class StageActor : public caf::event_based_actor {
           worker_->completions().op_end(
               [self = caf::actor_cast<caf::actor>(this)](OpTimes) { caf::anon_send(self, stats_atom::value); });
         },
-        [this](stats_atom) { report_training(); },
+        [this](stats_atom) { after_tied(); },
+        [this](reduced_atom, const BucketsReduced& r) {
+          if (failed_) return;
+          reduced_ = r;
+          if (awaiting_reduction_) after_reduction();
+        },
         [this](apply_atom, const StepRequest& req, float clip, bool skip) -> caf::result<bool> {
           if (!guarded("the optimizer step", [&] {
                 worker_->context().activate();
@@ -239,6 +244,8 @@ class StageActor : public caf::event_based_actor {
       CompletionQueue& completions = worker_->completions();
       completions.op_begin();
       std::optional<Outbound> out = worker_->run(op);
+      for (ReadyBucket& b : worker_->take_ready_buckets())
+        send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
       if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);
       if (out) {
         r.bytes = out->parcel.bytes();
@@ -321,13 +328,45 @@ class StageActor : public caf::event_based_actor {
       return;
     }
     if (!worker_->has_tied()) {
-      report_training();
+      after_tied();
       return;
     }
     guarded("the tied-embedding gradient reduction", [&] {
       worker_->context().activate();
       worker_->reduce_tied([self = caf::actor_cast<caf::actor>(this)] { caf::anon_send(self, tied_atom::value); });
     });
+  }
+
+  // The tied copies are summed (enqueued). With a gradient reducer, the buckets it has not
+  // had yet go to it now, and the report waits for its answer.
+  void after_tied() {
+    if (!options_.reducer || worker_->buckets().empty()) {
+      report_training();
+      return;
+    }
+    if (!guarded("handing the last gradient buckets to the reducer", [&] {
+          worker_->context().activate();
+          for (ReadyBucket& b : worker_->take_remaining_buckets())
+            send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
+        }))
+      return;
+    awaiting_reduction_ = true;  // the reducer's answer may have come first
+    if (reduced_ && reduced_->iteration == worker_->iteration()) after_reduction();
+  }
+
+  // The data-parallel reduction is under way (or done); the device's later work waits for it.
+  void after_reduction() {
+    awaiting_reduction_ = false;
+    if (reduced_) {
+      std::shared_ptr<void> fence = std::move(reduced_->fence);
+      reduced_.reset();
+      if (!guarded("waiting for the gradient reduction", [&] {
+            worker_->context().activate();
+            fence_wait(worker_->context(), fence);
+          }))
+        return;
+    }
+    report_training();
   }
 
   void report_training() {
@@ -382,6 +421,8 @@ class StageActor : public caf::event_based_actor {
   bool failed_ = false;
   std::string failure_;
   double loss_sum_ = 0;  // of the iteration being reported
+  bool awaiting_reduction_ = false;        // every op ran; waiting for the reducer's answer
+  std::optional<BucketsReduced> reduced_;  // the reducer's answer for this iteration
 };
 
 }  // namespace

@@ -36,6 +36,7 @@ struct StageOptions {
   std::chrono::microseconds fixed_op_duration{0};
   std::function<void(int stage, const schedules::Op& op)> before_op;  // tests: may throw or sleep
   std::chrono::steady_clock::time_point epoch;  // the trace clock's zero
+  caf::actor reducer;  // --overlap-grad-reduce: this device's gradient reducer (else null)
 };
 
 caf::actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options);

@@ -15,6 +15,20 @@ namespace {
 const char* const kTiedName = "embedding.word_embeddings.weight";
 }
 
+std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
+                                          int64_t multiple) {
+  TROUPE_CHECK(multiple >= 1 && bucket_elements >= 1, "gradient buckets of ", bucket_elements, " elements, multiple ",
+               multiple);
+  const int64_t size = (bucket_elements + multiple - 1) / multiple * multiple;
+  std::vector<GradBucket> out;
+  for (int c = int(chunk_sizes.size()) - 1; c >= 0; --c) {
+    const int64_t n = chunk_sizes[size_t(c)];
+    TROUPE_CHECK(n % multiple == 0, "chunk ", c, " buffer of ", n, " elements is not a multiple of ", multiple);
+    for (int64_t b = 0; b < n; b += size) out.push_back({c, b, std::min(b + size, n)});
+  }
+  return out;
+}
+
 StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
   TROUPE_CHECK(setup_.context && int(setup_.models.size()) == setup_.chunks &&
                    setup_.optimizers.size() == setup_.models.size(),
@@ -79,6 +93,8 @@ void StageWorker::begin(IterationPlan plan) {
   saved_.clear();
   saved_.resize(slots);
   forward_ran_.assign(slots, 0);
+  bucket_sent_.assign(setup_.buckets.size(), 0);
+  ready_buckets_.clear();
 }
 
 void StageWorker::accept(Direction direction, int microbatch, int chunk, Parcel& parcel) {
@@ -171,7 +187,31 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
     if (!last) inbound_wait(ctx, output_grads_[i]);
     const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
     const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
+    // The last microbatch's backward writes each gradient for the last time: buckets go to
+    // the reducer as soon as their layers are done.
+    const bool hand_over = setup_.overlap_grad_reduce && setup_.dp_group && m == plan_.microbatches - 1;
+    if (hand_over) {
+      // A tied embedding's copy is summed with the other stage's first (reduce_tied), so its
+      // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
+      // optimizer) must see the sum.
+      int64_t tied_begin = -1, tied_end = -1;
+      if (has_tied() && c == setup_.tied_chunk) {
+        const ParamInfo& t = chunk.layout().find(kTiedName);
+        tied_begin = t.offset;
+        tied_end = t.offset + t.numel();
+      }
+      chunk.set_grads_ready_hook([this, c, &ctx, tied_begin, tied_end](int64_t ready) {
+        for (size_t b = 0; b < setup_.buckets.size(); ++b) {
+          const GradBucket& bucket = setup_.buckets[b];
+          if (bucket.chunk != c || bucket_sent_[b] || bucket.end > ready) continue;
+          if (bucket.begin < tied_end && tied_begin < bucket.end) continue;
+          bucket_sent_[b] = 1;
+          ready_buckets_.push_back({int(b), fence_record(ctx)});
+        }
+      });
+    }
     chunk.backward(*saved_[i], dout, din);
+    if (hand_over) chunk.set_grads_ready_hook(nullptr);
     chunk.release(std::move(saved_[i]));
     if (!last) {
       buffer_free(ctx, dout);
@@ -231,28 +271,39 @@ GradStats StageWorker::grad_stats() {
   return total;
 }
 
+std::vector<ReadyBucket> StageWorker::take_remaining_buckets() {
+  std::vector<ReadyBucket> out;
+  std::shared_ptr<void> fence;
+  for (size_t b = 0; b < setup_.buckets.size(); ++b) {
+    if (bucket_sent_[b]) continue;
+    bucket_sent_[b] = 1;
+    if (!fence) fence = fence_record(context());
+    out.push_back({int(b), fence});
+  }
+  return out;
+}
+
 void StageWorker::reduce_grads() {
-  for (int c = 0; c < setup_.chunks; ++c) {
-    GptChunk& chunk = model(c);
-    chunk.reduce_sequence_parallel_grads();
-    if (setup_.dp_group == nullptr) continue;
-    const Tensor& g = chunk.grads();
-    if (!setup_.distributed_optimizer) {
+  for (int c = 0; c < setup_.chunks; ++c) model(c).reduce_sequence_parallel_grads();
+  if (setup_.dp_group == nullptr || setup_.overlap_grad_reduce) return;  // no replicas / the reducer actor did it
+  const int D = setup_.dp_size;
+  for (const GradBucket& b : setup_.buckets) {
+    const Tensor g = model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
+    if (setup_.distributed_optimizer)
+      setup_.dp_group->reduce_scatter(context(), g, g.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}));
+    else
       setup_.dp_group->all_reduce(context(), g);
-      continue;
-    }
-    const OptimizerShard& s = optimizer(c).shard();
-    setup_.dp_group->reduce_scatter(context(), g, g.slice(s.begin, {s.end - s.begin}));
   }
 }
 
 void StageWorker::apply(float lr, float clip, float loss_scale) {
-  for (int c = 0; c < setup_.chunks; ++c) {
-    optimizer(c).apply(lr, clip, loss_scale);
-    if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) continue;
-    const Tensor& p = model(c).params();
-    const OptimizerShard& s = optimizer(c).shard();
-    setup_.dp_group->all_gather(context(), p.slice(s.begin, {s.end - s.begin}), p);
+  for (auto& o : setup_.optimizers) o->apply(lr, clip, loss_scale);
+  if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) return;
+  // Every rank updated its shard of each bucket: gather the others'.
+  const int D = setup_.dp_size;
+  for (const GradBucket& b : setup_.buckets) {
+    const Tensor p = model(b.chunk).params().slice(b.begin, {b.end - b.begin});
+    setup_.dp_group->all_gather(context(), p.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}), p);
   }
 }
 

@@ -76,6 +76,27 @@ class StageOpError : public Error {
   schedules::Op op_;
 };
 
+// A range of one chunk's flat gradient buffer that the data-parallel group reduces as one
+// collective. With the distributed optimizer, data rank r owns the r-th D-th of each bucket.
+struct GradBucket {
+  int chunk = 0;
+  int64_t begin = 0, end = 0;
+  int64_t shard_size(int dp_size) const { return (end - begin) / dp_size; }
+  int64_t shard_begin(int dp_rank, int dp_size) const { return begin + dp_rank * shard_size(dp_size); }
+};
+
+// Splits the chunks' buffers (sizes multiples of `multiple`) into buckets of about
+// `bucket_elements` (each a multiple of `multiple`), in the order backward finishes them: the
+// last chunk first, each buffer front to back (the layout is in reverse layer order).
+std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
+                                          int64_t multiple);
+
+// A bucket whose gradients are final (enqueued) on the stage's device, behind `fence`.
+struct ReadyBucket {
+  int bucket = 0;
+  std::shared_ptr<void> fence;
+};
+
 struct StageSetup {
   int stage = 0;
   int stages = 1;  // P
@@ -87,6 +108,10 @@ struct StageSetup {
   int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1;
   Collectives* dp_group = nullptr;  // null: no data parallelism
   bool distributed_optimizer = false;
+  std::vector<GradBucket> buckets;  // the data-parallel reduction's units
+  // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last
+  // microbatch's backward has written it (take_ready_buckets); reduce_grads() leaves it out.
+  bool overlap_grad_reduce = false;
   bool check_losses = false;  // --check-for-nan-in-loss-and-grad: per-microbatch losses
   bool check_tensors = false;  // ... and every op's output activations / gradients (off with fp16 scaling)
   std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
@@ -128,6 +153,7 @@ class StageWorker {
   int dp_rank() const { return setup_.dp_rank; }
   int dp_size() const { return setup_.dp_size; }
   bool distributed_optimizer() const { return setup_.distributed_optimizer; }
+  Collectives* dp_group() const { return setup_.dp_group; }
   // "stage 2", or "stage 2 (tensor rank 1, data rank 0)" when there is more than one device per stage.
   std::string name() const;
   int chunks() const { return setup_.chunks; }
@@ -170,6 +196,12 @@ class StageWorker {
   // Sums the tied embedding's gradient copies; `done` (any thread) once the sum is enqueued
   // on this stage's device. No-op (done at once) without a tied copy.
   void reduce_tied(std::function<void()> done);
+  const std::vector<GradBucket>& buckets() const { return setup_.buckets; }
+  // Overlap: the buckets the last run() made final (each once per iteration). Buckets holding
+  // a tied embedding copy wait for the tied sum (reduce_tied): take_remaining_buckets().
+  std::vector<ReadyBucket> take_ready_buckets() { return std::move(ready_buckets_); }
+  // After the last op (and the tied sum): every bucket not handed over yet, behind a fence now.
+  std::vector<ReadyBucket> take_remaining_buckets();
   // After the last backward (and the tied sum): sums the sequence-parallel norm gradients over
   // the tensor-parallel group, then the gradients over the data-parallel group (all-reduce, or
   // reduce-scatter into this rank's shard with the distributed optimizer). Enqueued on the device.
@@ -202,6 +234,8 @@ class StageWorker {
   std::vector<ActivationsPtr> saved_;    // forward activations kept for the backward
   std::vector<char> forward_ran_;
   Tensor losses_;                        // f32 [M, B*T] on the device (last virtual stage)
+  std::vector<char> bucket_sent_;        // per bucket: handed to the reducer this iteration
+  std::vector<ReadyBucket> ready_buckets_;
 };
 
 }  // namespace troupe::actors

@@ -32,6 +32,7 @@ class TrainerActor : public caf::event_based_actor {
         for (int t = 1; t < T_; ++t) followers.push_back(s_.stages[index(r.stage, r.dp, t)]);
       send(a, peers_atom::value, std::move(pipeline), std::move(followers));
     }
+    for (const caf::actor& a : s_.reducers) monitor(a);
     monitor(s_.loader);
     monitor(s_.optimizer);
     set_down_handler([this](caf::down_msg& dm) {
@@ -70,6 +71,7 @@ class TrainerActor : public caf::event_based_actor {
   void on_exit() override {
     next_ = Prefetch{};
     s_.stages.clear();
+    s_.reducers.clear();
     s_.loader = nullptr;
     s_.optimizer = nullptr;
     pending_ = caf::response_promise();
@@ -104,6 +106,8 @@ class TrainerActor : public caf::event_based_actor {
 
   std::string name_of(const caf::actor_addr& a) const {
     if (auto it = index_.find(a); it != index_.end()) return stage_name(it->second);
+    for (size_t i = 0; i < s_.reducers.size(); ++i)
+      if (a == s_.reducers[i].address()) return str_cat("the gradient reducer of ", stage_name(i));
     if (a == s_.loader.address()) return "the data loader";
     if (a == s_.optimizer.address()) return "the optimizer";
     return "an actor";

@@ -25,6 +25,7 @@ namespace troupe::actors {
 struct TrainerSetup {
   // One stage actor per device, in Megatron's rank order: index = tp + T * (dp + D * stage).
   std::vector<caf::actor> stages;
+  std::vector<caf::actor> reducers;  // gradient reducers (monitored: one going down fails the run)
   int tensor_parallel = 1, data_parallel = 1;  // T, D
   bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard
   caf::actor loader, optimizer;

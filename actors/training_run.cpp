@@ -9,6 +9,7 @@
 
 #include "actors/collective_groups.hpp"
 #include "actors/device_services.hpp"
+#include "actors/grad_reducer_actor.hpp"
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/optimizer_actor.hpp"
@@ -117,11 +118,21 @@ void TrainingRun::Impl::build_stages() {
         const int device = device_of_rank(config, int(r));
         contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
       }
+  // With overlap each device's reducer drives the data-parallel collectives on a stream of its own.
+  const bool overlap = par.overlap_grad_reduce && D > 1;
+  if (overlap) {
+    comm_contexts.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r) {
+      const int device = device_of_rank(config, int(r));
+      comm_contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
+    }
+  }
   // Tensor-parallel groups (per stage and data rank) and data-parallel groups (per stage and tensor rank).
   std::vector<Collectives*> tp_member(ranks, nullptr), dp_member(ranks, nullptr);
   auto build_group = [&](const std::vector<size_t>& members, std::vector<Collectives*>& out, const std::string& name) {
+    const bool on_comm = overlap && &out == &dp_member;
     std::vector<const Context*> ctxs;
-    for (size_t r : members) ctxs.push_back(contexts[r].get());
+    for (size_t r : members) ctxs.push_back(on_comm ? comm_contexts[r].get() : contexts[r].get());
     std::vector<std::unique_ptr<Collectives>> group = make_group(ctxs, name, config.op_timeout);
     for (size_t i = 0; i < members.size(); ++i) {
       out[members[i]] = group[i].get();
@@ -156,26 +167,31 @@ void TrainingRun::Impl::build_stages() {
         setup.dp_size = D;
         setup.dp_group = dp_member[r];
         setup.distributed_optimizer = dist_opt;
+        setup.overlap_grad_reduce = overlap;
         setup.check_losses = config.check_for_nan;
         // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
         setup.check_tensors =
             config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
         setup.context = std::move(contexts[r]);
         const TensorParallel tpar{{tp, T}, par.sequence_parallel, tp_member[r]};
-        // The distributed optimizer splits each chunk's buffers into D equal, 64-aligned shards.
+        // The distributed optimizer gives each data rank a 64-aligned D-th of every bucket.
         const int64_t multiple = dist_opt ? 64 * int64_t(D) : 1;
+        std::vector<int64_t> sizes;
         for (int c = 0; c < V; ++c) {
           const int vs = c * P + s;
           const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
           auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple);
           chunk->init_weights(config.seed);
-          OptimizerShard shard;
-          if (dist_opt) {
-            const int64_t part = chunk->params().numel() / D;
-            shard = {dp * part, (dp + 1) * part};
-          }
-          setup.optimizers.push_back(std::make_unique<Optimizer>(*chunk, config.optimizer, shard));
+          sizes.push_back(chunk->params().numel());
           setup.models.push_back(std::move(chunk));
+        }
+        if (D > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
+        for (int c = 0; c < V; ++c) {
+          OptimizerShard shard;
+          for (const GradBucket& b : setup.buckets)
+            if (dist_opt && b.chunk == c) shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
+          std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+          setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
         }
         setup.norm_exclude.assign(size_t(V), "");
         setup.timing = !config.trace_path.empty();
@@ -238,6 +254,7 @@ void TrainingRun::Impl::shutdown() {
   if (!system) return;
   const bool failed = !failure.empty();
   std::vector<caf::actor> all = stages;
+  all.insert(all.end(), reducers.begin(), reducers.end());
   for (const caf::actor& a : {loader, optimizer, trainer})
     if (a) all.push_back(a);
   for (const caf::actor& a : all) {
@@ -268,6 +285,7 @@ void TrainingRun::Impl::shutdown() {
   }
   all.clear();  // a detached actor's thread ends only when the last handle to it is gone
   stages.clear();
+  reducers.clear();
   loader = optimizer = trainer = nullptr;
   self.reset();
   system.reset();
@@ -300,8 +318,11 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
   d.self = std::make_unique<caf::scoped_actor>(*d.system);
+  for (size_t r = 0; r < d.comm_contexts.size(); ++r)
+    d.reducers.push_back(spawn_grad_reducer(*d.system, {d.workers[r], d.comm_contexts[r].get(), d.workers[r]->dp_group()}));
   for (size_t r = 0; r < d.workers.size(); ++r) {
     StageOptions o;
+    if (!d.reducers.empty()) o.reducer = d.reducers[r];
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
     o.device = device_of_rank(config, int(r));
@@ -318,6 +339,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.optimizer = spawn_optimizer(*d.system, d.stages, oo);
   TrainerSetup ts;
   ts.stages = d.stages;
+  ts.reducers = d.reducers;
   ts.tensor_parallel = d.T;
   ts.data_parallel = d.D;
   ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;

@@ -30,6 +30,8 @@ struct ParallelConfig {
   int data_size = 1;      // devices / (tensor size * pipeline size)
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward
+  int64_t bucket_elements = 40000000;  // --ddp-bucket-size (Megatron's default)
   int pipeline_size = 1;  // --pipeline-model-parallel-size
   int virtual_chunks = 1;  // V; from --num-layers-per-virtual-pipeline-stage
   schedules::Schedule schedule = schedules::Schedule::one_f_one_b;

@@ -25,6 +25,8 @@ struct TrainingRun::Impl {
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
   std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
+  std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
+  std::vector<caf::actor> reducers;                      // ... and the reducer actors, by rank
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<StageWorker>> workers;
   std::vector<std::unique_ptr<Channel>> channels;

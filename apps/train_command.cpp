@@ -46,7 +46,8 @@ struct TrainOptions {
   bool mock_data = false, eod_mask_loss = false;
   int pipeline_size = 1, layers_per_virtual_stage = 0, group_size = 0;
   int tensor_size = 1;
-  bool sequence_parallel = false, distributed_optimizer = false;
+  bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false;
+  int64_t ddp_bucket_size = 40000000;
   std::string schedule = "1f1b", device = "auto";
   std::string save, load;  // --save / --load checkpoint directories
   int64_t save_interval = 0;
@@ -171,6 +172,9 @@ int train(const TrainOptions& o) {
   cfg.parallel.data_size = devices / model_parallel;
   cfg.parallel.sequence_parallel = o.sequence_parallel && o.tensor_size > 1;
   cfg.parallel.distributed_optimizer = o.distributed_optimizer;
+  cfg.parallel.overlap_grad_reduce = o.overlap_grad_reduce;
+  TROUPE_CHECK(o.ddp_bucket_size >= 1, "--ddp-bucket-size must be >= 1, got ", o.ddp_bucket_size);
+  cfg.parallel.bucket_elements = o.ddp_bucket_size;
   cfg.parallel.schedule = schedules::schedule_from_name(o.schedule);
   if (o.layers_per_virtual_stage > 0) {
     const int per_stage = model.num_layers / std::max(o.pipeline_size, 1);
@@ -365,6 +369,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--sequence-parallel", o->sequence_parallel, "shard norms/dropout/residuals along the sequence (TP > 1)");
   cmd->add_flag("--use-distributed-optimizer", o->distributed_optimizer,
                 "shard fp32 master weights and Adam moments over the data-parallel ranks (ZeRO-1)");
+  cmd->add_flag("--overlap-grad-reduce", o->overlap_grad_reduce,
+                "reduce each gradient bucket during backward, as soon as the last microbatch has written it");
+  cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size, "elements per gradient bucket (default 40000000)");
   cmd->add_option("--eval-interval", o->eval_interval);
   cmd->add_option("--eval-iters", o->eval_iters);
   cmd->add_option("--log-interval", o->log_interval);

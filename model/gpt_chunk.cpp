@@ -48,6 +48,21 @@ GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec&
   }
   outer_params_ = layout_.outer(params_);
   outer_grads_ = layout_.outer(grads_);
+  // Which gradients are final at each point of backward: the output layer and final norm
+  // first, then layer by layer from the last; the embedding (and a tied copy) only at the end.
+  const int L = layout_.num_layers();
+  pending_.assign(size_t(L) + 1, size);
+  for (const ParamInfo& p : layout_.params()) {
+    int first_pending = -1;  // pending_[k] for k > first_pending includes this parameter
+    if (p.name.rfind("embedding.", 0) == 0) {
+      first_pending = -1;
+    } else if (p.name.rfind("decoder.layers.", 0) == 0) {
+      first_pending = std::stoi(p.name.substr(15)) - layout_.first_layer();
+    } else {
+      continue;  // output layer, final norm: final after the output part
+    }
+    for (int k = first_pending + 1; k <= L; ++k) pending_[size_t(k)] = std::min(pending_[size_t(k)], p.offset);
+  }
 }
 
 GptChunk::~GptChunk() = default;
@@ -412,8 +427,12 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
     expect_shape("GptChunk::backward", "doutput", doutput, hidden_shape(B, T));
     copy(ctx_, doutput, tmp.dres);
   }
+  grads_ready(pending_[size_t(layout_.num_layers())]);
 
-  for (int i = layout_.num_layers() - 1; i >= 0; --i) layer_backward(i, a);
+  for (int i = layout_.num_layers() - 1; i >= 0; --i) {
+    layer_backward(i, a);
+    grads_ready(pending_[size_t(i)]);
+  }
 
   if (spec.pre_process) {
     if (c.hidden_dropout > 0)
@@ -432,6 +451,7 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
     expect_shape("GptChunk::backward", "dinput", dinput, hidden_shape(B, T));
     copy(ctx_, tmp.dres, dinput);
   }
+  grads_ready(grads_.numel());
   a.has_grad = false;
 }
 

@@ -17,6 +17,7 @@
 // all-gather before each column-parallel GEMM and a reduce-scatter after each row-parallel one.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -92,6 +93,11 @@ class GptChunk {
   void backward(ChunkActivations& acts, const Tensor& doutput, const Tensor& dinput);
   // Returns a set of activations to the pool for reuse.
   void release(ActivationsPtr acts);
+  // During backward, `hook(ready)` says that grads()[0, ready) hold their final values for
+  // this backward (enqueued on the context): after the output layer and final norm, after each
+  // layer, and at the end (ready = grads().numel()). The layout's reverse order makes that a
+  // growing prefix. For overlapping the data-parallel reduction; null: off.
+  void set_grads_ready_hook(std::function<void(int64_t ready)> hook) { grads_ready_ = std::move(hook); }
   // Times every op into `profiler` (null: off). The profiler must outlive its use.
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
@@ -129,6 +135,13 @@ class GptChunk {
   std::vector<ActivationsPtr> pool_;
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;
+  std::function<void(int64_t)> grads_ready_;
+  // pending_[i]: the lowest offset whose gradient is not final once layers i.. of the chunk
+  // (local index) have run backward; pending_[num_layers] after the output part.
+  std::vector<int64_t> pending_;
+  void grads_ready(int64_t ready) const {
+    if (grads_ready_) grads_ready_(ready);
+  }
 };
 
 }  // namespace troupe

@@ -24,10 +24,14 @@ struct StepResult {
   double grad_norm = 0.0;  // of the unscaled gradients (NaN when skipped)
 };
 
-// The elements [begin, end) of a chunk's flat buffers an optimizer owns: the distributed
-// optimizer's data-parallel shard (ZeRO-1). end < 0: the whole buffer.
+// The elements of a chunk's flat buffers an optimizer owns: the distributed optimizer's
+// data-parallel shard (ZeRO-1), one range [begin, end) per gradient bucket. Empty: the whole buffer.
 struct OptimizerShard {
-  int64_t begin = 0, end = -1;
+  struct Range {
+    int64_t begin = 0, end = 0;
+  };
+  std::vector<Range> ranges;
+  int64_t numel() const;
 };
 
 class Optimizer {
@@ -60,7 +64,7 @@ class Optimizer {
   // elements, the params' offsets) and the step count; rewrites the chunk's parameters from
   // the master weights and keeps this optimizer's shard of the moments.
   void restore(const Tensor& master, const Tensor& exp_avg, const Tensor& exp_avg_sq, int64_t step);
-  // The shard's f32 state (elements [shard().begin, shard().end) of the flat buffers).
+  // The shard's f32 state (the shard's ranges of the flat buffers, one after another).
   const Tensor& master() const { return master_; }
   const Tensor& exp_avg() const { return m_; }
   const Tensor& exp_avg_sq() const { return v_; }
@@ -69,8 +73,8 @@ class Optimizer {
   GptChunk& chunk_;
   OptimizerConfig config_;
   OptimizerShard shard_;
-  Tensor master_, m_, v_;  // f32 [shard size]
-  std::vector<ParamSegment> segments_;  // relative to the shard
+  Tensor master_, m_, v_;  // f32 [shard size]: the ranges one after another
+  std::vector<std::vector<ParamSegment>> segments_;  // per range, relative to its start in master_
   int64_t step_ = 0;
 };
 

@@ -404,6 +404,12 @@ std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bo
   return std::make_unique<NcclChannel>(from.device_index(), to.device_index(), timing);
 }
 
+std::shared_ptr<void> record_event(const Context& ctx) {
+  std::shared_ptr<void> e = make_event(false);
+  TROUPE_CUDA_CHECK(cudaEventRecord(event_of(e), stream_of(ctx)));
+  return e;
+}
+
 void stream_wait(const Context& ctx, const std::shared_ptr<void>& event) {
   TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(ctx), event_of(event), 0));
 }

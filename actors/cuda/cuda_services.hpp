@@ -13,6 +13,8 @@ void buffer_free(const Context& ctx, const Tensor& t);
 Tensor buffer_upload(const Context& ctx, const Tensor& host);
 // Same device: a hand-over behind an event; different devices: NCCL.
 std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing);
+// An event recorded on ctx's stream now.
+std::shared_ptr<void> record_event(const Context& ctx);
 // Work enqueued on ctx from now on waits for `event` (an Inbound's ready event, of any device).
 void stream_wait(const Context& ctx, const std::shared_ptr<void>& event);
 // Different devices: an NCCL all-reduce over a two-rank communicator.

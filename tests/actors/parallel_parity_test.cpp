@@ -11,18 +11,22 @@ struct Layout {
   bool llama;
   int T, P, D;
   bool sequence_parallel, distributed_optimizer;
+  bool overlap = false;  // gradient reducer actors; small buckets so that there are many
+  int V = 1;
 };
 
 std::string name_of(const Layout& l) {
   return str_cat(l.llama ? "llama" : "gpt2", "_TP", l.T, "_PP", l.P, "_DP", l.D, l.sequence_parallel ? "_SP" : "",
-                 l.distributed_optimizer ? "_DistOpt" : "");
+                 l.distributed_optimizer ? "_DistOpt" : "", l.overlap ? "_Overlap" : "", l.V > 1 ? "_V2" : "");
 }
 
 class ParallelParity : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(ParallelParity, SameLossAsOneDevice) {
   const Layout l = GetParam();
-  actors::TrainingConfig config = tiny_config(l.llama, l.P, 1);
+  actors::TrainingConfig config = tiny_config(l.llama, l.P, l.V);
+  config.parallel.overlap_grad_reduce = l.overlap;
+  config.parallel.bucket_elements = 3000;
   config.parallel.tensor_size = l.T;
   config.parallel.data_size = l.D;
   config.parallel.sequence_parallel = l.sequence_parallel;
@@ -46,6 +50,13 @@ std::vector<Layout> layouts() {
   // Llama-style (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied output layer).
   out.push_back({true, 2, 1, 1, true, false});
   out.push_back({true, 2, 2, 2, true, true});
+  // Buckets reduced by the reducer actors during backward (--overlap-grad-reduce), also with
+  // interleaved chunks (two chunks' buckets per device).
+  out.push_back({false, 1, 1, 2, false, false, true});
+  out.push_back({false, 1, 1, 2, false, true, true});
+  out.push_back({false, 1, 2, 2, false, true, true, 2});
+  out.push_back({false, 2, 2, 2, true, true, true});
+  out.push_back({true, 2, 2, 2, true, false, true, 2});
   return out;
 }
 
