@@ -61,8 +61,8 @@ class CpuCollectives final : public Collectives {
     reduce(t.dtype(), scratch_.data(), parts, mine, op);
     group_->end_step(rank_);
 
-    const auto reduced =
-        group_->begin_step(rank_, {"all_reduce", seq, n * es, detail + 256}, scratch_.data(), mine * es, [&](int src, int) {
+    const auto reduced = group_->begin_step(
+        rank_, {"all_reduce", seq, n * es, detail + 256}, scratch_.data(), mine * es, [&](int src, int) {
           return Piece{0, (part_begin(n, n_size, src + 1) - part_begin(n, n_size, src)) * es};
         });
     for (int k = 0; k < n_size; ++k) {
@@ -81,8 +81,9 @@ class CpuCollectives final : public Collectives {
     require(in.dtype() == out.dtype() && in.numel() == n * size(), "reduce_scatter: in ", in.str(), " must hold ",
             size(), " x out ", out.str());
     const auto parts = group_->begin_step(rank_, {"reduce_scatter", seq, in.numel() * es, int(in.dtype())}, in.data(),
-                                          in.numel() * es,
-                                          [&](int, int dst) { return Piece{dst * n * es, n * es}; });
+                                          in.numel() * es, [&](int, int dst) {
+                                            return Piece{dst * n * es, n * es};
+                                          });
     // Into scratch first: out may alias our part of `in`, which reduce() is still reading.
     scratch_.resize(size_t(n * es));
     reduce(in.dtype(), scratch_.data(), parts, n, ReduceOp::sum);
@@ -97,12 +98,15 @@ class CpuCollectives final : public Collectives {
     const int64_t bytes = int64_t(in.nbytes());
     require(in.dtype() == out.dtype() && out.numel() == in.numel() * size(), "all_gather: out ", out.str(),
             " must hold ", size(), " x in ", in.str());
-    const auto parts = group_->begin_step(rank_, {"all_gather", seq, bytes, int(in.dtype())}, in.data(), bytes,
-                                          [&](int, int) { return Piece{0, bytes}; });
+    const auto parts =
+        group_->begin_step(rank_, {"all_gather", seq, bytes, int(in.dtype())}, in.data(), bytes, [&](int, int) {
+          return Piece{0, bytes};
+        });
     // Our own part may be `in` itself, which the others are reading: then there is nothing to copy.
     auto* dst = static_cast<std::byte*>(out.data());
     for (int k = 0; k < size(); ++k)
-      if (bytes > 0 && dst + k * bytes != parts[size_t(k)]) std::memcpy(dst + k * bytes, parts[size_t(k)], size_t(bytes));
+      if (bytes > 0 && dst + k * bytes != parts[size_t(k)])
+        std::memcpy(dst + k * bytes, parts[size_t(k)], size_t(bytes));
     group_->end_step(rank_);
   }
 
@@ -111,8 +115,10 @@ class CpuCollectives final : public Collectives {
     expect_host(ctx, "broadcast", "t", t);
     require(root >= 0 && root < size(), "broadcast: root ", root, " of ", size(), " members");
     const int64_t bytes = int64_t(t.nbytes());
-    const auto parts = group_->begin_step(rank_, {"broadcast", seq, bytes, int(t.dtype()) * 65536 + root}, t.data(), bytes,
-                                          [&](int src, int) { return Piece{0, src == root ? bytes : 0}; });
+    const auto parts = group_->begin_step(rank_, {"broadcast", seq, bytes, int(t.dtype()) * 65536 + root}, t.data(),
+                                          bytes, [&](int src, int) {
+                                            return Piece{0, src == root ? bytes : 0};
+                                          });
     if (rank_ != root && bytes > 0) std::memcpy(t.data(), parts[size_t(root)], size_t(bytes));
     group_->end_step(rank_);
   }
@@ -141,10 +147,14 @@ class CpuCollectives final : public Collectives {
   }
   static void reduce(DType d, std::byte* out, const std::vector<const std::byte*>& src, int64_t n, ReduceOp op) {
     switch (d) {
-      case DType::f32: return reduce_members<float>(out, src, n, op);
-      case DType::i32: return reduce_members<int32_t>(out, src, n, op);
-      case DType::i64: return reduce_members<int64_t>(out, src, n, op);
-      default: TROUPE_FAIL("reduce: dtype ", dtype_name(d));
+      case DType::f32:
+        return reduce_members<float>(out, src, n, op);
+      case DType::i32:
+        return reduce_members<int32_t>(out, src, n, op);
+      case DType::i64:
+        return reduce_members<int64_t>(out, src, n, op);
+      default:
+        TROUPE_FAIL("reduce: dtype ", dtype_name(d));
     }
   }
 

@@ -10,16 +10,20 @@
 #include "actors/mpi_channel.hpp"
 #include "actors/mpi_check.hpp"
 #include "kernels/check.hpp"
+#if TROUPE_HAVE_CUDA
+#include "actors/cuda/cuda_services.hpp"
+#include "actors/cuda/nccl_group.hpp"
+#endif
 
 namespace troupe::actors {
 
 struct Fabric::Mpi {
-  bool finalize = false;                  // we started MPI, so we end it
-  MPI_Comm control = MPI_COMM_NULL;       // the host-side helpers and make_group's agreement
-  MPI_Comm channels = MPI_COMM_NULL;      // cross-process channels (tags 2 id, 2 id + 1)
-  std::vector<MPI_Comm> group_comms;      // one per multi-process CPU group, freed at the end
-  int tag_ub = 32767;                     // the largest tag this MPI allows
-  std::mutex mu;                          // guards the rest
+  bool finalize = false;                             // we started MPI, so we end it
+  MPI_Comm control = MPI_COMM_NULL;                  // the host-side helpers and make_group's agreement
+  MPI_Comm channels = MPI_COMM_NULL;                 // cross-process channels (tags 2 id, 2 id + 1)
+  std::vector<MPI_Comm> group_comms;                 // one per multi-process CPU group, freed at the end
+  int tag_ub = 32767;                                // the largest tag this MPI allows
+  std::mutex mu;                                     // guards the rest
   std::map<std::pair<int, int>, int> channel_count;  // per (from, to): channels made so far
   std::shared_ptr<SendReaper> reaper;                // made with the first sending channel
 };
@@ -48,8 +52,10 @@ MPI_Comm dup_world(const char* what) {
 
 template <typename T>
 void combine(T& acc, T x, ReduceOp op) {
-  if (op == ReduceOp::sum) acc += x;
-  else if (x > acc || x != x) acc = x;  // max; NaN wins
+  if (op == ReduceOp::sum)
+    acc += x;
+  else if (x > acc || x != x)
+    acc = x;  // max; NaN wins
 }
 
 }  // namespace
@@ -137,11 +143,12 @@ std::vector<std::string> Fabric::all_gather(const std::string& mine) {
   }
   TROUPE_CHECK(total < (int64_t(1) << 31), "Fabric::all_gather: ", total, " bytes in all");
   std::string all(size_t(total), '\0');
-  TROUPE_MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
-                                  mpi_->control),
-                   "Fabric::all_gather of ", total, " bytes");
+  TROUPE_MPI_CHECK(
+      MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, mpi_->control),
+      "Fabric::all_gather of ", total, " bytes");
   std::vector<std::string> out;
-  for (int p = 0; p < processes_; ++p) out.push_back(all.substr(size_t(offsets[size_t(p)]), size_t(lengths[size_t(p)])));
+  for (int p = 0; p < processes_; ++p)
+    out.push_back(all.substr(size_t(offsets[size_t(p)]), size_t(lengths[size_t(p)])));
   return out;
 }
 
@@ -186,7 +193,17 @@ std::vector<std::unique_ptr<Collectives>> Fabric::make_group(const std::vector<i
   TROUPE_CHECK(kinds != 3, "make_group '", name, "': CPU and CUDA members in one group");
   if (kinds == 0) return endpoints;  // all its members in one other process
 
-  TROUPE_CHECK(kinds != 2, "make_group '", name, "': CUDA groups are not implemented yet");
+  if (kinds == 2) {
+#if TROUPE_HAVE_CUDA
+    std::vector<uint8_t> id;
+    if (process_ == member_process[0]) id = cuda::nccl_unique_id();
+    if (!one_process) broadcast(id, member_process[0]);
+    if (local_kinds == 0) return endpoints;
+    return cuda::make_nccl_group(id, local_contexts, options);
+#else
+    TROUPE_FAIL("make_group '", name, "': CUDA members in a build without the CUDA backend");
+#endif
+  }
 
   MPI_Comm comm = MPI_COMM_NULL;
   if (!one_process) {
@@ -204,8 +221,8 @@ std::vector<std::unique_ptr<Collectives>> Fabric::make_group(const std::vector<i
 std::unique_ptr<Channel> Fabric::make_channel(int from_process, int to_process, const Context* from_ctx,
                                               const Context* to_ctx, bool timing, std::chrono::milliseconds timeout) {
   const std::string what = str_cat("make_channel from process ", from_process, " to process ", to_process);
-  TROUPE_CHECK(from_process >= 0 && from_process < processes_ && to_process >= 0 && to_process < processes_, what,
-               ": ", processes_, " processes");
+  TROUPE_CHECK(from_process >= 0 && from_process < processes_ && to_process >= 0 && to_process < processes_, what, ": ",
+               processes_, " processes");
   TROUPE_CHECK((from_process == process_) == (from_ctx != nullptr) && (to_process == process_) == (to_ctx != nullptr),
                what, ": in process ", process_, " give the context of each end that lives here, and only those");
   if (from_process != process_ && to_process != process_) return nullptr;
@@ -229,6 +246,13 @@ std::unique_ptr<Channel> Fabric::make_channel(int from_process, int to_process, 
   MpiRequests rq;
   if (sending) {
     hello[0] = ctx.is_cuda();
+#if TROUPE_HAVE_CUDA
+    if (ctx.is_cuda()) {
+      const std::vector<uint8_t> nccl = cuda::nccl_unique_id();
+      TROUPE_CHECK(nccl.size() == size_t(kNcclIdBytes), what, ": an NCCL id of ", nccl.size(), " bytes");
+      std::copy(nccl.begin(), nccl.end(), hello.begin() + 1);
+    }
+#endif
     rq.send(mpi_->channels, hello.data(), int64_t(hello.size()), peer, hello_tag, peer);
     rq.recv(mpi_->channels, answer.data(), 1, peer, hello_tag, peer);
   } else {
@@ -242,8 +266,14 @@ std::unique_ptr<Channel> Fabric::make_channel(int from_process, int to_process, 
   TROUPE_CHECK(hello[0] == answer[0], what, ": the sender is a ", hello[0] ? "GPU" : "CPU", ", the receiver a ",
                answer[0] ? "GPU" : "CPU");
 
-  TROUPE_CHECK(!ctx.is_cuda(), what, ": CUDA channels between processes are not implemented yet");
-  (void)timing;
+  if (ctx.is_cuda()) {
+#if TROUPE_HAVE_CUDA
+    return cuda::make_process_channel(sending, ctx, std::vector<uint8_t>(hello.begin() + 1, hello.end()), timing);
+#else
+    (void)timing;
+    TROUPE_FAIL(what, ": a CUDA context in a build without the CUDA backend");
+#endif
+  }
   if (!sending) return make_mpi_recv_channel(mpi_->channels, peer, data_tag, timeout, shared_from_this());
   std::shared_ptr<SendReaper> reaper;
   {

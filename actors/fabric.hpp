@@ -31,7 +31,7 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
 
-  int process() const { return process_; }      // 0 .. processes()-1 (the MPI rank)
+  int process() const { return process_; }  // 0 .. processes()-1 (the MPI rank)
   int processes() const { return processes_; }
   bool uses_mpi() const { return mpi_ != nullptr; }
 
@@ -41,7 +41,7 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   void all_reduce(std::vector<double>& values, ReduceOp op);
   void barrier();
   std::vector<std::string> all_gather(const std::string& mine);  // [process] -> its string
-  void broadcast(std::vector<uint8_t>& bytes, int root);          // resized on the receivers
+  void broadcast(std::vector<uint8_t>& bytes, int root);         // resized on the receivers
 
   // A group whose member i lives in process member_process[i]; local_contexts[i] is member i's
   // context when it lives here, else null. Returns an endpoint per member, null for members

@@ -74,9 +74,9 @@ void HostGroup::barrier(int member, const StepDesc& desc, const char* what) {
     for (int i = 0; i < size_; ++i)
       if (here(i) && !arrived_[size_t(i)]) missing += str_cat(missing.empty() ? "" : ", ", i);
     // Breaks the group: the members already waiting hear the same error at once.
-    failure_ = str_cat(step_name(desc), ": member ", member, " timed out after ",
-                       std::chrono::duration<double>(timeout_).count(), " s ", what, "; members never arrived: ",
-                       missing);
+    failure_ =
+        str_cat(step_name(desc), ": member ", member, " timed out after ",
+                std::chrono::duration<double>(timeout_).count(), " s ", what, "; members never arrived: ", missing);
     broken_ = true;
     cv_.notify_all();
   }
@@ -95,9 +95,8 @@ void HostGroup::post_remote(int member, const void* mine, int64_t mine_bytes, co
     }
     const Piece out = piece(member, k);
     if (out.bytes > 0) {
-      TROUPE_CHECK(out.offset >= 0 && out.offset + out.bytes <= mine_bytes, "group '", name_, "': piece [",
-                   out.offset, ", ", out.offset + out.bytes, ") outside the ", mine_bytes, "-byte buffer of member ",
-                   member);
+      TROUPE_CHECK(out.offset >= 0 && out.offset + out.bytes <= mine_bytes, "group '", name_, "': piece [", out.offset,
+                   ", ", out.offset + out.bytes, ") outside the ", mine_bytes, "-byte buffer of member ", member);
       r.sends.send(comm_, static_cast<const std::byte*>(mine) + out.offset, out.bytes, process_[size_t(k)],
                    member * size_ + k, k);
     }
@@ -108,7 +107,8 @@ void HostGroup::wait_remote(int member, const StepDesc& desc, MpiRequests& rq, c
   std::vector<int> late;
   bool done = false;
   try {
-    done = rq.wait_until(std::chrono::steady_clock::now() + timeout_, [this] { return broken_.load(); }, late);
+    done = rq.wait_until(
+        std::chrono::steady_clock::now() + timeout_, [this] { return broken_.load(); }, late);
   } catch (const Error& e) {
     fail_group(str_cat(step_name(desc), ": member ", member, ": ", e.what()));
   }

@@ -11,8 +11,8 @@
 //   group.end_step(rank);             // others may now reuse the buffers they published
 #pragma once
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -37,10 +37,10 @@ using PieceFn = std::function<Piece(int src, int dst)>;
 
 // What a step belongs to, for the consistency check and for errors.
 struct StepDesc {
-  const char* op = "";   // "all_reduce", ...
-  int64_t seq = 0;       // the member's call count (every member calls in the same order)
-  int64_t bytes = 0;     // the op's size (the same on every member)
-  int detail = 0;        // op-specific (root, reduce op, dtype, phase)
+  const char* op = "";  // "all_reduce", ...
+  int64_t seq = 0;      // the member's call count (every member calls in the same order)
+  int64_t bytes = 0;    // the op's size (the same on every member)
+  int detail = 0;       // op-specific (root, reduce op, dtype, phase)
 };
 // Every member of a step must pass an equal StepDesc; a mismatch is an error on every member.
 inline bool operator==(const StepDesc& a, const StepDesc& b) {

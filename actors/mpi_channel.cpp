@@ -59,7 +59,8 @@ class MpiRecvChannel final : public Channel {
                                      dtype_name(p.dtype), shape_str(p.shape));
     bool done = false;
     try {
-      done = rq.wait_until(std::chrono::steady_clock::now() + timeout_, [this] { return aborted_.load(); }, late);
+      done = rq.wait_until(
+          std::chrono::steady_clock::now() + timeout_, [this] { return aborted_.load(); }, late);
     } catch (const Error& e) {
       TROUPE_FAIL(what, ": ", e.what());
     }
@@ -86,7 +87,9 @@ class MpiRecvChannel final : public Channel {
 
 }  // namespace
 
-SendReaper::SendReaper() { thread_ = std::thread([this] { loop(); }); }
+SendReaper::SendReaper() {
+  thread_ = std::thread([this] { loop(); });
+}
 
 SendReaper::~SendReaper() {
   {

@@ -15,9 +15,9 @@ namespace troupe::actors {
 [[noreturn]] void fail_mpi(int code, const char* expr, const char* file, int line, const std::string& hint);
 }  // namespace troupe::actors
 
-#define TROUPE_MPI_CHECK(call, ...)                                                                    \
-  do {                                                                                                 \
-    const int troupe_mpi_ = (call);                                                                    \
-    if (troupe_mpi_ != MPI_SUCCESS)                                                                    \
+#define TROUPE_MPI_CHECK(call, ...)                                                                       \
+  do {                                                                                                    \
+    const int troupe_mpi_ = (call);                                                                       \
+    if (troupe_mpi_ != MPI_SUCCESS)                                                                       \
       ::troupe::actors::fail_mpi(troupe_mpi_, #call, __FILE__, __LINE__, ::troupe::str_cat(__VA_ARGS__)); \
   } while (0)

@@ -39,8 +39,8 @@ void MpiRequests::recv(MPI_Comm comm, void* data, int64_t bytes, int source, int
   for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMaxMessage) {
     const int n = int(std::min(kMaxMessage, bytes - done));
     MPI_Request r = MPI_REQUEST_NULL;
-    TROUPE_MPI_CHECK(MPI_Irecv(p + done, n, MPI_BYTE, source, tag, comm, &r), "receive of ", n,
-                     " bytes from process ", source, " (tag ", tag, ")");
+    TROUPE_MPI_CHECK(MPI_Irecv(p + done, n, MPI_BYTE, source, tag, comm, &r), "receive of ", n, " bytes from process ",
+                     source, " (tag ", tag, ")");
     requests_.push_back(r);
     transfers_.push_back({label, n, source});
     if (bytes == 0) break;
@@ -55,8 +55,8 @@ void MpiRequests::reap(int index, const MPI_Status& status) {
   if (t.bytes < 0) return;
   int count = 0;
   TROUPE_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count), "length of a received message");
-  TROUPE_CHECK(count == t.bytes, "received ", count, " bytes from process ", t.peer, " (peer ", t.label,
-               "), expected ", t.bytes, ": the two sides disagree on the transfer");
+  TROUPE_CHECK(count == t.bytes, "received ", count, " bytes from process ", t.peer, " (peer ", t.label, "), expected ",
+               t.bytes, ": the two sides disagree on the transfer");
 }
 
 bool MpiRequests::test() {

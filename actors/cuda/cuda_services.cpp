@@ -1,6 +1,6 @@
 // GPU side of the stage services: op completion through events and a waiting thread, the
-// stream-ordered allocator for transfer buffers, and NCCL point-to-point channels / pair
-// all-reduce.
+// stream-ordered allocator for transfer buffers, channels (the NCCL ones in nccl_channel.cpp)
+// and the NCCL pair all-reduce.
 // Compiled by the host compiler against the CUDA runtime and NCCL headers; every CUDA and
 // NCCL call is checked.
 #include "actors/cuda/cuda_services.hpp"
@@ -14,86 +14,14 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cuda/cuda_state.cuh"
-
-#define TROUPE_NCCL_CHECK(call)                                                                        \
-  do {                                                                                                 \
-    ncclResult_t troupe_nccl_ = (call);                                                                \
-    if (troupe_nccl_ != ncclSuccess)                                                                   \
-      ::troupe::fail("nccl", #call, __FILE__, __LINE__,                                                \
-                     ::troupe::str_cat(ncclGetErrorString(troupe_nccl_), ": ", ncclGetLastError(nullptr))); \
-  } while (0)
+#include "actors/cuda/cuda_helpers.hpp"
+#include "actors/cuda/nccl_channel.hpp"
 
 namespace troupe::actors::cuda {
 
 using troupe::cuda::stream_of;
 
 namespace {
-
-// NCCL connects a pair of ranks on their first transfer, and that handshake blocks the host
-// until both sides have called in. Our two ends are driven by two stage threads that only
-// post a receive after the sender's message arrives, so connect them here, from one thread
-// (a group call), before any stage runs.
-void connect_pair(ncclComm_t comms[2], int d0, int d1, bool all_reduce) {
-  void* buf[2] = {nullptr, nullptr};
-  cudaStream_t streams[2] = {nullptr, nullptr};
-  const int devices[2] = {d0, d1};
-  for (int r = 0; r < 2; ++r) {
-    TROUPE_CUDA_CHECK(cudaSetDevice(devices[r]));
-    TROUPE_CUDA_CHECK(cudaMalloc(&buf[r], 64));
-    TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
-  }
-  TROUPE_NCCL_CHECK(ncclGroupStart());
-  if (all_reduce) {
-    for (int r = 0; r < 2; ++r)
-      TROUPE_NCCL_CHECK(ncclAllReduce(buf[r], buf[r], 1, ncclFloat32, ncclSum, comms[r], streams[r]));
-  } else {
-    TROUPE_NCCL_CHECK(ncclSend(buf[0], 4, ncclInt8, 1, comms[0], streams[0]));
-    TROUPE_NCCL_CHECK(ncclRecv(buf[1], 4, ncclInt8, 0, comms[1], streams[1]));
-  }
-  TROUPE_NCCL_CHECK(ncclGroupEnd());
-  for (int r = 0; r < 2; ++r) {
-    TROUPE_CUDA_CHECK(cudaSetDevice(devices[r]));
-    TROUPE_CUDA_CHECK(cudaStreamSynchronize(streams[r]));
-    TROUPE_CUDA_CHECK(cudaStreamDestroy(streams[r]));
-    TROUPE_CUDA_CHECK(cudaFree(buf[r]));
-  }
-}
-
-// An event on the current device, owned by a shared_ptr<void> so that it can travel in a
-// Parcel or an Inbound (destroying it while work still waits for it is fine).
-std::shared_ptr<void> make_event(bool timing) {
-  cudaEvent_t e = nullptr;
-  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
-  return std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
-}
-
-cudaEvent_t event_of(const std::shared_ptr<void>& p) { return static_cast<cudaEvent_t>(p.get()); }
-
-// An Inbound's `timing`: events around one transfer on the receiving device.
-struct TransferEvents {
-  std::shared_ptr<void> start, end;
-};
-
-// A stream for transfers: highest priority, so that the block scheduler starts a NCCL kernel
-// as soon as SMs free up instead of behind the queued compute blocks.
-cudaStream_t make_transfer_stream() {
-  int least = 0, greatest = 0;
-  TROUPE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  cudaStream_t s = nullptr;
-  TROUPE_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
-  return s;
-}
-
-// Runs fn with `device` current, restoring the caller's device.
-template <typename F>
-void on_device(int device, F&& fn) {
-  int previous = 0;
-  TROUPE_CUDA_CHECK(cudaGetDevice(&previous));
-  TROUPE_CUDA_CHECK(cudaSetDevice(device));
-  fn();
-  TROUPE_CUDA_CHECK(cudaSetDevice(previous));
-}
 
 // One thread per stage waits for the events recorded after its ops, in order, and calls back.
 class EventCompletionQueue final : public CompletionQueue {
@@ -219,27 +147,6 @@ class EventCompletionQueue final : public CompletionQueue {
   std::thread thread_;
 };
 
-// Freed transfer buffers stay in the device's pool (the default threshold hands memory back
-// to the driver at every synchronization, and the next allocation pays for it again).
-// A block freed on one stream is reused on another only once its free has run, never by
-// making the allocating stream wait for the freeing one: transfer buffers are allocated on
-// one stream (compute, receive) and freed on another (send, compute), and such a hidden wait
-// would tie a stage's compute to its transfers and, through NCCL, to the other stages.
-void keep_pool_memory(int device) {
-  static std::mutex mu;
-  static std::vector<int> done;
-  std::lock_guard<std::mutex> lock(mu);
-  for (int d : done)
-    if (d == device) return;
-  cudaMemPool_t pool = nullptr;
-  TROUPE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-  uint64_t threshold = UINT64_MAX;
-  TROUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-  int no_internal_dependencies = 0;
-  TROUPE_CUDA_CHECK(
-      cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no_internal_dependencies));
-  done.push_back(device);
-}
 
 // Two stages on one GPU: the receiver's stream waits for an event after the producing work
 // (just before the op that reads it), then reads the sender's buffer in place.
@@ -264,85 +171,6 @@ class SameDeviceChannel final : public Channel {
   }
 };
 
-// Two GPUs: a two-rank communicator of its own (rank 0 sends, rank 1 receives), so the
-// order of one channel's transfers never interleaves with another's, and a stream per end
-// so a send waiting for its receiver never holds up compute or other channels.
-// Both NCCL kernels are launched only once the producing work has finished (the send stream
-// and, across devices, the receive stream wait for an event recorded after it): a NCCL
-// kernel spins on its SMs until its peer arrives, and a receive posted when the message
-// arrives (the sender runs a few ops ahead of its GPU) would spin for whole ops, taking SMs
-// from the receiver's compute.
-class NcclChannel final : public Channel {
- public:
-  NcclChannel(int src, int dst, bool timing) : src_(src), dst_(dst), timing_(timing) {
-    const int devices[2] = {src, dst};
-    TROUPE_NCCL_CHECK(ncclCommInitAll(comms_, 2, devices));
-    on_device(src, [&] { connect_pair(comms_, src, dst, false); });
-    on_device(src, [&] { send_stream_ = make_transfer_stream(); });
-    on_device(dst, [&] { recv_stream_ = make_transfer_stream(); });
-    keep_pool_memory(src);
-    keep_pool_memory(dst);
-  }
-  ~NcclChannel() override {
-    if (!aborted_) {
-      cudaStreamSynchronize(send_stream_);
-      cudaStreamSynchronize(recv_stream_);
-      for (ncclComm_t c : comms_) ncclCommDestroy(c);
-    }
-    cudaStreamDestroy(send_stream_);
-    cudaStreamDestroy(recv_stream_);
-  }
-  Parcel send(const Context& ctx, const Tensor& t) override {
-    TROUPE_CHECK(ctx.device_index() == src_, "NcclChannel: send from cuda:", ctx.device_index(), ", expected cuda:", src_);
-    Parcel p;
-    p.ready = make_event(false);  // the tensor is complete: both ends may start
-    TROUPE_CUDA_CHECK(cudaEventRecord(event_of(p.ready), stream_of(ctx)));
-    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(send_stream_, event_of(p.ready), 0));
-    TROUPE_NCCL_CHECK(ncclSend(t.data(), t.nbytes(), ncclInt8, 1, comms_[0], send_stream_));
-    TROUPE_CUDA_CHECK(cudaFreeAsync(t.data(), send_stream_));  // after the send, in stream order
-    p.shape = t.shape();
-    p.dtype = t.dtype();
-    return p;
-  }
-  Inbound receive(const Context& ctx, Parcel& p) override {
-    TROUPE_CHECK(ctx.device_index() == dst_, "NcclChannel: receive on cuda:", ctx.device_index(), ", expected cuda:",
-                 dst_);
-    TROUPE_CHECK(p.ready, "NcclChannel: a parcel without its ready event");
-    const size_t bytes = size_t(p.bytes());
-    void* data = nullptr;
-    TROUPE_CUDA_CHECK(cudaMallocAsync(&data, bytes, recv_stream_));
-    TROUPE_CUDA_CHECK(cudaStreamWaitEvent(recv_stream_, event_of(p.ready), 0));  // the sender's device
-    p.ready.reset();
-    Inbound in;
-    std::shared_ptr<TransferEvents> timing;
-    if (timing_) {
-      timing = std::make_shared<TransferEvents>();
-      timing->start = make_event(true);
-      TROUPE_CUDA_CHECK(cudaEventRecord(event_of(timing->start), recv_stream_));
-    }
-    TROUPE_NCCL_CHECK(ncclRecv(data, bytes, ncclInt8, 0, comms_[1], recv_stream_));
-    in.ready = make_event(timing_);
-    TROUPE_CUDA_CHECK(cudaEventRecord(event_of(in.ready), recv_stream_));
-    if (timing) {
-      timing->end = in.ready;
-      in.timing = std::move(timing);
-    }
-    in.tensor = Tensor::wrap(data, p.dtype, p.shape, DeviceKind::cuda, dst_);
-    return in;
-  }
-  void abort() override {
-    if (aborted_) return;
-    aborted_ = true;
-    for (ncclComm_t c : comms_) ncclCommAbort(c);
-  }
-
- private:
-  int src_, dst_;
-  bool timing_;
-  ncclComm_t comms_[2] = {nullptr, nullptr};
-  cudaStream_t send_stream_ = nullptr, recv_stream_ = nullptr;
-  bool aborted_ = false;
-};
 
 // Tied embeddings on two GPUs: an in-place sum over a two-rank communicator, each rank
 // enqueued on its own compute stream by its own stage thread.
@@ -401,7 +229,7 @@ Tensor buffer_upload(const Context& ctx, const Tensor& host) {
 
 std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing) {
   if (from.device_index() == to.device_index()) return std::make_unique<SameDeviceChannel>();
-  return std::make_unique<NcclChannel>(from.device_index(), to.device_index(), timing);
+  return make_nccl_channel(from.device_index(), to.device_index(), timing);
 }
 
 std::shared_ptr<void> record_event(const Context& ctx) {

@@ -2,6 +2,9 @@
 // the CUDA backend). Plain C++: callers never see a CUDA or NCCL type.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "actors/device_services.hpp"
 
 namespace troupe::actors::cuda {
@@ -15,6 +18,12 @@ Tensor buffer_upload(const Context& ctx, const Tensor& host);
 std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing);
 // An event recorded on ctx's stream now.
 std::shared_ptr<void> record_event(const Context& ctx);
+// A fresh ncclUniqueId, as bytes: made by one process, handed to the others.
+std::vector<uint8_t> nccl_unique_id();
+// One end of a channel whose other end is in another process (NCCL send/recv on a two-rank
+// communicator: rank 0 sends, rank 1 receives); both processes pass the same id.
+std::unique_ptr<Channel> make_process_channel(bool sending, const Context& ctx, const std::vector<uint8_t>& id,
+                                              bool timing);
 // Work enqueued on ctx from now on waits for `event` (an Inbound's ready event, of any device).
 void stream_wait(const Context& ctx, const std::shared_ptr<void>& event);
 // Different devices: an NCCL all-reduce over a two-rank communicator.

@@ -167,7 +167,8 @@ TEST(CpuGroup, Broadcast) {
         t[size_t(r)] = input(r, 77);
         group[size_t(r)]->broadcast(cpu(), t[size_t(r)], root);
       });
-      for (int r = 0; r < size; ++r) expect_same_bits(t[size_t(r)], input(root, 77), str_cat("root ", root, " member ", r));
+      for (int r = 0; r < size; ++r)
+        expect_same_bits(t[size_t(r)], input(root, 77), str_cat("root ", root, " member ", r));
     }
 }
 
@@ -248,8 +249,10 @@ TEST(CpuGroup, MembersCallingDifferentCollectivesFail) {
   run_members(2, [&](int r) {
     Tensor t = input(r, 8);
     errors[size_t(r)] = error_of([&] {
-      if (r == 0) group[0]->all_reduce(cpu(), t);
-      else group[1]->broadcast(cpu(), t, 0);
+      if (r == 0)
+        group[0]->all_reduce(cpu(), t);
+      else
+        group[1]->broadcast(cpu(), t, 0);
     });
   });
   for (const std::string& e : errors) EXPECT_NE(e.find("different collectives"), std::string::npos) << e;

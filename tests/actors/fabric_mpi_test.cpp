@@ -121,7 +121,8 @@ void check_all_ops(const std::vector<int>& member_process, const std::string& na
       expect_same_bits(max[size_t(m)], want_max, who + " all_reduce max");
       expect_same_bits(scattered[size_t(m)], want_scatter.slice(m * n, {n}), who + " reduce_scatter");
       for (int k = 0; k < size; ++k)
-        expect_same_bits(gathered[size_t(m)].slice(k * n, {n}), input(k, n), who + " all_gather part " + std::to_string(k));
+        expect_same_bits(gathered[size_t(m)].slice(k * n, {n}), input(k, n),
+                         who + " all_gather part " + std::to_string(k));
       expect_same_bits(cast[size_t(m)], input(size - 1, n), who + " broadcast");
     }
   }
@@ -150,7 +151,8 @@ TEST(Fabric, HostHelpers) {
   EXPECT_EQ(max[0], double(P - 1));
   EXPECT_EQ(max[1], 0.0);
 
-  const std::vector<std::string> names = fabric().all_gather(std::string(size_t(me), 'x') + "process " + std::to_string(me));
+  const std::vector<std::string> names =
+      fabric().all_gather(std::string(size_t(me), 'x') + "process " + std::to_string(me));
   ASSERT_EQ(int(names.size()), P);
   for (int p = 0; p < P; ++p) EXPECT_EQ(names[size_t(p)], std::string(size_t(p), 'x') + "process " + std::to_string(p));
 
