@@ -9,6 +9,7 @@
 
 #include "actors/collective_groups.hpp"
 #include "actors/device_services.hpp"
+#include "actors/fabric.hpp"
 #include "actors/grad_reducer_actor.hpp"
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
@@ -90,17 +91,13 @@ int device_of_rank(const TrainingConfig& c, int rank) {
   return rank % n;
 }
 
-// One collective group over the given devices (member i on contexts[i]).
-std::vector<std::unique_ptr<Collectives>> make_group(const std::vector<const Context*>& contexts,
-                                                     const std::string& name, std::chrono::milliseconds timeout) {
-  TROUPE_CHECK(!contexts.front()->is_cuda(), "GPU tensor/data-parallel groups are not available yet (", name, ")");
-  return make_cpu_group(int(contexts.size()), GroupOptions{name, timeout});
-}
+
 
 }  // namespace
 
 
 void TrainingRun::Impl::build_stages() {
+  fabric = Fabric::init();
   const GptConfig& model = config.model;
   const ParallelConfig& par = config.parallel;
   const int layers_per_virtual = model.num_layers / (P * V);
@@ -133,7 +130,9 @@ void TrainingRun::Impl::build_stages() {
     const bool on_comm = overlap && &out == &dp_member;
     std::vector<const Context*> ctxs;
     for (size_t r : members) ctxs.push_back(on_comm ? comm_contexts[r].get() : contexts[r].get());
-    std::vector<std::unique_ptr<Collectives>> group = make_group(ctxs, name, config.op_timeout);
+    // Every member in this process (CPU devices: shared memory; GPUs: NCCL).
+    std::vector<std::unique_ptr<Collectives>> group =
+        fabric->make_group(std::vector<int>(ctxs.size(), fabric->process()), ctxs, GroupOptions{name, config.op_timeout});
     for (size_t i = 0; i < members.size(); ++i) {
       out[members[i]] = group[i].get();
       groups.push_back(std::move(group[i]));

@@ -20,10 +20,13 @@
 
 namespace troupe::actors {
 
+class Fabric;
+
 struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
+  std::shared_ptr<Fabric> fabric;  // this process among the run's processes (one without mpirun)
   std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
   std::vector<caf::actor> reducers;                      // ... and the reducer actors, by rank

@@ -209,10 +209,14 @@ void init_params(const ParamLayout& layout, uint64_t seed, const Tensor& host) {
   std::memset(host.data(), 0, host.nbytes());
   const GptConfig& c = layout.config();
   const float scaled_std = c.init_method_std / std::sqrt(2.0f * float(c.num_layers));
-  std::vector<float> global;
-  for (const auto& p : layout.params()) {
+  // Every parameter has its own generator, so they fill in parallel (a 1.3B model in seconds).
+  const auto& params = layout.params();
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamInfo& p = params[i];
     float* dst = host.data_as<float>() + p.offset;
     // A shard is cut from the global tensor, so every layout draws the same values.
+    std::vector<float> global;
     float* out = dst;
     if (!p.replicated()) {
       global.assign(size_t(p.global_numel()), 0.0f);
@@ -226,7 +230,7 @@ void init_params(const ParamLayout& layout, uint64_t seed, const Tensor& host) {
       case ParamInit::scaled_normal: {
         std::mt19937_64 rng(seed ^ (std::hash<std::string>{}(p.name) * 0x9e3779b97f4a7c15ull));
         std::normal_distribution<float> d(0.0f, p.init == ParamInit::normal ? c.init_method_std : scaled_std);
-        for (int64_t i = 0; i < n; ++i) out[i] = d(rng);
+        for (int64_t k = 0; k < n; ++k) out[k] = d(rng);
         break;
       }
     }

@@ -15,18 +15,6 @@
 namespace troupe::test {
 namespace {
 
-actors::TrainingConfig gpu_config(int P, int V) {
-  actors::TrainingConfig config = tiny_config(false, P, V, 8);
-  config.model.hidden_size = 128;
-  config.model.num_attention_heads = 4;
-  config.model.seq_length = 64;
-  config.model.vocab_size = 512;
-  config.devices.cuda = true;
-  config.devices.compute = DType::bf16;
-  config.check_for_nan = true;
-  return config;
-}
-
 std::vector<IterationStats> train(const actors::TrainingConfig& config, int iters) {
   actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
   std::vector<IterationStats> out;

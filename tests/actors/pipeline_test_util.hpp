@@ -69,6 +69,19 @@ inline actors::TrainingConfig tiny_config(bool llama, int P, int V, int microbat
   return t;
 }
 
+// A small model for GPU runs (bf16, NaN checks on).
+inline actors::TrainingConfig gpu_config(int P, int V) {
+  actors::TrainingConfig config = tiny_config(false, P, V, 8);
+  config.model.hidden_size = 128;
+  config.model.num_attention_heads = 4;
+  config.model.seq_length = 64;
+  config.model.vocab_size = 512;
+  config.devices.cuda = true;
+  config.devices.compute = DType::bf16;
+  config.check_for_nan = true;
+  return config;
+}
+
 inline std::shared_ptr<const SampleSource> tiny_data(const GptConfig& c, int64_t samples = 512, uint64_t seed = 7) {
   return std::make_shared<RandomTokens>(samples, c.seq_length, int32_t(c.vocab_size), seed);
 }
