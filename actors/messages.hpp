@@ -76,6 +76,23 @@ struct TrainerReply {
   double loss = 0;       // eval_atom: mean per-token loss
 };
 
+// A TensorMessage for a stage actor in another process (through CAF's middleman): the
+// tensor itself travels over the channel (MPI or NCCL); this says what to receive.
+struct RemoteParcel {
+  int64_t iteration = 0;
+  int32_t direction = 0;  // Direction
+  int32_t microbatch = 0;
+  int32_t chunk = 0;
+  std::vector<int64_t> shape;
+  int32_t dtype = 0;      // DType
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RemoteParcel& x) {
+  return f(caf::meta::type_name("troupe.RemoteParcel"), x.iteration, x.direction, x.microbatch, x.chunk, x.shape,
+           x.dtype);
+}
+
 struct BucketReady {
   int64_t iteration = 0;
   int bucket = 0;

@@ -60,6 +60,13 @@ class StageActor : public caf::event_based_actor {
         },
         [this](plan_atom, IterationPlan& plan) { start(std::move(plan)); },
         [this](parcel_atom, TensorMessage& msg) { on_parcel(msg); },
+        // From a stage in another process: the tensor comes over the channel.
+        [this](parcel_atom, const RemoteParcel& r) {
+          TensorMessage msg{r.iteration, Direction(r.direction), r.microbatch, r.chunk, {}};
+          msg.parcel.shape = r.shape;
+          msg.parcel.dtype = DType(r.dtype);
+          on_parcel(msg);
+        },
         [this](pump_atom) {
           pump_pending_ = false;
           pump();
@@ -249,8 +256,14 @@ class StageActor : public caf::event_based_actor {
       if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);
       if (out) {
         r.bytes = out->parcel.bytes();
-        send(peers_.at(size_t(out->stage)), parcel_atom::value,
-             TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
+        const caf::actor& peer = peers_.at(size_t(out->stage));
+        if (peer.node() != node())
+          send(peer, parcel_atom::value,
+               RemoteParcel{worker_->iteration(), int32_t(out->direction), out->microbatch, out->chunk,
+                            out->parcel.shape, int32_t(out->parcel.dtype)});
+        else
+          send(peer, parcel_atom::value,
+               TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
       }
       ++in_flight_;
       // On a GPU the times are the device's (start: when the stream reached the op).

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "actors/fabric.hpp"
 #include "actors/messages.hpp"
 #include "kernels/check.hpp"
 
@@ -21,10 +22,12 @@ class TrainerActor : public caf::event_based_actor {
     T_ = s_.tensor_parallel;
     D_ = s_.data_parallel;
     P_ = int(s_.stages.size()) / (T_ * D_);
+    if (s_.local_count == 0) s_.local_count = s_.stages.size();
     for (size_t i = 0; i < s_.stages.size(); ++i) {
       const caf::actor& a = s_.stages[i];
       index_[a.address()] = i;
-      monitor(a);
+      monitor(a);  // also the other processes' stages: their process dying fails the run here
+      if (!local(i)) continue;
       const Rank r = rank_of(i);
       std::vector<caf::actor> pipeline, followers;
       for (int s = 0; s < P_; ++s) pipeline.push_back(s_.stages[index(s, r.dp, r.tp)]);
@@ -101,8 +104,9 @@ class TrainerActor : public caf::event_based_actor {
     if (T_ == 1 && D_ == 1) return str_cat("stage ", r.stage);
     return str_cat("stage ", r.stage, " (tensor rank ", r.tp, ", data rank ", r.dp, ")");
   }
+  bool local(size_t i) const { return i >= s_.first_local && i < s_.first_local + s_.local_count; }
   // Evaluation runs on data rank 0's devices only (every replica holds the same weights).
-  bool takes_part(size_t i) const { return training_ || rank_of(i).dp == 0; }
+  bool takes_part(size_t i) const { return local(i) && (training_ || rank_of(i).dp == 0); }
 
   std::string name_of(const caf::actor_addr& a) const {
     if (auto it = index_.find(a); it != index_.end()) return stage_name(it->second);
@@ -284,6 +288,7 @@ class TrainerActor : public caf::event_based_actor {
       ++expected_reports_;
     }
     arm_watchdog();
+    if (expected_reports_ == 0) phase_done(StageReport{});
   }
 
   void on_progress(const schedules::TraceEvent& e) {
@@ -320,6 +325,13 @@ class TrainerActor : public caf::event_based_actor {
       counted_[i] = true;
     }
     if (++reports_ < expected_reports_) return;
+    phase_done(r);
+  }
+
+  // Every local stage has reported (or none takes part here: an evaluation runs on data rank
+  // 0, which may live in another process).
+  void phase_done(const StageReport& r) {
+    if (!combine_processes()) return;
     loss_sum_ = 0;
     for (double l : losses_) loss_sum_ += l;  // rank order: the same sum every run
     ++generation_;  // pipeline phase over: the watchdog stops
@@ -354,6 +366,34 @@ class TrainerActor : public caf::event_based_actor {
               finish_step(r);
             },
             [=, this](caf::error& e) { fail_run(str_cat("the optimizer step failed: ", system().render(e))); });
+  }
+
+  // Several processes: every process's reports, summed in rank order (each rank's numbers come
+  // from one process, the others add zeros). Blocks on the other processes' trainers.
+  bool combine_processes() {
+    if (!s_.fabric || s_.fabric->processes() == 1) return true;
+    const size_t n = s_.stages.size();
+    std::vector<double> v(4 * n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      if (!local(i)) continue;
+      v[i] = losses_[i];
+      v[n + i] = grads_[i].sum_sq;
+      v[2 * n + i] = counted_[i] ? 1.0 : 0.0;
+      v[3 * n + i] = grads_[i].finite ? 0.0 : 1.0;
+    }
+    try {
+      s_.fabric->all_reduce(v, ReduceOp::sum);
+    } catch (const std::exception& e) {
+      fail_run(str_cat("summing the iteration's results over processes failed: ", e.what()));
+      return false;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      losses_[i] = v[i];
+      grads_[i].sum_sq = v[n + i];
+      counted_[i] = v[2 * n + i] > 0;
+      grads_[i].finite = v[3 * n + i] == 0;
+    }
+    return true;
   }
 
   void finish_step(const StepResult& r) {

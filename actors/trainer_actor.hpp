@@ -22,9 +22,16 @@
 
 namespace troupe::actors {
 
+class Fabric;
+
 struct TrainerSetup {
   // One stage actor per device, in Megatron's rank order: index = tp + T * (dp + D * stage).
   std::vector<caf::actor> stages;
+  // Several processes: each runs a trainer for its own stage actors (ranks [first_local,
+  // first_local + local_count)); the losses and gradient statistics are summed over processes
+  // through the fabric, in rank order, so every process takes the same step.
+  std::shared_ptr<Fabric> fabric;
+  size_t first_local = 0, local_count = 0;  // local_count 0: every stage is local
   std::vector<caf::actor> reducers;  // gradient reducers (monitored: one going down fails the run)
   int tensor_parallel = 1, data_parallel = 1;  // T, D
   bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard

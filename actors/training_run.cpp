@@ -4,13 +4,17 @@
 #include "actors/training_run.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "actors/collective_groups.hpp"
 #include "actors/device_services.hpp"
 #include "actors/fabric.hpp"
 #include "actors/grad_reducer_actor.hpp"
+#include "actors/group_pair_reducer.hpp"
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/optimizer_actor.hpp"
@@ -96,8 +100,9 @@ int device_of_rank(const TrainingConfig& c, int rank) {
 }  // namespace
 
 
+bool TrainingRun::Impl::local(size_t r) const { return process_of(r) == fabric->process(); }
+
 void TrainingRun::Impl::build_stages() {
-  fabric = Fabric::init();
   const GptConfig& model = config.model;
   const ParallelConfig& par = config.parallel;
   const int layers_per_virtual = model.num_layers / (P * V);
@@ -112,7 +117,8 @@ void TrainingRun::Impl::build_stages() {
     for (int dp = 0; dp < D; ++dp)
       for (int tp = 0; tp < T; ++tp) {
         const size_t r = rank(s, dp, tp);
-        const int device = device_of_rank(config, int(r));
+        if (!local(r)) continue;
+        const int device = device_of_rank(config, int(r) % per_process);
         contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
       }
   // With overlap each device's reducer drives the data-parallel collectives on a stream of its own.
@@ -120,7 +126,8 @@ void TrainingRun::Impl::build_stages() {
   if (overlap) {
     comm_contexts.resize(ranks);
     for (size_t r = 0; r < ranks; ++r) {
-      const int device = device_of_rank(config, int(r));
+      if (!local(r)) continue;
+      const int device = device_of_rank(config, int(r) % per_process);
       comm_contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
     }
   }
@@ -129,11 +136,17 @@ void TrainingRun::Impl::build_stages() {
   auto build_group = [&](const std::vector<size_t>& members, std::vector<Collectives*>& out, const std::string& name) {
     const bool on_comm = overlap && &out == &dp_member;
     std::vector<const Context*> ctxs;
-    for (size_t r : members) ctxs.push_back(on_comm ? comm_contexts[r].get() : contexts[r].get());
-    // Every member in this process (CPU devices: shared memory; GPUs: NCCL).
+    std::vector<int> procs;
+    for (size_t r : members) {
+      ctxs.push_back(!local(r) ? nullptr : on_comm ? comm_contexts[r].get() : contexts[r].get());
+      procs.push_back(process_of(r));
+    }
+    // CPU devices: shared memory here, MPI to other processes; GPUs: NCCL. Every process makes
+    // every group, in the same order.
     std::vector<std::unique_ptr<Collectives>> group =
-        fabric->make_group(std::vector<int>(ctxs.size(), fabric->process()), ctxs, GroupOptions{name, config.op_timeout});
+        fabric->make_group(procs, ctxs, GroupOptions{name, config.op_timeout});
     for (size_t i = 0; i < members.size(); ++i) {
+      if (!group[i]) continue;
       out[members[i]] = group[i].get();
       groups.push_back(std::move(group[i]));
     }
@@ -156,6 +169,7 @@ void TrainingRun::Impl::build_stages() {
     for (int dp = 0; dp < D; ++dp) {
       for (int tp = 0; tp < T; ++tp) {
         const size_t r = rank(s, dp, tp);
+        if (!local(r)) continue;
         StageSetup setup;
         setup.stage = s;
         setup.stages = P;
@@ -202,33 +216,97 @@ void TrainingRun::Impl::build_stages() {
   }
   if (P == 1) return;
   // Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
-  // interleaving also the wrap from the last stage to the first (activations) and back (gradients).
+  // interleaving also the wrap from the last stage to the first (activations) and back
+  // (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
+  // process in the same order.
   const bool timing = !config.trace_path.empty();
+  auto link = [&](size_t from, size_t to) -> Channel* {
+    const Context* f = local(from) ? &workers[from]->context() : nullptr;
+    const Context* t = local(to) ? &workers[to]->context() : nullptr;
+    std::unique_ptr<Channel> c = fabric->make_channel(process_of(from), process_of(to), f, t, timing, config.op_timeout);
+    if (!c) return nullptr;
+    channels.push_back(std::move(c));
+    return channels.back().get();
+  };
   for (int dp = 0; dp < D; ++dp) {
     for (int tp = 0; tp < T; ++tp) {
-      auto worker = [&](int s) -> StageWorker& { return *workers[rank(s, dp, tp)]; };
       std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
       std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
       for (int s = 0; s < P; ++s) {
         const int next = (s + 1) % P, prev = (s - 1 + P) % P;
-        if (s < P - 1 || V > 1) {
-          channels.push_back(make_channel(worker(s).context(), worker(next).context(), timing));
-          act_out[size_t(s)] = act_in[size_t(next)] = channels.back().get();
-        }
-        if (s > 0 || V > 1) {
-          channels.push_back(make_channel(worker(s).context(), worker(prev).context(), timing));
-          grad_out[size_t(s)] = grad_in[size_t(prev)] = channels.back().get();
-        }
+        if (s < P - 1 || V > 1) act_out[size_t(s)] = act_in[size_t(next)] = link(rank(s, dp, tp), rank(next, dp, tp));
+        if (s > 0 || V > 1) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(rank(s, dp, tp), rank(prev, dp, tp));
       }
-      for (int s = 0; s < P; ++s)
-        worker(s).connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
-      if (tied_split) {
-        tied.push_back(make_pair_reducer(worker(0).context(), worker(P - 1).context()));
-        worker(0).connect_tied(tied.back().get(), 0, 0);
-        worker(P - 1).connect_tied(tied.back().get(), 1, V - 1);
+      for (int s = 0; s < P; ++s) {
+        const size_t r = rank(s, dp, tp);
+        if (local(r)) workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
       }
+      if (!tied_split) continue;
+      const size_t first = rank(0, dp, tp), last = rank(P - 1, dp, tp);
+      if (local(first) && local(last)) {
+        tied.push_back(make_pair_reducer(workers[first]->context(), workers[last]->context()));
+      } else {
+        const Context* c0 = local(first) ? &workers[first]->context() : nullptr;
+        const Context* c1 = local(last) ? &workers[last]->context() : nullptr;
+        auto pair = fabric->make_group({process_of(first), process_of(last)}, {c0, c1},
+                                       GroupOptions{str_cat("the tied embedding of data rank ", dp, ", tensor rank ", tp),
+                                                    config.op_timeout});
+        if (!c0 && !c1) continue;
+        tied.push_back(std::make_unique<GroupPairReducer>(std::move(pair)));
+      }
+      if (local(first)) workers[first]->connect_tied(tied.back().get(), 0, 0);
+      if (local(last)) workers[last]->connect_tied(tied.back().get(), 1, V - 1);
     }
   }
+}
+
+void TrainingRun::Impl::connect_processes() {
+  // Every process publishes a directory of its stage actors on a port of its own; the ports
+  // travel over MPI; each process then fetches every other process's stage actors. Remote
+  // handles work like local ones (messages are serialized) and their process dying reaches
+  // whoever monitors them.
+  // Weak handles: a published actor outlives the run's shutdown a little, and a strong handle
+  // held here would keep the detached stage actors' threads waiting.
+  std::vector<caf::actor_addr> mine;
+  for (const caf::actor& a : local_stages) mine.push_back(a.address());
+  directory = system->spawn([mine](caf::event_based_actor*) -> caf::behavior {
+    return {[mine](peers_atom) {
+      std::vector<caf::actor> out;
+      for (const caf::actor_addr& a : mine) out.push_back(caf::actor_cast<caf::actor>(a));
+      return out;
+    }};
+  });
+  auto port = system->middleman().publish(directory, 0, nullptr, true);
+  TROUPE_CHECK(port, "process ", fabric->process(), ": publishing the stage directory failed: ",
+               system->render(port.error()));
+  char host[256] = {};
+  TROUPE_SYSCALL(gethostname(host, sizeof host - 1));
+  const std::vector<std::string> hosts = fabric->all_gather(host);
+  const std::vector<std::string> ports = fabric->all_gather(std::to_string(*port));
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  for (int q = 0; q < fabric->processes(); ++q) {
+    if (q == fabric->process()) continue;
+    const std::string where = one_host ? "127.0.0.1" : hosts[size_t(q)];
+    auto remote = system->middleman().remote_actor(where, uint16_t(std::stoi(ports[size_t(q)])));
+    TROUPE_CHECK(remote, "process ", fabric->process(), ": connecting to process ", q, " at ", where, ":",
+                 ports[size_t(q)], " failed: ", system->render(remote.error()));
+    // Asked again after a short wait: a request that races the connection's handshake can go
+    // unanswered (seen under load), and the run must not hang on it.
+    std::vector<caf::actor> theirs;
+    std::string error;
+    const auto deadline = std::chrono::steady_clock::now() + config.op_timeout;
+    do {
+      error.clear();
+      (*self)
+          ->request(*remote, std::chrono::seconds(2), peers_atom::value)
+          .receive([&](std::vector<caf::actor>& v) { theirs = std::move(v); },
+                   [&](caf::error& e) { error = system->render(e); });
+    } while (!error.empty() && std::chrono::steady_clock::now() < deadline);
+    TROUPE_CHECK(error.empty() && int(theirs.size()) == per_process, "process ", fabric->process(),
+                 ": process ", q, " did not hand out its ", per_process, " stage actors: ", error);
+    for (int i = 0; i < per_process; ++i) stages[size_t(q * per_process + i)] = theirs[size_t(i)];
+  }
+  fabric->barrier();  // every process knows every stage before any trains
 }
 
 template <typename... Ts>
@@ -252,9 +330,10 @@ TrainerReply TrainingRun::Impl::ask(Ts... xs) {
 void TrainingRun::Impl::shutdown() {
   if (!system) return;
   const bool failed = !failure.empty();
-  std::vector<caf::actor> all = stages;
-  all.insert(all.end(), reducers.begin(), reducers.end());
-  for (const caf::actor& a : {loader, optimizer, trainer})
+  std::vector<caf::actor> all = local_stages;  // remote handles belong to their own processes
+  for (const caf::actor& a : reducers)
+    if (a) all.push_back(a);
+  for (const caf::actor& a : {loader, optimizer, trainer, directory})
     if (a) all.push_back(a);
   for (const caf::actor& a : all) {
     (*self)->monitor(a);
@@ -275,6 +354,7 @@ void TrainingRun::Impl::shutdown() {
   }
   // Pending completion callbacks send to actors of this system: let them run while it exists.
   for (auto& w : workers) {
+    if (!w) continue;
     try {
       w->synchronize();
     } catch (const std::exception&) {
@@ -282,10 +362,24 @@ void TrainingRun::Impl::shutdown() {
     }
     if (!timed_out) w->stop_completions();  // else a stage may still be using it
   }
-  all.clear();  // a detached actor's thread ends only when the last handle to it is gone
+  // A detached actor's thread ends only once nothing holds it. Actors known to other processes
+  // are held by the middleman (the registry, and each remote proxy's bookkeeping) until the
+  // other processes drop their proxies: drop ours, wait for everyone, then release the rest.
+  const bool several = fabric && fabric->processes() > 1 && !failed && !timed_out;
+  std::vector<caf::actor_id> ids;
+  for (const caf::actor& a : all) ids.push_back(a->id());
+  if (directory && fabric && fabric->processes() > 1) system->middleman().unpublish(directory);
+  all.clear();
   stages.clear();
+  local_stages.clear();
   reducers.clear();
+  directory = nullptr;
   loader = optimizer = trainer = nullptr;
+  if (several) {
+    fabric->barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive
+  }
+  for (caf::actor_id id : ids) system->registry().erase(id);
   self.reset();
   system.reset();
 }
@@ -303,6 +397,11 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.M = microbatches_of(config);
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
   d.consumed = train->consumed_samples();
+  d.fabric = Fabric::init();
+  const int world = d.P * d.D * d.T, procs = d.fabric->processes();
+  TROUPE_CHECK(world % procs == 0, "the ", world, " ranks (tensor ", d.T, " x data ", d.D, " x pipeline ", d.P,
+               ") do not split evenly over ", procs, " processes");
+  d.per_process = world / procs;
   d.build_stages();
   const schedules::Schedule schedule = effective_schedule(config.parallel);
   if (!config.trace_path.empty()) {
@@ -315,30 +414,46 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   }
 
   d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
+  if (procs > 1) {
+    // Control messages between processes (parcel announcements, tensor-rank orders, and the
+    // down messages of a process that dies) go through CAF's middleman.
+    d.caf_config.load<caf::io::middleman>();
+    d.caf_config.add_message_type<RemoteParcel>("troupe.RemoteParcel");
+  }
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
   d.self = std::make_unique<caf::scoped_actor>(*d.system);
+  d.stages.resize(d.workers.size());
+  d.reducers.resize(d.comm_contexts.size());
   for (size_t r = 0; r < d.comm_contexts.size(); ++r)
-    d.reducers.push_back(spawn_grad_reducer(*d.system, {d.workers[r], d.comm_contexts[r].get(), d.workers[r]->dp_group()}));
+    if (d.local(r))
+      d.reducers[r] = spawn_grad_reducer(*d.system, {d.workers[r], d.comm_contexts[r].get(), d.workers[r]->dp_group()});
   for (size_t r = 0; r < d.workers.size(); ++r) {
+    if (!d.local(r)) continue;
     StageOptions o;
     if (!d.reducers.empty()) o.reducer = d.reducers[r];
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
-    o.device = device_of_rank(config, int(r));
+    o.device = device_of_rank(config, int(r) % d.per_process);
     o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
     o.fixed_op_duration = config.fixed_op_duration;
     o.before_op = config.before_op;
     o.epoch = d.epoch;
-    d.stages.push_back(spawn_stage(*d.system, d.workers[r], std::move(o)));
+    d.stages[r] = spawn_stage(*d.system, d.workers[r], std::move(o));
+    d.local_stages.push_back(d.stages[r]);
   }
+  if (procs > 1) d.connect_processes();
   d.loader = spawn_loader(*d.system, std::move(train), std::move(valid));
   OptimizerOptions oo;
   oo.clip_grad = config.optimizer.clip_grad;
   oo.timeout = config.op_timeout;
-  d.optimizer = spawn_optimizer(*d.system, d.stages, oo);
+  d.optimizer = spawn_optimizer(*d.system, d.local_stages, oo);
   TrainerSetup ts;
   ts.stages = d.stages;
-  ts.reducers = d.reducers;
+  for (const caf::actor& a : d.reducers)
+    if (a) ts.reducers.push_back(a);
+  ts.fabric = d.fabric;
+  ts.first_local = size_t(d.fabric->process() * d.per_process);
+  ts.local_count = size_t(d.per_process);
   ts.tensor_parallel = d.T;
   ts.data_parallel = d.D;
   ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
@@ -397,17 +512,25 @@ Tensor TrainingRun::gather_weights() const {
   Tensor out = Tensor::host(DType::f32, {whole.size()});
   fill_zero(Context::cpu(), out);
   for (const auto& w : d.workers) {
-    if (w->dp_rank() != 0) continue;  // every data-parallel replica holds the same weights
+    if (!w || w->dp_rank() != 0) continue;  // every data-parallel replica holds the same weights
     w->context().activate();
     for (int c = 0; c < w->chunks(); ++c) {
       GptChunk& chunk = w->model(c);
       const Tensor host = to_host_f32(w->context(), chunk.params());
       for (const ParamInfo& p : chunk.layout().params()) {
-        // A tied embedding or a tensor-replicated parameter: every copy holds the same values.
+        // Each element from one place (the processes' parts are summed below): a replicated
+        // parameter from tensor rank 0, the tied embedding from the first stage.
+        if (p.replicated() && w->tp_rank() != 0) continue;
+        if (p.name == kTiedName && !chunk.layout().spec().pre_process) continue;
         const ParamInfo& dst = whole.find(p.name);
         shard_to_global(p, host.data_as<float>() + p.offset, out.data_as<float>() + dst.offset, dst.global_shape[0]);
       }
     }
+  }
+  if (d.fabric->processes() > 1) {
+    std::vector<double> all(out.data_as<float>(), out.data_as<float>() + out.numel());
+    d.fabric->all_reduce(all, ReduceOp::sum);
+    std::copy(all.begin(), all.end(), out.data_as<float>());
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "actors/fabric.hpp"
 #include "actors/training_run_impl.hpp"
 #include "kernels/check.hpp"
 #include "storage/checkpoint_reader.hpp"
@@ -47,6 +48,7 @@ void read_into(const CheckpointReader& r, const std::string& name, const Shape& 
 std::string TrainingRun::save_checkpoint(const std::string& root, bool optimizer) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TROUPE_CHECK(d.fabric->processes() == 1, "checkpoints of runs over several processes are not implemented yet");
   TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),
                "checkpoints of tensor-parallel runs and of the distributed optimizer are not implemented yet "
                "(--tensor-model-parallel-size ", d.T, ", --use-distributed-optimizer)");
@@ -105,6 +107,7 @@ void TrainingRun::load_checkpoint(const std::string& root, bool optimizer) {
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ",
                d.iteration, " iterations");
+  TROUPE_CHECK(d.fabric->processes() == 1, "loading checkpoints into runs over several processes is not implemented yet");
   TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),
                "loading checkpoints into tensor-parallel runs or the distributed optimizer is not implemented yet "
                "(--tensor-model-parallel-size ", d.T, ", --use-distributed-optimizer)");

@@ -45,8 +45,16 @@ struct TrainingRun::Impl {
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
 
   void build_stages();
-  // Stage actors and workers are indexed by global rank: tp + T * (dp + D * stage).
+  // Stage actors and workers are indexed by global rank: tp + T * (dp + D * stage). Process p
+  // holds ranks [p * per_process, (p + 1) * per_process); workers, contexts and reducers of
+  // ranks elsewhere are null, their stage actors remote handles.
   size_t rank(int stage, int dp, int tp) const { return size_t(tp + T * (dp + D * stage)); }
+  int per_process = 0;
+  int process_of(size_t r) const { return int(r) / per_process; }
+  bool local(size_t r) const;
+  std::vector<caf::actor> local_stages;  // this process's stage actors, by rank
+  caf::actor directory;                  // several processes: hands out local_stages to the others
+  void connect_processes();              // several processes: learns every other process's stage actors
   template <typename... Ts>
   TrainerReply ask(Ts... xs);
   void shutdown();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "actors/fabric.hpp"
 #include "actors/training_run.hpp"
 #include "apps/commands.hpp"
 #include "apps/train_log.hpp"
@@ -98,6 +99,10 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
 }
 
 int train(const TrainOptions& o) {
+  // Under mpirun: one process per node (or per GPU), all running this same command. Process 0
+  // prints; the others stay quiet on stdout (errors still reach stderr).
+  const std::shared_ptr<actors::Fabric> fabric = actors::Fabric::init();
+  if (fabric->process() != 0) TROUPE_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "silencing stdout");
   const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_available());
   TROUPE_CHECK(!(o.bf16 && o.fp16), "--bf16 and --fp16 are exclusive");
   TROUPE_CHECK(cuda || (!o.bf16 && !o.fp16), "--bf16/--fp16 need GPUs; CPU devices compute in f32");
@@ -165,9 +170,11 @@ int train(const TrainOptions& o) {
   TROUPE_CHECK(o.tensor_size >= 1 && o.pipeline_size >= 1, "--tensor-model-parallel-size (", o.tensor_size,
                ") and --pipeline-model-parallel-size (", o.pipeline_size, ") must be >= 1");
   const int model_parallel = o.tensor_size * o.pipeline_size;
-  const int devices = o.devices > 0 ? o.devices : model_parallel;
-  TROUPE_CHECK(devices % model_parallel == 0, "--devices (", devices,
-               ") must be a multiple of --tensor-model-parallel-size (", o.tensor_size,
+  // --devices counts this process's devices; the run has that many in every process.
+  const int local_devices = o.devices > 0 ? o.devices : std::max(1, model_parallel / fabric->processes());
+  const int devices = local_devices * fabric->processes();
+  TROUPE_CHECK(devices % model_parallel == 0, "--devices (", local_devices, " per process x ", fabric->processes(),
+               " processes) must be a multiple of --tensor-model-parallel-size (", o.tensor_size,
                ") times --pipeline-model-parallel-size (", o.pipeline_size, ")");
   cfg.parallel.data_size = devices / model_parallel;
   cfg.parallel.sequence_parallel = o.sequence_parallel && o.tensor_size > 1;
@@ -185,7 +192,7 @@ int train(const TrainOptions& o) {
   }
   cfg.parallel.group_size = o.group_size;
   cfg.devices.cuda = cuda;
-  cfg.devices.cpu_devices = cuda ? 0 : devices;
+  cfg.devices.cpu_devices = cuda ? 0 : local_devices;
   cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
   cfg.optimizer.adam = {.lr = 0, .beta1 = float(o.adam_beta1), .beta2 = float(o.adam_beta2),
                         .eps = float(o.adam_eps), .weight_decay = float(o.weight_decay)};
@@ -363,8 +370,8 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--pipeline-schedule", o->schedule, "1f1b (default) or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--devices,--cpu-devices", o->devices,
-                  "devices of this run (GPUs or CPU devices); data-parallel size = devices / (TP x PP); "
-                  "default TP x PP");
+                  "devices of each process (GPUs or CPU devices); data-parallel size = processes x devices / "
+                  "(TP x PP); default TP x PP / processes");
   cmd->add_option("--tensor-model-parallel-size", o->tensor_size);
   cmd->add_flag("--sequence-parallel", o->sequence_parallel, "shard norms/dropout/residuals along the sequence (TP > 1)");
   cmd->add_flag("--use-distributed-optimizer", o->distributed_optimizer,

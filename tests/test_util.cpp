@@ -1,5 +1,7 @@
 #include "tests/test_util.hpp"
 
+#include "actors/fabric.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -112,5 +114,13 @@ const Context& cpu() {
 }
 
 std::string source_path(const std::string& relative) { return std::string(TROUPE_SOURCE_DIR) + "/" + relative; }
+
+namespace {
+std::shared_ptr<actors::Fabric> g_fabric;
+}
+
+void FabricEnvironment::SetUp() { g_fabric = actors::Fabric::init(); }
+void FabricEnvironment::TearDown() { g_fabric.reset(); }
+actors::Fabric* test_fabric() { return g_fabric.get(); }
 
 }  // namespace troupe::test

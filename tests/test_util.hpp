@@ -12,6 +12,10 @@
 #include "kernels/check.hpp"
 #include "kernels/tensor.hpp"
 
+namespace troupe::actors {
+class Fabric;
+}
+
 namespace troupe::test {
 
 // Host f32 tensor of N(0, stddev^2) values from a fixed seed.
@@ -58,5 +62,17 @@ const Context& cpu();
 
 // Path of a file in the source tree (tests read bundled data).
 std::string source_path(const std::string& relative);
+
+// Keeps the process's fabric (actors/fabric.hpp) alive for the whole test binary: under mpirun
+// MPI starts once per process and cannot start again, so tests that make several runs (or
+// groups) one after another register it:
+//   [[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);
+class FabricEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override;
+  void TearDown() override;
+};
+// The fabric FabricEnvironment holds (null before SetUp).
+actors::Fabric* test_fabric();
 
 }  // namespace troupe::test

@@ -19,15 +19,9 @@ using actors::Fabric;
 using Group = std::vector<std::unique_ptr<Collectives>>;
 
 // One fabric for the whole binary: MPI starts once per process, and ends before main returns.
-std::shared_ptr<Fabric> g_fabric;
-class FabricEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { g_fabric = Fabric::init(); }
-  void TearDown() override { g_fabric.reset(); }
-};
 [[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);
 
-Fabric& fabric() { return *g_fabric; }
+Fabric& fabric() { return *test_fabric(); }
 int here() { return fabric().process(); }
 int processes() { return fabric().processes(); }
 
@@ -134,7 +128,7 @@ TEST(Fabric, Processes) {
   EXPECT_GE(here(), 0);
   EXPECT_LT(here(), processes());
   EXPECT_EQ(fabric().uses_mpi(), processes() > 1 || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr);
-  EXPECT_EQ(Fabric::init().get(), g_fabric.get());  // one per process
+  EXPECT_EQ(Fabric::init().get(), test_fabric());  // one per process
 }
 
 TEST(Fabric, HostHelpers) {

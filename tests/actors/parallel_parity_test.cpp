@@ -1,11 +1,16 @@
 // Tensor, sequence and data parallelism (and their mixes with pipeline parallelism) on CPU
 // devices in one process reproduce the single-device Trainer: the same loss per iteration
 // (relative 1e-5) and grad norm for 10 iterations, the same gathered weights and validation
-// loss — with and without the distributed optimizer and sequence parallelism.
+// loss — with and without the distributed optimizer and sequence parallelism. Under
+// `mpirun -np 2` (ctest: parallel_parity_test_np2) the same runs split their ranks over the two
+// processes: tensor-parallel groups and pipelines crossing processes.
 #include "tests/actors/pipeline_test_util.hpp"
 
 namespace troupe::test {
 namespace {
+
+// Under mpirun, MPI lives as long as the binary; the runs use it one after another.
+[[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);
 
 struct Layout {
   bool llama;
