@@ -252,9 +252,10 @@ TrainerReply TrainingRun::Impl::ask(Ts... xs) {
 void TrainingRun::Impl::shutdown() {
   if (!system) return;
   const bool failed = !failure.empty();
+  end_monitor();
   std::vector<caf::actor> all = stages;
   all.insert(all.end(), reducers.begin(), reducers.end());
-  for (const caf::actor& a : {loader, optimizer, trainer})
+  for (const caf::actor& a : {loader, optimizer, trainer, monitor})
     if (a) all.push_back(a);
   for (const caf::actor& a : all) {
     (*self)->monitor(a);
@@ -285,7 +286,7 @@ void TrainingRun::Impl::shutdown() {
   all.clear();  // a detached actor's thread ends only when the last handle to it is gone
   stages.clear();
   reducers.clear();
-  loader = optimizer = trainer = nullptr;
+  loader = optimizer = trainer = monitor = nullptr;
   self.reset();
   system.reset();
 }

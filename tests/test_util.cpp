@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include <unistd.h>
@@ -112,5 +113,10 @@ const Context& cpu() {
 }
 
 std::string source_path(const std::string& relative) { return std::string(TROUPE_SOURCE_DIR) + "/" + relative; }
+
+std::string troupe_binary() {
+  const char* env = std::getenv("TROUPE_BINARY");
+  return env && *env ? env : TROUPE_BINARY;
+}
 
 }  // namespace troupe::test

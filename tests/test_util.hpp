@@ -58,5 +58,8 @@ const Context& cpu();
 
 // Path of a file in the source tree (tests read bundled data).
 std::string source_path(const std::string& relative);
+// Path of the built `troupe` command, for tests that run it as a child process
+// ($TROUPE_BINARY overrides).
+std::string troupe_binary();
 
 }  // namespace troupe::test
