@@ -89,7 +89,7 @@ std::string MonitorMetrics::prometheus_text() const {
     x.gauge("troupe_train_iters", "Iterations the run trains for (--train-iters).", double(h.train_iters));
     x.gauge("troupe_global_batch_size", "Sequences per iteration (--global-batch-size).", double(h.global_batch_size));
     x.gauge("troupe_parameters", "Parameters of the model.", double(h.parameters));
-    x.gauge("troupe_start_time_seconds", "Unix time the run's process started.", double(h.start_unix_ms) / 1e3);
+    x.gauge("troupe_start_time_seconds", "Unix time the run started (its monitor came up).", double(h.start_unix_ms) / 1e3);
   }
   if (iteration_) {
     const MonitorIteration& it = *iteration_;
