@@ -330,10 +330,11 @@ TrainerReply TrainingRun::Impl::ask(Ts... xs) {
 void TrainingRun::Impl::shutdown() {
   if (!system) return;
   const bool failed = !failure.empty();
+  end_monitor();
   std::vector<caf::actor> all = local_stages;  // remote handles belong to their own processes
   for (const caf::actor& a : reducers)
     if (a) all.push_back(a);
-  for (const caf::actor& a : {loader, optimizer, trainer, directory})
+  for (const caf::actor& a : {loader, optimizer, trainer, directory, monitor})
     if (a) all.push_back(a);
   for (const caf::actor& a : all) {
     (*self)->monitor(a);
@@ -374,7 +375,7 @@ void TrainingRun::Impl::shutdown() {
   local_stages.clear();
   reducers.clear();
   directory = nullptr;
-  loader = optimizer = trainer = nullptr;
+  loader = optimizer = trainer = monitor = nullptr;
   if (several) {
     fabric->barrier();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive

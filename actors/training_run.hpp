@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "actors/monitor_options.hpp"
+#include "actors/monitor_schema.hpp"
 #include "data/data_loader.hpp"
 #include "model/config.hpp"
 #include "model/lr_schedule.hpp"
@@ -107,6 +109,19 @@ class TrainingRun {
   void load_checkpoint(const std::string& root, bool optimizer = true);
   // The metadata of the tracker's checkpoint in `root` (validated, no tensor read).
   static CheckpointMetadata read_checkpoint_metadata(const std::string& root);
+
+  // Live monitoring (actors/monitor_actor.hpp, training_run_monitor.cpp). start_monitor binds
+  // the options' endpoints (throws troupe::Error naming one it cannot bind), spawns the monitor
+  // actor in this run's actor system and publishes `hello`; it returns where it listens.
+  // publish() hands the monitor a record without waiting (nothing without a monitor). A run
+  // destroyed before an `end` was published publishes one itself: "failed" (with the error)
+  // or "stopped".
+  MonitorAddresses start_monitor(const MonitorOptions& options, const MonitorHello& hello);
+  bool monitoring() const;
+  void publish(MonitorBody record);
+  // Bytes in use on each GPU of the run, in device order (all processes on it: total - free);
+  // empty for CPU devices.
+  std::vector<int64_t> device_memory_in_use() const;
 
  private:
   struct Impl;

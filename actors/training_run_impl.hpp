@@ -40,6 +40,7 @@ struct TrainingRun::Impl {
   std::unique_ptr<caf::scoped_actor> self;
   std::vector<caf::actor> stages;
   caf::actor loader, optimizer, trainer;
+  caf::actor monitor;  // null unless start_monitor was called
   int64_t iteration = 0, consumed = 0;
   std::string failure;
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
@@ -58,6 +59,8 @@ struct TrainingRun::Impl {
   template <typename... Ts>
   TrainerReply ask(Ts... xs);
   void shutdown();
+  // Publishes the run's `end` unless the app did (training_run_monitor.cpp); waits until sent.
+  void end_monitor();
 };
 
 }  // namespace troupe::actors

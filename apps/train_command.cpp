@@ -1,7 +1,9 @@
 // `troupe train`: pretrain a GPT with Megatron-LM's flags on this node's devices (GPUs, or
 // CPU devices), pipeline-parallel through the actor runtime. Logs Megatron's iteration
 // line, validation loss and perplexity every --eval-interval, a final summary, and
-// optionally a text sample. SIGINT/SIGTERM stop cleanly after the current iteration.
+// optionally a text sample. SIGINT/SIGTERM stop cleanly after the current iteration. With
+// --monitor-endpoint / --metrics-port the run's monitor actor publishes each log line's numbers
+// live for `troupe monitor` and Prometheus (apps/train_monitor.hpp).
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "actors/training_run.hpp"
 #include "apps/commands.hpp"
 #include "apps/train_log.hpp"
+#include "apps/train_monitor.hpp"
 #include "data/gpt_data.hpp"
 #include "data/mock_dataset.hpp"
 #include "data/tokenizer.hpp"
@@ -60,6 +63,8 @@ struct TrainOptions {
   int64_t sample_tokens = 0;
   std::string prompt = "The";
   double op_timeout_s = 300;
+  actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
+  double peak_tflops = 0;          // per device, for MFU in the monitor
 };
 
 GptConfig model_config(const TrainOptions& o, int64_t vocab) {
@@ -227,6 +232,11 @@ int train(const TrainOptions& o) {
     std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
     std::fflush(stdout);
   }
+  if (o.monitor.enabled() && fabric->process() == 0)  // one publisher per run: process 0's numbers are the run's
+    start_train_monitor(run, o.monitor,
+                        train_monitor_hello(cfg, {.model = o.model, .devices = devices, .log_interval = o.log_interval,
+                                                  .eval_interval = o.eval_interval, .start_iteration = run.iteration(),
+                                                  .peak_tflops = o.peak_tflops}));
   int64_t saved_at = -1;
   auto save_now = [&] {
     std::printf("saving checkpoint at iteration %ld to %s\n", long(run.iteration()), o.save.c_str());
@@ -273,14 +283,19 @@ int train(const TrainOptions& o) {
       window.loss = counted > 0 ? window_loss / double(counted) : NAN;
       window.loss_scale = s.loss_scale;
       window.grad_norm = counted > 0 ? window_norm / double(counted) : NAN;
+      window.iterations = window_count;
       std::printf("%s\n", iteration_line(window).c_str());
       std::fflush(stdout);
+      publish_log_line(run, window, gbs * model.seq_length, o.peak_tflops);
       window = LogWindow{.train_iters = o.train_iters, .global_batch_size = gbs};
       window_seconds = window_loss = window_norm = 0;
       window_count = 0;
     }
-    if (o.eval_interval > 0 && o.eval_iters > 0 && s.iteration % o.eval_interval == 0 && splits[1])
-      std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), run.evaluate(o.eval_iters)).c_str());
+    if (o.eval_interval > 0 && o.eval_iters > 0 && s.iteration % o.eval_interval == 0 && splits[1]) {
+      const double valid = run.evaluate(o.eval_iters);
+      std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), valid).c_str());
+      publish_validation(run, s.iteration, valid);
+    }
     if (o.save_interval > 0 && s.iteration % o.save_interval == 0) save_now();
   }
   if (!o.save.empty() && saved_at != run.iteration()) save_now();  // Megatron saves at the end too
@@ -289,11 +304,16 @@ int train(const TrainOptions& o) {
   // A final validation unless the last iteration just ran one.
   const bool evaluated_last = o.eval_interval > 0 && run.iteration() % o.eval_interval == 0;
   const double valid_loss = splits[1] && o.eval_iters > 0 && !evaluated_last ? run.evaluate(o.eval_iters) : NAN;
-  if (!std::isnan(valid_loss)) std::printf("%s\n", validation_block("the end of training", valid_loss).c_str());
+  if (!std::isnan(valid_loss)) {
+    std::printf("%s\n", validation_block("the end of training", valid_loss).c_str());
+    publish_validation(run, run.iteration(), valid_loss);
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
               long(run.iteration()), long(run.consumed_samples()), last_loss, wall,
               double(run.iteration() * gbs * model.seq_length) / std::max(total_seconds, 1e-9));
+  std::fflush(stdout);
+  publish_end(run, g_stop_signal);
 
   if (o.sample_tokens > 0 && tokenizer) {
     const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
@@ -390,6 +410,13 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--load", o->load, "resume from the latest checkpoint in this directory");
   cmd->add_flag("--no-save-optim", o->no_save_optim, "save weights only, not the Adam moments");
   cmd->add_flag("--no-load-optim", o->no_load_optim, "load weights only: fresh Adam moments");
+  cmd->add_option("--monitor-endpoint", o->monitor.endpoint,
+                  "publish live metrics for `troupe monitor` on this ZeroMQ endpoint, e.g. tcp://127.0.0.1:5555 "
+                  "(port * picks a free one)");
+  cmd->add_option("--metrics-port", o->monitor.metrics_port,
+                  "serve Prometheus /metrics and /health over HTTP on this port (0: a free one; default off)");
+  cmd->add_option("--metrics-host", o->monitor.metrics_host, "address the metrics server binds (default 127.0.0.1)");
+  cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)");
   cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
   cmd->callback([&run, o] { run = [o] { return train(*o); }; });

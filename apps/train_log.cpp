@@ -29,10 +29,12 @@ std::string iteration_line(const LogWindow& w) {
   return buf;
 }
 
+double perplexity(double loss) { return std::exp(std::min(loss, 20.0)); }
+
 std::string validation_block(const std::string& where, double loss) {
   char line[256];
   const int n = std::snprintf(line, sizeof(line), " validation loss at %s | lm loss value: %E | lm loss PPL: %E | ",
-                              where.c_str(), loss, std::exp(std::min(loss, 20.0)));
+                              where.c_str(), loss, perplexity(loss));
   const std::string dashes(size_t(n), '-');
   return dashes + "\n" + line + "\n" + dashes;
 }

@@ -14,9 +14,12 @@ struct LogWindow {
   int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch_size = 0;
   double ms_per_iteration = 0, tflops_per_device = 0, lr = 0, loss = 0, loss_scale = 1, grad_norm = 0;
   int64_t skipped = 0, nan = 0;
+  int64_t iterations = 0;  // iterations the means cover (not printed; the monitor reports it)
 };
 
 std::string iteration_line(const LogWindow& w);
+// Megatron's validation perplexity: exp(loss), the exponent capped at 20.
+double perplexity(double loss);
 // The block Megatron prints after an evaluation: loss and perplexity.
 std::string validation_block(const std::string& where, double loss);
 

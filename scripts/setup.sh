@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3)
+          libgtest-dev libgmock-dev libbenchmark-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
+          libzmq3-dev cppzmq-dev libcpp-httplib-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include <unistd.h>
@@ -122,5 +123,10 @@ std::shared_ptr<actors::Fabric> g_fabric;
 void FabricEnvironment::SetUp() { g_fabric = actors::Fabric::init(); }
 void FabricEnvironment::TearDown() { g_fabric.reset(); }
 actors::Fabric* test_fabric() { return g_fabric.get(); }
+
+std::string troupe_binary() {
+  const char* env = std::getenv("TROUPE_BINARY");
+  return env && *env ? env : TROUPE_BINARY;
+}
 
 }  // namespace troupe::test

@@ -62,6 +62,9 @@ const Context& cpu();
 
 // Path of a file in the source tree (tests read bundled data).
 std::string source_path(const std::string& relative);
+// Path of the built `troupe` command, for tests that run it as a child process
+// ($TROUPE_BINARY overrides).
+std::string troupe_binary();
 
 // Keeps the process's fabric (actors/fabric.hpp) alive for the whole test binary: under mpirun
 // MPI starts once per process and cannot start again, so tests that make several runs (or

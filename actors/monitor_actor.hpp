@@ -1,0 +1,35 @@
+// The monitor actor: the run's live face to the outside. It receives records (the log line's
+// numbers, validation results, the end; actors/monitor_schema.hpp), numbers them, publishes
+// each on a ZeroMQ XPUB socket (actors/monitor_publisher.hpp: never blocks, a slow subscriber
+// loses messages, not the run its time) and keeps the latest values for Prometheus /metrics
+// (actors/monitor_metrics.hpp, served by actors/metrics_http_server.hpp). Every
+// hello_interval, and whenever someone subscribes, it re-sends the hello and the latest
+// records as repeats, so `troupe monitor` attaching mid-run sees the whole state at once.
+// Spawned detached: the socket stays on one thread, and the training actors never wait on it.
+//
+//   MonitorSpawn m = spawn_monitor(system, options, hello);   // binds; throws naming an endpoint
+//   caf::anon_send(m.actor, publish_atom::value, MonitorBody{iteration_record});
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "actors/monitor_options.hpp"
+#include "actors/monitor_schema.hpp"
+
+namespace troupe::actors {
+
+// (MonitorBody) -> bool: publish a record; false when ignored (the run's end was published).
+using publish_atom = caf::atom_constant<caf::atom("publish")>;
+
+struct MonitorSpawn {
+  caf::actor actor;
+  MonitorAddresses addresses;
+};
+
+// Binds the ZeroMQ endpoint and the HTTP port here, on the caller's thread, so a port in use
+// is a troupe::Error naming it; then spawns the actor, which publishes `hello` first.
+MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello);
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::MonitorBody)

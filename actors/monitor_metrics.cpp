@@ -1,0 +1,144 @@
+#include "actors/monitor_metrics.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "kernels/check.hpp"
+
+namespace troupe::actors {
+
+std::string prometheus_number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);  // shortest form that reads back as v
+  return std::string(buf, r.ptr);
+}
+
+std::string prometheus_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+namespace {
+
+// Appends one metric family: HELP, TYPE, and its samples.
+class Exposition {
+ public:
+  void family(const char* name, const char* type, const char* help) {
+    out_ += str_cat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  }
+  void sample(const char* name, double v, const std::string& labels = "") {
+    out_ += str_cat(name, labels.empty() ? "" : "{" + labels + "}", " ", prometheus_number(v), "\n");
+  }
+  void gauge(const char* name, const char* help, double v) {
+    family(name, "gauge", help);
+    sample(name, v);
+  }
+  void counter(const char* name, const char* help, double v) {
+    family(name, "counter", help);
+    sample(name, v);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+void MonitorMetrics::update(const MonitorMessage& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (message.repeat) return;  // already counted when it was fresh
+  if (const auto* h = std::get_if<MonitorHello>(&message.body)) {
+    hello_ = *h;
+  } else if (const auto* it = std::get_if<MonitorIteration>(&message.body)) {
+    iteration_ = *it;
+    iteration_unix_ms_ = message.unix_ms;
+    skipped_total_ += it->skipped_iterations;
+    nan_total_ += it->nan_iterations;
+  } else if (const auto* v = std::get_if<MonitorValidation>(&message.body)) {
+    validation_ = *v;
+  } else if (const auto* e = std::get_if<MonitorEnd>(&message.body)) {
+    end_ = *e;
+  }
+}
+
+void MonitorMetrics::set_publisher_counts(uint64_t sent, uint64_t refused, uint64_t subscriptions) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sent_ = sent, refused_ = refused, subscriptions_ = subscriptions;
+}
+
+std::string MonitorMetrics::prometheus_text() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Exposition x;
+  if (hello_) {
+    const MonitorHello& h = *hello_;
+    x.family("troupe_info", "gauge", "The run's configuration as labels (value 1).");
+    x.sample("troupe_info", 1,
+             str_cat("run_id=\"", prometheus_label(h.run_id), "\",model=\"", prometheus_label(h.model),
+                     "\",device_kind=\"", prometheus_label(h.device_kind), "\",dtype=\"", prometheus_label(h.dtype),
+                     "\",schedule=\"", prometheus_label(h.schedule), "\",tensor_parallel=\"", h.tensor_parallel,
+                     "\",pipeline_parallel=\"", h.pipeline_parallel, "\",data_parallel=\"", h.data_parallel, "\""));
+    x.gauge("troupe_train_iters", "Iterations the run trains for (--train-iters).", double(h.train_iters));
+    x.gauge("troupe_global_batch_size", "Sequences per iteration (--global-batch-size).", double(h.global_batch_size));
+    x.gauge("troupe_parameters", "Parameters of the model.", double(h.parameters));
+    x.gauge("troupe_start_time_seconds", "Unix time the run started (its monitor came up).", double(h.start_unix_ms) / 1e3);
+  }
+  if (iteration_) {
+    const MonitorIteration& it = *iteration_;
+    x.gauge("troupe_iteration", "Iteration of the latest log line.", double(it.iteration));
+    x.gauge("troupe_consumed_samples", "Training samples consumed so far.", double(it.consumed_samples));
+    x.gauge("troupe_lm_loss", "Training lm loss, mean over the latest log window (the log's \"lm loss\").", it.lm_loss);
+    x.gauge("troupe_learning_rate", "Learning rate at the latest logged iteration.", it.learning_rate);
+    x.gauge("troupe_grad_norm", "Gradient norm before clipping, mean over the latest log window.", it.grad_norm);
+    x.gauge("troupe_loss_scale", "Loss scale (fp16; 1 otherwise).", it.loss_scale);
+    x.counter("troupe_skipped_iterations_total", "Iterations skipped (inf/nan gradients) since this process started.",
+              double(skipped_total_));
+    x.counter("troupe_nan_iterations_total", "Iterations with a NaN loss since this process started.",
+              double(nan_total_));
+    x.gauge("troupe_iteration_time_seconds", "Elapsed time per iteration, mean over the latest log window.",
+            it.elapsed_ms_per_iteration / 1e3);
+    x.gauge("troupe_tokens_per_second", "Training tokens per second over the latest log window.", it.tokens_per_second);
+    x.gauge("troupe_tflops_per_device", "Model TFLOP/s per device over the latest log window (the log's throughput).",
+            it.tflops_per_device);
+    if (!std::isnan(it.mfu))
+      x.gauge("troupe_mfu", "Model FLOPs utilization: TFLOP/s per device / peak (--peak-tflops).", it.mfu);
+    if (!it.memory_bytes.empty()) {
+      x.family("troupe_device_memory_bytes", "gauge", "Device memory in use (all processes), per GPU.");
+      for (size_t d = 0; d < it.memory_bytes.size(); ++d)
+        x.sample("troupe_device_memory_bytes", double(it.memory_bytes[d]), str_cat("device=\"", d, "\""));
+    }
+    x.gauge("troupe_last_log_time_seconds", "Unix time of the latest log line (staleness alerts).",
+            double(iteration_unix_ms_) / 1e3);
+  }
+  if (validation_) {
+    x.gauge("troupe_validation_iteration", "Iteration of the latest validation.", double(validation_->iteration));
+    x.gauge("troupe_validation_lm_loss", "Validation lm loss at the latest validation.", validation_->lm_loss);
+    x.gauge("troupe_validation_ppl", "Validation perplexity at the latest validation.", validation_->ppl);
+  }
+  x.gauge("troupe_run_ended", "1 once training has ended (completed, stopped or failed).", end_ ? 1 : 0);
+  x.counter("troupe_monitor_messages_sent_total", "Messages handed to the monitor's ZeroMQ socket.", double(sent_));
+  x.counter("troupe_monitor_messages_refused_total", "Messages the monitor's ZeroMQ socket refused (not sent).",
+            double(refused_));
+  x.counter("troupe_monitor_subscriptions_total", "Subscribers that attached (troupe monitor).",
+            double(subscriptions_));
+  return x.take();
+}
+
+std::string MonitorMetrics::health_json() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const char* status = end_ ? "ended" : iteration_ ? "training" : "starting";
+  std::string out = str_cat("{\"status\": \"", status, "\", \"iteration\": ", iteration_ ? iteration_->iteration : 0,
+                            ", \"train_iters\": ", hello_ ? hello_->train_iters : 0);
+  if (end_) out += str_cat(", \"reason\": \"", end_->reason, "\"");
+  return out + "}\n";
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,129 @@
+// The monitor's wire format (version 1): what `troupe train` publishes on its ZeroMQ socket
+// (--monitor-endpoint) and `troupe monitor` reads. One ZeroMQ message = one msgpack map with
+// string keys: the envelope (`version`, `type`, `seq`, `repeat`, `unix_ms`) and the fields of
+// its type, listed below by monitor_fields(). README "Monitoring" documents the same schema.
+//
+// Compatibility: a reader rejects another `version` (with an error naming both), requires every
+// field its version lists, and ignores keys it does not know, so adding a field keeps version 1;
+// renaming, removing or changing the meaning of one needs version 2.
+//
+//   std::string bytes = monitor_encode({.seq = 7, .unix_ms = now, .body = MonitorEnd{100, "completed", ""}});
+//   MonitorMessage m = monitor_decode(bytes);                  // throws troupe::Error
+//   if (auto* it = std::get_if<MonitorIteration>(&m.body)) ...
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+namespace troupe::actors {
+
+inline constexpr int kMonitorSchemaVersion = 1;
+
+// The run's configuration, sent first and then every couple of seconds (also a heartbeat).
+struct MonitorHello {
+  std::string run_id;  // host-pid-start: tells a restarted run at the same endpoint apart
+  std::string host;
+  int64_t pid = 0;
+  int64_t start_unix_ms = 0;
+  std::string model;  // --model preset the shape started from
+  int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0, seq_length = 0, vocab_size = 0;
+  int64_t parameters = 0;
+  int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1, virtual_chunks = 1;
+  std::string schedule;  // "1f1b", "gpipe", "interleaved"
+  int64_t micro_batch_size = 0, global_batch_size = 0, train_iters = 0, log_interval = 0, eval_interval = 0;
+  int64_t start_iteration = 0;  // > 0 when resumed from a checkpoint
+  std::string device_kind;      // "cuda" or "cpu"
+  int64_t device_count = 0;
+  std::string dtype;         // compute dtype: "f32", "bf16", "f16"
+  double peak_tflops = 0;    // per device (--peak-tflops); 0: unknown, so no MFU
+};
+
+// One training log line (--log-interval): the same numbers, means over the window like the log.
+struct MonitorIteration {
+  int64_t iteration = 0, train_iters = 0, consumed_samples = 0;
+  int64_t window_iterations = 0;  // iterations the means cover
+  double lm_loss = 0, learning_rate = 0, grad_norm = 0, loss_scale = 1;  // NaN loss/norm: all skipped
+  int64_t skipped_iterations = 0, nan_iterations = 0;  // in this window, as the log line
+  double elapsed_ms_per_iteration = 0, tokens_per_second = 0, tflops_per_device = 0;
+  double mfu = 0;  // tflops_per_device / peak_tflops; NaN when the peak is unknown
+  std::vector<int64_t> memory_bytes;  // in use per device (GPUs); empty for CPU devices
+};
+
+struct MonitorValidation {
+  int64_t iteration = 0;
+  double lm_loss = 0, ppl = 0;  // the log's "lm loss value" and "lm loss PPL"
+};
+
+// The last message of a run.
+struct MonitorEnd {
+  int64_t iteration = 0;
+  std::string reason;  // "completed", "stopped" (a signal) or "failed"
+  std::string detail;  // human-readable: the signal, the error
+};
+
+using MonitorBody = std::variant<MonitorHello, MonitorIteration, MonitorValidation, MonitorEnd>;
+
+struct MonitorMessage {
+  uint64_t seq = 0;     // the publisher's count of fresh messages, from 1; a repeat keeps its own
+  bool repeat = false;  // a re-send of an earlier message, for subscribers that attached late
+  int64_t unix_ms = 0;  // wall clock when first published
+  MonitorBody body;
+};
+
+// "hello", "iteration", "validation", "end".
+const char* monitor_type_name(const MonitorBody& body);
+
+std::string monitor_encode(const MonitorMessage& message);
+// Throws troupe::Error on malformed bytes, another schema version, an unknown type, or a
+// missing or mistyped field (each named).
+MonitorMessage monitor_decode(std::string_view bytes);
+
+// The fields of each type, in wire order: f(key, member). Encoding, decoding and JSON output
+// all walk these lists, so a field is added in one place.
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorHello>
+void monitor_fields(M& m, F&& f) {
+  f("run_id", m.run_id), f("host", m.host), f("pid", m.pid), f("start_unix_ms", m.start_unix_ms);
+  f("model", m.model), f("num_layers", m.num_layers), f("hidden_size", m.hidden_size);
+  f("num_attention_heads", m.num_attention_heads), f("seq_length", m.seq_length), f("vocab_size", m.vocab_size);
+  f("parameters", m.parameters);
+  f("tensor_parallel", m.tensor_parallel), f("pipeline_parallel", m.pipeline_parallel);
+  f("data_parallel", m.data_parallel), f("virtual_chunks", m.virtual_chunks), f("schedule", m.schedule);
+  f("micro_batch_size", m.micro_batch_size), f("global_batch_size", m.global_batch_size);
+  f("train_iters", m.train_iters), f("log_interval", m.log_interval), f("eval_interval", m.eval_interval);
+  f("start_iteration", m.start_iteration);
+  f("device_kind", m.device_kind), f("device_count", m.device_count), f("dtype", m.dtype);
+  f("peak_tflops", m.peak_tflops);
+}
+
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorIteration>
+void monitor_fields(M& m, F&& f) {
+  f("iteration", m.iteration), f("train_iters", m.train_iters), f("consumed_samples", m.consumed_samples);
+  f("window_iterations", m.window_iterations);
+  f("lm_loss", m.lm_loss), f("learning_rate", m.learning_rate), f("grad_norm", m.grad_norm);
+  f("loss_scale", m.loss_scale);
+  f("skipped_iterations", m.skipped_iterations), f("nan_iterations", m.nan_iterations);
+  f("elapsed_ms_per_iteration", m.elapsed_ms_per_iteration), f("tokens_per_second", m.tokens_per_second);
+  f("tflops_per_device", m.tflops_per_device), f("mfu", m.mfu);
+  f("memory_bytes", m.memory_bytes);
+}
+
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorValidation>
+void monitor_fields(M& m, F&& f) {
+  f("iteration", m.iteration), f("lm_loss", m.lm_loss), f("ppl", m.ppl);
+}
+
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorEnd>
+void monitor_fields(M& m, F&& f) {
+  f("iteration", m.iteration), f("reason", m.reason), f("detail", m.detail);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,61 @@
+// TrainingRun's monitoring: the monitor actor in the run's actor system, records handed to it
+// without waiting, the run's end reported at shutdown when the app did not, device memory.
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "actors/monitor_actor.hpp"
+#include "actors/training_run.hpp"
+#include "actors/training_run_impl.hpp"
+#include "kernels/check.hpp"
+
+namespace troupe::actors {
+
+MonitorAddresses TrainingRun::start_monitor(const MonitorOptions& options, const MonitorHello& hello) {
+  Impl& d = *impl_;
+  TROUPE_CHECK(!d.monitor, "the run's monitor is running already");
+  MonitorSpawn spawned = spawn_monitor(*d.system, options, hello);
+  d.monitor = std::move(spawned.actor);
+  return spawned.addresses;
+}
+
+bool TrainingRun::monitoring() const { return bool(impl_->monitor); }
+
+void TrainingRun::publish(MonitorBody record) {
+  if (impl_->monitor) caf::anon_send(impl_->monitor, publish_atom::value, std::move(record));
+}
+
+std::vector<int64_t> TrainingRun::device_memory_in_use() const {
+  const Impl& d = *impl_;
+  std::vector<int64_t> bytes;
+  if (!d.config.devices.cuda) return bytes;  // CPU devices share the host's memory: nothing per device
+  // One context per distinct GPU (several ranks may share one); between iterations, so the
+  // stage actors are idle and the query does not race their work.
+  std::vector<std::pair<int, const Context*>> devices;
+  for (const auto& w : d.workers) {
+    const int device = w->context().device_index();
+    if (std::none_of(devices.begin(), devices.end(), [&](const auto& x) { return x.first == device; }))
+      devices.emplace_back(device, &w->context());
+  }
+  std::sort(devices.begin(), devices.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [device, ctx] : devices) bytes.push_back(int64_t(troupe::device_memory_in_use(*ctx)));
+  return bytes;
+}
+
+void TrainingRun::Impl::end_monitor() {
+  if (!monitor) return;
+  MonitorEnd end{.iteration = iteration, .reason = "stopped", .detail = "the run was shut down before it reported its end"};
+  if (!failure.empty()) {
+    end.reason = "failed";
+    end.detail = failure;
+  } else if (std::uncaught_exceptions() > 0) {  // destroyed while an error unwinds troupe train
+    end.reason = "failed";
+    end.detail = "troupe train stopped on an error (its output says which)";
+  }
+  // The monitor ignores this if the app published an end already. Waiting for the answer
+  // means the message was handed to ZeroMQ before the actor is told to exit.
+  (*self)->request(monitor, std::chrono::seconds(5), publish_atom::value, MonitorBody{std::move(end)})
+      .receive([](bool) {}, [](caf::error&) {});
+}
+
+}  // namespace troupe::actors

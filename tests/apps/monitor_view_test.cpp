@@ -1,0 +1,179 @@
+// What `troupe monitor` makes of the messages it receives: lost messages counted from gaps in
+// `seq` (repeats never count), a new run on the same endpoint starting afresh, the loss history
+// filled from repeats, progress and ETA, the values in the log line's own formats, the chart,
+// and the --once JSON.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "apps/monitor_view.hpp"
+#include "apps/train_log.hpp"
+#include "apps/train_monitor.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using actors::MonitorEnd;
+using actors::MonitorHello;
+using actors::MonitorIteration;
+using actors::MonitorMessage;
+using actors::MonitorValidation;
+
+MonitorHello hello(const std::string& run_id) {
+  MonitorHello h;
+  h.run_id = run_id;
+  h.model = "gpt2-tiny";
+  h.train_iters = 1000, h.log_interval = 10, h.device_count = 2, h.device_kind = "cpu", h.dtype = "f32";
+  return h;
+}
+
+MonitorIteration iteration(int64_t i, double loss) {
+  LogWindow w{.iteration = i, .train_iters = 1000, .consumed_samples = i * 8, .global_batch_size = 8,
+              .ms_per_iteration = 250, .tflops_per_device = 1.25, .lr = 6e-4, .loss = loss, .loss_scale = 1,
+              .grad_norm = 0.5, .skipped = 0, .nan = 0, .iterations = 10};
+  return monitor_iteration(w, 8 * 128, 0, {});
+}
+
+MonitorMessage fresh(uint64_t seq, actors::MonitorBody body) { return {.seq = seq, .unix_ms = 0, .body = std::move(body)}; }
+MonitorMessage repeat(uint64_t seq, actors::MonitorBody body) {
+  return {.seq = seq, .repeat = true, .unix_ms = 0, .body = std::move(body)};
+}
+
+TEST(MonitorView, GapsInFreshMessagesCountAsMissedRepeatsDoNot) {
+  MonitorView v;
+  EXPECT_TRUE(v.apply(repeat(1, hello("a"))));         // attached late: the snapshot first
+  EXPECT_TRUE(v.apply(repeat(40, iteration(400, 3.0))));
+  EXPECT_TRUE(v.complete());
+  EXPECT_TRUE(v.apply(fresh(41, iteration(410, 2.9))));
+  EXPECT_TRUE(v.apply(fresh(44, iteration(440, 2.8))));  // 42 and 43 were dropped for us
+  EXPECT_EQ(v.missed, 2u);
+  EXPECT_FALSE(v.apply(repeat(1, hello("a"))));         // the heartbeat changes nothing
+  EXPECT_FALSE(v.apply(repeat(44, iteration(440, 2.8))));
+  EXPECT_EQ(v.missed, 2u);
+  EXPECT_EQ(v.iteration->iteration, 440);
+  EXPECT_EQ(v.losses.size(), 3u);
+}
+
+TEST(MonitorView, OlderRepeatsFillTheHistoryButNotTheLatest) {
+  MonitorView v;
+  v.apply(fresh(1, hello("a")));
+  v.apply(fresh(2, iteration(90, 5.0)));
+  EXPECT_TRUE(v.apply(repeat(1, iteration(30, 7.0))));  // history sent to a new subscriber
+  EXPECT_EQ(v.iteration->iteration, 90);
+  EXPECT_EQ(v.losses.size(), 2u);
+  EXPECT_EQ(v.losses.begin()->first, 30);
+  for (int i = 0; i < int(MonitorView::kHistory) + 5; ++i) v.apply(fresh(uint64_t(3 + i), iteration(100 + i, 1.0)));
+  EXPECT_EQ(v.losses.size(), MonitorView::kHistory);
+  EXPECT_EQ(v.missed, 0u);
+}
+
+TEST(MonitorView, AnotherRunOnTheEndpointStartsAfresh) {
+  MonitorView v;
+  v.apply(fresh(1, hello("a")));
+  v.apply(fresh(2, iteration(10, 5.0)));
+  v.apply(fresh(3, MonitorEnd{.iteration = 10, .reason = "stopped", .detail = "stopped by signal 2"}));
+  ASSERT_TRUE(v.end);
+  EXPECT_TRUE(v.apply(fresh(1, hello("b"))));
+  EXPECT_FALSE(v.end);
+  EXPECT_FALSE(v.iteration);
+  EXPECT_TRUE(v.losses.empty());
+  EXPECT_EQ(v.hello->run_id, "b");
+  EXPECT_EQ(v.missed, 0u);
+}
+
+TEST(MonitorView, ProgressEtaAndDurations) {
+  MonitorView v;
+  EXPECT_TRUE(std::isnan(v.progress()));
+  v.apply(fresh(1, hello("a")));
+  v.apply(fresh(2, iteration(250, 4.0)));  // 750 left at 250 ms
+  EXPECT_DOUBLE_EQ(v.progress(), 0.25);
+  EXPECT_DOUBLE_EQ(v.eta_seconds(), 187.5);
+  EXPECT_EQ(format_duration(187.5), "3m08s");
+  EXPECT_EQ(format_duration(45), "45s");
+  EXPECT_EQ(format_duration(3 * 3600 + 125), "3h02m");
+  EXPECT_EQ(format_duration(8 * 86400 + 5 * 3600), "8d05h");
+  EXPECT_EQ(format_duration(NAN), "?");
+}
+
+TEST(MonitorView, ValuesReadAsInTheLogLine) {
+  LogWindow w{.iteration = 20, .train_iters = 100, .consumed_samples = 160, .global_batch_size = 8,
+              .ms_per_iteration = 123.456, .tflops_per_device = 98.765, .lr = 5.99e-4, .loss = 3.2109876543,
+              .loss_scale = 65536, .grad_norm = 1.23456, .skipped = 1, .nan = 0, .iterations = 10};
+  const std::string log = iteration_line(w);
+  const std::string shown = format_values(monitor_iteration(w, 1024, 0, {}));
+  for (const char* field : {"lm loss: ", "learning rate: ", "grad norm: ", "loss scale: ",
+                            "elapsed time per iteration (ms): ", "throughput per GPU (TFLOP/s/GPU): "}) {
+    // "<label><value> |" in both, with the same characters.
+    const auto value_after = [&](const std::string& text) {
+      const size_t at = text.find(field);
+      EXPECT_NE(at, std::string::npos) << field << " in " << text;
+      const size_t start = at + std::strlen(field);
+      return text.substr(start, text.find_first_of(" |\n", start) - start);
+    };
+    EXPECT_EQ(value_after(shown), value_after(log)) << field;
+  }
+  EXPECT_NE(shown.find("tokens/s: 8294"), std::string::npos) << shown;  // 1024 tokens / 0.123456 s
+  EXPECT_NE(shown.find("MFU: n/a"), std::string::npos) << shown;
+}
+
+TEST(MonitorView, LossChartPutsTheMaximumOnTopAndTheMinimumAtTheBottom) {
+  std::map<int64_t, double> losses{{10, 8.0}, {20, 6.0}, {30, 4.0}, {40, NAN}, {50, 2.0}};
+  const std::string chart = loss_chart(losses, 60, 4);
+  std::printf("%s", chart.c_str());
+  std::vector<std::string> rows;
+  for (size_t start = 0, nl; (nl = chart.find('\n', start)) != std::string::npos; start = nl + 1)
+    rows.push_back(chart.substr(start, nl - start));
+  ASSERT_EQ(rows.size(), 6u);  // 4 rows, the axis, the iteration labels
+  EXPECT_EQ(rows[0], "   8.0000 |*");
+  EXPECT_EQ(rows[3], "   2.0000 |   *");
+  EXPECT_EQ(rows[4], "          +----");
+  EXPECT_NE(rows[5].find("10"), std::string::npos);
+  EXPECT_NE(rows[5].find("50"), std::string::npos);
+  EXPECT_EQ(loss_chart({}, 60, 4), "");
+  // Only the newest `width` points.
+  std::map<int64_t, double> many;
+  for (int i = 0; i < 100; ++i) many[i] = double(i % 7);
+  EXPECT_EQ(loss_chart(many, 30, 4).find("+" + std::string(30, '-') + "\n") != std::string::npos, true);
+}
+
+TEST(MonitorView, TerminalViewFitsTheWidth) {
+  MonitorView v;
+  EXPECT_NE(render_terminal(v, "tcp://h:1", 80, 0).find("waiting for the run"), std::string::npos);
+  v.apply(fresh(1, hello("a-very-long-run-id-that-goes-on-and-on-and-on-and-on-and-on-and-on-and-on")));
+  for (int i = 1; i <= 30; ++i) v.apply(fresh(uint64_t(1 + i), iteration(i * 10, 8.0 / i)));
+  v.apply(fresh(32, MonitorValidation{.iteration = 300, .lm_loss = 1.5, .ppl = std::exp(1.5)}));
+  const std::string text = render_terminal(v, "tcp://127.0.0.1:5555", 80, 0.5);
+  std::printf("%s", text.c_str());
+  for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    EXPECT_LE(nl - start, 80u) << text.substr(start, nl - start);
+  EXPECT_NE(text.find("iteration      300/    1000"), std::string::npos);
+  EXPECT_NE(text.find("ETA 2m55s"), std::string::npos);
+  EXPECT_NE(text.find("validation at 300: lm loss value: 1.500000E+00 | lm loss PPL: 4.481689E+00\n"), std::string::npos);
+  EXPECT_NE(text.find("messages missed: 0"), std::string::npos);
+  // An 80-column terminal shows every value whole.
+  EXPECT_NE(text.find("throughput per GPU (TFLOP/s/GPU): 1.2 | MFU: n/a\n"), std::string::npos);
+}
+
+TEST(MonitorView, OnceJsonHasEveryRecordAndNullForUnknowns) {
+  MonitorView v;
+  v.apply(fresh(1, hello("a")));
+  v.apply(fresh(2, iteration(100, 3.5)));
+  const nlohmann::json j = nlohmann::json::parse(snapshot_json(v, "tcp://127.0.0.1:5555"));
+  EXPECT_EQ(j["endpoint"], "tcp://127.0.0.1:5555");
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["hello"]["run_id"], "a");
+  EXPECT_EQ(j["iteration"]["iteration"], 100);
+  EXPECT_EQ(j["iteration"]["lm_loss"], 3.5);
+  EXPECT_TRUE(j["iteration"]["mfu"].is_null());  // no peak given: NaN -> null
+  EXPECT_TRUE(j["iteration"]["memory_bytes"].is_array());
+  EXPECT_TRUE(j["validation"].is_null());
+  EXPECT_TRUE(j["end"].is_null());
+  EXPECT_DOUBLE_EQ(j["progress"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(j["eta_seconds"].get<double>(), 225.0);
+  EXPECT_EQ(j["missed_messages"], 0);
+}
+
+}  // namespace
+}  // namespace troupe::apps
