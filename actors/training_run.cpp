@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "actors/collective_groups.hpp"
@@ -262,15 +264,26 @@ void TrainingRun::Impl::build_stages() {
 
 void TrainingRun::Impl::connect_processes() {
   // Every process publishes a directory of its stage actors on a port of its own; the ports
-  // travel over MPI; each process then fetches every other process's stage actors. Remote
-  // handles work like local ones (messages are serialized) and their process dying reaches
-  // whoever monitors them.
+  // travel over MPI. Connections go one way only, from each process to every lower-numbered
+  // one (two nodes dialing each other at once can leave the middleman routing over a
+  // connection it then drops): process p hands its stages to q's directory and gets q's back.
+  // Remote handles work like local ones (messages are serialized), and a process dying reaches
+  // whoever monitors its actors.
+  struct Registrations {
+    std::mutex mu;
+    std::map<int, std::vector<caf::actor>> stages;  // from higher-numbered processes
+  };
+  auto registered = std::make_shared<Registrations>();
   // Weak handles: a published actor outlives the run's shutdown a little, and a strong handle
   // held here would keep the detached stage actors' threads waiting.
   std::vector<caf::actor_addr> mine;
   for (const caf::actor& a : local_stages) mine.push_back(a.address());
-  directory = system->spawn([mine](caf::event_based_actor*) -> caf::behavior {
-    return {[mine](peers_atom) {
+  directory = system->spawn([mine, registered](caf::event_based_actor*) -> caf::behavior {
+    return {[mine, registered](peers_atom, int from, std::vector<caf::actor>& theirs) {
+      {
+        std::lock_guard lock(registered->mu);
+        registered->stages[from] = std::move(theirs);
+      }
       std::vector<caf::actor> out;
       for (const caf::actor_addr& a : mine) out.push_back(caf::actor_cast<caf::actor>(a));
       return out;
@@ -280,33 +293,38 @@ void TrainingRun::Impl::connect_processes() {
   TROUPE_CHECK(port, "process ", fabric->process(), ": publishing the stage directory failed: ",
                system->render(port.error()));
   char host[256] = {};
-  TROUPE_SYSCALL(gethostname(host, sizeof host - 1));
+  TROUPE_SYSCALL(gethostname(host, sizeof host - 1), "the host name other processes connect to");
   const std::vector<std::string> hosts = fabric->all_gather(host);
   const std::vector<std::string> ports = fabric->all_gather(std::to_string(*port));
   const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
-  for (int q = 0; q < fabric->processes(); ++q) {
-    if (q == fabric->process()) continue;
+  const int me = fabric->process();
+  auto take = [&](int q, std::vector<caf::actor>& theirs) {
+    TROUPE_CHECK(int(theirs.size()) == per_process, "process ", me, ": process ", q, " handed out ", theirs.size(),
+                 " stage actors, not ", per_process);
+    for (int i = 0; i < per_process; ++i) stages[size_t(q * per_process + i)] = theirs[size_t(i)];
+  };
+  for (int q = 0; q < me; ++q) {
     const std::string where = one_host ? "127.0.0.1" : hosts[size_t(q)];
     auto remote = system->middleman().remote_actor(where, uint16_t(std::stoi(ports[size_t(q)])));
-    TROUPE_CHECK(remote, "process ", fabric->process(), ": connecting to process ", q, " at ", where, ":",
-                 ports[size_t(q)], " failed: ", system->render(remote.error()));
-    // Asked again after a short wait: a request that races the connection's handshake can go
-    // unanswered (seen under load), and the run must not hang on it.
+    TROUPE_CHECK(remote, "process ", me, ": connecting to process ", q, " at ", where, ":", ports[size_t(q)],
+                 " failed: ", system->render(remote.error()));
     std::vector<caf::actor> theirs;
     std::string error;
-    const auto deadline = std::chrono::steady_clock::now() + config.op_timeout;
-    do {
-      error.clear();
-      (*self)
-          ->request(*remote, std::chrono::seconds(2), peers_atom::value)
-          .receive([&](std::vector<caf::actor>& v) { theirs = std::move(v); },
-                   [&](caf::error& e) { error = system->render(e); });
-    } while (!error.empty() && std::chrono::steady_clock::now() < deadline);
-    TROUPE_CHECK(error.empty() && int(theirs.size()) == per_process, "process ", fabric->process(),
-                 ": process ", q, " did not hand out its ", per_process, " stage actors: ", error);
-    for (int i = 0; i < per_process; ++i) stages[size_t(q * per_process + i)] = theirs[size_t(i)];
+    (*self)
+        ->request(*remote, config.op_timeout, peers_atom::value, me, local_stages)
+        .receive([&](std::vector<caf::actor>& v) { theirs = std::move(v); },
+                 [&](caf::error& e) { error = system->render(e); });
+    TROUPE_CHECK(error.empty(), "process ", me, ": process ", q, " did not hand out its stage actors: ", error);
+    take(q, theirs);
   }
-  fabric->barrier();  // every process knows every stage before any trains
+  fabric->barrier();  // every higher-numbered process has registered with this one
+  std::lock_guard lock(registered->mu);
+  for (int q = me + 1; q < fabric->processes(); ++q) {
+    auto it = registered->stages.find(q);
+    TROUPE_CHECK(it != registered->stages.end(), "process ", me, ": process ", q, " never handed over its stages");
+    take(q, it->second);
+  }
+  registered->stages.clear();
 }
 
 template <typename... Ts>
@@ -423,6 +441,19 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   }
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
   d.self = std::make_unique<caf::scoped_actor>(*d.system);
+  try {
+    d.start_actors(std::move(train), std::move(valid), schedule);
+  } catch (const std::exception& e) {
+    d.failure = e.what();  // no goodbye barrier with the other processes
+    d.shutdown();          // the actors already spawned must end before the system goes
+    throw;
+  }
+}
+
+void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
+                                     schedules::Schedule schedule) {
+  Impl& d = *this;
+  const int procs = d.fabric->processes();
   d.stages.resize(d.workers.size());
   d.reducers.resize(d.comm_contexts.size());
   for (size_t r = 0; r < d.comm_contexts.size(); ++r)
@@ -534,6 +565,26 @@ Tensor TrainingRun::gather_weights() const {
     std::copy(all.begin(), all.end(), out.data_as<float>());
   }
   return out;
+}
+
+TrainingRun::MemoryReport TrainingRun::memory_report() const {
+  const Impl& d = *impl_;
+  MemoryReport m;
+  for (const auto& w : d.workers) {
+    if (!w) continue;
+    for (int c = 0; c < w->chunks(); ++c) {
+      const GptChunk& chunk = w->model(c);
+      const Optimizer& opt = w->optimizer(c);
+      m.parameters += chunk.layout().size();
+      m.parameter_bytes += int64_t(chunk.params().nbytes());
+      m.gradient_bytes += int64_t(chunk.grads().nbytes());
+      if (opt.master().data() != chunk.params().data()) m.optimizer_bytes += int64_t(opt.master().nbytes());
+      m.optimizer_bytes += int64_t(opt.exp_avg().nbytes() + opt.exp_avg_sq().nbytes());
+    }
+    m.device_in_use = ::troupe::device_memory_in_use(w->context());
+    break;  // the first local device
+  }
+  return m;
 }
 
 int64_t TrainingRun::iteration() const { return impl_->iteration; }

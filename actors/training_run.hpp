@@ -93,6 +93,17 @@ class TrainingRun {
   // text sample after training and for export.
   Tensor gather_weights() const;
 
+  // Model-state memory of this process's first device (rank p * devices per process):
+  // parameters (compute dtype), gradients (f32), optimizer state (fp32 master weights where
+  // they are a copy, Adam moments; a 1/DP shard of them with the distributed optimizer), the
+  // parameters it holds (its shard under tensor parallelism), and the device's memory in use
+  // (total - free; 0 on a CPU device).
+  struct MemoryReport {
+    int64_t parameters = 0, parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+    size_t device_in_use = 0;
+  };
+  MemoryReport memory_report() const;
+
   // Checkpoints (storage/checkpoint_format.hpp), synchronous, between iterations.
   // save_checkpoint writes <root>/iter_<iteration()>/ and points the tracker at it: every
   // parameter by its global name from the f32 master weights (a tied embedding once), with

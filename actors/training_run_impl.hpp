@@ -46,6 +46,9 @@ struct TrainingRun::Impl {
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
 
   void build_stages();
+  // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).
+  void start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
+                    schedules::Schedule schedule);
   // Stage actors and workers are indexed by global rank: tp + T * (dp + D * stage). Process p
   // holds ranks [p * per_process, (p + 1) * per_process); workers, contexts and reducers of
   // ranks elsewhere are null, their stage actors remote handles.

@@ -312,6 +312,15 @@ int train(const TrainOptions& o) {
   std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
               long(run.iteration()), long(run.consumed_samples()), last_loss, wall,
               double(run.iteration() * gbs * model.seq_length) / std::max(total_seconds, 1e-9));
+  {
+    const actors::TrainingRun::MemoryReport m = run.memory_report();
+    const double gib = 1024.0 * 1024.0 * 1024.0, n = double(std::max<int64_t>(m.parameters, 1));
+    std::printf("memory of the first device: %.2fM parameters; parameters %.2f GiB, gradients %.2f GiB, optimizer "
+                "state %.2f GiB: %.2f bytes per parameter; device memory in use %.2f GiB\n",
+                double(m.parameters) / 1e6, double(m.parameter_bytes) / gib, double(m.gradient_bytes) / gib,
+                double(m.optimizer_bytes) / gib, double(m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes) / n,
+                double(m.device_in_use) / gib);
+  }
   std::fflush(stdout);
   publish_end(run, g_stop_signal);
 

@@ -6,6 +6,8 @@
 # run (micro batch B per replica). Prints tokens/s per GPU, TFLOP/s per GPU, scaling
 # efficiency against one GPU, and the share of the data-parallel reduction hidden behind
 # backward: 1 - (t_overlap - t_1gpu) / (t_no_overlap - t_1gpu) per iteration.
+# Memory: the model state per parameter on the first device (ZeRO-1 arithmetic: bf16 parameters
+# 2 + f32 gradients 4 + f32 master and Adam moments 12 / DP bytes) and the device memory in use.
 # With --torch, PyTorch DDP + torch.compile GPT-2 124M (../shared/baselines/multi_gpu.py,
 # carried as .baselines/) runs first on 1 and on N GPUs, in the same command.
 # Usage (repo root, after `source .devdeps/env.sh`): bench/parallel_scaling.sh [--torch] BUILD_DIR MODEL...
@@ -92,4 +94,6 @@ while read -r name n gbs ms; do
     if (name ~ /-dp4(-b[0-9]+m)?$/ && noov > base_ms && base_ms > 0)
       line = line sprintf("  reduction hidden %5.1f%%", 100 * (1 - (ms - base_ms) / (noov - base_ms)));
     print line }' | tee -a "$summary"
+  grep -o '[0-9.]* bytes per parameter; device memory in use [0-9.]* GiB' "$log" | head -1 |
+      awk '{printf "    model state %s bytes/parameter on the first device, %s GiB in use\n", $1, $9}' | tee -a "$summary"
 done < "$out/runs.txt"
