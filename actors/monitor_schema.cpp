@@ -6,8 +6,12 @@
 #include <map>
 
 #include "kernels/check.hpp"
+#include "schedules/msgpack_types.hpp"
 
 namespace troupe::actors {
+
+using schedules::msgpack_is_int;
+using schedules::msgpack_type_name;
 
 namespace {
 
@@ -23,25 +27,7 @@ void pack_value(Packer& pk, const std::vector<int64_t>& v) {
   for (int64_t x : v) pk.pack_int64(x);
 }
 
-const char* object_kind(const msgpack::object& o) {
-  switch (o.type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return "a boolean";
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER: return "an integer";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "a float";
-    case msgpack::type::STR: return "a string";
-    case msgpack::type::BIN: return "binary";
-    case msgpack::type::ARRAY: return "an array";
-    case msgpack::type::MAP: return "a map";
-    default: return "an extension";
-  }
-}
 
-bool is_int(const msgpack::object& o) {
-  return o.type == msgpack::type::POSITIVE_INTEGER || o.type == msgpack::type::NEGATIVE_INTEGER;
-}
 
 // A decoded map's fields by key; reads name the message type and key in every error.
 class Fields {
@@ -55,7 +41,7 @@ class Fields {
   void set_type(std::string type) { type_ = std::move(type); }
 
   void operator()(const char* key, int64_t& v) const {
-    const msgpack::object& o = get(key, is_int, "an integer");
+    const msgpack::object& o = get(key, msgpack_is_int, "an integer");
     v = o.as<int64_t>();
   }
   void operator()(const char* key, uint64_t& v) const {
@@ -67,7 +53,7 @@ class Fields {
     const msgpack::object& o = get(
         key,
         [](const msgpack::object& x) {
-          return is_int(x) || x.type == msgpack::type::FLOAT32 || x.type == msgpack::type::FLOAT64;
+          return msgpack_is_int(x) || x.type == msgpack::type::FLOAT32 || x.type == msgpack::type::FLOAT64;
         },
         "a number");
     v = o.as<double>();
@@ -85,7 +71,7 @@ class Fields {
     v.clear();
     for (uint32_t i = 0; i < o.via.array.size; ++i) {
       const msgpack::object& x = o.via.array.ptr[i];
-      TROUPE_CHECK(is_int(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ", object_kind(x),
+      TROUPE_CHECK(msgpack_is_int(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ", msgpack_type_name(x),
                    ", expected an integer");
       v.push_back(x.as<int64_t>());
     }
@@ -96,7 +82,7 @@ class Fields {
   const msgpack::object& get(const char* key, Pred ok, const char* expected) const {
     auto it = fields_.find(key);
     TROUPE_CHECK(it != fields_.end(), "monitor message \"", type_, "\" lacks the field \"", key, "\"");
-    TROUPE_CHECK(ok(it->second), "monitor message \"", type_, "\": \"", key, "\" is ", object_kind(it->second),
+    TROUPE_CHECK(ok(it->second), "monitor message \"", type_, "\": \"", key, "\" is ", msgpack_type_name(it->second),
                  ", expected ", expected);
     return it->second;
   }
@@ -156,7 +142,7 @@ MonitorMessage monitor_decode(std::string_view bytes) {
   TROUPE_CHECK(offset == bytes.size(), "malformed monitor message: ", bytes.size() - offset,
                " bytes after the msgpack map");
   const msgpack::object& o = handle.get();
-  TROUPE_CHECK(o.type == msgpack::type::MAP, "malformed monitor message: ", object_kind(o), ", expected a map");
+  TROUPE_CHECK(o.type == msgpack::type::MAP, "malformed monitor message: ", msgpack_type_name(o), ", expected a map");
   Fields fields(o, "(envelope)");
   int64_t version = 0;
   fields("version", version);

@@ -130,16 +130,18 @@ class TrainerActor : public caf::event_based_actor {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s_.epoch).count();
   }
 
-  void record(const std::string& actor, schedules::EventKind kind, int64_t start_ns) {
+  // A trace event of this iteration from start_ns to end_ns (now when 0), at least 1 ns long.
+  void record(const std::string& actor, schedules::EventKind kind, int64_t start_ns, int64_t end_ns = 0) {
     if (!s_.trace) return;
     schedules::TraceEvent e;
     e.actor = actor;
     e.kind = kind;
     e.iteration = iteration_;
     e.start_ns = start_ns;
-    e.end_ns = now_ns();
+    e.end_ns = std::max(end_ns > 0 ? end_ns : now_ns(), start_ns + 1);
     s_.trace->append(e);
   }
+
 
   void fetch(bool train, int64_t count, std::function<void(BatchList&)> then) {
     const int64_t t0 = now_ns();
@@ -196,15 +198,7 @@ class TrainerActor : public caf::event_based_actor {
       fetch(true, s_.microbatches, std::move(then));
       return;
     }
-    if (s_.trace) {
-      schedules::TraceEvent e;
-      e.actor = "data_loader";
-      e.kind = schedules::EventKind::data;
-      e.iteration = iteration_;
-      e.start_ns = next_.start_ns;
-      e.end_ns = std::max(next_.end_ns, next_.start_ns + 1);
-      s_.trace->append(e);
-    }
+    record("data_loader", schedules::EventKind::data, next_.start_ns, next_.end_ns);
     BatchList batches = std::move(*next_.batches);
     next_ = Prefetch{};
     then(batches);
@@ -342,15 +336,7 @@ class TrainerActor : public caf::event_based_actor {
     }
     stats_.loss = loss_sum_ / double(stats_.tokens);
     if (r.stepped) {  // a single stage took the step itself
-      if (s_.trace) {
-        schedules::TraceEvent e;
-        e.actor = "optimizer";
-        e.kind = schedules::EventKind::optimizer;
-        e.iteration = iteration_;
-        e.start_ns = r.step_start_ns;
-        e.end_ns = std::max(r.step_end_ns, r.step_start_ns + 1);
-        s_.trace->append(e);
-      }
+      record("optimizer", schedules::EventKind::optimizer, r.step_start_ns, r.step_end_ns);
       finish_step(r.step);
       return;
     }

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "kernels/check.hpp"
+#include "schedules/msgpack_types.hpp"
 
 namespace troupe::schedules {
 
@@ -43,25 +44,7 @@ void pack_event(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e) {
   pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes);
 }
 
-bool is_int(const msgpack::object& o) {
-  return o.type == msgpack::type::POSITIVE_INTEGER || o.type == msgpack::type::NEGATIVE_INTEGER;
-}
 
-const char* type_name(const msgpack::object& o) {
-  switch (o.type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return "a boolean";
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER: return "an integer";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "a float";
-    case msgpack::type::STR: return "a string";
-    case msgpack::type::BIN: return "binary";
-    case msgpack::type::ARRAY: return "an array";
-    case msgpack::type::MAP: return "a map";
-    default: return "an extension";
-  }
-}
 
 // Reads one msgpack object at `offset`, with limits so a corrupt length cannot allocate
 // gigabytes; every failure names the source, the record and the byte offset.
@@ -81,7 +64,7 @@ msgpack::object_handle unpack_one(std::string_view bytes, size_t& offset, const 
 }
 
 TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
-  TROUPE_CHECK(o.type == msgpack::type::MAP, what, ": not a troupe trace (the first record is ", type_name(o),
+  TROUPE_CHECK(o.type == msgpack::type::MAP, what, ": not a troupe trace (the first record is ", msgpack_type_name(o),
                ", expected the header map)");
   std::map<std::string, msgpack::object> fields;
   for (uint32_t i = 0; i < o.via.map.size; ++i) {
@@ -97,7 +80,7 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
       TROUPE_CHECK(!required, what, ": header lacks \"", key, "\"");
       return fallback;
     }
-    TROUPE_CHECK(is_int(f->second), what, ": header \"", key, "\" is ", type_name(f->second), ", expected an integer");
+    TROUPE_CHECK(msgpack_is_int(f->second), what, ": header \"", key, "\" is ", msgpack_type_name(f->second), ", expected an integer");
     return f->second.as<int64_t>();
   };
   const int64_t version = get_int("version", true, 0);
@@ -119,15 +102,15 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
 
 TraceEvent parse_event(const msgpack::object& o, const std::string& what, size_t index) {
   TROUPE_CHECK(o.type == msgpack::type::ARRAY && o.via.array.size >= kEventFields, what, ": event ", index, " is ",
-               type_name(o), o.type == msgpack::type::ARRAY ? str_cat(" of ", o.via.array.size) : std::string(),
+               msgpack_type_name(o), o.type == msgpack::type::ARRAY ? str_cat(" of ", o.via.array.size) : std::string(),
                ", expected an array of ", kEventFields, " fields");
   const msgpack::object* f = o.via.array.ptr;
-  TROUPE_CHECK(f[0].type == msgpack::type::STR, what, ": event ", index, ": actor is ", type_name(f[0]),
+  TROUPE_CHECK(f[0].type == msgpack::type::STR, what, ": event ", index, ": actor is ", msgpack_type_name(f[0]),
                ", expected a string");
   static const char* names[] = {"actor", "device", "stage", "kind", "microbatch", "chunk",
                                 "iteration", "start_ns", "end_ns", "bytes"};
   for (size_t i = 1; i < kEventFields; ++i)
-    TROUPE_CHECK(is_int(f[i]), what, ": event ", index, ": ", names[i], " is ", type_name(f[i]),
+    TROUPE_CHECK(msgpack_is_int(f[i]), what, ": event ", index, ": ", names[i], " is ", msgpack_type_name(f[i]),
                  ", expected an integer");
   TraceEvent e;
   e.actor = f[0].as<std::string>();

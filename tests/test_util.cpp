@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include <unistd.h>
 
@@ -115,6 +116,22 @@ const Context& cpu() {
 }
 
 std::string source_path(const std::string& relative) { return std::string(TROUPE_SOURCE_DIR) + "/" + relative; }
+
+void run_threads(const std::vector<int>& ids, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(ids.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < ids.size(); ++k)
+    threads.emplace_back([&, k] {
+      try {
+        fn(ids[k]);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 namespace {
 std::shared_ptr<actors::Fabric> g_fabric;

@@ -66,6 +66,23 @@ std::string source_path(const std::string& relative);
 // ($TROUPE_BINARY overrides).
 std::string troupe_binary();
 
+// fn(id) on a thread of its own for every id (the members of a collective group, say);
+// rethrows the first exception once every thread has joined.
+void run_threads(const std::vector<int>& ids, const std::function<void(int)>& fn);
+inline void run_threads(int n, const std::function<void(int)>& fn) {
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(i);
+  run_threads(ids, fn);
+}
+// The members of a group whose endpoint lives in this process (non-null).
+template <typename Group>
+std::vector<int> local_members(const Group& group) {
+  std::vector<int> ids;
+  for (size_t i = 0; i < group.size(); ++i)
+    if (group[i]) ids.push_back(int(i));
+  return ids;
+}
+
 // Keeps the process's fabric (actors/fabric.hpp) alive for the whole test binary: under mpirun
 // MPI starts once per process and cannot start again, so tests that make several runs (or
 // groups) one after another register it:

@@ -49,24 +49,6 @@ const Context& gpu_ctx(int device) {
   return *ctx;
 }
 
-// fn(member) on a thread per non-null endpoint, each with its context's device current.
-void run_members(const Group& group, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(group.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (!group[i]) continue;
-    threads.emplace_back([&, i] {
-      try {
-        fn(int(i));
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 // Member m's input, rounded through `dtype` (so the CPU reference sees the same values).
 Tensor input(int member, int64_t n, DType dtype) {
@@ -83,7 +65,7 @@ Results run_ops(const Group& group, const std::vector<const Context*>& contexts,
   const int size = int(group.size());
   Results r;
   for (auto* v : {&r.sum, &r.max, &r.scattered, &r.gathered, &r.cast}) v->resize(group.size());
-  run_members(group, [&](int m) {
+  run_threads(local_members(group), [&](int m) {
     const Context& ctx = *contexts[size_t(m)];
     ctx.activate();
     Collectives& c = *group[size_t(m)];

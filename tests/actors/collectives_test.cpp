@@ -19,22 +19,6 @@ namespace {
 using actors::make_cpu_group;
 using Group = std::vector<std::unique_ptr<Collectives>>;
 
-// Runs fn(rank) on one thread per member; rethrows the first member's exception.
-void run_members(int size, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.nbytes(), b.nbytes()) << what;
@@ -68,7 +52,7 @@ TEST(CpuGroup, AllReduce) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
         Group group = make_cpu_group(size);
         std::vector<Tensor> t(static_cast<size_t>(size));
-        run_members(size, [&](int r) {
+        run_threads(size, [&](int r) {
           EXPECT_EQ(group[size_t(r)]->rank(), r);
           EXPECT_EQ(group[size_t(r)]->size(), size);
           t[size_t(r)] = input(r, n);
@@ -84,7 +68,7 @@ TEST(CpuGroup, AllReduceIntegers) {
   const int size = 3;
   Group group = make_cpu_group(size);
   std::vector<Tensor> a(size), b(size);
-  run_members(size, [&](int r) {
+  run_threads(size, [&](int r) {
     a[size_t(r)] = Tensor::host(DType::i32, {4});
     b[size_t(r)] = Tensor::host(DType::i64, {2});
     for (int e = 0; e < 4; ++e) a[size_t(r)].data_as<int32_t>()[e] = (r + 1) * (e - 2);
@@ -107,7 +91,7 @@ TEST(CpuGroup, AllReduceIntegers) {
 TEST(CpuGroup, MaxPropagatesNaN) {
   Group group = make_cpu_group(2);
   std::vector<Tensor> t(2);
-  run_members(2, [&](int r) {
+  run_threads(2, [&](int r) {
     t[size_t(r)] = Tensor::host_f32({2}, {r == 1 ? std::nanf("") : 1.0f, 2.0f});
     group[size_t(r)]->all_reduce(cpu(), t[size_t(r)], ReduceOp::max);
   });
@@ -123,7 +107,7 @@ TEST(CpuGroup, ReduceScatter) {
       for (bool in_place : {false, true}) {
         Group group = make_cpu_group(size);
         std::vector<Tensor> out(static_cast<size_t>(size));
-        run_members(size, [&](int r) {
+        run_threads(size, [&](int r) {
           const Tensor in = input(r, size * n);
           out[size_t(r)] = in_place ? in.slice(r * n, {n}) : Tensor::host(DType::f32, {n});
           group[size_t(r)]->reduce_scatter(cpu(), in, out[size_t(r)]);
@@ -141,7 +125,7 @@ TEST(CpuGroup, AllGather) {
       for (bool in_place : {false, true}) {
         Group group = make_cpu_group(size);
         std::vector<Tensor> out(static_cast<size_t>(size));
-        run_members(size, [&](int r) {
+        run_threads(size, [&](int r) {
           out[size_t(r)] = Tensor::host(DType::f32, {size * n});
           Tensor in = input(r, n);
           if (in_place) {
@@ -163,7 +147,7 @@ TEST(CpuGroup, Broadcast) {
     for (int root = 0; root < size; ++root) {
       Group group = make_cpu_group(size);
       std::vector<Tensor> t(static_cast<size_t>(size));
-      run_members(size, [&](int r) {
+      run_threads(size, [&](int r) {
         t[size_t(r)] = input(r, 77);
         group[size_t(r)]->broadcast(cpu(), t[size_t(r)], root);
       });
@@ -178,7 +162,7 @@ TEST(CpuGroup, ManyCallsInARow) {
   const int size = 4;
   Group group = make_cpu_group(size);
   std::vector<std::vector<float>> seen(size);
-  run_members(size, [&](int r) {
+  run_threads(size, [&](int r) {
     Collectives& c = *group[size_t(r)];
     for (int i = 0; i < 300; ++i) {
       Tensor t = Tensor::host_f32({3}, {float(r + i), float(r * i), 1.0f});
@@ -213,7 +197,7 @@ TEST(CpuGroup, TimeoutNamesCollectiveAndMissingMembers) {
   Group group = make_cpu_group(4, options);
   std::vector<std::string> errors(2);
   // Members 0 and 1 arrive; 2 and 3 never do.
-  run_members(2, [&](int r) {
+  run_threads(2, [&](int r) {
     Tensor t = input(r, 8);
     errors[size_t(r)] = error_of([&] { group[size_t(r)]->all_reduce(cpu(), t); });
   });
@@ -246,7 +230,7 @@ TEST(CpuGroup, AbortReleasesWaiters) {
 TEST(CpuGroup, MembersCallingDifferentCollectivesFail) {
   Group group = make_cpu_group(2);
   std::vector<std::string> errors(2);
-  run_members(2, [&](int r) {
+  run_threads(2, [&](int r) {
     Tensor t = input(r, 8);
     errors[size_t(r)] = error_of([&] {
       if (r == 0)
@@ -261,7 +245,7 @@ TEST(CpuGroup, MembersCallingDifferentCollectivesFail) {
 TEST(CpuGroup, BadArgumentsFailEveryMember) {
   Group group = make_cpu_group(2);
   std::vector<std::string> errors(2);
-  run_members(2, [&](int r) {
+  run_threads(2, [&](int r) {
     Tensor in = input(r, r == 0 ? 8 : 7);  // member 1 passes the wrong length
     Tensor out = Tensor::host(DType::f32, {4});
     errors[size_t(r)] = error_of([&] { group[size_t(r)]->reduce_scatter(cpu(), in, out); });

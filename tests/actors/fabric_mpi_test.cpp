@@ -38,24 +38,6 @@ Group make_group(const std::vector<int>& member_process, const std::string& name
   return fabric().make_group(member_process, contexts, options(name, timeout_ms));
 }
 
-// Runs fn(member) on a thread for every member of this process; rethrows the first error.
-void run_local(const Group& group, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(group.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (!group[i]) continue;
-    threads.emplace_back([&, i] {
-      try {
-        fn(int(i));
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 // Every process can make every member's input.
 Tensor input(int member, int64_t n) { return random_normal({n}, 500 + uint64_t(member), 1.0f + float(member)); }
@@ -89,7 +71,7 @@ void check_all_ops(const std::vector<int>& member_process, const std::string& na
     const std::string at = str_cat(name, " n ", n);
     const size_t members = member_process.size();
     std::vector<Tensor> sum(members), max(members), scattered(members), gathered(members), cast(members);
-    run_local(group, [&](int m) {
+    run_threads(local_members(group), [&](int m) {
       Collectives& c = *group[size_t(m)];
       EXPECT_EQ(c.rank(), m);
       EXPECT_EQ(c.size(), size);
@@ -188,7 +170,7 @@ TEST(Fabric, GroupsSideBySide) {
   for (int i = 0; i < 2 * P; ++i) layout.push_back(i % P);
   Group a = make_group(layout, "a"), b = make_group(layout, "b");
   std::vector<float> seen(layout.size(), 0.0f);
-  run_local(a, [&](int m) {
+  run_threads(local_members(a), [&](int m) {
     for (int i = 0; i < 50; ++i) {
       Tensor x = Tensor::host_f32({2}, {float(m), 1.0f});
       Tensor y = Tensor::host_f32({2}, {1.0f, float(i)});

@@ -11,13 +11,6 @@
 namespace troupe::test {
 namespace {
 
-std::vector<IterationStats> train_gpu(const actors::TrainingConfig& config, int iters) {
-  actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
-  std::vector<IterationStats> out;
-  for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
-  return out;
-}
-
 struct Layout {
   int T, P, D;
   bool sp, dist, overlap;
@@ -31,7 +24,7 @@ TEST(ParallelCuda, LayoutsMatchOneGpu) {
 #endif
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL groups put one rank on each)";
   const int iters = 6;
-  const std::vector<IterationStats> ref = train_gpu(gpu_config(1, 1), iters);
+  const std::vector<IterationStats> ref = train_iterations(gpu_config(1, 1), iters);
   const Layout layouts[] = {{2, 1, 1, false, false, false}, {2, 1, 1, true, false, false},
                             {1, 1, 2, false, false, true},  {1, 1, 2, false, true, true},
                             {2, 1, 2, true, true, true},    {4, 1, 1, true, false, false},
@@ -47,7 +40,7 @@ TEST(ParallelCuda, LayoutsMatchOneGpu) {
     config.parallel.distributed_optimizer = l.dist;
     config.parallel.overlap_grad_reduce = l.overlap;
     config.parallel.bucket_elements = 100000;  // several buckets
-    const std::vector<IterationStats> got = train_gpu(config, iters);
+    const std::vector<IterationStats> got = train_iterations(config, iters);
     double worst = 0;
     for (int it = 0; it < iters; ++it) {
       worst = std::max(worst, rel(got[size_t(it)].loss, ref[size_t(it)].loss));

@@ -15,13 +15,6 @@
 namespace troupe::test {
 namespace {
 
-std::vector<IterationStats> train(const actors::TrainingConfig& config, int iters) {
-  actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
-  std::vector<IterationStats> out;
-  for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
-  return out;
-}
-
 TEST(PipelineCuda, OneStageMatchesPlainTrainer) {
   const actors::TrainingConfig config = gpu_config(1, 1);
   const int iters = 6, M = 8;
@@ -30,7 +23,7 @@ TEST(PipelineCuda, OneStageMatchesPlainTrainer) {
   Optimizer optimizer(model, config.optimizer);
   Trainer trainer(model, optimizer, config.lr, nullptr, config.seed);
   auto data_loader = loader(tiny_data(config.model), config.micro_batch_size);
-  const std::vector<IterationStats> got = train(config, iters);
+  const std::vector<IterationStats> got = train_iterations(config, iters);
   for (int it = 0; it < iters; ++it) {
     std::vector<Batch> batches;
     for (int m = 0; m < M; ++m) batches.push_back(actors::to_batch(*data_loader->next()));
@@ -44,7 +37,7 @@ TEST(PipelineCuda, OneStageMatchesPlainTrainer) {
 
 TEST(PipelineCuda, PipelinesMatchOneStage) {
   const int iters = 6;
-  const std::vector<IterationStats> ref = train(gpu_config(1, 1), iters);
+  const std::vector<IterationStats> ref = train_iterations(gpu_config(1, 1), iters);
 #if TROUPE_HAVE_CUDA
   std::printf("%d GPU(s): stage s runs on GPU s mod %d\n", cuda::device_count(), cuda::device_count());
 #endif
@@ -52,7 +45,7 @@ TEST(PipelineCuda, PipelinesMatchOneStage) {
   for (const auto& [P, V] : {std::pair(2, 1), std::pair(4, 1), std::pair(2, 2)}) {
     actors::TrainingConfig config = gpu_config(P, V);
     if (V == 2) config.trace_path = trace_path;  // GPU op timing through events
-    const std::vector<IterationStats> got = train(config, iters);
+    const std::vector<IterationStats> got = train_iterations(config, iters);
     double worst = 0;
     for (int it = 0; it < iters; ++it) {
       worst = std::max(worst, rel(got[size_t(it)].loss, ref[size_t(it)].loss));

@@ -121,6 +121,10 @@ TEST_P(EmbeddingShardCuda, MatchesCpu) {
       else EXPECT_EQ(max_abs_diff(out_h, out_ref), 0.0);
       EXPECT_LT(rel_error(minus(to_host_f32(g, dwte), dwte0_r), minus(dwte_ref, dwte0_r)), 2e-2);
       EXPECT_LT(rel_error(minus(to_host_f32(g, dwpe), dwpe0), minus(dwpe_ref, dwpe0)), 2e-2);
+      std::printf("sharded embedding %s from row %lld: rel err out %.1e dwte %.1e dwpe %.1e\n", dtype_name(t),
+                  (long long)shard.start, rel_error(out_h, out_ref),
+                  rel_error(minus(to_host_f32(g, dwte), dwte0_r), minus(dwte_ref, dwte0_r)),
+                  rel_error(minus(to_host_f32(g, dwpe), dwpe0), minus(dwpe_ref, dwpe0)));
     }
   }
 }

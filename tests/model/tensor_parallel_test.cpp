@@ -2,7 +2,7 @@
 // ParamLayout shard, reproduce the whole model's per-token losses and every parameter's
 // gradient (gathered into the global layout), with and without sequence parallelism and for
 // both families (vocabulary-parallel embedding and cross-entropy, heads and MLP split).
-#include <thread>
+#include <mutex>
 
 #include "actors/collective_groups.hpp"
 #include "model/gpt_chunk.hpp"
@@ -52,9 +52,8 @@ Result run_sharded(const GptConfig& c, int T, bool sp, const Tensor& tokens, con
   Result r{Tensor::host(DType::f32, {tokens.numel()}), Tensor::host(DType::f32, {whole.size()})};
   fill_zero(cpu(), r.grads);
   auto group = actors::make_cpu_group(T, {"tp", std::chrono::seconds(60)});
-  std::vector<std::string> errors(static_cast<size_t>(T));
   std::mutex mu;
-  auto rank = [&](int t) {
+  run_threads(T, [&](int t) {
     try {
       const Context ctx = Context::cpu();
       GptChunk model(ctx, c, ChunkSpec::whole_model(), DType::f32, {{t, T}, sp, group[size_t(t)].get()});
@@ -72,15 +71,11 @@ Result run_sharded(const GptConfig& c, int T, bool sp, const Tensor& tokens, con
         shard_to_global(p, model.grads().data_as<float>() + p.offset, r.grads.data_as<float>() + dst.offset,
                         dst.global_shape[0]);
       }
-    } catch (const std::exception& e) {
-      errors[size_t(t)] = e.what();
-      for (auto& g : group) g->abort();
+    } catch (...) {
+      for (auto& g : group) g->abort();  // the other ranks stop waiting for this one
+      throw;
     }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < T; ++t) threads.emplace_back(rank, t);
-  for (auto& th : threads) th.join();
-  for (int t = 0; t < T; ++t) EXPECT_EQ(errors[size_t(t)], "") << "rank " << t;
+  });
   return r;
 }
 
