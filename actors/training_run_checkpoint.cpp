@@ -47,6 +47,7 @@ void read_into(const CheckpointReader& r, const std::string& name, const Shape& 
 
 std::string TrainingRun::save_checkpoint(const std::string& root, bool optimizer) {
   Impl& d = *impl_;
+  const HostOpSpan traced(d.trainer, d.epoch, d.iteration, "checkpoint", schedules::EventKind::checkpoint);
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(d.fabric->processes() == 1, "checkpoints of runs over several processes are not implemented yet");
   TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),

@@ -22,6 +22,9 @@ namespace troupe::actors {
 
 class Fabric;
 
+// The schedule a layout runs: Megatron interleaves whenever a stage holds several chunks.
+schedules::Schedule effective_schedule(const ParallelConfig& p);
+
 struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
@@ -64,6 +67,24 @@ struct TrainingRun::Impl {
   void shutdown();
   // Publishes the run's `end` unless the app did (training_run_monitor.cpp); waits until sent.
   void end_monitor();
+};
+
+// Traces a host op of the run (a checkpoint save) from construction to destruction, through
+// the trainer (the trace's one writer): into --trace and to the monitor.
+class HostOpSpan {
+ public:
+  // `epoch`: the trace clock's zero; `iteration`: the run's iteration count now.
+  HostOpSpan(caf::actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration, const char* actor,
+             schedules::EventKind kind);
+  ~HostOpSpan();
+  HostOpSpan(const HostOpSpan&) = delete;
+  HostOpSpan& operator=(const HostOpSpan&) = delete;
+
+ private:
+  int64_t now_ns() const;
+  caf::actor trainer_;
+  std::chrono::steady_clock::time_point epoch_;
+  schedules::TraceEvent event_;
 };
 
 }  // namespace troupe::actors

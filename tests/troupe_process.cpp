@@ -1,0 +1,95 @@
+#include "tests/troupe_process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kernels/check.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+
+using Clock = std::chrono::steady_clock;
+
+Troupe::Troupe(const std::vector<std::string>& args, std::string output) : output_(std::move(output)) {
+  std::vector<std::string> all{troupe_binary()};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_ = ::fork();
+  TROUPE_SYSCALL(pid_, "fork for ", all[0]);
+  if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
+    const int fd = ::open(output_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+}
+
+Troupe::~Troupe() {
+  if (!status_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string Troupe::output() const { return read_file(output_); }
+
+void Troupe::signal(int sig) const { TROUPE_SYSCALL(::kill(pid_, sig), "signal ", sig, " to troupe"); }
+
+std::optional<int> Troupe::wait(std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!status_) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    TROUPE_SYSCALL(r, "waitpid for troupe");
+    if (r == pid_) status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    else if (Clock::now() > deadline) return std::nullopt;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status_;
+}
+
+std::string Troupe::await_output(const std::string& text, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    std::string out = output();
+    if (out.find(text) != std::string::npos) return out;
+    if (Clock::now() > deadline || wait(std::chrono::milliseconds(0))) {
+      ADD_FAILURE() << "no \"" << text << "\" in the output of troupe:\n" << out;
+      return out;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string published_endpoint(const std::string& log) {
+  const std::string label = "monitor: publishing on ";
+  const size_t at = log.find(label);
+  if (at == std::string::npos) return "";
+  const size_t start = at + label.size();
+  return log.substr(start, log.find(' ', start) - start);
+}
+
+int metrics_port(const std::string& log) {
+  const std::string label = "monitor: Prometheus metrics on http://127.0.0.1:";
+  const size_t at = log.find(label);
+  return at == std::string::npos ? -1 : std::stoi(log.substr(at + label.size()));
+}
+
+}  // namespace troupe::test
