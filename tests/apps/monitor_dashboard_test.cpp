@@ -4,7 +4,8 @@
 // writes data-points="N" on each), and no script error may have been caught (the page's
 // window.onerror / unhandledrejection / console.error hooks write into #errors). A screenshot
 // must be a valid 1280x900 PNG that is not one flat colour. /api/history and /metrics carry
-// the per-stage time breakdown. Skipped, saying why, only when chromium is not installed.
+// the per-stage time breakdown, where a checkpoint save shows as a stall of every stage.
+// Skipped, saying why, only when chromium is not installed.
 #include <png.h>
 #include <signal.h>
 
@@ -94,12 +95,18 @@ TEST(MonitorDashboard, LoadsInChromiumWithDataInEveryChartAndNoErrors) {
   Troupe train({"train", "--device", "cpu", "--devices", "2", "--pipeline-model-parallel-size", "2", "--mock-data",
                 "--vocab-size", "128", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2",
                 "--seq-length", "16", "--micro-batch-size", "1", "--global-batch-size", "4", "--train-iters", "1000000",
-                "--log-interval", "2", "--eval-interval", "20", "--eval-iters", "1", "--metrics-port", "0"},
+                "--log-interval", "2", "--eval-interval", "20", "--eval-iters", "1", "--save", dir / "checkpoints",
+                "--save-interval", "50", "--metrics-port", "0"},
                dir / "train.log");
   const int port = metrics_port(train.await_output("monitor: Prometheus metrics on", 60s));
   ASSERT_GT(port, 0) << train.output();
 
-  // The history the page will draw: a few log lines and a traced iteration first.
+  // The history the page will draw: a few log lines, a traced iteration, a checkpoint stall first.
+  auto checkpoint_stall = [](const nlohmann::json& h) {
+    for (const auto& st : h["stages"])
+      if (st["checkpoint_ns"][0].get<int64_t>() > 0 && st["checkpoint_ns"][1].get<int64_t>() > 0) return true;
+    return false;
+  };
   nlohmann::json history;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   do {
@@ -108,9 +115,10 @@ TEST(MonitorDashboard, LoadsInChromiumWithDataInEveryChartAndNoErrors) {
     ASSERT_EQ(r.status, 200);
     EXPECT_EQ(r.headers.at("content-type"), "application/json");
     history = nlohmann::json::parse(r.body);
-  } while ((history["iterations"].size() < 4 || history["timeline"].empty() || history["stages"].empty()) &&
+  } while ((history["iterations"].size() < 4 || history["timeline"].empty() || !checkpoint_stall(history)) &&
            std::chrono::steady_clock::now() < deadline);
   ASSERT_GE(history["iterations"].size(), 4u) << history.dump();
+  EXPECT_TRUE(checkpoint_stall(history)) << "no iteration after a checkpoint save shows its stall";
   EXPECT_EQ(history["hello"]["pipeline_parallel"], 2);
   EXPECT_GT(history["iterations"].back()["host_memory_bytes"].get<int64_t>(), 0);
   const nlohmann::json& stages = history["stages"].back();
