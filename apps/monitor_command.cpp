@@ -163,8 +163,11 @@ int run_monitor(const MonitorFlags& f) {
                  f.record.c_str());
     return code != 0 ? code : 1;
   }
-  std::fprintf(stderr, "troupe monitor: recorded %ld trace events of %zu iterations to %s (troupe replay %s)\n",
-               long(recorder->events()), recorder->iterations(), f.record.c_str(), f.record.c_str());
+  std::fprintf(stderr,
+               "troupe monitor: recorded %ld trace events of %zu iterations to %s (troupe replay %s), the other "
+               "records to %s\n",
+               long(recorder->events()), recorder->iterations(), f.record.c_str(), f.record.c_str(),
+               recorder->records_path().c_str());
   return code;
 }
 
@@ -180,7 +183,7 @@ void add_monitor_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--once", flags->once, "print one JSON snapshot (the run's hello and latest records) and exit");
   cmd->add_option("--record", flags->record,
                   "write the run's trace as it arrives to this file, for troupe replay (the latest iterations "
-                  "when attaching mid-run, then every one)");
+                  "when attaching mid-run, then every one), and its other records to FILE.records.jsonl");
   cmd->add_option("--timeout", flags->timeout_s,
                   "seconds to wait for the run (--once), or of silence after which the run counts as gone (default 30)");
   cmd->callback([&run, flags] { run = [flags] { return run_monitor(*flags); }; });

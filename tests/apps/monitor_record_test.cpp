@@ -2,12 +2,17 @@
 // own trace (--trace) and publishes to a recorder that attaches mid-run; the recorded file
 // must be a trace `troupe replay` reads, holding for every recorded iteration (the latest few
 // before attaching, which the monitor re-sends, and every one after) exactly the ops of the
-// run's own trace, and the replay analysis of both must agree on the ops per stage. Piped,
-// the monitor shows each log line with the stages' busy shares.
+// run's own trace, and the replay analysis of both must agree on the ops per stage; the other
+// records go to FILE.records.jsonl, once each. Piped, the monitor shows each log line with the
+// stages' busy shares.
 #include <signal.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -56,6 +61,29 @@ TEST(MonitorRecord, RecordedTraceReplaysWithTheRunsOps) {
   ASSERT_EQ(recorder.wait(30s), std::optional<int>(0)) << recorder.output();
   const std::string said = recorder.output();
   EXPECT_NE(said.find("recorded "), std::string::npos) << said;
+
+  // The other records, a JSON line each, once: the hello (fresh records may overtake the first
+  // snapshot), log lines, stages, the end last.
+  std::vector<nlohmann::json> records;
+  std::istringstream lines(read_file(dir / "recorded.trace.records.jsonl"));
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_GE(records.size(), 3u);
+  EXPECT_EQ(records.back()["type"], "end");
+  EXPECT_EQ(records.back()["record"]["reason"], "stopped");
+  std::set<uint64_t> seqs;
+  int hellos = 0, log_lines = 0, stage_records = 0;
+  for (const nlohmann::json& r : records) {
+    EXPECT_TRUE(seqs.insert(r["seq"].get<uint64_t>()).second) << "seq " << r["seq"] << " written twice";
+    if (r["type"] == "hello") {
+      EXPECT_EQ(r["record"]["pipeline_parallel"], 2) << r;
+    }
+    hellos += r["type"] == "hello";
+    log_lines += r["type"] == "iteration";
+    stage_records += r["type"] == "stages";
+  }
+  EXPECT_EQ(hellos, 1);
+  EXPECT_GT(log_lines, 0);
+  EXPECT_GT(stage_records, 0);
 
   const Trace run = schedules::trace_read(dir / "run.trace");
   const Trace recorded = schedules::trace_read(dir / "recorded.trace");
