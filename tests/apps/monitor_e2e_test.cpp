@@ -122,6 +122,12 @@ TEST(MonitorEndToEnd, AttachDetachReattachAndTheNumbersAreTheLogs) {
   EXPECT_GT(second["iteration"]["iteration"].get<int64_t>(), first["iteration"]["iteration"].get<int64_t>())
       << "the run did not move on between the two attaches";
   EXPECT_TRUE(first["end"].is_null());
+  // The trace reaches the monitor too: each stage's time in the latest traced iteration.
+  ASSERT_TRUE(second["stages"].is_object()) << second.dump();
+  EXPECT_EQ(second["stages"]["busy_ns"].size(), 1u);
+  EXPECT_GT(second["stages"]["busy_ns"][0].get<int64_t>(), 0);
+  EXPECT_GT(second["trace_events"].get<int64_t>(), 0);
+  EXPECT_EQ(second["dropped_trace_events"], 0);
 
   // A live monitor (not a terminal: a line per record) for the rest of the run.
   Troupe live({"monitor", endpoint, "--timeout", "30"}, dir / "live.txt");
