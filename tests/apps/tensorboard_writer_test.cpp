@@ -1,7 +1,8 @@
 // The TensorBoard event files of --tensorboard-dir: CRC-32C against published check values,
 // and files written by the writer decoded back here with a decoder of their own (TFRecord
 // framing with both masked CRCs, then the Event / Summary / Value protobuf fields by number and
-// wire type), so a slip in the framing, a CRC, a field number or a wire type fails.
+// wire type), so a slip in the framing, a CRC, a field number or a wire type fails. Then
+// `troupe train --tensorboard-dir` end to end: Megatron's tags, the loss the log printed.
 #include "apps/tensorboard_writer.hpp"
 
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <regex>
 
 #include "apps/train_tensorboard.hpp"
@@ -194,6 +196,44 @@ TEST(TrainTensorBoard, MegatronsTagNames) {
   EXPECT_EQ(events[6].step, 96);         // ... vs samples
   EXPECT_EQ(events[4].value, 32.0f);     // batch size
   EXPECT_NEAR(events[19].value, std::exp(2.0), 1e-5);  // validation perplexity
+}
+
+TEST(TrainTensorBoard, TroupeTrainWritesTheLogsNumbers) {
+  using namespace std::chrono_literals;
+  test::TempDir dir("tensorboard_e2e");
+  test::Troupe train({"train", "--device", "cpu", "--mock-data", "--vocab-size", "128", "--num-layers", "1",
+                      "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size",
+                      "2", "--global-batch-size", "4", "--train-iters", "6", "--log-interval", "1", "--eval-interval",
+                      "3", "--eval-iters", "1", "--tensorboard-dir", dir / "tb"},
+                     dir / "train.log");
+  ASSERT_EQ(train.wait(120s), std::optional<int>(0)) << train.output();
+  const std::string log = train.output();
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "tb")) files.push_back(entry.path().string());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(log.find("tensorboard: writing " + files[0]), std::string::npos) << log;
+  std::map<std::string, std::map<int64_t, float>> scalars;  // tag -> step -> value
+  for (const Event& e : read_events(files[0]))
+    if (!e.tag.empty()) scalars[e.tag][e.step] = e.value;
+  for (const char* tag : {"lm loss", "learning-rate", "grad-norm", "loss-scale", "batch-size", "iteration-time",
+                          "throughput", "lm loss vs samples", "lm loss validation", "lm loss validation ppl"})
+    EXPECT_TRUE(scalars.count(tag)) << tag;
+  EXPECT_EQ(scalars["lm loss"].size(), 6u);
+  EXPECT_EQ(scalars["iteration-time"].size(), 6u);      // every log line
+  EXPECT_EQ(scalars["lm loss validation"].size(), 2u);  // iterations 3 and 6
+  EXPECT_EQ(scalars["batch-size"][1], 4.0f);
+  EXPECT_EQ(scalars["lm loss vs samples"].count(24), 1u);  // iteration 6 at 6 x 4 samples
+  // With a log line every iteration, the line's loss is that iteration's: the same number.
+  for (int64_t i = 1; i <= 6; ++i) {
+    char key[64];
+    std::snprintf(key, sizeof(key), "iteration %8ld/", long(i));
+    const size_t at = log.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    const size_t loss_at = log.find("lm loss: ", at);
+    ASSERT_NE(loss_at, std::string::npos);
+    const double logged = std::stod(log.substr(loss_at + 9));
+    EXPECT_NEAR(scalars["lm loss"][i], logged, 1e-5 * logged) << "iteration " << i;
+  }
 }
 
 }  // namespace
