@@ -66,6 +66,16 @@ function formatNumber(v) {
   return v.toPrecision(4);
 }
 
+// "3d04h", "1h02m", "12m03s", "45s", as troupe monitor writes them.
+function formatDuration(seconds) {
+  if (!isFinite(seconds) || seconds < 0) return "?";
+  const s = Math.round(seconds), pad = (n) => String(n).padStart(2, "0");
+  if (s >= 86400) return Math.floor(s / 86400) + "d" + pad(Math.floor(s % 86400 / 3600)) + "h";
+  if (s >= 3600) return Math.floor(s / 3600) + "h" + pad(Math.floor(s % 3600 / 60)) + "m";
+  if (s >= 60) return Math.floor(s / 60) + "m" + pad(s % 60) + "s";
+  return s + "s";
+}
+
 // Lines of [x, y] points (null y skipped) on a canvas, with the y range and the x ends labelled.
 function lineChart(canvas, series) {
   const ctx = canvas.getContext("2d");
@@ -190,9 +200,17 @@ function render(h) {
         "M parameters, " + h.hello.device_count + " " + h.hello.device_kind + " devices: tensor " + h.hello.tensor_parallel +
         " x pipeline " + h.hello.pipeline_parallel + " (" + h.hello.schedule + ") x data " + h.hello.data_parallel +
         " | run " + h.hello.run_id;
-  let status = last ? "iteration " + last.iteration + " / " + last.train_iters + " | lm loss " +
-      (last.lm_loss === null ? "nan" : last.lm_loss.toExponential(4)) + " | " + formatNumber(last.tokens_per_second) +
-      " tokens/s" : "waiting for the first log line";
+  let status = "waiting for the first log line";
+  if (last) {
+    const left = Math.max(last.train_iters - last.iteration, 0) * last.elapsed_ms_per_iteration / 1e3;
+    status = "iteration " + last.iteration + " / " + last.train_iters + " (" +
+        (100 * last.iteration / Math.max(last.train_iters, 1)).toFixed(1) + "%, ETA " + formatDuration(left) +
+        ") | lm loss " + (last.lm_loss === null ? "nan" : last.lm_loss.toExponential(4)) + " | " +
+        formatNumber(last.tokens_per_second) + " tokens/s";
+  }
+  const valid = h.validations.length ? h.validations[h.validations.length - 1] : null;
+  if (valid)
+    status += " | validation at " + valid.iteration + ": " + (valid.lm_loss === null ? "nan" : valid.lm_loss.toExponential(4));
   if (h.end) status += " | run ended: " + h.end.reason;
   status += " | trace events " + h.trace_events + " (dropped " + h.dropped_trace_events + ")";
   document.getElementById("status").textContent = status;
