@@ -144,7 +144,9 @@ TEST(MonitorDashboard, LoadsInChromiumWithDataInEveryChartAndNoErrors) {
   EXPECT_EQ(page.body.find("https://"), std::string::npos) << "the page must not load anything from elsewhere";
 
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
-  const std::string flags = " --headless --no-sandbox --disable-gpu --virtual-time-budget=4000 ";
+  // --disable-dev-shm-usage: containers (CI) often have a 64 MB /dev/shm, too small for Chromium.
+  const std::string flags =
+      " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=4000 ";
   int code = 0;
   const std::string dom = run_capture("timeout 90 " + chromium + flags + "--dump-dom " + url + " 2>/dev/null", code);
   ASSERT_EQ(code, 0) << dom;
