@@ -21,7 +21,7 @@ struct MetricsHttpServer::Impl {
   std::atomic<bool> finished{false};  // listen_after_bind returned
 };
 
-MetricsHttpServer::MetricsHttpServer(const std::string& host, int port, Body metrics, Body health)
+MetricsHttpServer::MetricsHttpServer(const std::string& host, int port, const std::vector<HttpRoute>& routes)
     : impl_(std::make_unique<Impl>()) {
   TROUPE_CHECK(port >= 0 && port <= 65535, "--metrics-port must be in [0, 65535], got ", port);
   Impl& d = *impl_;
@@ -35,12 +35,17 @@ MetricsHttpServer::MetricsHttpServer(const std::string& host, int port, Body met
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  s.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  s.Get("/health", [health](const httplib::Request&, httplib::Response& res) {
-    res.set_content(health(), "application/json");
-  });
+  for (const HttpRoute& route : routes) {
+    // cpp-httplib matches patterns as regular expressions: escape the path so it is exact.
+    std::string pattern;
+    for (char c : route.path) {
+      if (std::strchr(".^$|()[]{}*+?\\", c) != nullptr) pattern += '\\';
+      pattern += c;
+    }
+    s.Get(pattern, [route](const httplib::Request&, httplib::Response& res) {
+      res.set_content(route.body(), route.content_type);
+    });
+  }
   errno = 0;
   const bool bound = port == 0 ? (d.port = s.bind_to_any_port(host)) > 0 : s.bind_to_port(host, d.port = port);
   const int err = errno;

@@ -1,24 +1,31 @@
-// A small HTTP/1.1 server for the monitor, on threads of its own (cpp-httplib): GET /metrics
-// (Prometheus text) and GET /health (JSON), nothing else. The handlers produce the body on the
-// server's threads, so a slow or hostile client never touches the training threads.
+// A small HTTP/1.1 server for the monitor, on threads of its own (cpp-httplib): GET of a fixed
+// set of paths (the monitor's: /metrics, /health, / and /api/history), 404 for anything else.
+// The handlers produce the body on the server's threads, so a slow or hostile client never
+// touches the training threads.
 //
-//   MetricsHttpServer http("127.0.0.1", 9100, [&] { return metrics.prometheus_text(); },
-//                          [&] { return metrics.health_json(); });   // throws naming host:port
+//   MetricsHttpServer http("127.0.0.1", 9100, {{"/metrics", "text/plain", [&] { return metrics.prometheus_text(); }},
+//                                              {"/health", "application/json", [&] { ... }}});  // throws naming host:port
 //   std::printf("metrics on http://127.0.0.1:%d/metrics\n", http.port());
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace troupe::actors {
 
+struct HttpRoute {
+  std::string path;          // exact: "/metrics"
+  std::string content_type;  // "text/plain; version=0.0.4; charset=utf-8"
+  std::function<std::string()> body;
+};
+
 class MetricsHttpServer {
  public:
-  using Body = std::function<std::string()>;
   // Binds host:port (port 0: a free one) and starts serving; throws troupe::Error naming the
   // address when it cannot bind (port in use, not an address of this machine).
-  MetricsHttpServer(const std::string& host, int port, Body metrics, Body health);
+  MetricsHttpServer(const std::string& host, int port, const std::vector<HttpRoute>& routes);
   ~MetricsHttpServer();  // stops serving and joins the threads
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

@@ -5,6 +5,9 @@
 // (actors/monitor_metrics.hpp, served by actors/metrics_http_server.hpp). Every
 // hello_interval, and whenever someone subscribes, it re-sends the hello and the latest
 // records as repeats, so `troupe monitor` attaching mid-run sees the whole state at once.
+// The trainer forwards each iteration's trace events (trace_atom, TraceBatch; bounded by the
+// TraceQueue, actors/trace_forwarding.hpp); the monitor publishes them as `trace` messages and
+// derives the per-stage breakdown of the iteration's time (`stages`, schedules/stage_time.hpp).
 // Spawned detached: the socket stays on one thread, and the training actors never wait on it.
 //
 //   MonitorSpawn m = spawn_monitor(system, options, hello);   // binds; throws naming an endpoint
@@ -13,8 +16,11 @@
 
 #include <caf/all.hpp>
 
+#include <memory>
+
 #include "actors/monitor_options.hpp"
 #include "actors/monitor_schema.hpp"
+#include "actors/trace_forwarding.hpp"
 
 namespace troupe::actors {
 
@@ -24,11 +30,17 @@ using publish_atom = caf::atom_constant<caf::atom("publish")>;
 struct MonitorSpawn {
   caf::actor actor;
   MonitorAddresses addresses;
+  std::shared_ptr<TraceQueue> trace_queue;  // for the trainer's attach_atom
 };
+
+// Events the trainer may have in flight to the monitor before it drops (TraceQueue).
+inline constexpr int64_t kMonitorTraceCapacity = 1 << 13;
 
 // Binds the ZeroMQ endpoint and the HTTP port here, on the caller's thread, so a port in use
 // is a troupe::Error naming it; then spawns the actor, which publishes `hello` first.
-MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello);
+// `trace` describes the run's pipeline for the `trace` messages (as a trace file's header).
+MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello,
+                           const schedules::TraceHeader& trace = {});
 
 }  // namespace troupe::actors
 

@@ -1,5 +1,6 @@
 #include "actors/monitor_metrics.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -67,6 +68,14 @@ void MonitorMetrics::update(const MonitorMessage& message) {
     validation_ = *v;
   } else if (const auto* e = std::get_if<MonitorEnd>(&message.body)) {
     end_ = *e;
+  } else if (const auto* t = std::get_if<MonitorTrace>(&message.body)) {
+    trace_events_ += int64_t(t->events.size());
+    trace_dropped_ = t->dropped_events;
+  } else if (const auto* st = std::get_if<MonitorStages>(&message.body)) {
+    stages_ = *st;
+    monitor_stage_states(*st, [&](const char* state, const std::vector<int64_t>& ns) {
+      for (size_t s = 0; s < ns.size(); ++s) stage_ns_total_[{state, s}] += ns[s];
+    });
   }
 }
 
@@ -115,6 +124,9 @@ std::string MonitorMetrics::prometheus_text() const {
       for (size_t d = 0; d < it.memory_bytes.size(); ++d)
         x.sample("troupe_device_memory_bytes", double(it.memory_bytes[d]), str_cat("device=\"", d, "\""));
     }
+    if (it.host_memory_bytes > 0)
+      x.gauge("troupe_host_memory_bytes", "Resident memory of the training process (CPU devices' memory).",
+              double(it.host_memory_bytes));
     x.gauge("troupe_last_log_time_seconds", "Unix time of the latest log line (staleness alerts).",
             double(iteration_unix_ms_) / 1e3);
   }
@@ -123,6 +135,24 @@ std::string MonitorMetrics::prometheus_text() const {
     x.gauge("troupe_validation_lm_loss", "Validation lm loss at the latest validation.", validation_->lm_loss);
     x.gauge("troupe_validation_ppl", "Validation perplexity at the latest validation.", validation_->ppl);
   }
+  if (stages_) {
+    const MonitorStages& st = *stages_;
+    x.gauge("troupe_traced_iteration", "Iteration of the latest per-stage time breakdown.", double(st.iteration));
+    x.family("troupe_stage_busy_ratio", "gauge",
+             "Share of the latest traced iteration a pipeline stage spent computing (forward and backward).");
+    const double window = double(std::max<int64_t>(st.end_ns - st.start_ns, 1));
+    for (size_t s = 0; s < st.busy_ns.size(); ++s)
+      x.sample("troupe_stage_busy_ratio", double(st.busy_ns[s]) / window, str_cat("stage=\"", s, "\""));
+    x.family("troupe_stage_seconds_total", "counter",
+             "Time of each pipeline stage by state (busy, communication, data, checkpoint, optimizer, idle), summed "
+             "over the traced iterations.");
+    for (const auto& [key, ns] : stage_ns_total_)
+      x.sample("troupe_stage_seconds_total", double(ns) / 1e9,
+               str_cat("stage=\"", key.second, "\",state=\"", key.first, "\""));
+  }
+  x.counter("troupe_trace_events_total", "Trace events the monitor received from the run.", double(trace_events_));
+  x.counter("troupe_trace_events_dropped_total", "Trace events the run dropped because the monitor was behind.",
+            double(trace_dropped_));
   x.gauge("troupe_run_ended", "1 once training has ended (completed, stopped or failed).", end_ ? 1 : 0);
   x.counter("troupe_monitor_messages_sent_total", "Messages handed to the monitor's ZeroMQ socket.", double(sent_));
   x.counter("troupe_monitor_messages_refused_total", "Messages the monitor's ZeroMQ socket refused (not sent).",

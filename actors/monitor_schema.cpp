@@ -7,6 +7,7 @@
 
 #include "kernels/check.hpp"
 #include "schedules/msgpack_types.hpp"
+#include "schedules/trace_msgpack.hpp"
 
 namespace troupe::actors {
 
@@ -26,8 +27,10 @@ void pack_value(Packer& pk, const std::vector<int64_t>& v) {
   pk.pack_array(uint32_t(v.size()));
   for (int64_t x : v) pk.pack_int64(x);
 }
-
-
+void pack_value(Packer& pk, const std::vector<schedules::TraceEvent>& v) {
+  pk.pack_array(uint32_t(v.size()));
+  for (const schedules::TraceEvent& e : v) schedules::trace_event_pack(pk, e);
+}
 
 // A decoded map's fields by key; reads name the message type and key in every error.
 class Fields {
@@ -76,6 +79,13 @@ class Fields {
       v.push_back(x.as<int64_t>());
     }
   }
+  void operator()(const char* key, std::vector<schedules::TraceEvent>& v) const {
+    const msgpack::object& o = get(key, [](const msgpack::object& x) { return x.type == msgpack::type::ARRAY; },
+                                   "an array of trace events");
+    v.clear();
+    for (uint32_t i = 0; i < o.via.array.size; ++i)
+      v.push_back(schedules::trace_event_parse(o.via.array.ptr[i], str_cat("monitor message \"", type_, "\""), i));
+  }
 
  private:
   template <class Pred>
@@ -101,8 +111,8 @@ MonitorBody decode_body(const Fields& fields) {
 }  // namespace
 
 const char* monitor_type_name(const MonitorBody& body) {
-  static const char* const names[] = {"hello", "iteration", "validation", "end"};
-  static_assert(std::variant_size_v<MonitorBody> == 4);
+  static const char* const names[] = {"hello", "iteration", "validation", "end", "trace", "stages"};
+  static_assert(std::variant_size_v<MonitorBody> == 6);
   return names[body.index()];
 }
 
@@ -134,7 +144,7 @@ MonitorMessage monitor_decode(std::string_view bytes) {
   try {
     // Limits keep a corrupt length from allocating gigabytes.
     const msgpack::unpack_limit limit(/*array=*/1 << 16, /*map=*/1 << 10, /*str=*/1 << 20, /*bin=*/1 << 20,
-                                      /*ext=*/1 << 20, /*depth=*/4);
+                                      /*ext=*/1 << 20, /*depth=*/5);
     handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limit);
   } catch (const std::exception& e) {
     TROUPE_FAIL("malformed monitor message (", bytes.size(), " bytes): ", e.what());
@@ -160,7 +170,10 @@ MonitorMessage monitor_decode(std::string_view bytes) {
   else if (type == "iteration") m.body = decode_body<MonitorIteration>(fields);
   else if (type == "validation") m.body = decode_body<MonitorValidation>(fields);
   else if (type == "end") m.body = decode_body<MonitorEnd>(fields);
-  else TROUPE_FAIL("unknown monitor message type \"", type, "\" (version ", version, " has hello, iteration, validation, end)");
+  else if (type == "trace") m.body = decode_body<MonitorTrace>(fields);
+  else if (type == "stages") m.body = decode_body<MonitorStages>(fields);
+  else TROUPE_FAIL("unknown monitor message type \"", type, "\" (version ", version,
+                   " has hello, iteration, validation, end, trace, stages)");
   return m;
 }
 

@@ -5,7 +5,9 @@
 //
 // Compatibility: a reader rejects another `version` (with an error naming both), requires every
 // field its version lists, and ignores keys it does not know, so adding a field keeps version 1;
-// renaming, removing or changing the meaning of one needs version 2.
+// renaming, removing or changing the meaning of one needs version 2. The types `trace` and
+// `stages` were added within version 1 (README "The wire format" says what that means for older
+// readers); a reader should skip types it does not know.
 //
 //   std::string bytes = monitor_encode({.seq = 7, .unix_ms = now, .body = MonitorEnd{100, "completed", ""}});
 //   MonitorMessage m = monitor_decode(bytes);                  // throws troupe::Error
@@ -19,6 +21,8 @@
 #include <type_traits>
 #include <variant>
 #include <vector>
+
+#include "schedules/trace.hpp"
 
 namespace troupe::actors {
 
@@ -52,6 +56,7 @@ struct MonitorIteration {
   double elapsed_ms_per_iteration = 0, tokens_per_second = 0, tflops_per_device = 0;
   double mfu = 0;  // tflops_per_device / peak_tflops; NaN when the peak is unknown
   std::vector<int64_t> memory_bytes;  // in use per device (GPUs); empty for CPU devices
+  int64_t host_memory_bytes = 0;      // resident memory of the process (CPU devices' memory); 0: unknown
 };
 
 struct MonitorValidation {
@@ -66,7 +71,28 @@ struct MonitorEnd {
   std::string detail;  // human-readable: the signal, the error
 };
 
-using MonitorBody = std::variant<MonitorHello, MonitorIteration, MonitorValidation, MonitorEnd>;
+// The trace events of one training iteration (or a part: a large iteration comes in several
+// messages), as `troupe train --trace` would write them, with the trace file's header fields,
+// so `troupe monitor --record` can write a trace file. Only one pipeline is traced: data rank
+// 0, tensor rank 0 (the others run the same ops).
+struct MonitorTrace {
+  int64_t iteration = 0;
+  std::string schedule;  // the trace header: "gpipe", "1f1b", "interleaved"
+  int64_t stages = 1, chunks = 1, microbatches = 1, group_size = 0, num_layers = 0;
+  int64_t dropped_events = 0;  // events the run dropped so far because the monitor was behind
+  std::vector<schedules::TraceEvent> events;
+};
+
+// Where each pipeline stage's time went in one iteration (schedules/stage_time.hpp): arrays
+// indexed by stage, nanoseconds; per stage the six add up to end_ns - start_ns.
+struct MonitorStages {
+  int64_t iteration = 0;
+  int64_t start_ns = 0, end_ns = 0;  // the iteration's window on the run's trace clock
+  std::vector<int64_t> busy_ns, communication_ns, data_ns, checkpoint_ns, optimizer_ns, idle_ns;
+};
+
+using MonitorBody =
+    std::variant<MonitorHello, MonitorIteration, MonitorValidation, MonitorEnd, MonitorTrace, MonitorStages>;
 
 struct MonitorMessage {
   uint64_t seq = 0;     // the publisher's count of fresh messages, from 1; a repeat keeps its own
@@ -75,7 +101,7 @@ struct MonitorMessage {
   MonitorBody body;
 };
 
-// "hello", "iteration", "validation", "end".
+// "hello", "iteration", "validation", "end", "trace", "stages".
 const char* monitor_type_name(const MonitorBody& body);
 
 std::string monitor_encode(const MonitorMessage& message);
@@ -111,7 +137,7 @@ void monitor_fields(M& m, F&& f) {
   f("skipped_iterations", m.skipped_iterations), f("nan_iterations", m.nan_iterations);
   f("elapsed_ms_per_iteration", m.elapsed_ms_per_iteration), f("tokens_per_second", m.tokens_per_second);
   f("tflops_per_device", m.tflops_per_device), f("mfu", m.mfu);
-  f("memory_bytes", m.memory_bytes);
+  f("memory_bytes", m.memory_bytes), f("host_memory_bytes", m.host_memory_bytes);
 }
 
 template <class M, class F>
@@ -124,6 +150,30 @@ template <class M, class F>
   requires std::same_as<std::remove_const_t<M>, MonitorEnd>
 void monitor_fields(M& m, F&& f) {
   f("iteration", m.iteration), f("reason", m.reason), f("detail", m.detail);
+}
+
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorTrace>
+void monitor_fields(M& m, F&& f) {
+  f("iteration", m.iteration), f("schedule", m.schedule), f("stages", m.stages), f("chunks", m.chunks);
+  f("microbatches", m.microbatches), f("group_size", m.group_size), f("num_layers", m.num_layers);
+  f("dropped_events", m.dropped_events), f("events", m.events);
+}
+
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorStages>
+void monitor_fields(M& m, F&& f) {
+  f("iteration", m.iteration), f("start_ns", m.start_ns), f("end_ns", m.end_ns);
+  f("busy_ns", m.busy_ns), f("communication_ns", m.communication_ns), f("data_ns", m.data_ns);
+  f("checkpoint_ns", m.checkpoint_ns), f("optimizer_ns", m.optimizer_ns), f("idle_ns", m.idle_ns);
+}
+
+// The per-stage states of a `stages` record by name, in precedence order: f(state, nanoseconds per stage).
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorStages>
+void monitor_stage_states(M& m, F&& f) {
+  f("busy", m.busy_ns), f("communication", m.communication_ns), f("data", m.data_ns);
+  f("checkpoint", m.checkpoint_ns), f("optimizer", m.optimizer_ns), f("idle", m.idle_ns);
 }
 
 }  // namespace troupe::actors

@@ -6,6 +6,7 @@
 
 #include "actors/fabric.hpp"
 #include "actors/messages.hpp"
+#include "actors/trace_forwarding.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::actors {
@@ -62,6 +63,12 @@ class TrainerActor : public caf::event_based_actor {
         [this](progress_atom, const schedules::TraceEvent& e) { on_progress(e); },
         [this](fail_atom, const std::string& text) { fail_run(text); },
         [this](tick_atom, uint64_t generation) { on_tick(generation); },
+        // The run's monitor: from now on every traced event also goes there (trace_forwarding.hpp).
+        [this](attach_atom, caf::actor monitor, std::shared_ptr<TraceQueue> queue) {
+          monitor_ = std::move(monitor);
+          monitor_queue_ = std::move(queue);
+        },
+        [this](host_op_atom, const schedules::TraceEvent& e) { emit(e); },
         // A checkpoint was loaded: the LR schedule and dropout seeds continue from there
         // (the dropout streams from the checkpoint's seed, unless --no-load-rng).
         [this](resume_atom, int64_t iteration, uint64_t seed) -> bool {
@@ -79,6 +86,7 @@ class TrainerActor : public caf::event_based_actor {
     s_.reducers.clear();
     s_.loader = nullptr;
     s_.optimizer = nullptr;
+    monitor_ = nullptr;
     pending_ = caf::response_promise();
   }
 
@@ -134,14 +142,28 @@ class TrainerActor : public caf::event_based_actor {
 
   // A trace event of this iteration from start_ns to end_ns (now when 0), at least 1 ns long.
   void record(const std::string& actor, schedules::EventKind kind, int64_t start_ns, int64_t end_ns = 0) {
-    if (!s_.trace) return;
+    if (!s_.trace && !monitor_) return;
     schedules::TraceEvent e;
     e.actor = actor;
     e.kind = kind;
     e.iteration = iteration_;
     e.start_ns = start_ns;
     e.end_ns = std::max(end_ns > 0 ? end_ns : now_ns(), start_ns + 1);
-    s_.trace->append(e);
+    emit(e);
+  }
+
+  // A traced event: to the --trace file, and to the monitor with the iteration's batch.
+  void emit(const schedules::TraceEvent& e) {
+    if (s_.trace) s_.trace->append(e);
+    if (monitor_) batch_.push_back(e);
+  }
+
+  // A training iteration ended: its events to the monitor, unless it is too far behind.
+  void forward_batch() {
+    if (!monitor_) return;
+    TraceBatch b{iteration_, now_ns(), std::move(batch_)};
+    batch_ = {};
+    if (monitor_queue_->try_push(int64_t(b.events.size()))) send(monitor_, trace_atom::value, std::move(b));
   }
 
 
@@ -304,7 +326,7 @@ class TrainerActor : public caf::event_based_actor {
       }
     }
     // The trace shows one pipeline: data rank 0, tensor rank 0 (the others run the same ops).
-    if (s_.trace && training_ && rank_of(i).dp == 0 && rank_of(i).tp == 0) s_.trace->append(e);
+    if (training_ && rank_of(i).dp == 0 && rank_of(i).tp == 0) emit(e);
   }
 
   void on_report(const StageReport& r) {
@@ -397,6 +419,7 @@ class TrainerActor : public caf::event_based_actor {
 
   void deliver(TrainerReply reply) {
     if (s_.trace) s_.trace->flush();
+    if (training_ && reply.error.empty()) forward_batch();
     if (pending_.pending()) pending_.deliver(std::move(reply));
     pending_ = caf::response_promise();
   }
@@ -471,6 +494,9 @@ class TrainerActor : public caf::event_based_actor {
   std::vector<Clock::time_point> last_progress_;
   std::vector<std::vector<Running>> running_;  // per stage: started, not finished
   Prefetch next_;                              // the next training iteration's batches
+  caf::actor monitor_;                         // null: no monitor attached
+  std::shared_ptr<TraceQueue> monitor_queue_;
+  std::vector<schedules::TraceEvent> batch_;   // traced since the last forward_batch
 };
 
 }  // namespace

@@ -31,14 +31,14 @@
 
 namespace troupe::actors {
 
-namespace {
-
-const char* const kTiedName = "embedding.word_embeddings.weight";
-
 schedules::Schedule effective_schedule(const ParallelConfig& p) {
   // Megatron picks the schedule from the layout: chunks per stage > 1 means interleaving.
   return p.virtual_chunks > 1 ? schedules::Schedule::interleaved_1f1b : p.schedule;
 }
+
+namespace {
+
+const char* const kTiedName = "embedding.word_embeddings.weight";
 
 // Microbatches each data-parallel replica runs per iteration.
 int microbatches_of(const TrainingConfig& c) {
@@ -210,7 +210,7 @@ void TrainingRun::Impl::build_stages() {
           setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
         }
         setup.norm_exclude.assign(size_t(V), "");
-        setup.timing = !config.trace_path.empty();
+        setup.timing = !config.trace_path.empty() || config.time_ops;
         setup.epoch = epoch;
         if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kTiedName;  // counted on stage 0
         workers[r] = std::make_shared<StageWorker>(std::move(setup));
@@ -222,7 +222,7 @@ void TrainingRun::Impl::build_stages() {
   // interleaving also the wrap from the last stage to the first (activations) and back
   // (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
   // process in the same order.
-  const bool timing = !config.trace_path.empty();
+  const bool timing = !config.trace_path.empty() || config.time_ops;
   auto link = [&](size_t from, size_t to) -> Channel* {
     const Context* f = local(from) ? &workers[from]->context() : nullptr;
     const Context* t = local(to) ? &workers[to]->context() : nullptr;

@@ -61,6 +61,7 @@ struct TrainingConfig {
   int64_t train_iters = 0;
   uint64_t seed = 1234;
   std::string trace_path;  // --trace: record every op (msgpack); empty: off
+  bool time_ops = false;   // time GPU ops with events as --trace does (for the monitor's trace)
   std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};  // a stage silent this long fails the run
   bool check_for_nan = false;  // stop with an error naming the stage and op on a NaN loss/grad
 
@@ -140,6 +141,9 @@ class TrainingRun {
   // then; otherwise nullopt while any process is still writing). Throws troupe::Error when a
   // part could not be written; the tracker then still names the previous checkpoint.
   std::optional<SavedCheckpoint> finish_save(bool wait);
+  // Allocates the pinned host buffers saves copy into (the first save does otherwise, and
+  // stalls for it): call once before training when checkpoints will be saved.
+  void reserve_save_buffers(bool optimizer);
   // start_save + finish_save(true).
   SavedCheckpoint save_checkpoint(const std::string& root, const SaveOptions& options = {});
 

@@ -28,6 +28,16 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // An outcome as it travels between processes: "" + index, or "!" + error.
 std::string encode(const SaveOutcome& o) { return o.error.empty() ? " " + o.index : "!" + o.error; }
 
+// What a save copies of one chunk's optimizer: master weights, and the moments with `optimizer`.
+std::vector<std::pair<std::string, const Tensor*>> saved_parts(const Optimizer& opt, bool optimizer) {
+  std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
+  if (optimizer) {
+    parts.push_back({kExpAvgPrefix, &opt.exp_avg()});
+    parts.push_back({kExpAvgSqPrefix, &opt.exp_avg_sq()});
+  }
+  return parts;
+}
+
 }  // namespace
 
 CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, int64_t step) const {
@@ -59,12 +69,34 @@ CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, i
   return meta;
 }
 
+bool TrainingRun::Impl::saves_state(const StageWorker* w) const {
+  // Data-parallel replicas hold the same state, unless the distributed optimizer shards it.
+  return w != nullptr && (w->dp_rank() == 0 || (config.parallel.distributed_optimizer && D > 1));
+}
+
+const Tensor& TrainingRun::Impl::staging_buffer(size_t slot, int64_t numel) {
+  if (staging.size() <= slot) staging.resize(slot + 1);
+  Tensor& buf = staging[slot];
+  if (!buf.defined() || buf.numel() != numel) buf = Tensor::pinned_host(DType::f32, {numel});
+  return buf;
+}
+
+void TrainingRun::reserve_save_buffers(bool optimizer) {
+  Impl& d = *impl_;
+  size_t slot = 0;  // the order start_save uses
+  for (const auto& w : d.workers) {
+    if (!d.saves_state(w.get())) continue;
+    for (int c = 0; c < w->chunks(); ++c)
+      for (const auto& [prefix, src] : saved_parts(w->optimizer(c), optimizer)) d.staging_buffer(slot++, src->numel());
+  }
+}
+
 void TrainingRun::start_save(const std::string& root, const SaveOptions& options) {
   Impl& d = *impl_;
+  const HostOpSpan traced(d.trainer, d.epoch, d.iteration, "checkpoint", schedules::EventKind::checkpoint);
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   finish_save(/*wait=*/true);  // one save at a time (its pinned buffers are reused)
   const auto t0 = Clock::now();
-  const bool dist = d.config.parallel.distributed_optimizer && d.D > 1;
   auto job = std::make_shared<SaveJob>();
   job->root = root;
   job->iteration = d.iteration;
@@ -73,7 +105,7 @@ void TrainingRun::start_save(const std::string& root, const SaveOptions& options
   size_t slot = 0;  // staging buffers, in a fixed order across saves
   for (size_t r = 0; r < d.workers.size(); ++r) {
     const auto& w = d.workers[r];
-    if (!w || (!dist && w->dp_rank() != 0)) continue;  // data-parallel replicas hold the same state
+    if (!d.saves_state(w.get())) continue;
     w->context().activate();
     const size_t first_chunk = job->chunks.size();
     const Context* copier = &w->context();
@@ -92,15 +124,8 @@ void TrainingRun::start_save(const std::string& root, const SaveOptions& options
       step = opt.iteration();
       ChunkState s{.writer_id = int(r), .layout = w->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
       if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
-      std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
-      if (options.optimizer) {
-        parts.push_back({kExpAvgPrefix, &opt.exp_avg()});
-        parts.push_back({kExpAvgSqPrefix, &opt.exp_avg_sq()});
-      }
-      for (const auto& [prefix, src] : parts) {
-        if (d.staging.size() <= slot) d.staging.resize(slot + 1);
-        Tensor& buf = d.staging[slot++];
-        if (!buf.defined() || buf.numel() != src->numel()) buf = Tensor::pinned_host(DType::f32, {src->numel()});
+      for (const auto& [prefix, src] : saved_parts(opt, options.optimizer)) {
+        const Tensor& buf = d.staging_buffer(slot++, src->numel());
         copy(*copier, *src, buf);
         s.tensors.emplace_back(prefix, buf);
       }

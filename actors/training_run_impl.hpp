@@ -25,6 +25,9 @@ namespace troupe::actors {
 
 class Fabric;
 
+// The schedule a layout runs: Megatron interleaves whenever a stage holds several chunks.
+schedules::Schedule effective_schedule(const ParallelConfig& p);
+
 struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
@@ -63,6 +66,8 @@ struct TrainingRun::Impl {
   };
   std::optional<PendingSave> pending_save;
   CheckpointMetadata checkpoint_metadata(bool with_optimizer, int64_t step) const;
+  bool saves_state(const StageWorker* w) const;  // writes its state into checkpoints
+  const Tensor& staging_buffer(size_t slot, int64_t numel);  // staging[slot], (re)allocated to numel
 
   void build_stages();
   // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).
@@ -83,6 +88,24 @@ struct TrainingRun::Impl {
   void shutdown();
   // Publishes the run's `end` unless the app did (training_run_monitor.cpp); waits until sent.
   void end_monitor();
+};
+
+// Traces a host op of the run (a checkpoint save) from construction to destruction, through
+// the trainer (the trace's one writer): into --trace and to the monitor.
+class HostOpSpan {
+ public:
+  // `epoch`: the trace clock's zero; `iteration`: the run's iteration count now.
+  HostOpSpan(caf::actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration, const char* actor,
+             schedules::EventKind kind);
+  ~HostOpSpan();
+  HostOpSpan(const HostOpSpan&) = delete;
+  HostOpSpan& operator=(const HostOpSpan&) = delete;
+
+ private:
+  int64_t now_ns() const;
+  caf::actor trainer_;
+  std::chrono::steady_clock::time_point epoch_;
+  schedules::TraceEvent event_;
 };
 
 }  // namespace troupe::actors

@@ -1,6 +1,7 @@
 // TrainingRun's monitoring: the monitor actor in the run's actor system, records handed to it
 // without waiting, the run's end reported at shutdown when the app did not, device memory.
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <utility>
 
@@ -14,8 +15,15 @@ namespace troupe::actors {
 MonitorAddresses TrainingRun::start_monitor(const MonitorOptions& options, const MonitorHello& hello) {
   Impl& d = *impl_;
   TROUPE_CHECK(!d.monitor, "the run's monitor is running already");
-  MonitorSpawn spawned = spawn_monitor(*d.system, options, hello);
+  schedules::TraceHeader trace;
+  trace.schedule = effective_schedule(d.config.parallel);
+  trace.shape = {d.P, d.V, d.M, d.config.parallel.group_size};
+  trace.num_layers = d.config.model.num_layers;
+  trace.iteration = d.iteration + 1;
+  MonitorSpawn spawned = spawn_monitor(*d.system, options, hello, trace);
   d.monitor = std::move(spawned.actor);
+  // From the next iteration on, the trainer forwards every traced event to the monitor.
+  caf::anon_send(d.trainer, attach_atom::value, d.monitor, std::move(spawned.trace_queue));
   return spawned.addresses;
 }
 
@@ -40,6 +48,24 @@ std::vector<int64_t> TrainingRun::device_memory_in_use() const {
   std::sort(devices.begin(), devices.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [device, ctx] : devices) bytes.push_back(int64_t(troupe::device_memory_in_use(*ctx)));
   return bytes;
+}
+
+HostOpSpan::HostOpSpan(caf::actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration,
+                       const char* actor, schedules::EventKind kind)
+    : trainer_(std::move(trainer)), epoch_(epoch) {
+  event_.actor = actor;
+  event_.kind = kind;
+  event_.iteration = iteration;
+  event_.start_ns = now_ns();
+}
+
+HostOpSpan::~HostOpSpan() {
+  event_.end_ns = std::max(now_ns(), event_.start_ns + 1);
+  if (trainer_) caf::anon_send(trainer_, host_op_atom::value, event_);
+}
+
+int64_t HostOpSpan::now_ns() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count();
 }
 
 void TrainingRun::Impl::end_monitor() {

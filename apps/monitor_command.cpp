@@ -19,6 +19,7 @@
 #include "actors/monitor_subscriber.hpp"
 #include "apps/commands.hpp"
 #include "apps/monitor_view.hpp"
+#include "apps/trace_recorder.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::apps {
@@ -36,7 +37,15 @@ struct MonitorFlags {
   std::string endpoint;
   bool once = false;
   double timeout_s = 30;
+  std::string record;  // --record FILE: the run's trace, for troupe replay
 };
+
+// The subscriber's next message, also handed to the recorder (--record).
+std::optional<actors::MonitorMessage> receive(actors::MonitorSubscriber& sub, TraceRecorder* recorder) {
+  std::optional<actors::MonitorMessage> m = sub.receive(kPoll);
+  if (m && recorder) recorder->apply(*m);
+  return m;
+}
 
 int terminal_width() {
   winsize ws{};
@@ -79,7 +88,7 @@ void print_state(const MonitorView& view) {
   if (view.end) print_line(render_line(view, at(*view.end)));
 }
 
-int monitor_once(actors::MonitorSubscriber& sub, const MonitorFlags& f) {
+int monitor_once(actors::MonitorSubscriber& sub, const MonitorFlags& f, TraceRecorder* recorder) {
   MonitorView view;
   const auto start = Clock::now();
   std::optional<Clock::time_point> complete_at;
@@ -90,7 +99,7 @@ int monitor_once(actors::MonitorSubscriber& sub, const MonitorFlags& f) {
                    view.hello ? "no log line" : "nothing", f.timeout_s, sub.endpoint().c_str());
       return 1;
     }
-    if (auto m = sub.receive(kPoll)) view.apply(*m);
+    if (auto m = receive(sub, recorder)) view.apply(*m);
     if (!complete_at && view.complete()) complete_at = Clock::now();
   }
   if (!view.complete()) return 130;  // interrupted before there was anything to print
@@ -98,7 +107,7 @@ int monitor_once(actors::MonitorSubscriber& sub, const MonitorFlags& f) {
   return 0;
 }
 
-int monitor_live(actors::MonitorSubscriber& sub, const MonitorFlags& f) {
+int monitor_live(actors::MonitorSubscriber& sub, const MonitorFlags& f, TraceRecorder* recorder) {
   const bool tty = isatty(STDOUT_FILENO) != 0;
   MonitorView view;
   TerminalView screen;
@@ -106,7 +115,7 @@ int monitor_live(actors::MonitorSubscriber& sub, const MonitorFlags& f) {
   auto last_message = start;
   if (!tty) std::printf("troupe monitor: attaching to %s\n", sub.endpoint().c_str());
   while (g_detach == 0) {
-    if (auto m = sub.receive(kPoll)) {
+    if (auto m = receive(sub, recorder)) {
       last_message = Clock::now();
       const bool had_hello = view.hello.has_value();
       if (view.apply(*m) && !tty && view.hello) {
@@ -145,7 +154,21 @@ int run_monitor(const MonitorFlags& f) {
   g_detach = 0;
   std::signal(SIGINT, on_detach_signal);
   std::signal(SIGTERM, on_detach_signal);
-  return f.once ? monitor_once(sub, f) : monitor_live(sub, f);
+  std::unique_ptr<TraceRecorder> recorder;
+  if (!f.record.empty()) recorder = std::make_unique<TraceRecorder>(f.record);
+  const int code = f.once ? monitor_once(sub, f, recorder.get()) : monitor_live(sub, f, recorder.get());
+  if (!recorder) return code;
+  if (!recorder->close()) {
+    std::fprintf(stderr, "troupe monitor: --record %s: no trace came from the run, so no file was written\n",
+                 f.record.c_str());
+    return code != 0 ? code : 1;
+  }
+  std::fprintf(stderr,
+               "troupe monitor: recorded %ld trace events of %zu iterations to %s (troupe replay %s), the other "
+               "records to %s\n",
+               long(recorder->events()), recorder->iterations(), f.record.c_str(), f.record.c_str(),
+               recorder->records_path().c_str());
+  return code;
 }
 
 }  // namespace
@@ -158,6 +181,9 @@ void add_monitor_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("ENDPOINT", flags->endpoint, "the run's --monitor-endpoint, e.g. tcp://host:5555 (or host:5555)")
       ->required();
   cmd->add_flag("--once", flags->once, "print one JSON snapshot (the run's hello and latest records) and exit");
+  cmd->add_option("--record", flags->record,
+                  "write the run's trace as it arrives to this file, for troupe replay (the latest iterations "
+                  "when attaching mid-run, then every one), and its other records to FILE.records.jsonl");
   cmd->add_option("--timeout", flags->timeout_s,
                   "seconds to wait for the run (--once), or of silence after which the run counts as gone (default 30)");
   cmd->callback([&run, flags] { run = [flags] { return run_monitor(*flags); }; });

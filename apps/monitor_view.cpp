@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "actors/monitor_json.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::apps {
@@ -15,6 +16,8 @@ using actors::MonitorEnd;
 using actors::MonitorHello;
 using actors::MonitorIteration;
 using actors::MonitorMessage;
+using actors::MonitorStages;
+using actors::MonitorTrace;
 using actors::MonitorValidation;
 
 namespace {
@@ -41,9 +44,7 @@ std::string progress_bar(double fraction, int width) {
 template <class Record>
 nlohmann::ordered_json record_json(const std::optional<Record>& r) {
   if (!r) return nullptr;
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  actors::monitor_fields(*r, [&](const char* key, const auto& value) { j[key] = value; });
-  return j;
+  return actors::monitor_json(*r);
 }
 
 double finite_or_nan(double v) { return std::isfinite(v) ? v : NAN; }
@@ -82,6 +83,14 @@ bool MonitorView::apply(const MonitorMessage& m) {
   } else if (const auto* e = std::get_if<MonitorEnd>(&m.body)) {
     changed = !end;
     end = *e;
+  } else if (const auto* st = std::get_if<MonitorStages>(&m.body)) {
+    if (!stages || st->iteration > stages->iteration) {
+      stages = *st;
+      changed = true;
+    }
+  } else if (const auto* t = std::get_if<MonitorTrace>(&m.body); t && !m.repeat) {
+    trace_events += t->events.size();
+    dropped_events = std::max(dropped_events, t->dropped_events);
   }
   return changed;
 }
@@ -120,6 +129,26 @@ std::string format_values(const MonitorIteration& it) {
   if (!it.memory_bytes.empty()) {
     out += "memory in use (GiB):";
     for (int64_t b : it.memory_bytes) out += format(" %.1f", double(b) / double(1ull << 30));
+    out += "\n";
+  }
+  if (it.host_memory_bytes > 0) out += format("host memory (GiB): %.2f\n", double(it.host_memory_bytes) / double(1ull << 30));
+  return out;
+}
+
+std::string format_stages(const MonitorStages& s, int width) {
+  const double window = double(std::max<int64_t>(s.end_ns - s.start_ns, 1));
+  std::string out = format("stage time at iteration %ld (%.1f ms):", long(s.iteration), window / 1e6);
+  const int bar = std::clamp(width - 70, 8, 30);
+  std::string header(size_t(bar) + 11, ' ');
+  actors::monitor_stage_states(s, [&](const char* state, const std::vector<int64_t>&) {
+    header += format(" %6.6s", state);
+  });
+  out += "\n" + header + "\n";
+  for (size_t st = 0; st < s.busy_ns.size(); ++st) {
+    out += format("  stage %-2zu ", st) + progress_bar(double(s.busy_ns[st]) / window, bar);
+    actors::monitor_stage_states(s, [&](const char*, const std::vector<int64_t>& ns) {
+      out += format(" %5.1f%%", st < ns.size() ? 100.0 * double(ns[st]) / window : 0.0);
+    });
     out += "\n";
   }
   return out;
@@ -191,6 +220,7 @@ std::string render_terminal(const MonitorView& v, const std::string& endpoint, i
   if (v.validation)
     add(format("validation at %ld: lm loss value: %E | lm loss PPL: %E", long(v.validation->iteration),
                v.validation->lm_loss, v.validation->ppl));
+  if (v.stages) add(format_stages(*v.stages, width));
   const std::string chart = loss_chart(v.losses, std::clamp(width - 12, 10, 120), 8);
   if (!chart.empty()) {
     add(format("lm loss over the last %zu log lines", std::min(v.losses.size(), size_t(std::clamp(width - 12, 10, 120)))));
@@ -199,8 +229,9 @@ std::string render_terminal(const MonitorView& v, const std::string& endpoint, i
   if (v.end)
     add(format("run ended at iteration %ld: %s%s%s", long(v.end->iteration), v.end->reason.c_str(),
                v.end->detail.empty() ? "" : ": ", v.end->detail.c_str()));
-  add(format("last message %.1f s ago | messages missed: %lu | Ctrl-C detaches", seconds_since_message,
-             static_cast<unsigned long>(v.missed)));
+  add(format("last message %.1f s ago | messages missed: %lu | trace events: %lu (the run dropped %ld) | Ctrl-C "
+             "detaches", seconds_since_message, static_cast<unsigned long>(v.missed),
+             static_cast<unsigned long>(v.trace_events), long(v.dropped_events)));
   std::string out;
   for (const std::string& line : lines) out += truncate(line, width) + "\n";
   return out;
@@ -215,10 +246,17 @@ std::string render_line(const MonitorView& v, const MonitorMessage& m) {
     std::string values = format_values(*it);
     values.pop_back();  // the last newline
     for (size_t nl; (nl = values.find('\n')) != std::string::npos;) values.replace(nl, 1, " | ");
+    if (v.stages && v.stages->iteration == it->iteration) {
+      const double window = double(std::max<int64_t>(v.stages->end_ns - v.stages->start_ns, 1));
+      values += " | stages busy:";
+      for (int64_t busy : v.stages->busy_ns) values += format(" %.0f%%", 100.0 * double(busy) / window);
+    }
     return format("iteration %ld/%ld (%.1f%%, ETA %s) | ", long(it->iteration), long(it->train_iters),
                   v.progress() * 100, format_duration(v.eta_seconds()).c_str()) +
            values;
   }
+  if (std::holds_alternative<MonitorTrace>(m.body) || std::holds_alternative<MonitorStages>(m.body))
+    return "";  // shown with the iteration's log line
   if (const auto* val = std::get_if<MonitorValidation>(&m.body))
     return format("validation at iteration %ld: lm loss value: %E | lm loss PPL: %E", long(val->iteration),
                   val->lm_loss, val->ppl);
@@ -235,9 +273,12 @@ std::string snapshot_json(const MonitorView& v, const std::string& endpoint) {
   j["iteration"] = record_json(v.iteration);
   j["validation"] = record_json(v.validation);
   j["end"] = record_json(v.end);
+  j["stages"] = record_json(v.stages);
   j["progress"] = finite_or_nan(v.progress());
   j["eta_seconds"] = finite_or_nan(v.eta_seconds());
   j["missed_messages"] = v.missed;
+  j["trace_events"] = v.trace_events;
+  j["dropped_trace_events"] = v.dropped_events;
   return j.dump(2) + "\n";
 }
 

@@ -22,6 +22,9 @@ struct MonitorView {
   std::optional<actors::MonitorIteration> iteration;  // the latest (highest) iteration seen
   std::optional<actors::MonitorValidation> validation;
   std::optional<actors::MonitorEnd> end;
+  std::optional<actors::MonitorStages> stages;  // the latest traced iteration's per-stage time
+  uint64_t trace_events = 0;   // trace events received (fresh messages)
+  int64_t dropped_events = 0;  // ... and the run's count of those it dropped
   std::map<int64_t, double> losses;  // iteration -> lm loss of the records seen, the latest kHistory
   uint64_t last_seq = 0;  // highest fresh message number seen
   uint64_t missed = 0;    // fresh messages that never arrived (gaps in seq): dropped for us
@@ -42,6 +45,8 @@ struct MonitorView {
 std::string format_duration(double seconds);
 // The latest values, with the log line's formats and labels.
 std::string format_values(const actors::MonitorIteration& it);
+// Per-stage utilisation of one iteration: a bar and the share of each state, a line per stage.
+std::string format_stages(const actors::MonitorStages& s, int width);
 // An ASCII chart of the losses (the newest `width` points), `height` rows, with its y range.
 std::string loss_chart(const std::map<int64_t, double>& losses, int width, int height);
 // The whole terminal view; every line at most `width` columns.
@@ -49,8 +54,9 @@ std::string render_terminal(const MonitorView& view, const std::string& endpoint
                             double seconds_since_message);
 // One line for a fresh record (non-terminal output); empty for a hello.
 std::string render_line(const MonitorView& view, const actors::MonitorMessage& m);
-// --once: {"endpoint", "schema_version", "hello", "iteration", "validation", "end", "progress",
-// "eta_seconds", "missed_messages"}; absent records are null, NaN numbers null.
+// --once: {"endpoint", "schema_version", "hello", "iteration", "validation", "end", "stages",
+// "progress", "eta_seconds", "missed_messages", "trace_events", "dropped_trace_events"}; absent
+// records are null, NaN numbers null.
 std::string snapshot_json(const MonitorView& view, const std::string& endpoint);
 
 }  // namespace troupe::apps

@@ -16,6 +16,7 @@
 #include "apps/commands.hpp"
 #include "apps/train_log.hpp"
 #include "apps/train_monitor.hpp"
+#include "apps/train_tensorboard.hpp"
 #include "data/gpt_data.hpp"
 #include "data/mock_dataset.hpp"
 #include "data/tokenizer.hpp"
@@ -66,6 +67,7 @@ struct TrainOptions {
   std::string prompt = "The";
   double op_timeout_s = 300;
   actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
+  std::string tensorboard_dir;     // --tensorboard-dir: Megatron's scalars (apps/train_tensorboard.hpp)
   double peak_tflops = 0;          // per device, for MFU in the monitor
 };
 
@@ -216,6 +218,7 @@ int train(const TrainOptions& o) {
   cfg.train_iters = o.train_iters;
   cfg.seed = o.seed;
   cfg.trace_path = o.trace;
+  cfg.time_ops = o.monitor.enabled();  // the monitor gets the trace too
   cfg.op_timeout = std::chrono::milliseconds(int64_t(o.op_timeout_s * 1000));
 
   std::printf("troupe train: %d layers, hidden %d, %d heads (%d query groups), seq %d, vocab %ld (padded %ld), "
@@ -243,6 +246,7 @@ int train(const TrainOptions& o) {
                         train_monitor_hello(cfg, {.model = o.model, .devices = devices, .log_interval = o.log_interval,
                                                   .eval_interval = o.eval_interval, .start_iteration = run.iteration(),
                                                   .peak_tflops = o.peak_tflops}));
+  TrainTensorBoard tensorboard(o.tensorboard_dir);
   // The checkpoint of the iteration just loaded is already there.
   int64_t saved_at = !o.load.empty() && o.load == o.save ? run.iteration() : -1;
   actors::SaveOptions save_options{.optimizer = !o.no_save_optim, .keep_last = o.most_recent_k, .files = {}};
@@ -256,10 +260,12 @@ int train(const TrainOptions& o) {
                 double(c.bytes) / 1e6 / std::max(c.write_seconds, 1e-9), c.total_seconds);
     std::fflush(stdout);
   };
+  if (!o.save.empty()) run.reserve_save_buffers(save_options.optimizer);
   auto save_now = [&] {
     std::printf("saving checkpoint at iteration %ld to %s%s\n", long(run.iteration()), o.save.c_str(),
                 o.async_save ? " (asynchronous)" : "");
     std::fflush(stdout);
+    if (auto c = run.finish_save(/*wait=*/true)) report_saved(*c);  // the previous --async-save
     run.start_save(o.save, save_options);
     if (!o.async_save) report_saved(*run.finish_save(/*wait=*/true));
     saved_at = run.iteration();
@@ -278,6 +284,7 @@ int train(const TrainOptions& o) {
     const IterationStats s = run.train_iteration();
     if (auto c = run.finish_save(/*wait=*/false)) report_saved(*c);  // an --async-save that has finished
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    tensorboard.iteration(s, run.consumed_samples(), gbs);
     total_seconds += dt;
     window_seconds += dt;
     ++window_count;
@@ -304,6 +311,7 @@ int train(const TrainOptions& o) {
       std::printf("%s\n", iteration_line(window).c_str());
       std::fflush(stdout);
       publish_log_line(run, window, gbs * model.seq_length, o.peak_tflops);
+      tensorboard.log_line(window, run);
       window = LogWindow{.train_iters = o.train_iters, .global_batch_size = gbs};
       window_seconds = window_loss = window_norm = 0;
       window_count = 0;
@@ -312,6 +320,7 @@ int train(const TrainOptions& o) {
       const double valid = run.evaluate(o.eval_iters);
       std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), valid).c_str());
       publish_validation(run, s.iteration, valid);
+      tensorboard.validation(s.iteration, valid, run.consumed_samples());
     }
     if (o.save_interval > 0 && s.iteration % o.save_interval == 0) save_now();
     if (o.exit_interval > 0 && s.iteration % o.exit_interval == 0) {
@@ -329,6 +338,7 @@ int train(const TrainOptions& o) {
   if (!std::isnan(valid_loss)) {
     std::printf("%s\n", validation_block("the end of training", valid_loss).c_str());
     publish_validation(run, run.iteration(), valid_loss);
+    tensorboard.validation(run.iteration(), valid_loss, run.consumed_samples());
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
@@ -456,6 +466,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                   "serve Prometheus /metrics and /health over HTTP on this port (0: a free one; default off)");
   cmd->add_option("--metrics-host", o->monitor.metrics_host, "address the metrics server binds (default 127.0.0.1)");
   cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)");
+  cmd->add_option("--tensorboard-dir", o->tensorboard_dir, "write Megatron's TensorBoard scalars to an event file here");
   cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
   cmd->callback([&run, o] { run = [o] { return train(*o); }; });

@@ -11,6 +11,17 @@
 namespace troupe::apps {
 
 namespace {
+// Resident memory of this process (/proc/self/statm: pages); 0 when it cannot be read.
+int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long size = 0, resident = 0;
+  const int read = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  const long page = sysconf(_SC_PAGESIZE);
+  return read == 2 && page > 0 ? int64_t(resident) * page : 0;
+}
+
 int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -64,6 +75,7 @@ actors::MonitorIteration monitor_iteration(const LogWindow& w, int64_t tokens_pe
   it.tflops_per_device = w.tflops_per_device;
   it.mfu = peak_tflops > 0 ? w.tflops_per_device / peak_tflops : NAN;
   it.memory_bytes = std::move(memory_bytes);
+  it.host_memory_bytes = resident_bytes();
   return it;
 }
 

@@ -7,7 +7,11 @@
 // from elsewhere on the machine (which drifts over seconds) hits both alike; blocks of one
 // iteration and many rounds resolve a fraction of a percent on a busy machine. Then the
 // two costs behind it, timed directly: a publish on the training thread (building the record,
-// the device-memory query, handing it to the actor) and encode + send on the monitor's thread.
+// the device-memory query, handing it to the actor) and encode + send on the monitor's thread;
+// and what the trace costs the monitor's thread per iteration of a large pipeline (the
+// per-stage times, encoding and sending the `trace` and `stages` messages). Both blocks run
+// with the trace forwarded (it is on whenever the monitor is): its cost to the training
+// thread, collecting the events and one message per iteration, is in both.
 // bench/monitor_overhead.sh measures whole runs with and without the flags.
 //
 //   monitor_overhead                          # GPU if there is one (GPT-2 124M shape, bf16)
@@ -22,6 +26,7 @@
 #include <thread>
 
 #include "actors/monitor_publisher.hpp"
+#include "schedules/stage_time.hpp"
 #include "actors/monitor_subscriber.hpp"
 #include "actors/training_run.hpp"
 #include "data/data_loader.hpp"
@@ -70,6 +75,28 @@ class Reader {
   std::atomic<uint64_t> received_{0};
   std::thread thread_;
 };
+
+// One iteration's events of a P-stage pipeline with M microbatches: per stage a forward, a
+// backward and an input transfer per microbatch, plus the data loader and the optimizer.
+std::vector<schedules::TraceEvent> synthetic_iteration(int P, int M) {
+  std::vector<schedules::TraceEvent> events;
+  auto add = [&](std::string actor, int stage, schedules::EventKind kind, int microbatch, int64_t start, int64_t end) {
+    schedules::TraceEvent e;
+    e.actor = std::move(actor), e.device = stage, e.stage = stage, e.kind = kind, e.microbatch = microbatch;
+    e.iteration = 1, e.start_ns = start, e.end_ns = end;
+    events.push_back(std::move(e));
+  };
+  int64_t t = 0;
+  add("data_loader", -1, schedules::EventKind::data, -1, 0, 1000);
+  for (int m = 0; m < M; ++m)
+    for (int s = 0; s < P; ++s)
+      for (auto kind : {schedules::EventKind::recv, schedules::EventKind::forward, schedules::EventKind::backward}) {
+        add("stage" + std::to_string(s), s, kind, m, t, t + 5000);
+        t += 1000;
+      }
+  add("optimizer", -1, schedules::EventKind::optimizer, -1, t, t + 9000);
+  return events;
+}
 
 }  // namespace
 
@@ -171,6 +198,23 @@ int main(int argc, char** argv) {
     std::printf("per record: %.2f us on the training thread (%.4f%% of an iteration), %.2f us encode + send on the "
                 "monitor's thread (%.4f%%)\n",
                 publish_us, publish_us / iteration_us * 100, send_us, send_us / iteration_us * 100);
+    // The trace on the monitor's thread, per iteration of a P=8, M=32 pipeline.
+    const int P = 8, M = 32, traced = 2000;
+    const std::vector<schedules::TraceEvent> events = synthetic_iteration(P, M);
+    const auto t2 = Clock::now();
+    for (int i = 0; i < traced; ++i) {
+      const schedules::StageTimes st = schedules::stage_times(events, P, 0, events.back().end_ns);
+      actors::MonitorStages stages;
+      stages.iteration = i, stages.start_ns = st.start_ns, stages.end_ns = st.end_ns;
+      for (const schedules::StageTime& x : st.stages) stages.busy_ns.push_back(x.busy_ns);
+      actors::MonitorTrace trace;
+      trace.iteration = i, trace.schedule = "1f1b", trace.stages = P, trace.microbatches = M, trace.events = events;
+      pub.send(actors::monitor_encode({.seq = uint64_t(2 * i + 1), .unix_ms = 0, .body = std::move(trace)}));
+      pub.send(actors::monitor_encode({.seq = uint64_t(2 * i + 2), .unix_ms = 0, .body = std::move(stages)}));
+    }
+    const double trace_us = seconds_since(t2) / traced * 1e6;
+    std::printf("per traced iteration of P=%d, M=%d (%zu events): %.1f us on the monitor's thread (stage times, encode, "
+                "send)\n", P, M, events.size(), trace_us);
     std::printf("the attached subscriber received %lu messages\n", static_cast<unsigned long>(reader.received()));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "monitor_overhead: %s\n", e.what());

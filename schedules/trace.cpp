@@ -14,6 +14,7 @@
 
 #include "kernels/check.hpp"
 #include "schedules/msgpack_types.hpp"
+#include "schedules/trace_msgpack.hpp"
 
 namespace troupe::schedules {
 
@@ -36,15 +37,6 @@ void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack(std::string("num_layers")), pk.pack(h.num_layers);
   pk.pack(std::string("iteration")), pk.pack(h.iteration);
 }
-
-void pack_event(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e) {
-  pk.pack_array(uint32_t(kEventFields));
-  pk.pack(e.actor);
-  pk.pack(e.device), pk.pack(e.stage), pk.pack(int(e.kind)), pk.pack(e.microbatch), pk.pack(e.chunk);
-  pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes);
-}
-
-
 
 // Reads one msgpack object at `offset`, with limits so a corrupt length cannot allocate
 // gigabytes; every failure names the source, the record and the byte offset.
@@ -100,7 +92,24 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   return h;
 }
 
-TraceEvent parse_event(const msgpack::object& o, const std::string& what, size_t index) {
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TROUPE_CHECK(in.good(), "cannot open trace '", path, "': ", std::strerror(errno));
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+}  // namespace
+
+void trace_event_pack(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e) {
+  pk.pack_array(uint32_t(kEventFields));
+  pk.pack(e.actor);
+  pk.pack(e.device), pk.pack(e.stage), pk.pack(int(e.kind)), pk.pack(e.microbatch), pk.pack(e.chunk);
+  pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes);
+}
+
+TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index) {
   TROUPE_CHECK(o.type == msgpack::type::ARRAY && o.via.array.size >= kEventFields, what, ": event ", index, " is ",
                msgpack_type_name(o), o.type == msgpack::type::ARRAY ? str_cat(" of ", o.via.array.size) : std::string(),
                ", expected an array of ", kEventFields, " fields");
@@ -129,16 +138,6 @@ TraceEvent parse_event(const msgpack::object& o, const std::string& what, size_t
   return e;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TROUPE_CHECK(in.good(), "cannot open trace '", path, "': ", std::strerror(errno));
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-}  // namespace
-
 const char* event_kind_name(EventKind kind) {
   static const char* names[] = {"forward", "backward", "send",       "recv", "optimizer",
                                 "grad_reduce", "data", "checkpoint", "other"};
@@ -149,7 +148,7 @@ std::string trace_to_msgpack(const Trace& trace) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(&buf);
   pack_header(pk, trace.header);
-  for (const TraceEvent& e : trace.events) pack_event(pk, e);
+  for (const TraceEvent& e : trace.events) trace_event_pack(pk, e);
   return std::string(buf.data(), buf.size());
 }
 
@@ -164,7 +163,7 @@ Trace trace_from_msgpack(std::string_view bytes, const std::string& what) {
   while (offset < bytes.size()) {
     const size_t index = trace.events.size();
     msgpack::object_handle oh = unpack_one(bytes, offset, what, str_cat("event ", index));
-    trace.events.push_back(parse_event(oh.get(), what, index));
+    trace.events.push_back(trace_event_parse(oh.get(), what, index));
   }
   return trace;
 }
@@ -177,38 +176,18 @@ void trace_write(const std::string& path, const Trace& trace) {
 
 Trace trace_read(const std::string& path) { return trace_from_msgpack(read_file(path), "trace '" + path + "'"); }
 
-TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header) : path_(path) {
-  file_ = std::fopen(path.c_str(), "wb");
-  TROUPE_CHECK(file_ != nullptr, "cannot create trace '", path, "': ", std::strerror(errno));
+TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header) : file_(path, "trace '" + path + "'") {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(&buf);
   pack_header(pk, header);
-  TROUPE_CHECK(std::fwrite(buf.data(), 1, buf.size(), file_) == buf.size(), "writing trace '", path_,
-               "': ", std::strerror(errno));
-}
-
-TraceWriter::~TraceWriter() {
-  if (file_) std::fclose(file_);
+  file_.write({buf.data(), buf.size()});
 }
 
 void TraceWriter::append(const TraceEvent& event) {
-  TROUPE_CHECK(file_ != nullptr, "trace '", path_, "' is closed");
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(&buf);
-  pack_event(pk, event);
-  TROUPE_CHECK(std::fwrite(buf.data(), 1, buf.size(), file_) == buf.size(), "writing trace '", path_,
-               "': ", std::strerror(errno));
-}
-
-void TraceWriter::flush() {
-  if (file_) TROUPE_CHECK(std::fflush(file_) == 0, "writing trace '", path_, "': ", std::strerror(errno));
-}
-
-void TraceWriter::close() {
-  if (!file_) return;
-  std::FILE* f = file_;
-  file_ = nullptr;
-  TROUPE_CHECK(std::fclose(f) == 0, "closing trace '", path_, "': ", std::strerror(errno));
+  trace_event_pack(pk, event);
+  file_.write({buf.data(), buf.size()});
 }
 
 Trace trace_iteration(const Trace& trace, int64_t iteration) {

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/output_file.hpp"
 #include "schedules/schedule.hpp"
 
 namespace troupe::schedules {
@@ -75,16 +76,14 @@ Trace trace_read(const std::string& path);
 class TraceWriter {
  public:
   TraceWriter(const std::string& path, const TraceHeader& header);
-  ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
   void append(const TraceEvent& event);
-  void flush();
-  void close();
+  void flush() { file_.flush(); }
+  void close() { file_.close(); }
 
  private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
+  OutputFile file_;
 };
 
 // The events of one iteration, and the iterations a trace holds (sorted).

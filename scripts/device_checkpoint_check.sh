@@ -32,17 +32,27 @@ for model in gpt2-124m gpt2-350m; do
   done
   tail -3 "$work/$model-async.log"
 done
-# Bit-identical resume on the GPU: 20 straight (twice: is the run itself deterministic?) vs 10 + save + 10.
-r=(--model gpt2-124m --train-iters 20 --log-interval 1)
-$T train "${common[@]}" "${r[@]}" > "$work/straight1.log" 2>&1
-$T train "${common[@]}" "${r[@]}" > "$work/straight2.log" 2>&1
-$T train "${common[@]}" "${r[@]}" --save "$work/resume" --exit-interval 10 > "$work/first.log" 2>&1
-$T train "${common[@]}" "${r[@]}" --load "$work/resume" > "$work/second.log" 2>&1
+# Bit-identical resume on the GPU: 20 straight (twice: is the run itself deterministic?) vs
+# 10 + save + 10, in each layout the machine's GPUs allow.
+gpus=$(nvidia-smi -L | wc -l)
+layouts=("--devices 1")
+if [ "$gpus" -ge 2 ]; then
+  layouts+=("--tensor-model-parallel-size 2 --sequence-parallel --devices 2"
+            "--devices 2 --use-distributed-optimizer --overlap-grad-reduce" "--pipeline-model-parallel-size 2 --devices 2")
+fi
 losses() { grep -o "iteration *[0-9]*/.*lm loss: [0-9.E+-]*" "$1" | sed -E 's/iteration *([0-9]+)\/.*lm loss: (.*)/\1 \2/' | awk '$1 > 10'; }
 same() { if diff <(losses "$1") <(losses "$2") > /dev/null && [ -n "$(losses "$1")" ]; then echo identical; else echo DIFFERENT; fi; }
-summary+=("gpu determinism: two straight runs, iterations 11-20: $(same "$work/straight1.log" "$work/straight2.log")")
-summary+=("gpu resume: straight vs 10 + save + resume, iterations 11-20: $(same "$work/straight1.log" "$work/second.log")")
-paste <(losses "$work/straight1.log") <(losses "$work/second.log") | head -10
+for i in "${!layouts[@]}"; do
+  # shellcheck disable=SC2206
+  l=(${layouts[$i]})
+  r=(--model gpt2-124m --train-iters 20 --log-interval 1 "${l[@]}")
+  $T train "${common[@]}" "${r[@]}" > "$work/straight1-$i.log" 2>&1
+  $T train "${common[@]}" "${r[@]}" > "$work/straight2-$i.log" 2>&1
+  $T train "${common[@]}" "${r[@]}" --save "$work/resume-$i" --exit-interval 10 > "$work/first-$i.log" 2>&1
+  $T train "${common[@]}" "${r[@]}" --load "$work/resume-$i" > "$work/second-$i.log" 2>&1
+  summary+=("gpu ${layouts[$i]}: two straight runs $(same "$work/straight1-$i.log" "$work/straight2-$i.log"), straight vs 10 + save + resume $(same "$work/straight1-$i.log" "$work/second-$i.log") (iterations 11-20)")
+done
+paste <(losses "$work/straight1-0.log") <(losses "$work/second-0.log") | head -4
 # HF export of the 124M checkpoint.
 $T convert --to hf --load "$work/gpt2-124m-sync" --output "$work/hf" > "$work/convert.log" 2>&1 || cat "$work/convert.log"
 python3 scripts/check_hf_export.py --tool "$build/bench/hf_parity_tool" --checkpoint "$work/gpt2-124m-sync" \

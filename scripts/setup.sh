@@ -7,7 +7,8 @@ build=${1:-build}
 
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
           libgtest-dev libgmock-dev libbenchmark-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
-          libzmq3-dev cppzmq-dev libcpp-httplib-dev)
+          libzmq3-dev cppzmq-dev libcpp-httplib-dev
+          chromium libpng-dev)  # the dashboard test: headless Chromium, and libpng to read its screenshot
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,11 +1,11 @@
 #include "tests/troupe_process.hpp"
 
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
@@ -18,15 +18,7 @@ namespace troupe::test {
 
 using Clock = std::chrono::steady_clock;
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-TroupeProcess::TroupeProcess(const std::vector<std::string>& args, std::string output_path)
-    : output_(std::move(output_path)) {
+Troupe::Troupe(const std::vector<std::string>& args, std::string output) : output_(std::move(output)) {
   std::vector<std::string> all{troupe_binary()};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -42,22 +34,23 @@ TroupeProcess::TroupeProcess(const std::vector<std::string>& args, std::string o
   }
 }
 
-TroupeProcess::~TroupeProcess() {
+Troupe::~Troupe() {
   if (!status_) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
 }
 
-std::string TroupeProcess::output() const { return read_text_file(output_); }
+std::string Troupe::output() const { return read_file(output_); }
 
-void TroupeProcess::signal(int sig) const { ::kill(pid_, sig); }
+void Troupe::signal(int sig) const { TROUPE_SYSCALL(::kill(pid_, sig), "signal ", sig, " to troupe"); }
 
-std::optional<int> TroupeProcess::wait(std::chrono::milliseconds limit) {
+std::optional<int> Troupe::wait(std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
   while (!status_) {
     int status = 0;
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    TROUPE_SYSCALL(r, "waitpid for troupe");
     if (r == pid_) status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     else if (Clock::now() > deadline) return std::nullopt;
     else std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -65,7 +58,7 @@ std::optional<int> TroupeProcess::wait(std::chrono::milliseconds limit) {
   return status_;
 }
 
-std::string TroupeProcess::await_output(const std::string& text, std::chrono::milliseconds limit) {
+std::string Troupe::await_output(const std::string& text, std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
   for (;;) {
     std::string out = output();
@@ -76,6 +69,27 @@ std::string TroupeProcess::await_output(const std::string& text, std::chrono::mi
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string published_endpoint(const std::string& log) {
+  const std::string label = "monitor: publishing on ";
+  const size_t at = log.find(label);
+  if (at == std::string::npos) return "";
+  const size_t start = at + label.size();
+  return log.substr(start, log.find(' ', start) - start);
+}
+
+int metrics_port(const std::string& log) {
+  const std::string label = "monitor: Prometheus metrics on http://127.0.0.1:";
+  const size_t at = log.find(label);
+  return at == std::string::npos ? -1 : std::stoi(log.substr(at + label.size()));
 }
 
 }  // namespace troupe::test

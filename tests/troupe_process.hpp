@@ -1,33 +1,35 @@
-// A `troupe` command running as a child process (tests of the command line end to end), its
-// stdout and stderr in one file. Killed with SIGKILL if still running when destroyed.
+// The built `troupe` command as a child process, for tests that run it as a user would
+// (tests/apps/monitor_*_test.cpp): stdout and stderr go to one file the test reads.
 //
-//   TroupeProcess t({"train", "--mock-data", ...}, dir / "out.txt");
-//   t.await_output("iteration        2/", 30s);
-//   t.signal(SIGKILL);
-//   std::optional<int> code = t.wait(10s);   // 128 + signal when killed
+//   Troupe train({"train", "--device", "cpu", ...}, dir / "train.log");
+//   std::string log = train.await_output("monitor: publishing on ", 60s);
+//   train.signal(SIGTERM);
+//   EXPECT_EQ(train.wait(60s), std::optional<int>(130));
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <sys/types.h>
-
 namespace troupe::test {
 
-class TroupeProcess {
+class Troupe {
  public:
-  TroupeProcess(const std::vector<std::string>& args, std::string output_path);
-  ~TroupeProcess();
-  TroupeProcess(const TroupeProcess&) = delete;
-  TroupeProcess& operator=(const TroupeProcess&) = delete;
+  // Starts troupe_binary() with `args`; its output goes to the file `output`.
+  Troupe(const std::vector<std::string>& args, std::string output);
+  ~Troupe();  // kills it (SIGKILL) if it still runs
+  Troupe(const Troupe&) = delete;
+  Troupe& operator=(const Troupe&) = delete;
 
   std::string output() const;
   void signal(int sig) const;
   // The exit code once it exits within `limit` (128 + signal when killed); nullopt if it runs on.
   std::optional<int> wait(std::chrono::milliseconds limit);
-  // Waits until the output contains `text`; returns the output (a test failure if it never does).
+  // Waits until the output contains `text` (a test failure if it exits or `limit` passes
+  // first); returns the output.
   std::string await_output(const std::string& text, std::chrono::milliseconds limit);
 
  private:
@@ -36,7 +38,11 @@ class TroupeProcess {
   std::optional<int> status_;
 };
 
-// The whole file as a string ("" if it cannot be read).
-std::string read_text_file(const std::string& path);
+// A whole file's bytes ("" when it cannot be read).
+std::string read_file(const std::string& path);
+// What `troupe train` printed: "monitor: publishing on ENDPOINT (attach with: ...)"; "" if not.
+std::string published_endpoint(const std::string& log);
+// The port of the "http://127.0.0.1:PORT" troupe train printed for --metrics-port; -1 if none.
+int metrics_port(const std::string& log);
 
 }  // namespace troupe::test

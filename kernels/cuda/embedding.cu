@@ -6,10 +6,14 @@
 // A vocabulary shard (rows [start, start + V) of the table) reads a zero row for an id outside
 // it, and its backward skips such ids: there they belong to another shard, not to an error.
 //
-// dwte: repeated tokens scatter-add with f32 atomics (16-byte vector atomics on sm_90+), so
-// the order of the additions, and the last bits of dwte, vary from run to run. dwpe: each
-// thread sums its column over the batch in a fixed order (deterministic).
+// dwte, deterministically (the same bits every run, so that training on a GPU is reproducible
+// and a resumed run equals an uninterrupted one): the positions are sorted by token id (a
+// stable radix sort, so equal ids keep position order), and the first position of each id
+// sums the gradient rows of all its positions in that order and adds them to dwte once; no
+// atomics. dwpe: each thread sums its column over the batch in a fixed order.
 #include <cstdint>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/embedding.hpp"
@@ -52,37 +56,63 @@ __global__ void forward_kernel(const int32_t* __restrict__ tokens, const T* __re
   store128(out + n * c + col, y);
 }
 
-// dst[0..P) += v[0..P) atomically; dst is 16-byte aligned.
-template <int P>
-__device__ __forceinline__ void atomic_add_pack(float* dst, const float (&v)[P]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#pragma unroll
-  for (int k = 0; k < P; k += 4) atomicAdd(reinterpret_cast<float4*>(dst + k), make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]));
-#else
-#pragma unroll
-  for (int k = 0; k < P; ++k) atomicAdd(dst + k, v[k]);
-#endif
-}
-
-// dwte[tokens[n] - vocab_start, :] += dout[n, :] for ids in [vocab_start, vocab_start + vocab).
-// dout: [rows, c]; dwte: f32 [vocab, c].
+// dwte[id - vocab_start, :] += the dout rows of every position of id, in position order, for ids
+// in [vocab_start, vocab_start + vocab). ids / positions: the rows' token ids sorted, and the
+// position each came from (ties in position order). Thread (i, pack) works only if sorted row
+// i is the first of its id. dout: [rows, c]; dwte: f32 [vocab, c].
 template <typename T>
-__global__ void backward_wte_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ dout,
-                                    float* __restrict__ dwte, int64_t rows, int c, int vocab, int64_t vocab_start) {
+__global__ void backward_wte_kernel(const int32_t* __restrict__ ids, const int32_t* __restrict__ positions,
+                                    const T* __restrict__ dout, float* __restrict__ dwte, int64_t rows, int c,
+                                    int vocab, int64_t vocab_start) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * packs) return;
-  const int64_t n = i / packs;
+  const int64_t first = i / packs;
   const int col = int(i % packs) * P;
-  const int64_t tok = int64_t(tokens[n]) - vocab_start;
+  const int32_t id = ids[first];
+  if (first > 0 && ids[first - 1] == id) return;  // not the first of its id
+  const int64_t tok = int64_t(id) - vocab_start;
   if (tok < 0 || tok >= vocab) return;
-  const Pack128<T> g = load128cs(dout + n * c + col);
-  float v[P];
+  float sum[P] = {};
+  for (int64_t j = first; j < rows && ids[j] == id; ++j) {
+    const Pack128<T> g = load128(dout + int64_t(positions[j]) * c + col);
 #pragma unroll
-  for (int k = 0; k < P; ++k) v[k] = to_f32(g[k]);
-  atomic_add_pack<P>(dwte + tok * c + col, v);
+    for (int k = 0; k < P; ++k) sum[k] += to_f32(g[k]);
+  }
+  float4* dst = reinterpret_cast<float4*>(dwte + tok * c + col);
+#pragma unroll
+  for (int k = 0; k < P / 4; ++k) {
+    float4 d = dst[k];
+    d.x += sum[4 * k];
+    d.y += sum[4 * k + 1];
+    d.z += sum[4 * k + 2];
+    d.w += sum[4 * k + 3];
+    dst[k] = d;
+  }
 }
+
+__global__ void iota_kernel(int32_t* out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = int32_t(i);
+}
+
+// Stream-ordered scratch memory, freed (stream-ordered) when it goes.
+class Scratch {
+ public:
+  Scratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    TROUPE_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes == 0 ? 1 : bytes, stream));
+  }
+  ~Scratch() { cudaFreeAsync(ptr_, stream_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename U>
+  U* as() const { return static_cast<U*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
 
 // dwpe[pos_offset + t, :] += sum over b of dout[b, t, :]. dout: [batch, seq_len, c]; dwpe: f32 [P, c].
 template <typename T>
@@ -155,9 +185,26 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
     const int64_t packs = c / Pack128<T>::size;
     if (batch * seq_len * packs == 0) return;
     cudaStream_t stream = stream_of(ctx);
-    backward_wte_kernel<T><<<ceil_div(batch * seq_len * packs, kThreads), kThreads, 0, stream>>>(
-        tokens.data_as<int32_t>(), dout.data_as<T>(), dwte.data_as<float>(), batch * seq_len, int(c),
-        int(dwte.dim(0)), shard.sharded ? shard.start : 0);
+    // Positions sorted by token id (stable), for the deterministic sum per id.
+    const int64_t rows = batch * seq_len;
+    TROUPE_CHECK(rows < (int64_t(1) << 31), op, ": too many rows for int32 positions: ", rows);
+    Scratch sorted(size_t(rows) * 4 * sizeof(int32_t), stream);  // ids, positions in, positions out
+    int32_t* ids = sorted.as<int32_t>();
+    int32_t* positions_in = ids + rows;
+    int32_t* positions = ids + 2 * rows;
+    iota_kernel<<<ceil_div(rows, kThreads), kThreads, 0, stream>>>(positions_in, rows);
+    TROUPE_CUDA_CHECK_LAUNCH();
+    size_t temp_bytes = 0;
+    TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens.data_as<int32_t>(), ids,
+                                                      positions_in, positions, int(rows), 0, 32, stream));
+    {
+      Scratch temp(temp_bytes, stream);
+      TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, tokens.data_as<int32_t>(), ids,
+                                                        positions_in, positions, int(rows), 0, 32, stream));
+    }
+    backward_wte_kernel<T><<<ceil_div(rows * packs, kThreads), kThreads, 0, stream>>>(
+        ids, positions, dout.data_as<T>(), dwte.data_as<float>(), rows, int(c), int(dwte.dim(0)),
+        shard.sharded ? shard.start : 0);
     TROUPE_CUDA_CHECK_LAUNCH();
     if (!dwpe.defined()) return;
     backward_wpe_kernel<T><<<ceil_div(seq_len * packs, kThreads), kThreads, 0, stream>>>(

@@ -73,11 +73,54 @@ void expect_round_trip(const T& body, uint64_t seq, bool repeat) {
   expect_same_fields(body, std::get<T>(got.body));
 }
 
+MonitorTrace sample_trace() {
+  MonitorTrace t{.iteration = 2011, .schedule = "interleaved", .stages = 4, .chunks = 2, .microbatches = 8,
+                 .group_size = 4, .num_layers = 16, .dropped_events = 12, .events = {}};
+  schedules::TraceEvent f{.actor = "stage3", .device = 3, .stage = 3, .kind = schedules::EventKind::backward,
+                          .microbatch = 7, .chunk = 1, .iteration = 2011, .start_ns = 123456789012,
+                          .end_ns = 123456799012, .bytes = 0};
+  schedules::TraceEvent data{.actor = "data_loader", .kind = schedules::EventKind::data, .iteration = 2011,
+                             .start_ns = 5, .end_ns = 6};
+  schedules::TraceEvent recv = f;
+  recv.actor = "stage3.recv", recv.kind = schedules::EventKind::recv, recv.bytes = 1 << 20;
+  t.events = {f, data, recv};
+  return t;
+}
+
+MonitorStages sample_stages() {
+  return {.iteration = 2011, .start_ns = 1000, .end_ns = 1100, .busy_ns = {60, 50}, .communication_ns = {5, 10},
+          .data_ns = {3, 3}, .checkpoint_ns = {0, 0}, .optimizer_ns = {2, 2}, .idle_ns = {30, 35}};
+}
+
 TEST(MonitorSchema, EveryTypeRoundTrips) {
   expect_round_trip(sample_hello(), 1, false);
   expect_round_trip(sample_iteration(), 2, true);
   expect_round_trip(MonitorValidation{.iteration = 2000, .lm_loss = 3.25, .ppl = std::exp(3.25)}, 3, false);
   expect_round_trip(MonitorEnd{.iteration = 2013, .reason = "stopped", .detail = "stopped by signal 15"}, 4, false);
+  expect_round_trip(sample_trace(), 5, false);
+  expect_round_trip(MonitorTrace{}, 6, true);  // no events
+  expect_round_trip(sample_stages(), 7, false);
+}
+
+TEST(MonitorSchema, ATraceEventIsTheTraceFilesArray) {
+  // The events travel as the trace file's 10-field arrays: a bad one is named like the file's.
+  const std::string bytes = monitor_encode({.seq = 1, .body = sample_trace()});
+  // The second event: actor "data_loader" (fixstr of 11: 0xab), device -1, stage -1, then its
+  // kind 6 (0x06) made nil (0xc0).
+  const std::string good = std::string("\xab" "data_loader\xff\xff\x06", 15);
+  const std::string bad = std::string("\xab" "data_loader\xff\xff\xc0", 15);
+  std::string patched_bytes = bytes;
+  const size_t at = patched_bytes.find(good);
+  ASSERT_NE(at, std::string::npos);
+  patched_bytes.replace(at, good.size(), bad);
+  std::string err;
+  try {
+    monitor_decode(patched_bytes);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("monitor message \"trace\": event 1: kind is nil, expected an integer"), std::string::npos)
+      << err;
 }
 
 TEST(MonitorSchema, NaNAndEmptyValuesRoundTrip) {
@@ -96,6 +139,8 @@ TEST(MonitorSchema, TypeNames) {
   EXPECT_STREQ(monitor_type_name(MonitorIteration{}), "iteration");
   EXPECT_STREQ(monitor_type_name(MonitorValidation{}), "validation");
   EXPECT_STREQ(monitor_type_name(MonitorEnd{}), "end");
+  EXPECT_STREQ(monitor_type_name(MonitorTrace{}), "trace");
+  EXPECT_STREQ(monitor_type_name(MonitorStages{}), "stages");
 }
 
 // Replaces the first occurrence of `from` in `bytes` (which must be there) by `to`.

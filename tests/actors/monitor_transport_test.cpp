@@ -12,6 +12,7 @@
 #include "actors/monitor_metrics.hpp"
 #include "actors/monitor_publisher.hpp"
 #include "actors/monitor_subscriber.hpp"
+#include "actors/trace_forwarding.hpp"
 #include "tests/http_client.hpp"
 #include "tests/test_util.hpp"
 
@@ -193,9 +194,24 @@ TEST(MonitorMetrics, UnknownMfuIsLeftOutAndNumbersRoundTrip) {
   EXPECT_EQ(prometheus_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
 }
 
-TEST(MetricsHttpServer, ServesMetricsAndHealthOnly) {
-  MetricsHttpServer http("127.0.0.1", 0, [] { return std::string("troupe_iteration 7\n"); },
-                         [] { return std::string("{\"status\": \"training\"}\n"); });
+TEST(TraceQueue, BoundsTheEventsInFlightAndCountsDrops) {
+  TraceQueue q(10);
+  EXPECT_TRUE(q.try_push(6));
+  EXPECT_FALSE(q.try_push(5));  // 11 > 10: the whole batch is dropped, and counted
+  EXPECT_EQ(q.dropped(), 5);
+  EXPECT_TRUE(q.try_push(4));   // exactly full
+  EXPECT_FALSE(q.try_push(1));
+  q.pop(6);                     // the monitor took the first batch
+  EXPECT_TRUE(q.try_push(6));
+  EXPECT_EQ(q.dropped(), 6);
+}
+
+TEST(MetricsHttpServer, ServesItsRoutesOnlyAndExactly) {
+  MetricsHttpServer http("127.0.0.1", 0,
+                         {{"/metrics", "text/plain; version=0.0.4; charset=utf-8",
+                           [] { return std::string("troupe_iteration 7\n"); }},
+                          {"/health", "application/json", [] { return std::string("{\"status\": \"training\"}\n"); }},
+                          {"/api/history", "application/json", [] { return std::string("{}"); }}});
   ASSERT_GT(http.port(), 0);
   const test::HttpResponse metrics = http_get("127.0.0.1", http.port(), "/metrics");
   EXPECT_EQ(metrics.status, 200);
@@ -204,13 +220,17 @@ TEST(MetricsHttpServer, ServesMetricsAndHealthOnly) {
   const test::HttpResponse health = http_get("127.0.0.1", http.port(), "/health");
   EXPECT_EQ(health.status, 200);
   EXPECT_EQ(health.body, "{\"status\": \"training\"}\n");
+  EXPECT_EQ(http_get("127.0.0.1", http.port(), "/api/history").body, "{}");
   EXPECT_EQ(http_get("127.0.0.1", http.port(), "/").status, 404);
+  // Paths match exactly, not as the regular expressions cpp-httplib takes.
+  EXPECT_EQ(http_get("127.0.0.1", http.port(), "/metricsX").status, 404);
+  EXPECT_EQ(http_get("127.0.0.1", http.port(), "/api/historyy").status, 404);
 }
 
 TEST(MetricsHttpServer, ATakenPortIsAnErrorNamingIt) {
-  MetricsHttpServer first("127.0.0.1", 0, [] { return std::string(); }, [] { return std::string(); });
+  MetricsHttpServer first("127.0.0.1", 0, {});
   try {
-    MetricsHttpServer second("127.0.0.1", first.port(), [] { return std::string(); }, [] { return std::string(); });
+    MetricsHttpServer second("127.0.0.1", first.port(), {});
     FAIL() << "bound port " << first.port() << " twice";
   } catch (const Error& e) {
     const std::string what = e.what();

@@ -51,7 +51,7 @@ TEST(CheckpointCli, KilledMidSaveLeavesTheLastCompleteCheckpoint) {
   for (int trial = 0; trial < 6; ++trial) {
     std::vector<std::string> extra = {"--save-interval", "1", "--most-recent-k", "2"};
     if (trial > 0) extra.insert(extra.end(), {"--load", root});
-    TroupeProcess t(train_args(root, 100000, extra), dir / ("out" + std::to_string(trial) + ".txt"));
+    Troupe t(train_args(root, 100000, extra), dir / ("out" + std::to_string(trial) + ".txt"));
     t.await_output("successfully saved checkpoint from iteration", 60s);
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 700));
     t.signal(SIGKILL);
@@ -72,7 +72,7 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
   TempDir dir("ckpt_cli");
   const std::string root = dir / "ckpt";
   {
-    TroupeProcess t(train_args(root, 20, {"--save-interval", "2", "--async-save", "--most-recent-k", "2",
+    Troupe t(train_args(root, 20, {"--save-interval", "2", "--async-save", "--most-recent-k", "2",
                                           "--exit-interval", "7"}),
                     dir / "a.txt");
     ASSERT_EQ(t.wait(120s), 0) << t.output();
@@ -85,7 +85,7 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
   EXPECT_TRUE(fs::exists(fs::path(root) / checkpoint_iteration_dir_name(7) / "vocab.json"));
   EXPECT_TRUE(fs::exists(fs::path(root) / checkpoint_iteration_dir_name(7) / "merges.txt"));
   {
-    TroupeProcess t(train_args(root, 9, {"--load", root}), dir / "b.txt");
+    Troupe t(train_args(root, 9, {"--load", root}), dir / "b.txt");
     ASSERT_EQ(t.wait(120s), 0) << t.output();
     EXPECT_NE(t.output().find("iteration        8/       9"), std::string::npos) << t.output();
   }
@@ -94,13 +94,13 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
   // Export to HF and back: the same weights, bit for bit, and the tokenizer files along.
   const std::string hf = dir / "hf", back = dir / "back";
   {
-    TroupeProcess t({"convert", "--to", "hf", "--load", root, "--output", hf}, dir / "c.txt");
+    Troupe t({"convert", "--to", "hf", "--load", root, "--output", hf}, dir / "c.txt");
     ASSERT_EQ(t.wait(60s), 0) << t.output();
   }
   EXPECT_TRUE(fs::exists(fs::path(hf) / "config.json"));
   EXPECT_TRUE(fs::exists(fs::path(hf) / "vocab.json"));
   {
-    TroupeProcess t({"convert", "--from", "hf", "--input", hf, "--save", back}, dir / "d.txt");
+    Troupe t({"convert", "--from", "hf", "--input", hf, "--save", back}, dir / "d.txt");
     ASSERT_EQ(t.wait(60s), 0) << t.output();
   }
   const CheckpointReader r = CheckpointReader::open(root);
@@ -109,12 +109,12 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
   EXPECT_EQ(max_abs_diff(a, b), 0.0);
   // Refusals: nothing overwritten, clear messages.
   {
-    TroupeProcess t({"convert", "--to", "hf", "--load", root, "--output", hf}, dir / "e.txt");
+    Troupe t({"convert", "--to", "hf", "--load", root, "--output", hf}, dir / "e.txt");
     EXPECT_NE(t.wait(60s), 0);
     EXPECT_NE(t.output().find("refusing to overwrite"), std::string::npos) << t.output();
   }
   {
-    TroupeProcess t({"convert", "--to", "hf", "--from", "hf"}, dir / "f.txt");
+    Troupe t({"convert", "--to", "hf", "--from", "hf"}, dir / "f.txt");
     EXPECT_NE(t.wait(60s), 0);
     EXPECT_NE(t.output().find("exactly one of"), std::string::npos) << t.output();
   }

@@ -4,97 +4,25 @@
 // a plain socket. Every number they report must read exactly as in the train log's line for
 // the same iteration. Then the run is stopped (SIGTERM): the live monitor sees the `end` and
 // exits cleanly, and attaching to the dead run fails with a clear message.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include "tests/http_client.hpp"
+#include "tests/troupe_process.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A `troupe` child process with stdout and stderr in one file.
-class Troupe {
- public:
-  Troupe(const std::vector<std::string>& args, std::string output) : output_(std::move(output)) {
-    std::vector<std::string> all{troupe_binary()};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    TROUPE_SYSCALL(pid_, "fork for ", all[0]);
-    if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
-      const int fd = ::open(output_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Troupe() {
-    if (!status_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Troupe(const Troupe&) = delete;
-  Troupe& operator=(const Troupe&) = delete;
-
-  std::string output() const { return read_file(output_); }
-  void signal(int sig) const { ::kill(pid_, sig); }
-  // The exit code once it exits within `limit` (128 + signal when killed); nullopt if it runs on.
-  std::optional<int> wait(std::chrono::milliseconds limit) {
-    const auto deadline = Clock::now() + limit;
-    while (!status_) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      else if (Clock::now() > deadline) return std::nullopt;
-      else std::this_thread::sleep_for(20ms);
-    }
-    return status_;
-  }
-  // Waits until the output contains `text`; returns the output.
-  std::string await_output(const std::string& text, std::chrono::milliseconds limit) {
-    const auto deadline = Clock::now() + limit;
-    for (;;) {
-      std::string out = output();
-      if (out.find(text) != std::string::npos) return out;
-      if (Clock::now() > deadline || wait(0ms)) {
-        ADD_FAILURE() << "no \"" << text << "\" in the output of troupe:\n" << out;
-        return out;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-
- private:
-  std::string output_;
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
 
 // The text after "label" up to the next " |" in `line`.
 std::string field(const std::string& line, const std::string& label) {
@@ -149,15 +77,6 @@ double metric(const std::string& text, const std::string& name) {
   return at == std::string::npos ? NAN : std::stod(text.substr(at + name.size() + 2));
 }
 
-// What `troupe train` printed: "monitor: publishing on ENDPOINT (attach with: ...)".
-std::string published_endpoint(const std::string& log) {
-  const std::string label = "monitor: publishing on ";
-  const size_t at = log.find(label);
-  if (at == std::string::npos) return "";
-  const size_t start = at + label.size();
-  return log.substr(start, log.find(' ', start) - start);
-}
-
 nlohmann::json attach_once(const TempDir& dir, const std::string& endpoint, const std::string& name) {
   Troupe monitor({"monitor", endpoint, "--once", "--timeout", "30"}, dir / name);
   const std::optional<int> code = monitor.wait(60s);
@@ -203,6 +122,12 @@ TEST(MonitorEndToEnd, AttachDetachReattachAndTheNumbersAreTheLogs) {
   EXPECT_GT(second["iteration"]["iteration"].get<int64_t>(), first["iteration"]["iteration"].get<int64_t>())
       << "the run did not move on between the two attaches";
   EXPECT_TRUE(first["end"].is_null());
+  // The trace reaches the monitor too: each stage's time in the latest traced iteration.
+  ASSERT_TRUE(second["stages"].is_object()) << second.dump();
+  EXPECT_EQ(second["stages"]["busy_ns"].size(), 1u);
+  EXPECT_GT(second["stages"]["busy_ns"][0].get<int64_t>(), 0);
+  EXPECT_GT(second["trace_events"].get<int64_t>(), 0);
+  EXPECT_EQ(second["dropped_trace_events"], 0);
 
   // A live monitor (not a terminal: a line per record) for the rest of the run.
   Troupe live({"monitor", endpoint, "--timeout", "30"}, dir / "live.txt");

@@ -1,7 +1,7 @@
 // What `troupe monitor` makes of the messages it receives: lost messages counted from gaps in
 // `seq` (repeats never count), a new run on the same endpoint starting afresh, the loss history
 // filled from repeats, progress and ETA, the values in the log line's own formats, the chart,
-// and the --once JSON.
+// the stages' time, and the --once JSON.
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -173,6 +173,44 @@ TEST(MonitorView, OnceJsonHasEveryRecordAndNullForUnknowns) {
   EXPECT_DOUBLE_EQ(j["progress"].get<double>(), 0.1);
   EXPECT_DOUBLE_EQ(j["eta_seconds"].get<double>(), 225.0);
   EXPECT_EQ(j["missed_messages"], 0);
+  EXPECT_TRUE(j["stages"].is_null());
+  EXPECT_EQ(j["trace_events"], 0);
+}
+
+actors::MonitorStages stages(int64_t i) {
+  // Stage 0: 60% busy, 10% communication, 30% idle; stage 1: 25% busy, 5% data, 70% idle.
+  actors::MonitorStages s;
+  s.iteration = i, s.start_ns = 1000, s.end_ns = 1000 + 10000000;
+  s.busy_ns = {6000000, 2500000}, s.communication_ns = {1000000, 0}, s.data_ns = {0, 500000};
+  s.checkpoint_ns = {0, 0}, s.optimizer_ns = {0, 0}, s.idle_ns = {3000000, 7000000};
+  return s;
+}
+
+TEST(MonitorView, StagesShowTheirSharesInTheViewTheLineAndTheJson) {
+  MonitorView v;
+  v.apply(fresh(1, hello("a")));
+  v.apply(fresh(2, stages(100)));
+  v.apply(repeat(2, stages(90)));  // an older one re-sent: not the latest
+  actors::MonitorTrace t;
+  t.iteration = 100, t.dropped_events = 3;
+  t.events.resize(5);
+  v.apply(fresh(3, t));
+  v.apply(repeat(3, t));  // counted once
+  const MonitorMessage it = fresh(4, iteration(100, 3.5));
+  v.apply(it);
+  const std::string text = render_terminal(v, "tcp://h:1", 100, 0);
+  EXPECT_NE(text.find("stage time at iteration 100 (10.0 ms):"), std::string::npos) << text;
+  EXPECT_NE(text.find("  60.0%  10.0%   0.0%   0.0%   0.0%  30.0%\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  25.0%   0.0%   5.0%   0.0%   0.0%  70.0%\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("trace events: 5 (the run dropped 3)"), std::string::npos) << text;
+  const std::string line = render_line(v, it);
+  EXPECT_NE(line.find("| stages busy: 60% 25%"), std::string::npos) << line;
+  EXPECT_EQ(render_line(v, fresh(3, t)), "");
+  const nlohmann::json j = nlohmann::json::parse(snapshot_json(v, "tcp://h:1"));
+  EXPECT_EQ(j["stages"]["iteration"], 100);
+  EXPECT_EQ(j["stages"]["idle_ns"][1], 7000000);
+  EXPECT_EQ(j["trace_events"], 5);
+  EXPECT_EQ(j["dropped_trace_events"], 3);
 }
 
 }  // namespace

@@ -196,5 +196,30 @@ TEST(EmbeddingCudaEdge, OutOfRangeTokensAreClampedForwardAndSkippedBackward) {
     }
 }
 
+// The backward is deterministic: many positions of few ids (the case where atomics would add
+// in a different order every run) give the same bits twice, and the sums of the CPU (f32).
+TEST(EmbeddingCudaEdge, BackwardIsDeterministic) {
+  const int64_t batch = 8, seq_len = 512, vocab = 24, c = 64;
+  const Tensor tokens = random_tokens({batch, seq_len}, 21, int32_t(vocab));
+  const Tensor dout = round_through(random_normal({batch, seq_len, c}, 22), DType::bf16);
+  const Context& g = gpu();
+  Tensor tokens_d = Tensor::empty(g, DType::i32, tokens.shape());
+  copy(g, tokens, tokens_d);
+  const Tensor dout_d = to_device(g, dout, DType::bf16);
+  Tensor first, second;
+  for (Tensor* result : {&first, &second}) {
+    Tensor dwte = Tensor::zeros(g, DType::f32, {vocab, c});
+    embedding_backward(g, tokens_d, dout_d, dwte, Tensor(), 0);
+    *result = to_host_f32(g, dwte);
+  }
+  EXPECT_EQ(max_abs_diff(first, second), 0.0);
+  Tensor ref = Tensor::host(DType::f32, {vocab, c});
+  fill_zero(cpu(), ref);
+  embedding_backward(cpu(), tokens, dout, ref, Tensor(), 0);
+  const double err = rel_error(first, ref);
+  std::printf("deterministic dwte vs CPU: rel %.2e\n", err);
+  EXPECT_LE(err, 1e-6);
+}
+
 }  // namespace
 }  // namespace troupe::test
