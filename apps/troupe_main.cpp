@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   troupe::apps::add_monitor_command(app, run);
   troupe::apps::add_preprocess_command(app, run);
   troupe::apps::add_replay_command(app, run);
+  troupe::apps::add_serve_command(app, run);
   troupe::apps::add_train_command(app, run);
   try {
     std::vector<std::string> args = troupe::apps::expand_config_args(std::vector<std::string>(argv, argv + argc));

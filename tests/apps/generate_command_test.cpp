@@ -1,9 +1,16 @@
 // `troupe generate` as a child process on the CPU: greedy ids from an HF folder and from a
 // Troupe checkpoint (word embedding saved unpadded, tokenizer files in the iteration
 // directory) equal the engine's run in this process on the same weights, several prompts
-// batched; text streams in prompt order; errors name the flag or file.
+// batched; text streams in prompt order; errors name the flag or file; `troupe serve` answers
+// PUT /api with the same ids.
+#include <nlohmann/json.hpp>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +20,7 @@
 #include "model/hf_checkpoint.hpp"
 #include "model/inference_engine.hpp"
 #include "storage/checkpoint_writer.hpp"
+#include "tests/http_client.hpp"
 #include "tests/inference_test_util.hpp"
 #include "tests/test_util.hpp"
 
@@ -133,6 +141,49 @@ TEST_F(GenerateCommand, CheckpointWithUnpaddedVocabularyLoadsTheSameWeights) {
   const ChildRun r = troupe(args("--load", root), tmp_);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(ids_lines(r.out), expected());
+}
+
+// `troupe serve` on the same folder: PUT /api answers with the ids `troupe generate` prints
+// (one CPU replica), and SIGTERM stops it cleanly.
+TEST_F(GenerateCommand, ServeAnswersLikeGenerateAndStopsOnSigterm) {
+  const std::string log = tmp_ / "serve.txt";
+  const std::string start = troupe_binary() + " serve --hf '" + hf_ + "' --device cpu --host 127.0.0.1 --port 0 > '" +
+                            log + "' 2>&1 & echo $!";
+  FILE* p = ::popen(start.c_str(), "r");
+  int pid = 0;
+  ASSERT_EQ(std::fscanf(p, "%d", &pid), 1);
+  ::pclose(p);
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {  // up to a minute to load and bind
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const size_t at = ss.str().find("http://127.0.0.1:");
+    if (at != std::string::npos) port = std::atoi(ss.str().c_str() + at + 17);
+  }
+  ASSERT_GT(port, 0) << "no 'serving' line";
+  nlohmann::json body = {{"prompts", kPrompts}, {"tokens_to_generate", 8}, {"temperature", 0}, {"stop_token", 0}};
+  const HttpResponse r = http_request("PUT", "127.0.0.1", port, "/api", body.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  const nlohmann::json a = nlohmann::json::parse(r.body);
+  const std::vector<std::vector<int32_t>> want = expected();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const std::vector<int32_t> all = a["tokens"][i].get<std::vector<int32_t>>();
+    const std::vector<int32_t> generated(all.end() - long(want[i].size()), all.end());
+    if (std::find(want[i].begin(), want[i].end(), 0) != want[i].end()) continue;  // stop_token 0 came up
+    EXPECT_EQ(generated, want[i]) << i;
+  }
+  ::kill(pid, SIGTERM);
+  std::string out;
+  for (int i = 0; i < 200 && out.find("stopped") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out = ss.str();
+  }
+  EXPECT_NE(out.find("stopping\nstopped"), std::string::npos) << out;
 }
 
 TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
