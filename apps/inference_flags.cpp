@@ -19,6 +19,7 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
                   "prompt + generated tokens at most (default: the model's positions)");
   cmd->add_option("--kv-block-size", f.block_size, "tokens per KV-cache block");
   cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica)");
+  cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "run decode steps op by op instead of replaying CUDA graphs");
 }
 
 namespace {
@@ -50,7 +51,7 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
 
 InferenceModelOptions inference_model_options(const InferenceFlags& f, int64_t longest) {
   const int64_t tokens = std::max(f.max_batch_tokens, longest);
-  return {.max_tokens = tokens, .max_sequences = std::min(f.max_requests, tokens)};
+  return {.max_tokens = tokens, .max_sequences = std::min(f.max_requests, tokens), .cuda_graphs = !f.no_cuda_graphs};
 }
 
 EngineOptions engine_options(const InferenceFlags& f, const InferenceSetup& s, int64_t wanted_blocks) {

@@ -18,10 +18,12 @@ struct InferenceFlags {
   int64_t max_requests = 64, max_batch_tokens = 2048, max_seq_length = 0;
   int block_size = 16;
   double kv_cache_gb = 2.0;
+  bool no_cuda_graphs = false;
 };
 
 // Registers --load --hf --vocab-file --merge-file --device --dtype --inference-max-requests
-// --inference-max-batch-tokens --inference-max-seq-length --kv-block-size --kv-cache-gb.
+// --inference-max-batch-tokens --inference-max-seq-length --kv-block-size --kv-cache-gb
+// --no-cuda-graphs.
 void add_inference_flags(CLI::App* cmd, InferenceFlags& f);
 
 // The model, its tokenizer and where it runs. Throws naming the flag or file at fault.

@@ -74,6 +74,26 @@ def ours(troupe, folder, device, tokens):
     return [[int(t) for t in row] for row in rows], r.stderr.strip().splitlines()[-1]
 
 
+def decode_speed(troupe, tokens):
+    """tokens/s of `troupe generate` (its stderr summary) with and without CUDA graphs, 1 and 8 prompts."""
+    import transformers
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        transformers.GPT2LMHeadModel(transformers.GPT2Config()).save_pretrained(tmp, safe_serialization=True)
+        here = os.path.dirname(os.path.abspath(__file__))
+        shutil.copy(os.path.join(here, "../assets/gpt2/gpt2-vocab.json"), os.path.join(tmp, "vocab.json"))
+        shutil.copy(os.path.join(here, "../assets/gpt2/gpt2-merges.txt"), os.path.join(tmp, "merges.txt"))
+        for n in (1, 8):
+            for graphs in (True, False):
+                cmd = [troupe, "generate", "--hf", tmp, "--device", "cuda", "--temperature", "0", "--ignore-eod",
+                       "--max-tokens", str(tokens)] + ["--prompt", "The"] * n + ([] if graphs else ["--no-cuda-graphs"])
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
+                tps = last.split("(")[-1].split(" tokens/s")[0] if r.returncode == 0 else "ERROR " + last[-200:]
+                rows.append((n, "on" if graphs else "off", tps))
+    return rows
+
+
 def common_prefix(a, b):
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
@@ -86,6 +106,7 @@ def main():
     ap.add_argument("--troupe", required=True)
     ap.add_argument("--devices", default="cpu,cuda")
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--speed-tokens", type=int, default=256, help="decode-speed check length (0: skip)")
     ap.add_argument("--min-cuda-match", type=float, default=0.8, help="fraction of prompts (bf16 near-ties aside)")
     a = ap.parse_args()
     from transformers import GPT2TokenizerFast
@@ -120,6 +141,10 @@ def main():
                 failed |= not ok
                 rows.append((kind, dev, (match, prefix, ok), speed))
 
+    speed_rows = []
+    if "cuda" in a.devices and torch.cuda.is_available() and a.speed_tokens > 0:
+        speed_rows = decode_speed(a.troupe, a.speed_tokens)
+
     print(f"{'model':6} {'dev':5} {'equal prompts':>14} {'min prefix':>11}  result / our speed")
     for kind, dev, res, note in rows:
         if res is None:
@@ -128,6 +153,11 @@ def main():
             match, prefix, ok = res
             print(f"{kind:6} {dev:5} {f'{match}/{len(PROMPTS)}':>14} {f'{prefix}/{a.tokens}':>11}  "
                   f"{'ok' if ok else 'FAIL'}  ({note})")
+    if speed_rows:
+        print(f"\ndecode speed, GPT-2 124M shape (random weights), bf16, {a.speed_tokens} tokens after a short prompt:")
+        print(f"{'prompts':>7} {'cuda graphs':>11} {'tokens/s':>9}")
+        for n, graphs, tps in speed_rows:
+            print(f"{n:>7} {graphs:>11} {tps:>9}")
     sys.exit(1 if failed else 0)
 
 
