@@ -160,6 +160,15 @@ void fence_wait(const Context& ctx, const std::shared_ptr<void>& fence) {
 #endif
 }
 
+void fence_host_wait(const std::shared_ptr<void>& fence) {
+  if (!fence) return;
+#if TROUPE_HAVE_CUDA
+  cuda::event_wait(fence);
+#else
+  no_cuda();
+#endif
+}
+
 std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing) {
   TROUPE_CHECK(from.is_cuda() == to.is_cuda(), "a channel between a CPU device and a GPU");
   if (!from.is_cuda()) return std::make_unique<HostChannel>();

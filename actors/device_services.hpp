@@ -84,6 +84,8 @@ void inbound_wait(const Context& ctx, Inbound& in);
 // has already run); fence_wait of null does nothing.
 std::shared_ptr<void> fence_record(const Context& ctx);
 void fence_wait(const Context& ctx, const std::shared_ptr<void>& fence);
+// Blocks the calling thread until the work before the fence has run.
+void fence_host_wait(const std::shared_ptr<void>& fence);
 
 // A one-way link between the devices of two stages. send() runs on the sender's thread,
 // receive() on the receiver's, in the same order (actor messages between two actors keep

@@ -39,13 +39,14 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 // trainer -> optimizer -> stages
 using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -> StepResult
 using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
-using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration) -> bool, before the first iteration
+using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration, uint64 seed) -> bool, before the first iteration
 using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
 // stage -> its gradient reducer: (BucketReady); reducer -> stage: (BucketsReduced)
 using bucket_atom = caf::atom_constant<caf::atom("bucket")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 // tensor rank 0 -> the other tensor ranks of its stage: (int64 iteration, int kind (0 fwd, 1 bwd), int microbatch, int chunk)
 using order_atom = caf::atom_constant<caf::atom("order")>;
+using save_atom = caf::atom_constant<caf::atom("save")>;      // (shared_ptr<SaveJob>): write a checkpoint snapshot
 
 using BatchList = std::vector<Batch>;
 

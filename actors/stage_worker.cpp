@@ -296,7 +296,13 @@ void StageWorker::reduce_grads() {
   }
 }
 
+void StageWorker::await_state_readers() {
+  fence_wait(context(), state_readers_);
+  state_readers_.reset();
+}
+
 void StageWorker::apply(float lr, float clip, float loss_scale) {
+  await_state_readers();
   for (auto& o : setup_.optimizers) o->apply(lr, clip, loss_scale);
   if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) return;
   // Every rank updated its shard of each bucket: gather the others'.
@@ -315,6 +321,7 @@ StepResult StageWorker::step_local() {
   TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied() && setup_.tp_size == 1 && setup_.dp_size == 1,
                "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ",
                setup_.stages, " holds ", setup_.chunks, " chunk(s)");
+  await_state_readers();
   return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);
 }
 

@@ -212,6 +212,9 @@ class StageWorker {
   void skip_step();
   // The whole step of a single stage holding the whole model (IterationPlan::local_step).
   StepResult step_local();
+  // A checkpoint snapshot reads the optimizers' state on another stream: the next step's
+  // updates wait for `fence` (set between iterations, when the stage is idle).
+  void wait_before_next_step(std::shared_ptr<void> fence) { state_readers_ = std::move(fence); }
   // Tells when an op enqueued on the device has finished.
   CompletionQueue& completions() { return *completions_; }
   // Teardown: waits for the device, then for the completion callbacks (which send to actors).
@@ -236,6 +239,8 @@ class StageWorker {
   Tensor losses_;                        // f32 [M, B*T] on the device (last virtual stage)
   std::vector<char> bucket_sent_;        // per bucket: handed to the reducer this iteration
   std::vector<ReadyBucket> ready_buckets_;
+  std::shared_ptr<void> state_readers_;  // see wait_before_next_step
+  void await_state_readers();
 };
 
 }  // namespace troupe::actors

@@ -62,10 +62,12 @@ class TrainerActor : public caf::event_based_actor {
         [this](progress_atom, const schedules::TraceEvent& e) { on_progress(e); },
         [this](fail_atom, const std::string& text) { fail_run(text); },
         [this](tick_atom, uint64_t generation) { on_tick(generation); },
-        // A checkpoint was loaded: the LR schedule and dropout seeds continue from there.
-        [this](resume_atom, int64_t iteration) -> bool {
+        // A checkpoint was loaded: the LR schedule and dropout seeds continue from there
+        // (the dropout streams from the checkpoint's seed, unless --no-load-rng).
+        [this](resume_atom, int64_t iteration, uint64_t seed) -> bool {
           if (pending_.pending() || failed_) return false;
           iteration_ = iteration;
+          s_.seed = seed;
           return true;
         },
     };

@@ -167,6 +167,7 @@ void TrainingRun::Impl::build_stages() {
   }
 
   workers.resize(ranks);
+  snapshot_contexts.resize(ranks);
   for (int s = 0; s < P; ++s) {
     for (int dp = 0; dp < D; ++dp) {
       for (int tp = 0; tp < T; ++tp) {
@@ -352,7 +353,7 @@ void TrainingRun::Impl::shutdown() {
   std::vector<caf::actor> all = local_stages;  // remote handles belong to their own processes
   for (const caf::actor& a : reducers)
     if (a) all.push_back(a);
-  for (const caf::actor& a : {loader, optimizer, trainer, directory, monitor})
+  for (const caf::actor& a : {loader, optimizer, trainer, directory, monitor, checkpoint_writer})
     if (a) all.push_back(a);
   for (const caf::actor& a : all) {
     (*self)->monitor(a);
@@ -393,7 +394,7 @@ void TrainingRun::Impl::shutdown() {
   local_stages.clear();
   reducers.clear();
   directory = nullptr;
-  loader = optimizer = trainer = monitor = nullptr;
+  loader = optimizer = trainer = monitor = checkpoint_writer = nullptr;
   if (several) {
     fabric->barrier();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive
@@ -408,6 +409,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
     : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
   d.config = config;
+  d.config_seed = config.seed;
   validate(config);
   d.P = config.parallel.pipeline_size;
   d.V = config.parallel.virtual_chunks;

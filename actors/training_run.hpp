@@ -13,7 +13,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/monitor_options.hpp"
 #include "actors/monitor_schema.hpp"
@@ -73,6 +76,28 @@ struct TrainingConfig {
 // A loader microbatch as the model consumes it: targets = labels, -1 where loss_mask == 0.
 Batch to_batch(const MicroBatch& mb);
 
+// TrainingRun::start_save / save_checkpoint.
+struct SaveOptions {
+  bool optimizer = true;  // also the Adam moments (--no-save-optim: false)
+  int keep_last = 0;      // --most-recent-k: keep this many complete checkpoints (0: all)
+  // Files copied into the iteration directory, (source, name there): the tokenizer's.
+  std::vector<std::pair<std::string, std::string>> files;
+};
+struct SavedCheckpoint {
+  std::string dir;
+  int64_t iteration = 0;
+  double stall_seconds = 0;  // training stopped for the snapshot
+  double write_seconds = 0;  // this process's writer, in the background
+  double total_seconds = 0;  // snapshot to commit
+  uint64_t bytes = 0;        // written by this process
+};
+// TrainingRun::load_checkpoint.
+struct LoadOptions {
+  bool optimizer = true;  // --no-load-optim: fresh Adam moments
+  bool rng = true;        // --no-load-rng: dropout streams from this run's --seed
+  bool finetune = false;  // --finetune: weights only; iteration, optimizer and data from 0
+};
+
 class TrainingRun {
  public:
   // Loaders yield this rank's microbatches (host tensors); valid may be null.
@@ -104,20 +129,27 @@ class TrainingRun {
   };
   MemoryReport memory_report() const;
 
-  // Checkpoints (storage/checkpoint_format.hpp), synchronous, between iterations.
-  // save_checkpoint writes <root>/iter_<iteration()>/ and points the tracker at it: every
-  // parameter by its global name from the f32 master weights (a tied embedding once), with
-  // `optimizer` also "optimizer.exp_avg.<name>" / "optimizer.exp_avg_sq.<name>"; each stage
-  // writes its own shard. Metadata: model config, layout, iteration, consumed samples, seed,
-  // optimizer step, loss-scaler state. Returns the iteration directory.
-  std::string save_checkpoint(const std::string& root, bool optimizer = true);
-  // Loads the tracker's checkpoint into this fresh run (before its first iteration): every
-  // stage reads its parameters by name, so any pipeline layout loads any other. Restores
-  // iteration, optimizer step and moments (unless !optimizer: fresh moments), loss scale.
-  // The train loader must have been built at the checkpoint's consumed samples (read them
-  // with read_checkpoint_metadata). Throws troupe::Error naming the first differing model
-  // config field, a missing tensor, a bad file.
-  void load_checkpoint(const std::string& root, bool optimizer = true);
+  // Checkpoints (storage/checkpoint_format.hpp; actors/checkpoint_shards.hpp says who writes
+  // which slices). Every process calls these at the same iterations.
+  // Starts saving the current iteration to <root>/iter_<iteration()>/: waits for a pending
+  // save, takes a snapshot (host copies; on a GPU enqueued on a side stream that the next
+  // optimizer step waits for) and hands it to the checkpoint writer actor. Training may go on
+  // at once; the checkpoint is complete (metadata.json, tracker) only after finish_save.
+  void start_save(const std::string& root, const SaveOptions& options = {});
+  // Commits the pending save once every process has written its part (wait: blocks until
+  // then; otherwise nullopt while any process is still writing). Throws troupe::Error when a
+  // part could not be written; the tracker then still names the previous checkpoint.
+  std::optional<SavedCheckpoint> finish_save(bool wait);
+  // start_save + finish_save(true).
+  SavedCheckpoint save_checkpoint(const std::string& root, const SaveOptions& options = {});
+
+  // Loads the tracker's checkpoint into this fresh run (before its first iteration), whatever
+  // layout saved it: every rank reads the slices of each tensor its shard holds. Restores
+  // iteration, optimizer step and moments, loss scale and the dropout seed, as options say.
+  // The train loader must have been built at the checkpoint's consumed samples (read them with
+  // read_checkpoint_metadata; 0 with finetune). Throws troupe::Error naming the first
+  // differing model config field, a missing tensor or shard, a corrupt or truncated file.
+  void load_checkpoint(const std::string& root, const LoadOptions& options = {});
   // The metadata of the tracker's checkpoint in `root` (validated, no tensor read).
   static CheckpointMetadata read_checkpoint_metadata(const std::string& root);
 

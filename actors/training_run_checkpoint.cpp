@@ -1,12 +1,17 @@
-// TrainingRun::save_checkpoint / load_checkpoint: synchronous, between iterations, when no
-// stage actor touches its chunks. Tensors are keyed by global parameter name, so the
-// pipeline layout of the saving run does not matter to the loading one.
+// TrainingRun's checkpoints. A save takes a snapshot between iterations (host copies of each
+// local rank's part of the parameters and optimizer state; on a GPU, copies on a side stream
+// into pinned memory that the next optimizer step waits for, so the stall is the enqueueing),
+// hands it to this process's checkpoint writer actor, and commits once every process has
+// written its part: metadata.json, then the tracker. Loading reads, for every local rank, the
+// slices of each stored tensor its shard holds, so any layout loads any other.
 #include <caf/all.hpp>
 
 #include <algorithm>
-#include <memory>
-#include <set>
+#include <chrono>
+#include <filesystem>
 
+#include "actors/checkpoint_shards.hpp"
+#include "actors/checkpoint_writer_actor.hpp"
 #include "actors/fabric.hpp"
 #include "actors/training_run_impl.hpp"
 #include "kernels/check.hpp"
@@ -17,130 +22,197 @@ namespace troupe::actors {
 
 namespace {
 
-const std::string kExpAvg = "optimizer.exp_avg.";
-const std::string kExpAvgSq = "optimizer.exp_avg_sq.";
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Throws naming the first field where the checkpoint's model differs from the run's.
-void check_model_config(const nlohmann::json& run, const nlohmann::json& ckpt, const std::string& dir) {
-  TROUPE_CHECK(ckpt.is_object(), "checkpoint '", dir, "': model_config is not an object");
-  for (const auto& [key, value] : run.items()) {
-    TROUPE_CHECK(ckpt.contains(key), "checkpoint '", dir, "' was saved for a different model: its model_config has no '",
-                 key, "' (this run: ", value.dump(), ")");
-    TROUPE_CHECK(ckpt.at(key) == value, "checkpoint '", dir, "' was saved for a different model: model_config.", key,
-                 " is ", ckpt.at(key).dump(), " in the checkpoint, ", value.dump(), " in this run");
-  }
-  for (const auto& [key, value] : ckpt.items()) {
-    TROUPE_CHECK(run.contains(key), "checkpoint '", dir, "' was saved for a different model: its model_config has '",
-                 key, "' = ", value.dump(), ", unknown to this run");
-  }
-}
-
-// Copies tensor `name` (f32, `shape`) of the checkpoint into `flat` at `offset`.
-void read_into(const CheckpointReader& r, const std::string& name, const Shape& shape, Tensor& flat, int64_t offset) {
-  const Tensor t = r.expect(name, shape);
-  TROUPE_CHECK(t.dtype() == DType::f32, "checkpoint '", r.dir(), "': tensor '", name, "' is ", dtype_name(t.dtype()),
-               ", expected f32");
-  std::copy_n(t.data_as<float>(), t.numel(), flat.data_as<float>() + offset);
-}
+// An outcome as it travels between processes: "" + index, or "!" + error.
+std::string encode(const SaveOutcome& o) { return o.error.empty() ? " " + o.index : "!" + o.error; }
 
 }  // namespace
 
-std::string TrainingRun::save_checkpoint(const std::string& root, bool optimizer) {
+CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, int64_t step) const {
+  CheckpointMetadata meta;
+  meta.iteration = iteration;
+  meta.consumed_samples = consumed;
+  meta.model_config = to_json(config.model);
+  meta.parallel_layout = {{"tensor_model_parallel_size", T},
+                          {"pipeline_model_parallel_size", P},
+                          {"virtual_pipeline_chunks", V},
+                          {"pipeline_schedule", schedules::schedule_name(config.parallel.schedule)},
+                          {"data_parallel_size", D},
+                          {"sequence_parallel", config.parallel.sequence_parallel},
+                          {"distributed_optimizer", config.parallel.distributed_optimizer},
+                          {"processes", fabric->processes()}};
+  meta.rng_state = {{"seed", config_seed}};
+  nlohmann::json scaler_state = nullptr;
+  if (auto* dyn = dynamic_cast<DynamicLossScaler*>(scaler.get())) {
+    scaler_state = {{"type", "dynamic"},
+                    {"scale", dyn->state().scale},
+                    {"growth_tracker", dyn->state().growth_tracker},
+                    {"hysteresis_tracker", dyn->state().hysteresis_tracker}};
+  } else if (scaler) {
+    scaler_state = {{"type", "constant"}, {"scale", scaler->scale()}};
+  }
+  meta.training_state = {{"optimizer_step", std::max<int64_t>(step, 0)},
+                         {"optimizer_saved", with_optimizer},
+                         {"loss_scaler", scaler_state}};
+  return meta;
+}
+
+void TrainingRun::start_save(const std::string& root, const SaveOptions& options) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
-  TROUPE_CHECK(d.fabric->processes() == 1, "checkpoints of runs over several processes are not implemented yet");
-  TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),
-               "checkpoints of tensor-parallel runs and of the distributed optimizer are not implemented yet "
-               "(--tensor-model-parallel-size ", d.T, ", --use-distributed-optimizer)");
-  CheckpointWriter writer(root, d.iteration);
-  std::set<std::string> written;  // a tied embedding lives on two stages: written once
+  finish_save(/*wait=*/true);  // one save at a time (its pinned buffers are reused)
+  const auto t0 = Clock::now();
+  const bool dist = d.config.parallel.distributed_optimizer && d.D > 1;
+  auto job = std::make_shared<SaveJob>();
+  job->root = root;
+  job->iteration = d.iteration;
+  if (d.fabric->process() == 0) job->files = options.files;
   int64_t step = -1;
-  for (const auto& w : d.workers) {
-    if (w->dp_rank() != 0) continue;  // data-parallel replicas hold the same state
+  size_t slot = 0;  // staging buffers, in a fixed order across saves
+  for (size_t r = 0; r < d.workers.size(); ++r) {
+    const auto& w = d.workers[r];
+    if (!w || (!dist && w->dp_rank() != 0)) continue;  // data-parallel replicas hold the same state
     w->context().activate();
+    const size_t first_chunk = job->chunks.size();
+    const Context* copier = &w->context();
+    if (w->context().is_cuda()) {
+      // The copies run on a side stream, after the last optimizer step, while the next
+      // iteration's forward and backward run; the next step waits for them.
+      auto& side = d.snapshot_contexts[r];
+      if (!side) side = std::make_unique<Context>(Context::cuda(w->context().device_index()));
+      fence_wait(*side, fence_record(w->context()));
+      copier = side.get();
+    }
     for (int c = 0; c < w->chunks(); ++c) {
-      Optimizer& opt = w->optimizer(c);
+      const Optimizer& opt = w->optimizer(c);
       TROUPE_CHECK(step < 0 || step == opt.iteration(), "save_checkpoint: optimizer steps differ across chunks (",
                    step, " vs ", opt.iteration(), ")");
       step = opt.iteration();
-      const ParamLayout& layout = w->model(c).layout();
-      // Host copies; the copy waits for the stage's stream (its last optimizer step included).
-      const Tensor master = to_host_f32(w->context(), opt.master());
-      const Tensor m = optimizer ? to_host_f32(w->context(), opt.exp_avg()) : Tensor();
-      const Tensor v = optimizer ? to_host_f32(w->context(), opt.exp_avg_sq()) : Tensor();
-      for (const ParamInfo& p : layout.params()) {
-        if (!written.insert(p.name).second) continue;
-        const ShardSlice whole = ShardSlice::whole(p.shape);
-        writer.add_shard(w->stage(), p.name, p.shape, whole, layout.view(master, p.name));
-        if (!optimizer) continue;
-        writer.add_shard(w->stage(), kExpAvg + p.name, p.shape, whole, layout.view(m, p.name));
-        writer.add_shard(w->stage(), kExpAvgSq + p.name, p.shape, whole, layout.view(v, p.name));
+      ChunkState s{.writer_id = int(r), .layout = w->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
+      if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
+      std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
+      if (options.optimizer) {
+        parts.push_back({kExpAvgPrefix, &opt.exp_avg()});
+        parts.push_back({kExpAvgSqPrefix, &opt.exp_avg_sq()});
       }
+      for (const auto& [prefix, src] : parts) {
+        if (d.staging.size() <= slot) d.staging.resize(slot + 1);
+        Tensor& buf = d.staging[slot++];
+        if (!buf.defined() || buf.numel() != src->numel()) buf = Tensor::pinned_host(DType::f32, {src->numel()});
+        copy(*copier, *src, buf);
+        s.tensors.emplace_back(prefix, buf);
+      }
+      job->chunks.push_back(std::move(s));
+      job->ready.push_back(nullptr);
+    }
+    if (copier != &w->context()) {
+      const std::shared_ptr<void> copied = fence_record(*copier);
+      for (size_t i = first_chunk; i < job->ready.size(); ++i) job->ready[i] = copied;
+      w->wait_before_next_step(copied);
     }
   }
-  CheckpointMetadata meta;
-  meta.iteration = d.iteration;
-  meta.consumed_samples = d.consumed;
-  meta.model_config = to_json(d.config.model);
-  meta.parallel_layout = {{"pipeline_model_parallel_size", d.P},
-                          {"virtual_pipeline_chunks", d.V},
-                          {"pipeline_schedule", schedules::schedule_name(d.config.parallel.schedule)},
-                          {"tensor_model_parallel_size", d.T},
-                          {"data_parallel_size", d.D}};
-  meta.rng_state = {{"seed", d.config.seed}};
-  nlohmann::json scaler = nullptr;
-  if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get())) {
-    scaler = {{"type", "dynamic"},
-              {"scale", dyn->state().scale},
-              {"growth_tracker", dyn->state().growth_tracker},
-              {"hysteresis_tracker", dyn->state().hysteresis_tracker}};
-  } else if (d.scaler) {
-    scaler = {{"type", "constant"}, {"scale", d.scaler->scale()}};
-  }
-  meta.training_state = {{"optimizer_step", std::max<int64_t>(step, 0)}, {"optimizer_saved", optimizer},
-                         {"loss_scaler", scaler}};
-  return writer.commit(meta);
+  Impl::PendingSave pending;
+  pending.root = root;
+  pending.keep_last = options.keep_last;
+  pending.meta = d.checkpoint_metadata(options.optimizer, step);
+  pending.done = job->outcome.get_future();
+  pending.stall_seconds = seconds_since(t0);
+  pending.started = t0;
+  if (!d.checkpoint_writer) d.checkpoint_writer = spawn_checkpoint_writer(*d.system);
+  caf::anon_send(d.checkpoint_writer, save_atom::value, std::move(job));
+  d.pending_save = std::move(pending);
 }
 
-void TrainingRun::load_checkpoint(const std::string& root, bool optimizer) {
+std::optional<SavedCheckpoint> TrainingRun::finish_save(bool wait) {
+  Impl& d = *impl_;
+  if (!d.pending_save) return std::nullopt;
+  Impl::PendingSave& p = *d.pending_save;
+  bool ready = p.done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  if (!wait && d.fabric->processes() > 1) {  // every process must have written its part
+    std::vector<double> flag = {ready ? 1.0 : 0.0};
+    d.fabric->all_reduce(flag, ReduceOp::sum);
+    ready = flag[0] == double(d.fabric->processes());
+  }
+  if (!wait && !ready) return std::nullopt;
+  const SaveOutcome mine = p.done.get();
+  const std::vector<std::string> parts =
+      d.fabric->processes() > 1 ? d.fabric->all_gather(encode(mine)) : std::vector<std::string>{encode(mine)};
+  std::string result;  // process 0's verdict: "" or the error
+  std::string dir;
+  if (d.fabric->process() == 0) {
+    try {
+      std::vector<std::string> indices;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        TROUPE_CHECK(parts[i][0] == ' ', "process ", i, " could not write its part of the checkpoint: ",
+                     parts[i].substr(1));
+        indices.push_back(parts[i].substr(1));
+      }
+      dir = commit_checkpoint(p.root, p.meta, indices);
+      if (p.keep_last > 0) prune_checkpoints(p.root, p.keep_last);
+    } catch (const std::exception& e) {
+      result = e.what();
+    }
+  }
+  if (d.fabric->processes() > 1) result = d.fabric->all_gather(result)[0];
+  SavedCheckpoint saved{.dir = (std::filesystem::path(p.root) / checkpoint_iteration_dir_name(p.meta.iteration)).string(),
+                        .iteration = p.meta.iteration,
+                        .stall_seconds = p.stall_seconds,
+                        .write_seconds = mine.seconds,
+                        .total_seconds = seconds_since(p.started),
+                        .bytes = mine.bytes};
+  d.pending_save.reset();
+  TROUPE_CHECK(result.empty(), "saving checkpoint iteration ", saved.iteration, " to '", saved.dir,
+               "' failed (the previous checkpoint stays the latest): ", result);
+  return saved;
+}
+
+SavedCheckpoint TrainingRun::save_checkpoint(const std::string& root, const SaveOptions& options) {
+  start_save(root, options);
+  return *finish_save(/*wait=*/true);
+}
+
+void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& options) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ",
                d.iteration, " iterations");
-  TROUPE_CHECK(d.fabric->processes() == 1, "loading checkpoints into runs over several processes is not implemented yet");
-  TROUPE_CHECK(d.T == 1 && !(d.config.parallel.distributed_optimizer && d.D > 1),
-               "loading checkpoints into tensor-parallel runs or the distributed optimizer is not implemented yet "
-               "(--tensor-model-parallel-size ", d.T, ", --use-distributed-optimizer)");
   const CheckpointReader r = CheckpointReader::open(root);
   const CheckpointMetadata& meta = r.metadata();
   check_model_config(to_json(d.config.model), meta.model_config, r.dir());
-  TROUPE_CHECK(meta.consumed_samples == d.consumed, "checkpoint '", r.dir(), "' resumes at ", meta.consumed_samples,
-               " consumed samples, but the training data loader starts at ", d.consumed,
+  const bool resume = !options.finetune;
+  TROUPE_CHECK(!resume || meta.consumed_samples == d.consumed, "checkpoint '", r.dir(), "' resumes at ",
+               meta.consumed_samples, " consumed samples, but the training data loader starts at ", d.consumed,
                " (build it from TrainingRun::read_checkpoint_metadata)");
   const nlohmann::json& ts = meta.training_state;
-  const bool saved_optim = ts.value("optimizer_saved", false);
-  TROUPE_CHECK(!optimizer || saved_optim, "checkpoint '", r.dir(),
+  const bool with_optimizer = options.optimizer && resume;
+  TROUPE_CHECK(!with_optimizer || ts.value("optimizer_saved", false), "checkpoint '", r.dir(),
                "' holds no optimizer state (saved with --no-save-optim): load it with --no-load-optim");
-  const int64_t step = optimizer ? ts.value("optimizer_step", int64_t(0)) : 0;
+  const int64_t step = with_optimizer ? ts.value("optimizer_step", int64_t(0)) : 0;
 
   for (const auto& w : d.workers) {
+    if (!w) continue;
     w->context().activate();
     for (int c = 0; c < w->chunks(); ++c) {
       const ParamLayout& layout = w->model(c).layout();
+      // Elements the checkpoint does not store (vocabulary padding rows) start from the run's init.
+      const Tensor current = to_host_f32(w->context(), w->model(c).params());  // may be padded past layout.size()
       Tensor master = Tensor::host(DType::f32, {layout.size()});
+      std::copy_n(current.data_as<float>(), layout.size(), master.data_as<float>());
       Tensor m = Tensor::host(DType::f32, {layout.size()});
       Tensor v = Tensor::host(DType::f32, {layout.size()});
       fill_zero(Context::cpu(), m);
       fill_zero(Context::cpu(), v);
-      for (const ParamInfo& p : layout.params()) {
-        read_into(r, p.name, p.shape, master, p.offset);
-        if (!optimizer) continue;
-        read_into(r, kExpAvg + p.name, p.shape, m, p.offset);
-        read_into(r, kExpAvgSq + p.name, p.shape, v, p.offset);
+      read_chunk_tensor(r, layout, "", master);
+      if (with_optimizer) {
+        read_chunk_tensor(r, layout, kExpAvgPrefix, m);
+        read_chunk_tensor(r, layout, kExpAvgSqPrefix, v);
       }
       w->optimizer(c).restore(master, m, v, step);
     }
   }
+  if (!resume) return;  // --finetune: weights only, from iteration 0
   const nlohmann::json scaler = ts.value("loss_scaler", nlohmann::json());
   if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get()); dyn && scaler.is_object() &&
                                                                      scaler.value("type", "") == "dynamic") {
@@ -150,15 +222,16 @@ void TrainingRun::load_checkpoint(const std::string& root, bool optimizer) {
     s.hysteresis_tracker = scaler.at("hysteresis_tracker").get<int64_t>();
     dyn->restore(s);
   }
-
   // The trainer numbers iterations (LR schedule, dropout seeds): continue from the checkpoint's.
+  const uint64_t seed = options.rng ? meta.rng_state.value("seed", d.config_seed) : d.config_seed;
   std::string error;
   (*d.self)
-      ->request(d.trainer, d.config.op_timeout, resume_atom::value, meta.iteration)
+      ->request(d.trainer, d.config.op_timeout, resume_atom::value, meta.iteration, seed)
       .receive([&](bool ok) { if (!ok) error = "the trainer is busy or failed"; },
                [&](caf::error& e) { error = d.system->render(e); });
   TROUPE_CHECK(error.empty(), "load_checkpoint: the trainer did not take iteration ", meta.iteration, ": ", error);
   d.iteration = meta.iteration;
+  d.config_seed = seed;
 }
 
 CheckpointMetadata TrainingRun::read_checkpoint_metadata(const std::string& root) {

@@ -6,10 +6,13 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/checkpoint_writer_actor.hpp"
 #include "actors/device_services.hpp"
 #include "actors/messages.hpp"
 #include "actors/stage_worker.hpp"
@@ -44,6 +47,22 @@ struct TrainingRun::Impl {
   int64_t iteration = 0, consumed = 0;
   std::string failure;
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
+
+  // Checkpoints (training_run_checkpoint.cpp).
+  uint64_t config_seed = 0;  // the dropout streams' seed: config.seed, or the loaded checkpoint's
+  caf::actor checkpoint_writer;  // spawned by the first save
+  std::vector<std::unique_ptr<Context>> snapshot_contexts;  // per rank: the side stream of GPU snapshots
+  std::vector<Tensor> staging;  // pinned host copies, reused by every save
+  struct PendingSave {
+    std::string root;
+    int keep_last = 0;
+    CheckpointMetadata meta;
+    std::future<SaveOutcome> done;
+    double stall_seconds = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::optional<PendingSave> pending_save;
+  CheckpointMetadata checkpoint_metadata(bool with_optimizer, int64_t step) const;
 
   void build_stages();
   // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).

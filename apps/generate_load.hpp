@@ -20,8 +20,9 @@ struct LoadedModel {
 // --hf DIR: config.json + model.safetensors (GPT2LMHeadModel or LlamaForCausalLM); vocab.json and
 // merges.txt in DIR when present.
 LoadedModel load_hf_model(const std::string& dir);
-// --load DIR: the newest checkpoint the tracker in DIR names; vocab.json and merges.txt in its
-// iteration directory when present. Throws naming the file or tensor at fault.
+// --load DIR: the newest checkpoint the tracker in DIR names (any layout saved it:
+// actors::read_checkpoint_params); vocab.json and merges.txt in its iteration directory when
+// present. Throws naming the file or tensor at fault.
 LoadedModel load_checkpoint_model(const std::string& dir);
 
 }  // namespace troupe::apps

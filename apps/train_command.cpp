@@ -55,7 +55,9 @@ struct TrainOptions {
   std::string schedule = "1f1b", device = "auto";
   std::string save, load;  // --save / --load checkpoint directories
   int64_t save_interval = 0;
-  bool no_save_optim = false, no_load_optim = false;
+  bool no_save_optim = false, no_load_optim = false, no_load_rng = false, finetune = false, async_save = false;
+  int most_recent_k = 0;      // keep this many checkpoints (0: all)
+  int64_t exit_interval = 0;  // save (with --save) and exit at multiples of this iteration
   int devices = 0;  // 0: tensor x pipeline size (data-parallel size 1)
   int64_t eval_interval = 1000, eval_iters = 10, log_interval = 10;
   uint64_t seed = 1234;
@@ -156,13 +158,16 @@ int train(const TrainOptions& o) {
                          .eod_mask_loss = o.eod_mask_loss};
   // A resumed run's loader starts where the checkpoint's stopped (Megatron's consumed_samples).
   int64_t resume_iteration = 0;
-  if (!o.load.empty()) {
+  if (!o.load.empty() && !o.finetune) {  // --finetune: weights only, training from iteration 0
     const CheckpointMetadata meta = actors::TrainingRun::read_checkpoint_metadata(o.load);
     resume_iteration = meta.iteration;
     lopt.consumed_samples = meta.consumed_samples;
   }
   TROUPE_CHECK(o.save_interval >= 0, "--save-interval must be >= 0, got ", o.save_interval);
   TROUPE_CHECK(o.save_interval == 0 || !o.save.empty(), "--save-interval needs --save");
+  TROUPE_CHECK(o.exit_interval >= 0, "--exit-interval must be >= 0, got ", o.exit_interval);
+  TROUPE_CHECK(o.most_recent_k >= 0, "--most-recent-k must be >= 0, got ", o.most_recent_k);
+  TROUPE_CHECK(!o.finetune || !o.load.empty(), "--finetune needs --load");
   auto train_loader = std::make_unique<DataLoader>(splits[0], lopt);
   lopt.consumed_samples = 0;  // validation always starts at its beginning
   auto valid_loader = splits[1] && o.eval_iters > 0 ? std::make_unique<DataLoader>(splits[1], lopt) : nullptr;
@@ -227,8 +232,9 @@ int train(const TrainOptions& o) {
 
   actors::TrainingRun run(cfg, std::move(train_loader), std::move(valid_loader));
   if (!o.load.empty()) {
-    std::printf("loading checkpoint from %s at iteration %ld\n", o.load.c_str(), long(resume_iteration));
-    run.load_checkpoint(o.load, !o.no_load_optim);
+    std::printf("loading checkpoint from %s at iteration %ld%s\n", o.load.c_str(), long(resume_iteration),
+                o.finetune ? " (--finetune: weights only)" : "");
+    run.load_checkpoint(o.load, {.optimizer = !o.no_load_optim, .rng = !o.no_load_rng, .finetune = o.finetune});
     std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
     std::fflush(stdout);
   }
@@ -237,15 +243,25 @@ int train(const TrainOptions& o) {
                         train_monitor_hello(cfg, {.model = o.model, .devices = devices, .log_interval = o.log_interval,
                                                   .eval_interval = o.eval_interval, .start_iteration = run.iteration(),
                                                   .peak_tflops = o.peak_tflops}));
-  int64_t saved_at = -1;
+  // The checkpoint of the iteration just loaded is already there.
+  int64_t saved_at = !o.load.empty() && o.load == o.save ? run.iteration() : -1;
+  actors::SaveOptions save_options{.optimizer = !o.no_save_optim, .keep_last = o.most_recent_k, .files = {}};
+  // The tokenizer goes with the weights (`troupe generate` reads it from there).
+  if (!o.vocab_file.empty()) save_options.files.emplace_back(o.vocab_file, "vocab.json");
+  if (!o.merge_file.empty()) save_options.files.emplace_back(o.merge_file, "merges.txt");
+  auto report_saved = [&](const actors::SavedCheckpoint& c) {
+    std::printf("  successfully saved checkpoint from iteration %ld to %s: training stalled %.3f s, written in %.3f s "
+                "(%.1f MB/s from this process), committed %.3f s after the snapshot\n",
+                long(c.iteration), o.save.c_str(), c.stall_seconds, c.write_seconds,
+                double(c.bytes) / 1e6 / std::max(c.write_seconds, 1e-9), c.total_seconds);
+    std::fflush(stdout);
+  };
   auto save_now = [&] {
-    std::printf("saving checkpoint at iteration %ld to %s\n", long(run.iteration()), o.save.c_str());
+    std::printf("saving checkpoint at iteration %ld to %s%s\n", long(run.iteration()), o.save.c_str(),
+                o.async_save ? " (asynchronous)" : "");
     std::fflush(stdout);
-    const auto t0 = std::chrono::steady_clock::now();
-    run.save_checkpoint(o.save, !o.no_save_optim);
-    std::printf("  successfully saved checkpoint from iteration %ld to %s in %.3f s\n", long(run.iteration()),
-                o.save.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    std::fflush(stdout);
+    run.start_save(o.save, save_options);
+    if (!o.async_save) report_saved(*run.finish_save(/*wait=*/true));
     saved_at = run.iteration();
   };
   std::signal(SIGINT, on_stop_signal);
@@ -260,6 +276,7 @@ int train(const TrainOptions& o) {
   while (run.iteration() < o.train_iters && g_stop_signal == 0) {
     const auto t0 = std::chrono::steady_clock::now();
     const IterationStats s = run.train_iteration();
+    if (auto c = run.finish_save(/*wait=*/false)) report_saved(*c);  // an --async-save that has finished
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     total_seconds += dt;
     window_seconds += dt;
@@ -297,8 +314,13 @@ int train(const TrainOptions& o) {
       publish_validation(run, s.iteration, valid);
     }
     if (o.save_interval > 0 && s.iteration % o.save_interval == 0) save_now();
+    if (o.exit_interval > 0 && s.iteration % o.exit_interval == 0) {
+      std::printf("exiting at iteration %ld (--exit-interval %ld)\n", long(s.iteration), long(o.exit_interval));
+      break;
+    }
   }
   if (!o.save.empty() && saved_at != run.iteration()) save_now();  // Megatron saves at the end too
+  if (auto c = run.finish_save(/*wait=*/true)) report_saved(*c);
   if (g_stop_signal != 0)
     std::printf("troupe train: stopped by signal %d after iteration %ld\n", int(g_stop_signal), long(run.iteration()));
   // A final validation unless the last iteration just ran one.
@@ -419,6 +441,14 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--load", o->load, "resume from the latest checkpoint in this directory");
   cmd->add_flag("--no-save-optim", o->no_save_optim, "save weights only, not the Adam moments");
   cmd->add_flag("--no-load-optim", o->no_load_optim, "load weights only: fresh Adam moments");
+  cmd->add_flag("--no-load-rng", o->no_load_rng, "dropout streams from this run's --seed, not the checkpoint's");
+  cmd->add_flag("--finetune", o->finetune,
+                "load the weights only and start from iteration 0 (no optimizer state, RNG or data position)");
+  cmd->add_flag("--async-save", o->async_save,
+                "write checkpoints in the background (a snapshot stalls training; the writer actor does the rest)");
+  cmd->add_option("--most-recent-k", o->most_recent_k, "keep only the newest K checkpoints in --save (0: keep all)");
+  cmd->add_option("--exit-interval", o->exit_interval,
+                  "exit when the iteration is a multiple of this (saving first with --save)");
   cmd->add_option("--monitor-endpoint", o->monitor.endpoint,
                   "publish live metrics for `troupe monitor` on this ZeroMQ endpoint, e.g. tcp://127.0.0.1:5555 "
                   "(port * picks a free one)");

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Troupe: train and serve GPT models (Megatron-LM's job, as an actor runtime)"};
   app.require_subcommand(1);
   troupe::apps::CommandRunner run;
+  troupe::apps::add_convert_command(app, run);
   troupe::apps::add_generate_command(app, run);
   troupe::apps::add_monitor_command(app, run);
   troupe::apps::add_preprocess_command(app, run);

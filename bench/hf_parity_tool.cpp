@@ -3,6 +3,7 @@
 // name) for the tokens/targets in an inputs file.
 //
 //   hf_parity_tool --hf-dir gpt2-tiny --inputs in.safetensors --device cpu --out ours.safetensors
+//   hf_parity_tool --checkpoint ckpt ...    (the weights of a Troupe checkpoint instead: export checks)
 // inputs: "tokens" i32 [B, T], "targets" i32 [B, T] (-1 = ignored).
 // output: "logits" f32 [B, T, V], "loss" f32 [1], "grad.<hf name>" f32 for each parameter.
 #include <CLI/CLI.hpp>
@@ -10,18 +11,21 @@
 #include <cstdio>
 #include <iostream>
 
+#include "actors/checkpoint_shards.hpp"
 #include "kernels/check.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/hf_checkpoint.hpp"
 #include "model/trainer.hpp"
+#include "storage/checkpoint_reader.hpp"
 #include "storage/safetensors.hpp"
 
 using namespace troupe;
 
 int main(int argc, char** argv) {
   CLI::App app{"Forward/backward of our model on an HF checkpoint, for parity checks"};
-  std::string hf_dir, inputs, out, device = "cpu", dtype = "bf16";
-  app.add_option("--hf-dir", hf_dir, "HF checkpoint folder (config.json + model.safetensors)")->required();
+  std::string hf_dir, checkpoint, inputs, out, device = "cpu", dtype = "bf16";
+  auto* hf = app.add_option("--hf-dir", hf_dir, "HF checkpoint folder (config.json + model.safetensors)");
+  app.add_option("--checkpoint", checkpoint, "a Troupe checkpoint directory (its latest checkpoint)")->excludes(hf);
   app.add_option("--inputs", inputs, "safetensors with tokens and targets")->required();
   app.add_option("--out", out, "where to write logits, loss and gradients")->required();
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -29,11 +33,19 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const HfCheckpoint ck = read_hf_checkpoint(hf_dir);
+    TROUPE_CHECK(!hf_dir.empty() || !checkpoint.empty(), "give --hf-dir or --checkpoint");
+    HfCheckpoint ck;
+    if (checkpoint.empty()) {
+      ck = read_hf_checkpoint(hf_dir);
+    } else {
+      ck.config = gpt_config_from_json(CheckpointReader::open(checkpoint).metadata().model_config);
+      ck.arch = hf_arch_for(ck.config);
+    }
     const Context ctx = device == "cuda" ? Context::cuda(0) : Context::cpu();
     const DType compute = device == "cuda" ? dtype_from_name(dtype) : DType::f32;
     GptChunk chunk(ctx, ck.config, ChunkSpec::whole_model(), compute);
-    chunk.load_weights(load_hf_weights(hf_dir, chunk.layout(), ck.arch));
+    chunk.load_weights(checkpoint.empty() ? load_hf_weights(hf_dir, chunk.layout(), ck.arch)
+                                          : actors::read_checkpoint_params(checkpoint, chunk.layout()));
 
     const SafetensorsFile in = SafetensorsFile::open(inputs);
     const Tensor tokens = in.read("tokens"), targets = in.read("targets");

@@ -17,8 +17,13 @@ struct Storage {
   size_t bytes = 0;
   DeviceKind device = DeviceKind::cpu;
   int device_index = 0;
+  bool pinned = false;  // host memory from cudaMallocHost
   ~Storage() {
-    if (device == DeviceKind::cpu) {
+    if (pinned) {
+#if TROUPE_HAVE_CUDA
+      cuda::pinned_free(ptr);
+#endif
+    } else if (device == DeviceKind::cpu) {
       std::free(ptr);
     } else {
 #if TROUPE_HAVE_CUDA
@@ -59,6 +64,25 @@ Tensor Tensor::host(DType dtype, Shape shape) {
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   return t;
+}
+
+Tensor Tensor::pinned_host(DType dtype, Shape shape) {
+#if TROUPE_HAVE_CUDA
+  if (cuda::device_count() > 0) {
+    check_shape(shape);
+    Tensor t;
+    auto st = std::make_shared<Storage>();
+    st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+    st->ptr = cuda::pinned_alloc(st->bytes == 0 ? 64 : st->bytes);
+    st->pinned = true;
+    t.storage_ = st;
+    t.data_ = st->ptr;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    return t;
+  }
+#endif
+  return host(dtype, std::move(shape));
 }
 
 Tensor Tensor::empty(const Context& ctx, DType dtype, Shape shape) {

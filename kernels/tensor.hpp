@@ -34,6 +34,9 @@ class Tensor {
   static Tensor zeros(const Context& ctx, DType dtype, Shape shape);
   // Host memory (64-byte aligned), uninitialized.
   static Tensor host(DType dtype, Shape shape);
+  // Uninitialized page-locked host memory (device copies to and from it run asynchronously);
+  // plain host memory where there is no GPU.
+  static Tensor pinned_host(DType dtype, Shape shape);
   // Host f32 tensor holding `values` (size must equal the shape's numel).
   static Tensor host_f32(Shape shape, const std::vector<float>& values);
   // A non-owning view of memory someone else keeps alive.

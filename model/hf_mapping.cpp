@@ -14,6 +14,10 @@ HfArch hf_arch_from_config(const nlohmann::json& j) {
   TROUPE_FAIL("unsupported HF model_type '", type, "' (expected gpt2 or llama)");
 }
 
+HfArch hf_arch_for(const GptConfig& config) {
+  return config.normalization == Normalization::rmsnorm ? HfArch::llama : HfArch::gpt2;
+}
+
 GptConfig gpt_config_from_hf(const nlohmann::json& j) {
   GptConfig c;
   try {

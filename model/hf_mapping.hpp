@@ -35,6 +35,8 @@ struct HfPiece {
 
 // The HF architecture named by a config.json ("model_type" gpt2 | llama).
 HfArch hf_arch_from_config(const nlohmann::json& hf_config);
+// The HF architecture that holds a model of `config` (Llama for RMSNorm models, else GPT-2).
+HfArch hf_arch_for(const GptConfig& config);
 // Our model config from an HF config.json (seq_length = max positions unless given).
 GptConfig gpt_config_from_hf(const nlohmann::json& hf_config);
 // An HF config.json describing `config` (for export).

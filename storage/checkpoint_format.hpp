@@ -93,8 +93,8 @@ void validate_tensor_record(const TensorRecord& t, const std::string& where);
 void validate_slice(const Shape& global_shape, const ShardSlice& slice, const std::string& what);
 
 nlohmann::json tensor_record_to_json(const TensorRecord& t);
-TensorRecord tensor_record_from_json(const std::string& name, const nlohmann::json& j, const std::string& where);
-
-
+// With !validate, the shards need not tile the shape yet (one process's part of a checkpoint).
+TensorRecord tensor_record_from_json(const std::string& name, const nlohmann::json& j, const std::string& where,
+                                     bool validate = true);
 
 }  // namespace troupe

@@ -1,11 +1,13 @@
 #include "storage/checkpoint_reader.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "kernels/check.hpp"
 #include "storage/checkpoint_writer.hpp"
+#include "storage/shard_geometry.hpp"
 
 namespace troupe {
 
@@ -143,41 +145,16 @@ Tensor CheckpointReader::read_box(const std::string& name, const ShardSlice& box
   uint8_t* dst = static_cast<uint8_t*>(out.data());
 
   for (const ShardRecord& s : t.shards) {
-    // The part of this shard inside the box, in global coordinates [lo, hi).
-    Shape lo(nd), hi(nd);
+    // The part of this shard inside the box.
+    ShardSlice region{Shape(nd), Shape(nd)};
     bool empty = false;
     for (size_t d = 0; d < nd; ++d) {
-      lo[d] = std::max(box.offset[d], s.slice.offset[d]);
-      hi[d] = std::min(box.offset[d] + box.length[d], s.slice.offset[d] + s.slice.length[d]);
-      empty = empty || lo[d] >= hi[d];
+      region.offset[d] = std::max(box.offset[d], s.slice.offset[d]);
+      region.length[d] = std::min(box.offset[d] + box.length[d], s.slice.offset[d] + s.slice.length[d]) - region.offset[d];
+      empty = empty || region.length[d] <= 0;
     }
     if (empty || s.slice.numel() == 0) continue;
-    const uint8_t* src = shard_bytes(t, s);
-    if (nd == 0) {
-      std::memcpy(dst, src, es);
-      continue;
-    }
-    // Walk the intersection's rows (all dims but the last), copying one contiguous run each.
-    const size_t run = size_t(hi[nd - 1] - lo[nd - 1]) * es;
-    Shape idx = lo;
-    while (true) {
-      int64_t so = 0, doff = 0;
-      for (size_t d = 0; d < nd; ++d) {
-        so = so * s.slice.length[d] + (idx[d] - s.slice.offset[d]);
-        doff = doff * box.length[d] + (idx[d] - box.offset[d]);
-      }
-      std::memcpy(dst + size_t(doff) * es, src + size_t(so) * es, run);
-      // Advance dims nd-2 .. 0 like an odometer.
-      size_t d = nd - 1;
-      while (d > 0) {
-        --d;
-        if (++idx[d] < hi[d]) break;
-        idx[d] = lo[d];
-        if (d == 0) goto done;
-      }
-      if (nd == 1) break;
-    }
-  done:;
+    copy_box_region(shard_bytes(t, s), s.slice, dst, box, region, es);
   }
   return out;
 }

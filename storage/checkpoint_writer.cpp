@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <vector>
 
@@ -60,14 +61,20 @@ CheckpointWriter::CheckpointWriter(std::string root_dir, int64_t iteration)
     : root_(std::move(root_dir)), iteration_(iteration) {
   dir_ = (fs::path(root_) / checkpoint_iteration_dir_name(iteration)).string();
   const fs::path meta = fs::path(dir_) / kCheckpointMetadataName;
-  TROUPE_CHECK(!fs::exists(meta), "checkpoint '", dir_, "' already exists (has ", kCheckpointMetadataName,
-               "); refusing to overwrite a complete checkpoint");
+  if (fs::exists(meta)) {
+    int64_t latest = -1;
+    if (fs::exists(fs::path(root_) / kCheckpointTrackerName)) latest = read_checkpoint_tracker(root_);
+    TROUPE_CHECK(latest != iteration, "checkpoint '", dir_, "' already exists and is the latest (",
+                 kCheckpointTrackerName, " names it); refusing to overwrite it");
+    // A complete checkpoint the tracker never pointed at (a crash before the tracker update):
+    // no longer complete from here on; this save replaces it.
+    std::error_code ec;
+    fs::remove(meta, ec);
+    TROUPE_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "cannot remove '", meta.string(),
+                 "': ", ec.message());
+  }
   std::error_code ec;
-  fs::create_directories(root_, ec);
-  TROUPE_CHECK(!ec, "cannot create checkpoint root '", root_, "': ", ec.message());
-  fs::remove_all(dir_, ec);  // leftovers of a save that crashed before its commit
-  TROUPE_CHECK(!ec, "cannot clear incomplete checkpoint '", dir_, "': ", ec.message());
-  fs::create_directory(dir_, ec);
+  fs::create_directories(dir_, ec);
   TROUPE_CHECK(!ec, "cannot create checkpoint directory '", dir_, "': ", ec.message());
   fsync_directory(root_);
 }
@@ -138,14 +145,9 @@ void CheckpointWriter::add_rows(int writer_id, const std::string& name, const Sh
   add_shard(writer_id, name, global_shape, ShardSlice::rows(global_shape, row_begin, row_begin + data.dim(0)), data);
 }
 
-std::string CheckpointWriter::commit(const CheckpointMetadata& meta) {
+std::string CheckpointWriter::finish() {
   std::lock_guard lock(mu_);
-  TROUPE_CHECK(!committed_, "checkpoint '", dir_, "' committed twice");
-  TROUPE_CHECK(meta.iteration == iteration_, "checkpoint '", dir_, "': metadata iteration ", meta.iteration,
-               " differs from the writer's ", iteration_);
-  const std::string meta_path = (fs::path(dir_) / kCheckpointMetadataName).string();
-
-  // 1. Every shard durable.
+  TROUPE_CHECK(!committed_, "checkpoint '", dir_, "' finished twice");
   nlohmann::json files = nlohmann::json::object();
   for (auto& [id, f] : files_) {
     std::lock_guard flock(f->mu);
@@ -153,12 +155,54 @@ std::string CheckpointWriter::commit(const CheckpointMetadata& meta) {
     files[f->name] = {{"bytes", f->size}};
   }
   fsync_directory(dir_);
-
-  // 2. The index, checked, then metadata.json (its appearance marks the checkpoint complete).
   nlohmann::json tensors = nlohmann::json::object();
-  for (auto& [name, t] : tensors_) {
-    // Shards arrive in whatever order the writer threads ran: store them by position so the
-    // same checkpoint always has the same metadata.json.
+  for (const auto& [name, t] : tensors_) tensors[name] = tensor_record_to_json(t);
+  committed_ = true;
+  return nlohmann::json{{"files", std::move(files)}, {"tensors", std::move(tensors)}}.dump();
+}
+
+std::string CheckpointWriter::commit(const CheckpointMetadata& meta) {
+  TROUPE_CHECK(meta.iteration == iteration_, "checkpoint '", dir_, "': metadata iteration ", meta.iteration,
+               " differs from the writer's ", iteration_);
+  return commit_checkpoint(root_, meta, {finish()});
+}
+
+std::string commit_checkpoint(const std::string& root_dir, const CheckpointMetadata& meta,
+                              const std::vector<std::string>& indices) {
+  const std::string dir = (fs::path(root_dir) / checkpoint_iteration_dir_name(meta.iteration)).string();
+  const std::string meta_path = (fs::path(dir) / kCheckpointMetadataName).string();
+
+  // 1. The writers' indices merged (their shard files are durable already).
+  nlohmann::json files = nlohmann::json::object();
+  std::map<std::string, TensorRecord> merged;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const std::string where = str_cat("the index of checkpoint writer ", i, " for '", dir, "'");
+    nlohmann::json part;
+    try {
+      part = nlohmann::json::parse(indices[i]);
+      for (const auto& [name, jf] : part.at("files").items()) {
+        TROUPE_CHECK(!files.contains(name), where, ": shard file '", name, "' written by two writers");
+        files[name] = jf;
+      }
+    } catch (const nlohmann::json::exception& e) {
+      TROUPE_FAIL(where, " is malformed: ", e.what());
+    }
+    for (const auto& [name, jt] : part["tensors"].items()) {
+      TensorRecord t = tensor_record_from_json(name, jt, where, /*validate=*/false);
+      auto [it, fresh] = merged.try_emplace(name, t);
+      if (fresh) continue;
+      TROUPE_CHECK(it->second.shape == t.shape && it->second.dtype == t.dtype, "tensor '", name, "' in '", dir,
+                   "': writers disagree on its shape or dtype (", shape_str(it->second.shape), " ",
+                   dtype_name(it->second.dtype), " vs ", shape_str(t.shape), " ", dtype_name(t.dtype), ")");
+      for (ShardRecord& s : t.shards) it->second.shards.push_back(std::move(s));
+    }
+  }
+
+  // 2. Checked, then metadata.json (its appearance marks the checkpoint complete).
+  nlohmann::json tensors = nlohmann::json::object();
+  for (auto& [name, t] : merged) {
+    // Shards arrive in whatever order the writers ran: store them by position so the same
+    // checkpoint always has the same metadata.json.
     std::sort(t.shards.begin(), t.shards.end(),
               [](const ShardRecord& a, const ShardRecord& b) { return a.slice.offset < b.slice.offset; });
     validate_tensor_record(t, meta_path);
@@ -173,16 +217,55 @@ std::string CheckpointWriter::commit(const CheckpointMetadata& meta) {
                       {"parallel_layout", meta.parallel_layout},
                       {"rng_state", meta.rng_state},
                       {"training_state", meta.training_state},
-                      {"files", std::move(files)},
+                      {"files", files},
                       {"tensors", std::move(tensors)}};
   const std::string meta_json = j.dump(1) + "\n";
   write_file_atomic(meta_path, meta_json.data(), meta_json.size());
 
-  // 3. Only now the tracker (Megatron writes the bare number).
-  const std::string tracker = str_cat(iteration_, "\n");
-  write_file_atomic((fs::path(root_) / kCheckpointTrackerName).string(), tracker.data(), tracker.size());
-  committed_ = true;
-  return dir_;
+  // 3. Shard files of an earlier, crashed save under another layout are not part of it.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard_", 0) == 0 && !files.contains(name)) {
+      std::error_code ec;
+      fs::remove(entry.path(), ec);
+      TROUPE_CHECK(!ec, "cannot remove stale shard file '", entry.path().string(), "': ", ec.message());
+    }
+  }
+
+  // 4. Only now the tracker (Megatron writes the bare number).
+  const std::string tracker = str_cat(meta.iteration, "\n");
+  write_file_atomic((fs::path(root_dir) / kCheckpointTrackerName).string(), tracker.data(), tracker.size());
+  return dir;
+}
+
+void prune_checkpoints(const std::string& root_dir, int keep) {
+  TROUPE_CHECK(keep >= 1, "prune_checkpoints: keep must be >= 1, got ", keep);
+  const int64_t latest = read_checkpoint_tracker(root_dir);
+  std::vector<std::pair<int64_t, fs::path>> complete, incomplete;
+  for (const auto& entry : fs::directory_iterator(root_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("iter_", 0) != 0) continue;
+    const std::string digits = name.substr(5);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int64_t it = std::stoll(digits);
+    (fs::exists(entry.path() / kCheckpointMetadataName) ? complete : incomplete).emplace_back(it, entry.path());
+  }
+  std::sort(complete.begin(), complete.end(), std::greater<>());
+  std::vector<fs::path> doomed;
+  for (size_t i = size_t(keep); i < complete.size(); ++i)
+    if (complete[i].first != latest) doomed.push_back(complete[i].second);
+  for (const auto& [it, path] : incomplete)
+    if (it < latest) doomed.push_back(path);
+  for (const fs::path& path : doomed) {
+    // metadata.json first: a crash halfway leaves an incomplete directory, never a damaged
+    // "complete" one.
+    std::error_code ec;
+    fs::remove(path / kCheckpointMetadataName, ec);
+    fsync_directory(path.string());
+    fs::remove_all(path, ec);
+    TROUPE_CHECK(!ec, "cannot remove old checkpoint '", path.string(), "': ", ec.message());
+  }
+  if (!doomed.empty()) fsync_directory(root_dir);
 }
 
 int64_t read_checkpoint_tracker(const std::string& root_dir) {

@@ -9,9 +9,14 @@
 //   // once every writer has finished:
 //   w.commit({.iteration = 100, .consumed_samples = 51200, .model_config = cfg});
 //
-// A directory iter_XXXXXXX/ left without metadata.json by a crashed save is cleared when a
-// writer for that iteration starts; one holding metadata.json (a complete checkpoint) is
-// never overwritten: the constructor throws.
+// Several processes write one checkpoint together: each has its own CheckpointWriter (writer
+// ids unique across processes), calls finish() once its shards are written, and one process,
+// once it has every process's finish() index, calls commit_checkpoint() with all of them.
+//
+// Shard files left in the directory by a crashed save are overwritten or, if no longer part
+// of the checkpoint, removed on commit. A complete checkpoint that the tracker names is never
+// overwritten: the constructor throws. One the tracker does not name (a crash between its
+// metadata.json and the tracker) is replaced.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/tensor.hpp"
 #include "storage/checkpoint_format.hpp"
@@ -48,6 +54,10 @@ class CheckpointWriter {
   // equal the writer's. Returns the checkpoint directory. Call once, after all add_shard.
   std::string commit(const CheckpointMetadata& meta);
 
+  // fsyncs and closes this writer's shard files; returns its part of the index (the files
+  // and the shards it wrote, as JSON text) for commit_checkpoint. Call once, after all add_shard.
+  std::string finish();
+
   const std::string& dir() const { return dir_; }
   int64_t iteration() const { return iteration_; }
 
@@ -63,6 +73,17 @@ class CheckpointWriter {
   std::map<int, std::unique_ptr<ShardFile>> files_;       // writer id -> its file
   std::map<std::string, TensorRecord> tensors_;           // name -> index entry
 };
+
+// Merges the finish() indices of every writer of iteration `meta.iteration` in `root_dir`,
+// checks that each tensor's shards tile its shape, writes metadata.json durably, removes
+// shard files no index names (an earlier crashed save's), then replaces the tracker durably.
+// Returns the checkpoint directory.
+std::string commit_checkpoint(const std::string& root_dir, const CheckpointMetadata& meta,
+                              const std::vector<std::string>& indices);
+
+// Retention (--most-recent-k): removes the complete checkpoints of `root_dir` older than the
+// newest `keep` (never the one the tracker names), and incomplete ones older than the tracker's.
+void prune_checkpoints(const std::string& root_dir, int keep);
 
 // The iteration the tracker in `root_dir` names; throws if there is no tracker.
 int64_t read_checkpoint_tracker(const std::string& root_dir);

@@ -242,6 +242,8 @@ void stream_wait(const Context& ctx, const std::shared_ptr<void>& event) {
   TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(ctx), event_of(event), 0));
 }
 
+void event_wait(const std::shared_ptr<void>& event) { TROUPE_CUDA_CHECK(cudaEventSynchronize(event_of(event))); }
+
 std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1) {
   return std::make_unique<NcclPairReducer>(rank0.device_index(), rank1.device_index());
 }

@@ -26,6 +26,8 @@ std::unique_ptr<Channel> make_process_channel(bool sending, const Context& ctx, 
                                               bool timing);
 // Work enqueued on ctx from now on waits for `event` (an Inbound's ready event, of any device).
 void stream_wait(const Context& ctx, const std::shared_ptr<void>& event);
+// Blocks the calling thread until `event` has completed.
+void event_wait(const std::shared_ptr<void>& event);
 // Different devices: an NCCL all-reduce over a two-rank communicator.
 std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1);
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "storage/atomic_file.hpp"
 #include "storage/checkpoint_format.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "storage/checkpoint_writer.hpp"
@@ -282,6 +283,65 @@ TEST_F(Checkpoint, MetadataOfAnotherVersionIsRejected) {
   j["version"] = 99;
   std::ofstream(mp) << j.dump();
   expect_error([&] { CheckpointReader::open(root()); }, {mp.string(), "version 99"});
+}
+
+}  // namespace
+}  // namespace troupe::test
+
+namespace troupe::test {
+namespace {
+
+// Two processes' writers (separate CheckpointWriters, disjoint writer ids) and one commit of
+// both indices: one checkpoint, read back whole; a stale shard file of a crashed save under
+// more writers is removed by the commit.
+TEST_F(Checkpoint, WritersOfSeveralProcessesCommitOnce) {
+  const auto tensors = model_tensors();
+  fs::create_directories(iter_dir(300));
+  { std::ofstream(iter_dir(300) / checkpoint_shard_file_name(7)) << "left by a crashed save"; }
+  std::vector<std::string> indices;
+  for (int p = 0; p < 2; ++p) {
+    CheckpointWriter w(root(), 300);
+    for (const auto& [name, t] : tensors) {
+      const int64_t n = t.dim(0), b = n * p / 2, e = n * (p + 1) / 2;
+      w.add_rows(p, name, t.shape(), b, rows_of(t, b, e));
+    }
+    indices.push_back(w.finish());
+  }
+  // A part missing: refused, nothing committed.
+  expect_error([&] { commit_checkpoint(root(), meta_for(300), {indices[0]}); }, {"a shard is missing"});
+  EXPECT_FALSE(fs::exists(iter_dir(300) / kCheckpointMetadataName));
+  commit_checkpoint(root(), meta_for(300), indices);
+  EXPECT_FALSE(fs::exists(iter_dir(300) / checkpoint_shard_file_name(7)));
+  const CheckpointReader r = CheckpointReader::open(root());
+  EXPECT_EQ(r.iteration(), 300);
+  for (const auto& [name, t] : tensors) EXPECT_TRUE(same_bytes(r.read(name), t)) << name;
+  expect_error([&] { commit_checkpoint(root(), meta_for(300), {indices[0], indices[0]}); }, {"two writers"});
+}
+
+// A complete checkpoint the tracker does not name (a crash between metadata.json and the
+// tracker) is replaced by the next save of its iteration; the tracker's own is not.
+TEST_F(Checkpoint, OrphanCompleteCheckpointIsReplaced) {
+  const auto tensors = model_tensors();
+  save_sharded(root(), 100, 1, tensors);
+  save_sharded(root(), 200, 2, tensors);
+  write_file_atomic(root() + "/" + kCheckpointTrackerName, "100\n", 4);
+  save_sharded(root(), 200, 3, tensors);
+  EXPECT_EQ(CheckpointReader::open(root()).iteration(), 200);
+  expect_error([&] { CheckpointWriter w(root(), 200); }, {"refusing to overwrite"});
+}
+
+TEST_F(Checkpoint, RetentionKeepsTheNewestAndTheTracked) {
+  const auto tensors = model_tensors();
+  for (int64_t it : {10, 20, 30, 40}) save_sharded(root(), it, 1, tensors);
+  fs::create_directories(iter_dir(5));  // an incomplete save older than the tracker's
+  write_file_atomic(root() + "/" + kCheckpointTrackerName, "20\n", 3);
+  prune_checkpoints(root(), 2);
+  EXPECT_FALSE(fs::exists(iter_dir(5)));
+  EXPECT_FALSE(fs::exists(iter_dir(10)));
+  EXPECT_TRUE(fs::exists(iter_dir(20)));  // the tracker's, though not among the newest two
+  EXPECT_TRUE(fs::exists(iter_dir(30)));
+  EXPECT_TRUE(fs::exists(iter_dir(40)));
+  EXPECT_EQ(CheckpointReader::open(root()).iteration(), 20);
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+#include "actors/checkpoint_writer_actor.hpp"
+
+#include <chrono>
+#include <filesystem>
+
+#include "actors/device_services.hpp"
+#include "actors/messages.hpp"
+#include "kernels/check.hpp"
+#include "storage/atomic_file.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void copy_file_durably(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  TROUPE_CHECK(!ec, "cannot copy '", from, "' into the checkpoint as '", to, "': ", ec.message());
+  fsync_parent_directory(to);
+}
+
+}  // namespace
+
+SaveOutcome write_save_job(SaveJob& job) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SaveOutcome out;
+  try {
+    CheckpointWriter writer(job.root, job.iteration);
+    for (size_t i = 0; i < job.chunks.size(); ++i) {
+      if (i < job.ready.size()) fence_host_wait(job.ready[i]);
+      write_chunk_state(writer, job.chunks[i]);
+      for (const auto& [prefix, t] : job.chunks[i].tensors) out.bytes += uint64_t(t.nbytes());
+    }
+    for (const auto& [from, name] : job.files) copy_file_durably(from, (fs::path(writer.dir()) / name).string());
+    out.index = writer.finish();
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+caf::actor spawn_checkpoint_writer(caf::actor_system& system) {
+  auto writer_fn = []() -> caf::behavior {
+    return {
+        [](save_atom, const std::shared_ptr<SaveJob>& job) { job->outcome.set_value(write_save_job(*job)); },
+    };
+  };
+  return system.spawn<caf::detached>(writer_fn);
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,90 @@
+// `troupe convert`: Troupe checkpoints to and from Hugging Face folders.
+//   troupe convert --to hf --load CKPT --output HF_DIR    latest checkpoint -> config.json + model.safetensors
+//   troupe convert --from hf --input HF_DIR --save CKPT   HF GPT-2 / Llama -> a Troupe checkpoint (iteration 0)
+// Checkpoints hold global tensors, so any checkpoint converts whatever layout saved it, and a
+// converted one loads into any layout (`troupe train --load CKPT --finetune`). The GPT-2
+// tokenizer files (vocab.json, merges.txt) travel along where they exist.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "actors/checkpoint_shards.hpp"
+#include "apps/commands.hpp"
+#include "kernels/check.hpp"
+#include "model/hf_checkpoint.hpp"
+#include "storage/checkpoint_reader.hpp"
+
+namespace troupe::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ConvertOptions {
+  std::string to, from;     // "hf"
+  std::string load, input;  // sources: a Troupe checkpoint root / an HF folder
+  std::string output, save;  // destinations: an HF folder / a Troupe checkpoint root
+};
+
+const char* const kTokenizerFiles[] = {"vocab.json", "merges.txt"};
+
+// The tokenizer files of `dir` as (path, name) pairs.
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const fs::path& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* name : kTokenizerFiles)
+    if (fs::exists(dir / name)) out.emplace_back((dir / name).string(), name);
+  return out;
+}
+
+int to_hf(const ConvertOptions& o) {
+  TROUPE_CHECK(!o.load.empty() && !o.output.empty(), "convert --to hf needs --load CHECKPOINT_DIR and --output HF_DIR");
+  TROUPE_CHECK(!fs::exists(fs::path(o.output) / "model.safetensors"), "'", o.output,
+               "' already holds a model.safetensors; refusing to overwrite it");
+  const CheckpointReader r = CheckpointReader::open(o.load);
+  const GptConfig config = gpt_config_from_json(r.metadata().model_config);
+  const ParamLayout layout(config, ChunkSpec::whole_model());
+  std::printf("converting %s (iteration %ld, %.2fM parameters) to a Hugging Face %s folder in %s\n", r.dir().c_str(),
+              long(r.iteration()), double(config.num_parameters()) / 1e6, hf_arch_for(config) == HfArch::llama ? "Llama" : "GPT-2",
+              o.output.c_str());
+  const Tensor params = actors::read_checkpoint_params(o.load, layout);
+  fs::create_directories(o.output);
+  save_hf_checkpoint(o.output, layout, hf_arch_for(config), params);
+  for (const auto& [from, name] : tokenizer_files(r.dir()))
+    fs::copy_file(from, fs::path(o.output) / name, fs::copy_options::overwrite_existing);
+  std::printf("  wrote %s/config.json and model.safetensors\n", o.output.c_str());
+  return 0;
+}
+
+int from_hf(const ConvertOptions& o) {
+  TROUPE_CHECK(!o.input.empty() && !o.save.empty(), "convert --from hf needs --input HF_DIR and --save CHECKPOINT_DIR");
+  const HfCheckpoint hf = read_hf_checkpoint(o.input);
+  const ParamLayout layout(hf.config, ChunkSpec::whole_model());
+  std::printf("converting the Hugging Face %s model in %s (%.2fM parameters) to a Troupe checkpoint in %s\n",
+              hf.arch == HfArch::llama ? "Llama" : "GPT-2", o.input.c_str(), double(hf.config.num_parameters()) / 1e6,
+              o.save.c_str());
+  const Tensor params = load_hf_weights(o.input, layout, hf.arch);
+  const std::string dir = actors::write_params_checkpoint(o.save, layout, params, tokenizer_files(o.input));
+  std::printf("  wrote %s (weights only: train from it with --load %s --finetune)\n", dir.c_str(), o.save.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app, CommandRunner& run) {
+  auto* cmd = app.add_subcommand("convert", "convert checkpoints to and from Hugging Face folders");
+  auto o = std::make_shared<ConvertOptions>();
+  cmd->add_option("--to", o->to, "export format")->check(CLI::IsMember({"hf"}));
+  cmd->add_option("--from", o->from, "import format")->check(CLI::IsMember({"hf"}));
+  cmd->add_option("--load", o->load, "--to: the Troupe checkpoint directory (its latest checkpoint)");
+  cmd->add_option("--output", o->output, "--to: the Hugging Face folder to write");
+  cmd->add_option("--input", o->input, "--from: the Hugging Face folder (config.json + safetensors)");
+  cmd->add_option("--save", o->save, "--from: the Troupe checkpoint directory to write");
+  cmd->callback([&run, o] {
+    run = [o] {
+      TROUPE_CHECK(o->to.empty() != o->from.empty(), "troupe convert: give exactly one of --to hf or --from hf");
+      return o->to.empty() ? from_hf(*o) : to_hf(*o);
+    };
+  });
+}
+
+}  // namespace troupe::apps
