@@ -42,24 +42,35 @@ SampledToken TokenSampler::sample(std::span<const float> logits) {
     const auto by_logit = [&](int32_t a, int32_t b) {  // ties: the lower id first (deterministic)
       return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
     };
+    const double top = *std::max_element(logits.begin(), logits.end());
+    auto weight = [&](int32_t id) { return std::exp((logits[size_t(id)] - top) / t); };
     int64_t keep = V;
+    double nucleus_mass = 0.0;  // top-p: p times the whole vocabulary's mass
     if (params_.top_k > 0) {
       keep = std::min<int64_t>(params_.top_k, V);
       std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
     } else if (params_.top_p > 0.0f) {
-      std::sort(order_.begin(), order_.end(), by_logit);
+      // Sorting the whole vocabulary is the cost: sort the largest 256 first, and 8x more
+      // until the sorted prefix holds the first token that crosses p (all of them at worst).
+      double total = 0.0;
+      for (int64_t i = 0; i < V; ++i) total += weight(int32_t(i));
+      nucleus_mass = double(params_.top_p) * total;
+      for (keep = std::min<int64_t>(256, V);; keep = std::min(V, keep * 8)) {
+        std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
+        double prefix = 0.0;
+        for (int64_t i = 0; i < keep; ++i) prefix += weight(order_[size_t(i)]);
+        if (prefix > nucleus_mass || keep == V) break;
+      }
     }
-    const double top = *std::max_element(logits.begin(), logits.end());
     probs_.resize(size_t(keep));
     double sum = 0.0;
-    for (int64_t i = 0; i < keep; ++i)
-      sum += probs_[size_t(i)] = std::exp((logits[size_t(order_[size_t(i)])] - top) / t);
+    for (int64_t i = 0; i < keep; ++i) sum += probs_[size_t(i)] = weight(order_[size_t(i)]);
     if (params_.top_k == 0 && params_.top_p > 0.0f) {
       // Nucleus (Megatron's rule): drop a token when the probability of the tokens before it
       // exceeds p, so the first token that crosses p stays.
       double before = 0.0;
       int64_t n = 0;
-      while (n < keep && before <= double(params_.top_p) * sum) before += probs_[size_t(n++)];
+      while (n < keep && before <= nucleus_mass) before += probs_[size_t(n++)];
       keep = std::max<int64_t>(n, 1);
       sum = std::accumulate(probs_.begin(), probs_.begin() + keep, 0.0);
     }

@@ -1,6 +1,10 @@
 // Sampling from a known distribution: frequencies under temperature, top-k and top-p
 // (Megatron's nucleus rule), greedy, seeding, log-probs, parameter checks and stop strings.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <set>
 #include <vector>
 
 #include "kernels/check.hpp"
@@ -59,6 +63,44 @@ TEST(Sampling, TopPKeepsTheFirstTokenThatCrossesP) {
   expect_frequencies(frequencies(params, 2000), {0.0, 1.0, 0.0, 0.0});
   params.top_p = 0.85f;  // 0.5 + 0.3 = 0.8 < 0.85: token 2 joins
   expect_frequencies(frequencies(params, 20000), {0.0, 0.5 / 0.95, 0.15 / 0.95, 0.3 / 0.95});
+}
+
+// The nucleus of a large vocabulary, by a full sort: what top-p may draw.
+std::set<int32_t> nucleus(const std::vector<float>& logits, double p) {
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+  double total = 0;
+  for (float l : logits) total += std::exp(double(l));
+  std::set<int32_t> keep;
+  double before = 0;
+  for (int32_t id : ids) {
+    if (before > p * total) break;
+    keep.insert(id);
+    before += std::exp(double(logits[size_t(id)]));
+  }
+  return keep;
+}
+
+TEST(Sampling, TopPOnALargeVocabularyDrawsOnlyFromTheNucleus) {
+  // Peaked (the nucleus is in the first 256 sorted) and flat (it is not: the sort widens).
+  const Tensor peaked_t = random_normal({5000}, 3, 2.0f), flat_t = random_uniform({5000}, 4, 0.0f, 0.1f);
+  for (const Tensor* t : {&peaked_t, &flat_t}) {
+    const std::vector<float> logits(t->data_as<float>(), t->data_as<float>() + 5000);
+    const std::set<int32_t> allowed = nucleus(logits, 0.6);
+    TokenSampler sampler(SamplingParams{.top_p = 0.6f});
+    std::set<int32_t> drawn;
+    for (int i = 0; i < 1500; ++i) drawn.insert(sampler.sample(logits).token);
+    for (int32_t id : drawn) EXPECT_TRUE(allowed.count(id)) << "token " << id << " outside the nucleus";
+    std::printf("nucleus %zu tokens, %zu drawn\n", allowed.size(), drawn.size());
+    if (t == &flat_t) {
+      EXPECT_GT(allowed.size(), 256u);
+      EXPECT_GT(drawn.size(), 256u);
+    } else {
+      EXPECT_LT(allowed.size(), 256u);
+      EXPECT_GT(drawn.size(), 2u);
+    }
+  }
 }
 
 TEST(Sampling, GreedyIsArgmaxAndLogprobIsTheRawLogSoftmax) {
