@@ -19,9 +19,11 @@ namespace troupe::apps {
 using CommandRunner = std::function<int()>;
 
 void add_convert_command(CLI::App& app, CommandRunner& run);
+void add_generate_command(CLI::App& app, CommandRunner& run);
 void add_monitor_command(CLI::App& app, CommandRunner& run);
 void add_preprocess_command(CLI::App& app, CommandRunner& run);
 void add_replay_command(CLI::App& app, CommandRunner& run);
+void add_serve_command(CLI::App& app, CommandRunner& run);
 void add_train_command(CLI::App& app, CommandRunner& run);
 
 }  // namespace troupe::apps

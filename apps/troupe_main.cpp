@@ -15,9 +15,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   troupe::apps::CommandRunner run;
   troupe::apps::add_convert_command(app, run);
+  troupe::apps::add_generate_command(app, run);
   troupe::apps::add_monitor_command(app, run);
   troupe::apps::add_preprocess_command(app, run);
   troupe::apps::add_replay_command(app, run);
+  troupe::apps::add_serve_command(app, run);
   troupe::apps::add_train_command(app, run);
   try {
     std::vector<std::string> args = troupe::apps::expand_config_args(std::vector<std::string>(argv, argv + argc));

@@ -21,12 +21,17 @@ struct RopeConfig {
 
 // qkv: [B, T, (H + 2G) * D]; only the H query and G key heads are rotated; v is untouched.
 void rope_apply(const Context& ctx, const Tensor& qkv, const RopeConfig& cfg, bool inverse);
+// The same with a position per token instead of pos_offset + t (inference: a flattened batch
+// of sequences at different positions). positions: i32 [B * T] on ctx's device, >= 0.
+void rope_apply_at(const Context& ctx, const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
+                   bool inverse);
 
+// positions: undefined (pos_offset + t) or i32 [B * T].
 namespace cpu {
-void rope_apply(const Tensor& qkv, const RopeConfig& cfg, bool inverse);
+void rope_apply(const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, bool inverse);
 }
 namespace cuda {
-void rope_apply(const Context& ctx, const Tensor& qkv, const RopeConfig& cfg, bool inverse);
+void rope_apply(const Context& ctx, const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, bool inverse);
 }
 
 }  // namespace troupe

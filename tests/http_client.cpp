@@ -14,8 +14,13 @@
 namespace troupe::test {
 
 HttpResponse http_get(const std::string& host, int port, const std::string& path) {
+  return http_request("GET", host, port, path, "");
+}
+
+HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
+                          const std::string& body) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  TROUPE_SYSCALL(fd, "socket for GET ", path);
+  TROUPE_SYSCALL(fd, "socket for ", method, " ", path);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
@@ -27,7 +32,9 @@ HttpResponse http_get(const std::string& host, int port, const std::string& path
   addr.sin_port = htons(uint16_t(port));
   TROUPE_CHECK(::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1, "not an IPv4 address: ", host);
   TROUPE_SYSCALL(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), "connect to ", host, ":", port);
-  const std::string request = str_cat("GET ", path, " HTTP/1.1\r\nHost: ", host, ":", port, "\r\nConnection: close\r\n\r\n");
+  std::string request = str_cat(method, " ", path, " HTTP/1.1\r\nHost: ", host, ":", port, "\r\nConnection: close\r\n");
+  if (method != "GET") request += str_cat("Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n");
+  request += "\r\n" + body;
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     TROUPE_SYSCALL(n, "send the request to ", host, ":", port);

@@ -1,5 +1,7 @@
 // CPU rotary embedding: known values, the inverse, and the gradient.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/rope.hpp"
 #include "tests/test_util.hpp"
@@ -70,6 +72,29 @@ TEST(Rope, PosOffsetShiftsPositions) {
   shifted.pos_offset = 3;
   rope_apply(cpu(), lone, shifted, false);
   for (int64_t k = 0; k < 6 * 8; ++k) EXPECT_FLOAT_EQ(lone.at(k), x.at(3 * 6 * 8 + k)) << "k=" << k;
+}
+
+TEST(Rope, PerTokenPositionsMatchTheirOwnOffsets) {
+  // rope_apply_at over a flattened batch: each token turns as a lone token at its position.
+  const RopeConfig cfg{2, 1, 8, 1000.0f};
+  const int64_t width = 4 * 8;
+  const std::vector<int32_t> pos{5, 0, 1, 17, 2};
+  Tensor x = random_normal({1, 5, width}, 6);
+  Tensor y = host_copy(x);
+  Tensor positions = Tensor::host(DType::i32, {5});
+  std::copy(pos.begin(), pos.end(), positions.data_as<int32_t>());
+  rope_apply_at(cpu(), y, positions, cfg, false);
+  for (int64_t t = 0; t < 5; ++t) {
+    Tensor lone = Tensor::host(DType::f32, {1, 1, width});
+    std::copy_n(x.data_as<float>() + t * width, width, lone.data_as<float>());
+    RopeConfig at = cfg;
+    at.pos_offset = pos[size_t(t)];
+    rope_apply(cpu(), lone, at, false);
+    for (int64_t k = 0; k < width; ++k) EXPECT_EQ(lone.at(k), y.at(t * width + k)) << "t=" << t << " k=" << k;
+  }
+  positions.data_as<int32_t>()[2] = -1;
+  EXPECT_THROW(rope_apply_at(cpu(), y, positions, cfg, false), Error);
+  EXPECT_THROW(rope_apply_at(cpu(), y, positions.slice(0, {4}), cfg, false), Error);
 }
 
 TEST(Rope, BackwardMatchesFiniteDifferences) {

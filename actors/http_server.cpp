@@ -1,0 +1,79 @@
+#include "actors/http_server.hpp"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "kernels/check.hpp"
+
+namespace troupe::actors {
+
+struct HttpServer::Impl {
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+  std::atomic<bool> finished{false};  // listen_after_bind returned
+};
+
+HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute> routes, int threads)
+    : impl_(std::make_unique<Impl>()) {
+  TROUPE_CHECK(port >= 0 && port <= 65535, "--port must be in [0, 65535], got ", port);
+  Impl& d = *impl_;
+  httplib::Server& s = d.server;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(threads, 1))); };
+  s.set_socket_options([](int sock) {  // SO_REUSEADDR only: a second server on the port must fail
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  for (HttpRoute& r : routes) {
+    auto handler = [h = std::move(r.handler)](const httplib::Request& req, httplib::Response& res) {
+      HttpReply reply;
+      try {
+        reply = h(req.body);
+      } catch (const std::exception& e) {
+        reply = {500, e.what(), "text/plain"};
+      }
+      res.status = reply.status;
+      res.set_content(reply.body, reply.content_type);
+    };
+    if (r.method == "GET") s.Get(r.path, handler);
+    else if (r.method == "POST") s.Post(r.path, handler);
+    else if (r.method == "PUT") s.Put(r.path, handler);
+    else TROUPE_FAIL("HttpServer: unknown method ", r.method, " for ", r.path);
+  }
+  errno = 0;
+  const bool bound = port == 0 ? (d.port = s.bind_to_any_port(host)) > 0 : s.bind_to_port(host, d.port = port);
+  const int err = errno;
+  TROUPE_CHECK(bound, "cannot serve on ", host, ":", port, " (--host/--port): ",
+               err != 0 ? std::strerror(err) : "bind failed",
+               " (is another process using that port, or is the address not this machine's?)");
+  d.thread = std::thread([&d] {
+    d.server.listen_after_bind();
+    d.finished = true;
+  });
+  while (!s.is_running() && !d.finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!s.is_running()) {
+    d.thread.join();
+    TROUPE_FAIL("the server on ", host, ":", d.port, " stopped as it started");
+  }
+}
+
+HttpServer::~HttpServer() {
+  stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::wait() {
+  while (!impl_->finished) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+void HttpServer::stop() { impl_->server.stop(); }
+
+}  // namespace troupe::actors

@@ -1,0 +1,46 @@
+// An HTTP/1.1 server on threads of its own (cpp-httplib) whose routes map a request body to a
+// reply: the JSON APIs of `troupe serve`. Handlers run on the server's threads.
+//
+//   HttpServer http("0.0.0.0", 5000, {{"PUT", "/api", [&](const std::string& body) { return api.megatron(body); }}});
+//   std::printf("serving on port %d\n", http.port());
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace troupe::actors {
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+struct HttpRoute {
+  std::string method;  // GET, POST or PUT
+  std::string path;
+  std::function<HttpReply(const std::string& body)> handler;
+};
+
+class HttpServer {
+ public:
+  // Binds host:port (port 0: a free one) and starts serving with `threads` handler threads;
+  // throws troupe::Error naming the address when it cannot bind.
+  HttpServer(const std::string& host, int port, std::vector<HttpRoute> routes, int threads = 8);
+  ~HttpServer();  // stops serving and joins the threads
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  int port() const;
+  // Blocks until the server stops (stop() from another thread, or the destructor).
+  void wait();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,186 @@
+#include "actors/inference_pool.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "kernels/check.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using submit_atom = caf::atom_constant<caf::atom("submit")>;      // router, worker: (Submission)
+using advance_atom = caf::atom_constant<caf::atom("advance")>;    // worker to itself: one engine step
+using finished_atom = caf::atom_constant<caf::atom("finished")>;  // worker -> router: (int worker)
+using workers_atom = caf::atom_constant<caf::atom("workers")>;    // pool -> router: (vector<actor>), once
+
+struct PoolRequest {
+  GenerationRequest request;
+  TokenCallback on_token;
+  RequestError on_error;
+};
+
+// Local only: a shared_ptr travels, the request is not copied.
+struct Submission {
+  std::shared_ptr<PoolRequest> r;
+};
+
+}  // namespace
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::Submission)
+
+namespace troupe::actors {
+
+namespace {
+
+class InferenceWorker : public caf::event_based_actor {
+ public:
+  InferenceWorker(caf::actor_config& cfg, InferenceReplica replica, int index, caf::actor router)
+      : caf::event_based_actor(cfg), replica_(std::move(replica)), index_(index), router_(std::move(router)) {
+    replica_.context->activate();
+    engine_ = make_engine();
+  }
+
+  caf::behavior make_behavior() override {
+    return {
+        [this](submit_atom, const Submission& s) {
+          try {
+            const int64_t id = engine_->add_request(s.r->request, [this, r = s.r](const TokenEvent& e) {
+              if (r->on_token) r->on_token(e);
+              if (e.finish != FinishReason::none) retire(e.request);
+            });
+            pending_[id] = s.r;
+          } catch (const std::exception& e) {
+            send(router_, finished_atom::value, index_);
+            if (s.r->on_error) s.r->on_error(e.what());
+            return;
+          }
+          if (!stepping_) {
+            stepping_ = true;
+            send(this, advance_atom::value);
+          }
+        },
+        [this](advance_atom) {
+          replica_.context->activate();
+          bool more = false;
+          try {
+            more = engine_->step();
+          } catch (const std::exception& e) {
+            fail_all(e.what());
+          }
+          // Submissions that arrived meanwhile are handled before the next step.
+          stepping_ = more;
+          if (more) send(this, advance_atom::value);
+        },
+    };
+  }
+
+ private:
+  std::unique_ptr<InferenceEngine> make_engine() {
+    return std::make_unique<InferenceEngine>(*replica_.model, replica_.engine, replica_.detokenize);
+  }
+  void retire(int64_t id) {
+    pending_.erase(id);
+    send(router_, finished_atom::value, index_);
+  }
+  // A failed step (a device error) ends every request of this worker with the error, and the
+  // worker starts over with an empty engine.
+  void fail_all(const std::string& why) {
+    for (auto& [id, r] : pending_) {
+      send(router_, finished_atom::value, index_);
+      if (r->on_error) r->on_error(str_cat("inference worker ", index_, ": ", why));
+    }
+    pending_.clear();
+    engine_ = make_engine();
+  }
+
+  InferenceReplica replica_;
+  int index_;
+  caf::actor router_;
+  std::unique_ptr<InferenceEngine> engine_;
+  std::map<int64_t, std::shared_ptr<PoolRequest>> pending_;  // engine id -> request
+  bool stepping_ = false;
+};
+
+struct RouterState {
+  std::vector<caf::actor> workers;
+  std::vector<int64_t> in_flight;
+};
+
+caf::behavior router_fn(caf::stateful_actor<RouterState>* self) {
+  return {
+      [self](workers_atom, std::vector<caf::actor> workers) {
+        self->state.workers = std::move(workers);
+        self->state.in_flight.assign(self->state.workers.size(), 0);
+      },
+      [self](submit_atom, const Submission& s) {
+        auto& n = self->state.in_flight;
+        const size_t w = size_t(std::min_element(n.begin(), n.end()) - n.begin());
+        ++n[w];
+        self->send(self->state.workers[w], submit_atom::value, s);
+      },
+      [self](finished_atom, int worker) { --self->state.in_flight[size_t(worker)]; },
+  };
+}
+
+}  // namespace
+
+struct InferencePool::Impl {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor router;
+  std::vector<caf::actor> workers;
+};
+
+InferencePool::InferencePool(std::vector<InferenceReplica> replicas) : impl_(std::make_unique<Impl>()) {
+  TROUPE_CHECK(!replicas.empty(), "InferencePool: needs at least one replica");
+  impl_->system = std::make_unique<caf::actor_system>(impl_->cfg);
+  impl_->router = impl_->system->spawn(router_fn);
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    TROUPE_CHECK(replicas[i].context && replicas[i].model, "InferencePool: replica ", i, " has no model");
+    impl_->workers.push_back(
+        impl_->system->spawn<InferenceWorker, caf::detached>(std::move(replicas[i]), int(i), impl_->router));
+  }
+  caf::anon_send(impl_->router, workers_atom::value, impl_->workers);
+}
+
+InferencePool::~InferencePool() {
+  for (const caf::actor& w : impl_->workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl_->router, caf::exit_reason::user_shutdown);
+  impl_->workers.clear();
+  impl_->router = nullptr;
+  impl_->system.reset();  // waits for the actors
+}
+
+size_t InferencePool::workers() const { return impl_->workers.size(); }
+
+void InferencePool::submit(GenerationRequest request, TokenCallback on_token, RequestError on_error) {
+  auto r = std::make_shared<PoolRequest>(PoolRequest{std::move(request), std::move(on_token), std::move(on_error)});
+  caf::anon_send(impl_->router, submit_atom::value, Submission{std::move(r)});
+}
+
+std::future<GenerationResult> InferencePool::generate_async(GenerationRequest request) {
+  auto promise = std::make_shared<std::promise<GenerationResult>>();
+  auto result = std::make_shared<GenerationResult>();
+  std::future<GenerationResult> f = promise->get_future();
+  submit(
+      std::move(request),
+      [promise, result](const TokenEvent& e) {
+        if (e.has_token) {
+          result->tokens.push_back(e.token);
+          result->logprobs.push_back(e.logprob);
+        }
+        if (e.finish != FinishReason::none) {
+          result->finish = e.finish;
+          result->stop_text_bytes = e.stop_text_bytes;
+          promise->set_value(std::move(*result));
+        }
+      },
+      [promise](const std::string& why) { promise->set_exception(std::make_exception_ptr(Error(why))); });
+  return f;
+}
+
+}  // namespace troupe::actors

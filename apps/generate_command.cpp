@@ -1,0 +1,108 @@
+// `troupe generate`: text from a Troupe checkpoint (--load) or an HF folder (--hf) with the
+// inference engine (continuous batching over a paged KV cache), streamed to stdout.
+//
+//   troupe generate --hf gpt2 --prompt "Hello, my name is" --max-tokens 32 --temperature 0
+//   troupe generate --load ckpt --prompts-file prompts.txt --top-p 0.9 --seed 7 --logprobs
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "apps/commands.hpp"
+#include "apps/generate_stream.hpp"
+#include "apps/inference_flags.hpp"
+#include "kernels/check.hpp"
+#include "model/inference_engine.hpp"
+
+namespace troupe::apps {
+
+namespace {
+
+struct GenerateOptions {
+  InferenceFlags model;
+  std::string prompts_file;
+  std::vector<std::string> prompts, stop;
+  int64_t max_tokens = 64;
+  float temperature = 1.0f, top_p = 0.0f;
+  int top_k = 0;
+  uint64_t seed = 1234;
+  bool logprobs = false, print_ids = false, ignore_eod = false;
+};
+
+std::vector<std::string> read_prompts(const GenerateOptions& o) {
+  std::vector<std::string> prompts = o.prompts;
+  if (!o.prompts_file.empty()) {
+    std::ifstream in(o.prompts_file);
+    TROUPE_CHECK(in.good(), "--prompts-file ", o.prompts_file, ": cannot open it");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) prompts.push_back(line);
+  }
+  TROUPE_CHECK(!prompts.empty(), "no prompt: pass --prompt TEXT (repeatable) or --prompts-file FILE (one per line)");
+  return prompts;
+}
+
+int generate(const GenerateOptions& o) {
+  const std::vector<std::string> prompts = read_prompts(o);
+  SamplingParams sp;
+  sp.temperature = o.temperature;
+  sp.top_k = o.top_k;
+  sp.top_p = o.top_p;
+  sp.seed = o.seed;
+  sp.max_tokens = o.max_tokens;
+  sp.stop_strings = o.stop;
+  sp.logprobs = o.logprobs;
+  sp.validate();  // before the (slow) load
+
+  const InferenceSetup s = load_inference_setup(o.model);
+  const Tokenizer& tok = *s.tokenizer;
+  if (!o.ignore_eod) sp.stop_tokens = {tok.eod()};
+  std::vector<std::vector<int32_t>> ids;
+  int64_t longest = 0, reserve_blocks = 0;
+  for (const std::string& p : prompts) {
+    ids.push_back(tok.encode(p));
+    TROUPE_CHECK(!ids.back().empty(), "an empty prompt cannot be continued (the model needs one token at least)");
+    longest = std::max<int64_t>(longest, int64_t(ids.back().size()));
+    const int64_t reach = std::min(int64_t(ids.back().size()) + o.max_tokens, s.max_seq_length);
+    reserve_blocks += (reach + o.model.block_size - 1) / o.model.block_size;
+  }
+
+  const Context ctx = s.cuda ? Context::cuda(0) : Context::cpu();
+  InferenceModel model(ctx, s.model.config, s.compute, inference_model_options(o.model, longest));
+  model.load_weights(s.model.weights);
+  // Blocks for every prompt at once, within the memory budget.
+  InferenceEngine engine(model, engine_options(o.model, s, reserve_blocks),
+                         [&](std::span<const int32_t> t) { return tok.decode(t); });
+
+  OrderedStream out(stdout, tok, prompts, o.stop, {.logprobs = o.logprobs, .ids = o.print_ids});
+  for (size_t i = 0; i < ids.size(); ++i)
+    engine.add_request({ids[i], sp}, [&out, i](const TokenEvent& e) { out.on_event(i, e); });
+  const auto start = std::chrono::steady_clock::now();
+  engine.run();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "generated %lld tokens for %zu prompts in %.2f s (%.1f tokens/s) on %s\n",
+               (long long)out.generated_tokens(), prompts.size(), secs, double(out.generated_tokens()) / secs,
+               s.cuda ? "cuda" : "cpu");
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, CommandRunner& run) {
+  auto o = std::make_shared<GenerateOptions>();
+  auto* cmd = app.add_subcommand("generate", "Generate text from a checkpoint or an HF folder (streams to stdout)");
+  add_inference_flags(cmd, o->model);
+  cmd->add_option("--prompt", o->prompts, "prompt text (repeatable)");
+  cmd->add_option("--prompts-file", o->prompts_file, "file of prompts, one per line");
+  cmd->add_option("--max-tokens,--tokens-to-generate", o->max_tokens, "tokens to generate per prompt at most");
+  cmd->add_option("--temperature", o->temperature, "0: greedy");
+  cmd->add_option("--top-k", o->top_k, "sample from the k most likely tokens (0: off, 1: greedy)");
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling (0: off; not with --top-k)");
+  cmd->add_option("--seed", o->seed, "sampling seed (each prompt draws from its own generator)");
+  cmd->add_option("--stop", o->stop, "stop when the text contains this string (repeatable; not printed)");
+  cmd->add_flag("--ignore-eod", o->ignore_eod, "do not stop at the tokenizer's end-of-document token");
+  cmd->add_flag("--logprobs", o->logprobs, "print the log-probability of each generated token");
+  cmd->add_flag("--print-ids", o->print_ids, "print the generated token ids after each completion");
+  cmd->callback([&run, o] { run = [o] { return generate(*o); }; });
+}
+
+}  // namespace troupe::apps

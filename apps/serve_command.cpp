@@ -1,0 +1,81 @@
+// `troupe serve`: the inference actor pool (a router in front of one worker per replica) behind
+// Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions; actors/completion_api.hpp), until
+// SIGINT/SIGTERM.
+//
+//   troupe serve --hf gpt2 --port 5000 --devices 2
+//   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 16}'
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "actors/completion_api.hpp"
+#include "actors/http_server.hpp"
+#include "actors/inference_pool.hpp"
+#include "apps/commands.hpp"
+#include "apps/inference_flags.hpp"
+#include "kernels/check.hpp"
+
+namespace troupe::apps {
+
+namespace {
+
+std::atomic<int> g_serve_stop{0};
+extern "C" void on_serve_signal(int sig) { g_serve_stop = sig; }
+
+struct ServeOptions {
+  InferenceFlags model;
+  std::string host = "0.0.0.0", model_name = "troupe";
+  int port = 5000, devices = 1, http_threads = 16;
+};
+
+int serve(const ServeOptions& o) {
+  const InferenceSetup s = load_inference_setup(o.model);
+  TROUPE_CHECK(o.devices >= 1, "--devices must be at least 1, got ", o.devices);
+  std::vector<actors::InferenceReplica> replicas;
+  for (int d = 0; d < o.devices; ++d) {
+    actors::InferenceReplica r;
+    r.context = std::make_shared<const Context>(s.cuda ? Context::cuda(d) : Context::cpu());
+    r.model = std::make_shared<InferenceModel>(*r.context, s.model.config, s.compute,
+                                               inference_model_options(o.model, 0));
+    r.model->load_weights(s.model.weights);
+    r.engine = engine_options(o.model, s, 0);
+    std::shared_ptr<const Tokenizer> tok = s.tokenizer->clone();  // the worker's own (its thread)
+    r.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode(ids); };
+    replicas.push_back(std::move(r));
+  }
+  {
+    actors::InferencePool pool(std::move(replicas));
+    actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
+    actors::HttpServer http(o.host, o.port, api.routes(), o.http_threads);
+    std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/health), %d %s replica%s\n",
+                o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(),
+                o.devices, s.cuda ? "GPU" : "CPU", o.devices > 1 ? "s" : "");
+    std::fflush(stdout);
+    std::signal(SIGINT, on_serve_signal);
+    std::signal(SIGTERM, on_serve_signal);
+    while (g_serve_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::printf("signal %d: stopping\n", int(g_serve_stop));
+    std::fflush(stdout);
+  }  // the server stops, then the actors
+  std::printf("stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, CommandRunner& run) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP (Megatron's PUT /api and OpenAI /v1/completions)");
+  add_inference_flags(cmd, o->model);
+  cmd->add_option("--host", o->host, "address to listen on (0.0.0.0: every interface, as Megatron)");
+  cmd->add_option("--port", o->port, "port (0: a free one, printed)");
+  cmd->add_option("--devices", o->devices, "model replicas: one worker actor per GPU (or per CPU device)");
+  cmd->add_option("--served-model-name", o->model_name, "the \"model\" field of OpenAI answers");
+  cmd->add_option("--http-threads", o->http_threads, "HTTP handler threads");
+  cmd->callback([&run, o] { run = [o] { return serve(*o); }; });
+}
+
+}  // namespace troupe::apps

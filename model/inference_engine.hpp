@@ -1,0 +1,97 @@
+// Continuous batching over the inference model (Megatron's dynamic engine, simplified):
+// requests wait in a queue; every step() admits waiting requests in arrival order (their
+// whole prompt as a prefill) while the step's token budget, the sequence limit and the free
+// KV blocks allow, runs one forward over the mixed prefill + decode batch, samples one token
+// per running request, streams it out through the request's callback, and retires finished
+// requests, freeing their blocks at once. A request reserves the blocks for its prompt plus
+// max_tokens when it is admitted, so running requests never wait for memory.
+//
+//   InferenceEngine engine(model, {.num_blocks = 1024, .block_size = 16});
+//   engine.add_request({prompt_ids, params}, [](const TokenEvent& e) { ... e.token, e.finish ... });
+//   while (engine.step()) {}
+//
+// Not thread-safe: one thread (one worker actor) drives an engine; callbacks run inside step()
+// and may call cancel().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/inference_model.hpp"
+#include "model/kv_cache.hpp"
+#include "model/sampling.hpp"
+
+namespace troupe {
+
+enum class FinishReason { none, length, stop_token, stop_string, cancelled };
+const char* finish_reason_name(FinishReason r);  // "length", "stop", "stop", "cancelled"
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // token ids, at least one
+  SamplingParams sampling;
+};
+
+// One generated token, or the end of a request.
+struct TokenEvent {
+  int64_t request = 0;
+  bool has_token = false;       // false only in a final event without a token (cancelled, max_tokens 0)
+  int32_t token = 0;
+  float logprob = 0.0f;         // when the request asked for log-probs
+  FinishReason finish = FinishReason::none;  // set on the request's last event
+  size_t stop_text_bytes = 0;   // stop_string: the generated text ends after this many bytes
+};
+using TokenCallback = std::function<void(const TokenEvent&)>;
+// Generated ids -> text, for stop strings (null: stop strings are an error).
+using Detokenizer = std::function<std::string(std::span<const int32_t>)>;
+
+struct EngineOptions {
+  int64_t num_blocks = 0;               // KV cache blocks (required)
+  int block_size = 16;                  // tokens per block
+  int64_t max_tokens_per_step = 0;      // 0: the model's max_tokens
+  int64_t max_sequences = 0;            // running requests at most; 0: the model's max_sequences
+  int64_t max_sequence_length = 0;      // prompt + generated at most; 0: the model's limit
+};
+
+class InferenceEngine {
+ public:
+  InferenceEngine(InferenceModel& model, EngineOptions options, Detokenizer detokenize = nullptr);
+  ~InferenceEngine();
+
+  // Queues a request; returns its id. Throws naming the limit when it can never run (a prompt
+  // over the step budget or the sequence length, more blocks than the cache has) or its
+  // sampling parameters are invalid.
+  int64_t add_request(GenerationRequest request, TokenCallback on_token);
+  // Ends a waiting or running request at the next step (a final event with `cancelled`);
+  // false when no such request is pending.
+  bool cancel(int64_t request);
+  // One engine step; returns whether requests remain (waiting or running).
+  bool step();
+  // Steps until every request has finished.
+  void run();
+
+  int64_t waiting() const { return int64_t(waiting_.size()); }
+  int64_t running() const { return int64_t(running_.size()); }
+  const KvCache& cache() const { return cache_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Request;
+  bool admit(Request& r, int64_t& tokens_left);
+  void finish(Request& r, FinishReason reason, std::vector<TokenEvent>& events);
+  void sample(Request& r, const float* logits, std::vector<TokenEvent>& events);
+
+  InferenceModel& model_;
+  EngineOptions options_;
+  Detokenizer detokenize_;
+  KvCache cache_;
+  int64_t next_id_ = 0;
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<std::unique_ptr<Request>> running_;
+};
+
+}  // namespace troupe

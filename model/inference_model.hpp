@@ -1,0 +1,103 @@
+// The GPT model for inference: the training parameter layout (ParamLayout(config,
+// ChunkSpec::whole_model()), the same flat weights), a forward over a flattened batch of new
+// tokens from several sequences (prefills of many tokens and decode steps of one, mixed), and
+// attention over a paged KV cache (model/kv_cache.hpp). It reuses the training kernels
+// (embedding, norms, linear, RoPE, activations) and returns the logits of each sequence's
+// last new token. CPU: f32; CUDA: bf16/f16. On CUDA a decode step (one new token per sequence)
+// is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA graph and
+// replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
+//
+//   InferenceModel model(ctx, config, DType::bf16, {.max_tokens = 2048, .max_sequences = 64});
+//   model.load_weights(host_f32);                 // layout().size() elements
+//   KvCache cache(ctx, config, DType::bf16, blocks, 16);
+//   SequenceInput a{prompt, 0, blocks_a};          // a prefill: the prompt from position 0
+//   SequenceInput b{{next}, 17, blocks_b};         // a decode step at position 17
+//   std::vector<SequenceInput> batch{a, b};
+//   Tensor logits = model.forward(batch, cache);  // [2, Vp] on the device
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "kernels/cuda_graph.hpp"
+#include "kernels/tensor.hpp"
+#include "model/config.hpp"
+#include "model/kv_cache.hpp"
+#include "model/param_layout.hpp"
+
+namespace troupe {
+
+// One sequence's part of a forward.
+struct SequenceInput {
+  std::span<const int32_t> tokens;  // its new tokens (at least one)
+  int64_t start = 0;                // position of tokens[0]: how many of its tokens the cache holds
+  std::span<const int32_t> blocks;  // its block table: enough blocks for start + tokens.size() tokens
+};
+
+struct InferenceModelOptions {
+  int64_t max_tokens = 2048;    // new tokens per forward (all sequences together)
+  int64_t max_sequences = 256;  // sequences per forward
+  bool cuda_graphs = true;      // replay decode steps from CUDA graphs (CUDA only)
+};
+
+class InferenceModel {
+ public:
+  // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
+  InferenceModel(const Context& ctx, const GptConfig& config, DType compute, InferenceModelOptions options = {});
+
+  const GptConfig& config() const { return layout_.config(); }
+  const ParamLayout& layout() const { return layout_; }
+  const Context& context() const { return ctx_; }
+  DType compute_dtype() const { return compute_; }
+  const InferenceModelOptions& options() const { return options_; }
+  // The longest sequence the model takes (learned positions: max_position_embeddings).
+  int64_t max_sequence_length() const;
+
+  // A host f32 buffer of layout().size() elements (as GptChunk::load_weights).
+  void load_weights(const Tensor& host_f32);
+
+  // Writes the new tokens' keys and values into `cache` and returns the logits of each
+  // sequence's last new token, [S, Vp] in the compute dtype on the context's device (valid
+  // until the next forward). Throws naming the sequence on a bad position or block table.
+  Tensor forward(std::span<const SequenceInput> seqs, KvCache& cache);
+  // Turns the CUDA-graph path on or off (the graphs captured so far are kept).
+  void set_cuda_graphs(bool on) { options_.cuda_graphs = on; }
+  // Graphs captured so far (one per batch-size bucket used).
+  size_t cuda_graphs_captured() const { return graphs_.size(); }
+
+ private:
+  struct Metadata;  // the batch's index tensors on the device
+  // Checks the batch and writes its index tensors into `host`, padded to `pad_to` sequences of
+  // one token each (scratch-block rows) and block tables `table_width` wide (0: the widest).
+  Metadata pack(std::span<const SequenceInput> seqs, const KvCache& cache, int64_t pad_to, int64_t table_width,
+                std::vector<int32_t>& host);
+  // Copies `host` into `device` (grown when too small) and points m's views there.
+  void upload(const std::vector<int32_t>& host, Tensor& device, Metadata& m);
+  void run(const Metadata& m, KvCache& cache);  // the forward's kernels, after the upload
+  void layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache);
+  Tensor forward_graph(std::span<const SequenceInput> seqs, KvCache& cache);
+  void norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t rows);
+
+  const Context& ctx_;
+  ParamLayout layout_;
+  DType compute_;
+  InferenceModelOptions options_;
+  Tensor params_;  // [layout.size()] compute dtype
+  std::vector<LayerTensors> layers_;
+  OuterTensors outer_;
+  // Activations for up to max_tokens rows (views of the first n rows are used).
+  Tensor x_, ln_, qkv_, attn_, hidden_, fc1_, act_, mean_, rstd_;
+  Tensor last_, lnf_, logits_;  // [max_sequences, C], [max_sequences, C], [max_sequences, Vp]
+  std::vector<int32_t> host_meta_;  // staging for the index tensors (kept alive for the async copy)
+  Tensor meta_;                     // i32 on the device, grown on demand
+  // CUDA graphs of decode steps, by padded batch size; their index tensors live at fixed
+  // addresses in graph_meta_, and they are bound to one cache (graph_cache_key_: its K/V addresses).
+  std::map<int64_t, CudaGraph> graphs_;
+  Tensor graph_meta_;
+  std::vector<int32_t> graph_host_;
+  std::vector<const void*> graph_cache_key_;
+};
+
+}  // namespace troupe

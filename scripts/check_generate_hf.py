@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Greedy generation parity: `troupe generate` against HF transformers `generate` on the same weights.
+
+For random-init GPT2LMHeadModel and LlamaForCausalLM models (check_hf_parity.py's, matrices scaled
+up so the logits are peaked and greedy choices are not near-ties), saved as HF folders with the GPT-2 tokenizer files:
+runs HF greedy generate (fp32 on CPU; and bf16 on CUDA when available) and our engine on the CPU
+(fp32) and on CUDA (bf16), several prompts batched together in one `troupe generate` call, and
+prints, per (model, device), how many prompts match token for token and the shortest common
+prefix. Exits non-zero if our CPU output differs from HF fp32 on any prompt, or our CUDA output
+matches HF bf16 on fewer than --min-cuda-match of the prompts.
+
+Usage (repo root, torch + transformers installed):
+  python3 scripts/check_generate_hf.py --troupe build/apps/troupe [--devices cpu,cuda] [--tokens 32]
+"""
+import argparse
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_hf_parity import make_model  # noqa: E402
+
+PROMPTS = [
+    "Hello, my name is",
+    "The capital of France is",
+    "In 1492, Columbus",
+    "def fibonacci(n):",
+    "Once upon a time there was a little",
+    "The quick brown fox jumps over the lazy dog. The quick brown fox",
+]
+
+
+SHAPES = {
+    "gpt2": dict(seed=10, layers=2, hidden=128, heads=4, positions=256, vocab=50257),
+    "llama": dict(seed=11, layers=2, hidden=128, heads=4, groups=2, ffn=352, positions=256, vocab=50257),
+}
+
+
+def make_peaked_model(kind):
+    """check_hf_parity's random model with its matrices scaled up: peaked logits, few greedy near-ties."""
+    model = make_model(kind, SHAPES[kind])
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 2:
+                p.mul_(8.0)
+    return model
+
+
+def hf_greedy(model, ids, tokens, device, dtype):
+    m = copy.deepcopy(model).to(device=device, dtype=dtype)  # the fp32 original stays as saved
+    x = torch.tensor([ids], device=device)
+    with torch.no_grad():
+        out = m.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=tokens, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
+def ours(troupe, folder, device, tokens):
+    cmd = [troupe, "generate", "--hf", folder, "--device", device, "--temperature", "0", "--ignore-eod",
+           "--max-tokens", str(tokens), "--print-ids"]
+    for p in PROMPTS:
+        cmd += ["--prompt", p]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-500:])
+    rows = [line[4:].split() for line in r.stdout.splitlines() if line.startswith("ids:")]
+    if len(rows) != len(PROMPTS):
+        raise RuntimeError(f"expected {len(PROMPTS)} 'ids:' lines, got {len(rows)}:\n{r.stdout[-800:]}")
+    return [[int(t) for t in row] for row in rows], r.stderr.strip().splitlines()[-1]
+
+
+def decode_speed(troupe, tokens):
+    """tokens/s of `troupe generate` (its stderr summary) with and without CUDA graphs, 1 and 8 prompts."""
+    import transformers
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        transformers.GPT2LMHeadModel(transformers.GPT2Config()).save_pretrained(tmp, safe_serialization=True)
+        here = os.path.dirname(os.path.abspath(__file__))
+        shutil.copy(os.path.join(here, "../assets/gpt2/gpt2-vocab.json"), os.path.join(tmp, "vocab.json"))
+        shutil.copy(os.path.join(here, "../assets/gpt2/gpt2-merges.txt"), os.path.join(tmp, "merges.txt"))
+        for n in (1, 8):
+            for graphs in (True, False):
+                cmd = [troupe, "generate", "--hf", tmp, "--device", "cuda", "--temperature", "0", "--ignore-eod",
+                       "--max-tokens", str(tokens)] + ["--prompt", "The"] * n + ([] if graphs else ["--no-cuda-graphs"])
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
+                tps = last.split("(")[-1].split(" tokens/s")[0] if r.returncode == 0 else "ERROR " + last[-200:]
+                rows.append((n, "on" if graphs else "off", tps))
+    return rows
+
+
+def common_prefix(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--troupe", required=True)
+    ap.add_argument("--devices", default="cpu,cuda")
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--speed-tokens", type=int, default=256, help="decode-speed check length (0: skip)")
+    ap.add_argument("--min-cuda-match", type=float, default=0.8, help="fraction of prompts (bf16 near-ties aside)")
+    a = ap.parse_args()
+    from transformers import GPT2TokenizerFast
+    here = os.path.dirname(os.path.abspath(__file__))
+    vocab, merges = os.path.join(here, "../assets/gpt2/gpt2-vocab.json"), os.path.join(here, "../assets/gpt2/gpt2-merges.txt")
+    tok = GPT2TokenizerFast(vocab_file=vocab, merges_file=merges)
+    prompt_ids = [tok.encode(p) for p in PROMPTS]
+
+    rows, failed = [], False
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in SHAPES:
+            model = make_peaked_model(kind)
+            folder = os.path.join(tmp, kind)
+            model.save_pretrained(folder, safe_serialization=True)
+            shutil.copy(vocab, os.path.join(folder, "vocab.json"))
+            shutil.copy(merges, os.path.join(folder, "merges.txt"))
+            for dev in a.devices.split(","):
+                if dev == "cuda" and not torch.cuda.is_available():
+                    continue
+                dtype = torch.float32 if dev == "cpu" else torch.bfloat16
+                ref = [hf_greedy(model, ids, a.tokens, dev, dtype) for ids in prompt_ids]
+                try:
+                    got, speed = ours(a.troupe, folder, dev, a.tokens)
+                except RuntimeError as e:
+                    rows.append((kind, dev, None, str(e)))
+                    failed = True
+                    continue
+                match = sum(g == r for g, r in zip(got, ref))
+                prefix = min(common_prefix(g, r) for g, r in zip(got, ref))
+                need = len(PROMPTS) if dev == "cpu" else a.min_cuda_match * len(PROMPTS)
+                ok = match >= need
+                failed |= not ok
+                rows.append((kind, dev, (match, prefix, ok), speed))
+
+    speed_rows = []
+    if "cuda" in a.devices and torch.cuda.is_available() and a.speed_tokens > 0:
+        speed_rows = decode_speed(a.troupe, a.speed_tokens)
+
+    print(f"{'model':6} {'dev':5} {'equal prompts':>14} {'min prefix':>11}  result / our speed")
+    for kind, dev, res, note in rows:
+        if res is None:
+            print(f"{kind:6} {dev:5} {'-':>14} {'-':>11}  ERROR {note}")
+        else:
+            match, prefix, ok = res
+            print(f"{kind:6} {dev:5} {f'{match}/{len(PROMPTS)}':>14} {f'{prefix}/{a.tokens}':>11}  "
+                  f"{'ok' if ok else 'FAIL'}  ({note})")
+    if speed_rows:
+        print(f"\ndecode speed, GPT-2 124M shape (random weights), bf16, {a.speed_tokens} tokens after a short prompt:")
+        print(f"{'prompts':>7} {'cuda graphs':>11} {'tokens/s':>9}")
+        for n, graphs, tps in speed_rows:
+            print(f"{n:>7} {graphs:>11} {tps:>9}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

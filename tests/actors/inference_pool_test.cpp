@@ -1,0 +1,138 @@
+// The inference actor pool on CPU devices and the HTTP API in front of it: requests from
+// several threads over two worker replicas get the tokens the engine gives each alone; a
+// request the engine refuses fails its future; Megatron's PUT /api and OpenAI's
+// /v1/completions answers and their 400s, through a real HTTP server.
+#include <nlohmann/json.hpp>
+
+#include <thread>
+#include <vector>
+
+#include "actors/completion_api.hpp"
+#include "actors/http_server.hpp"
+#include "actors/inference_pool.hpp"
+#include "data/gpt2_tokenizer.hpp"
+#include "tests/http_client.hpp"
+#include "tests/inference_test_util.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+using json = nlohmann::json;
+
+struct PoolFixture : ::testing::Test {
+  GptConfig config = tiny_inference_config(true, 32, 64, 50257);
+  Tensor weights = random_normal({ParamLayout(config, ChunkSpec::whole_model()).size()}, 8, 0.3f);
+  Gpt2Tokenizer tok = Gpt2Tokenizer::from_files(source_path("assets/gpt2/gpt2-vocab.json"),
+                                                source_path("assets/gpt2/gpt2-merges.txt"));
+
+  std::vector<actors::InferenceReplica> replicas(int n) {
+    std::vector<actors::InferenceReplica> out;
+    for (int i = 0; i < n; ++i) {
+      actors::InferenceReplica r;
+      r.context = std::make_shared<const Context>(Context::cpu());
+      r.model = std::make_shared<InferenceModel>(*r.context, config, DType::f32,
+                                                 InferenceModelOptions{.max_tokens = 64, .max_sequences = 4});
+      r.model->load_weights(weights);
+      r.engine = {.num_blocks = 32, .block_size = 8};
+      std::shared_ptr<const Tokenizer> t = tok.clone();
+      r.detokenize = [t](std::span<const int32_t> ids) { return t->decode(ids); };
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  // The engine alone, one request at a time.
+  std::vector<int32_t> alone(const GenerationRequest& req) {
+    InferenceModel model(cpu(), config, DType::f32, {.max_tokens = 64, .max_sequences = 4});
+    model.load_weights(weights);
+    InferenceEngine engine(model, {.num_blocks = 32, .block_size = 8});
+    std::vector<int32_t> out;
+    engine.add_request(req, [&](const TokenEvent& e) {
+      if (e.has_token) out.push_back(e.token);
+    });
+    engine.run();
+    return out;
+  }
+};
+
+TEST_F(PoolFixture, ConcurrentRequestsGetTheirOwnTokens) {
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    SamplingParams p;
+    p.max_tokens = 4 + i;
+    p.seed = uint64_t(i);
+    p.temperature = i % 2 == 0 ? 0.0f : 0.9f;
+    reqs.push_back({random_token_list(3 + 2 * i, uint64_t(i), 50257), p});
+  }
+  std::vector<std::vector<int32_t>> got(reqs.size());
+  {
+    actors::InferencePool pool(replicas(2));
+    EXPECT_EQ(pool.workers(), 2u);
+    run_threads(4, [&](int t) {
+      std::vector<std::future<actors::GenerationResult>> f;
+      for (size_t i = size_t(t); i < reqs.size(); i += 4) f.push_back(pool.generate_async(reqs[i]));
+      for (size_t k = 0, i = size_t(t); i < reqs.size(); i += 4, ++k) got[i] = f[k].get().tokens;
+    });
+    EXPECT_THROW(pool.generate({{}, {}}), Error);  // an empty prompt: the engine refuses it
+    EXPECT_EQ(pool.generate(reqs[0]).tokens, got[0]);  // the pool still works
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], alone(reqs[i])) << "request " << i;
+}
+
+TEST_F(PoolFixture, HttpApis) {
+  actors::InferencePool pool(replicas(1));
+  actors::CompletionApi api(pool, tok, {.model_name = "tiny"});
+  actors::HttpServer http("127.0.0.1", 0, api.routes(), 4);
+  auto call = [&](const char* method, const char* path, const json& body) {
+    return http_request(method, "127.0.0.1", http.port(), path, body.dump());
+  };
+
+  // Megatron's legacy API: text = prompt + completion, tokens = prompt + generated ids.
+  const HttpResponse r = call("PUT", "/api", {{"prompts", {"Hello there", "A"}}, {"tokens_to_generate", 5},
+                                              {"temperature", 0}, {"logprobs", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json a = json::parse(r.body);
+  ASSERT_EQ(a["text"].size(), 2u);
+  const std::vector<int32_t> prompt = tok.encode("Hello there");
+  const std::vector<int32_t> gen = alone({prompt, {.temperature = 0.0f, .max_tokens = 5, .stop_tokens = {tok.eod()}}});
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), gen.begin(), gen.end());
+  EXPECT_EQ(a["tokens"][0].get<std::vector<int32_t>>(), all);
+  EXPECT_EQ(a["text"][0].get<std::string>(), "Hello there" + tok.decode(gen));
+  EXPECT_EQ(a["logprobs"][0].size(), gen.size());
+
+  for (const json& bad : {json{{"tokens_to_generate", 5}}, json{{"prompts", "x"}},
+                          json{{"prompts", {"x"}}, {"top_k", 2}, {"top_p", 0.5}},
+                          json{{"prompts", {"x"}}, {"max_len", 3}}, json{{"prompts", {"x"}}, {"temperature", -1}}}) {
+    const HttpResponse e = call("PUT", "/api", bad);
+    EXPECT_EQ(e.status, 400) << bad.dump() << " -> " << e.body;
+  }
+  EXPECT_EQ(http_request("PUT", "127.0.0.1", http.port(), "/api", "{not json").status, 400);
+
+  // OpenAI completions: greedy, echo, log-probs, usage; a stop string cuts the text.
+  const HttpResponse c = call("POST", "/v1/completions", {{"prompt", "Hello there"}, {"max_tokens", 5},
+                                                          {"temperature", 0}, {"logprobs", 1}, {"echo", true}});
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json o = json::parse(c.body);
+  EXPECT_EQ(o["object"], "text_completion");
+  EXPECT_EQ(o["model"], "tiny");
+  EXPECT_EQ(o["choices"][0]["text"].get<std::string>(), "Hello there" + tok.decode(gen));
+  EXPECT_EQ(o["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(o["choices"][0]["logprobs"]["token_logprobs"].size(), gen.size());
+  EXPECT_EQ(o["choices"][0]["logprobs"]["text_offset"][0], std::string("Hello there").size());
+  EXPECT_EQ(o["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(o["usage"]["total_tokens"], prompt.size() + gen.size());
+  const std::string text = tok.decode(gen);
+  const std::string stop = text.substr(text.size() / 2, 2);
+  const json s = json::parse(call("POST", "/completions", {{"prompt", {"Hello there"}}, {"max_tokens", 5},
+                                                           {"temperature", 0}, {"stop", stop}}).body);
+  EXPECT_EQ(s["choices"][0]["text"].get<std::string>(), text.substr(0, text.find(stop)));
+  EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(call("POST", "/v1/completions", {{"prompt", "x"}, {"n", 2}}).status, 400);
+  EXPECT_EQ(call("POST", "/v1/completions", {{"prompt", "x"}, {"stream", true}}).status, 400);
+  EXPECT_EQ(http_get("127.0.0.1", http.port(), "/v1/health").body, R"({"status":"ok"})");
+}
+
+}  // namespace
+}  // namespace troupe::test
