@@ -56,7 +56,9 @@ TEST(CheckpointCli, KilledMidSaveLeavesTheLastCompleteCheckpoint) {
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 700));
     t.signal(SIGKILL);
     ASSERT_EQ(t.wait(20s), 128 + SIGKILL);
-    if (trial > 0) EXPECT_NE(t.output().find("successfully loaded checkpoint"), std::string::npos) << t.output().substr(0, 1500);
+    if (trial > 0) {
+      EXPECT_NE(t.output().find("successfully loaded checkpoint"), std::string::npos) << t.output().substr(0, 1500);
+    }
     const int64_t latest = read_checkpoint_tracker(root);
     EXPECT_EQ(verify_latest(root), latest) << "trial " << trial;
     // A newer directory without metadata.json: the kill landed inside a save.
