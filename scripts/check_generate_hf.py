@@ -65,7 +65,7 @@ def ours(troupe, folder, device, tokens):
            "--max-tokens", str(tokens), "--print-ids"]
     for p in PROMPTS:
         cmd += ["--prompt", p]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip()[-500:])
     rows = [line[4:].split() for line in r.stdout.splitlines() if line.startswith("ids:")]
@@ -87,7 +87,7 @@ def decode_speed(troupe, tokens):
             for graphs in (True, False):
                 cmd = [troupe, "generate", "--hf", tmp, "--device", "cuda", "--temperature", "0", "--ignore-eod",
                        "--max-tokens", str(tokens)] + ["--prompt", "The"] * n + ([] if graphs else ["--no-cuda-graphs"])
-                r = subprocess.run(cmd, capture_output=True, text=True)
+                r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
                 last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
                 tps = last.split("(")[-1].split(" tokens/s")[0] if r.returncode == 0 else "ERROR " + last[-200:]
                 rows.append((n, "on" if graphs else "off", tps))
@@ -109,11 +109,15 @@ def main():
     ap.add_argument("--speed-tokens", type=int, default=256, help="decode-speed check length (0: skip)")
     ap.add_argument("--min-cuda-match", type=float, default=0.8, help="fraction of prompts (bf16 near-ties aside)")
     a = ap.parse_args()
-    from transformers import GPT2TokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
     here = os.path.dirname(os.path.abspath(__file__))
     vocab, merges = os.path.join(here, "../assets/gpt2/gpt2-vocab.json"), os.path.join(here, "../assets/gpt2/gpt2-merges.txt")
-    tok = GPT2TokenizerFast(vocab_file=vocab, merges_file=merges)
-    prompt_ids = [tok.encode(p) for p in PROMPTS]
+    # HF `tokenizers`' BPE with GPT-2's byte-level pre-tokenizer (transformers 5's GPT2Tokenizer*
+    # built from vocab/merges files encodes to nothing).
+    tok = Tokenizer(models.BPE.from_file(vocab, merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    prompt_ids = [tok.encode(p).ids for p in PROMPTS]
+    assert all(prompt_ids), f"the GPT-2 tokenizer encoded a prompt to nothing: {prompt_ids}"
 
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:

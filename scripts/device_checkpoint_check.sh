@@ -41,7 +41,12 @@ if [ "$gpus" -ge 2 ]; then
             "--devices 2 --use-distributed-optimizer --overlap-grad-reduce" "--pipeline-model-parallel-size 2 --devices 2")
 fi
 losses() { grep -o "iteration *[0-9]*/.*lm loss: [0-9.E+-]*" "$1" | sed -E 's/iteration *([0-9]+)\/.*lm loss: (.*)/\1 \2/' | awk '$1 > 10'; }
-same() { if diff <(losses "$1") <(losses "$2") > /dev/null && [ -n "$(losses "$1")" ]; then echo identical; else echo DIFFERENT; fi; }
+# "identical", or the largest relative difference of the losses of iterations 11-20.
+same() {
+  if [ -z "$(losses "$1")" ]; then echo "NO LOSSES"; return; fi
+  if diff <(losses "$1") <(losses "$2") > /dev/null; then echo identical; return; fi
+  paste <(losses "$1") <(losses "$2") | awk '{d = $2 - $4; if (d < 0) d = -d; r = d / $2; if (r > m) m = r} END {printf "differ (max rel %.1e)", m}'
+}
 for i in "${!layouts[@]}"; do
   # shellcheck disable=SC2206
   l=(${layouts[$i]})

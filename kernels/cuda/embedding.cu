@@ -97,23 +97,6 @@ __global__ void iota_kernel(int32_t* out, int64_t n) {
   if (i < n) out[i] = int32_t(i);
 }
 
-// Stream-ordered scratch memory, freed (stream-ordered) when it goes.
-class Scratch {
- public:
-  Scratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    TROUPE_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes == 0 ? 1 : bytes, stream));
-  }
-  ~Scratch() { cudaFreeAsync(ptr_, stream_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename U>
-  U* as() const { return static_cast<U*>(ptr_); }
-
- private:
-  void* ptr_ = nullptr;
-  cudaStream_t stream_;
-};
-
 // dwpe[pos_offset + t, :] += sum over b of dout[b, t, :]. dout: [batch, seq_len, c]; dwpe: f32 [P, c].
 template <typename T>
 __global__ void backward_wpe_kernel(const T* __restrict__ dout, float* __restrict__ dwpe, int batch, int seq_len,
@@ -185,23 +168,27 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
     const int64_t packs = c / Pack128<T>::size;
     if (batch * seq_len * packs == 0) return;
     cudaStream_t stream = stream_of(ctx);
-    // Positions sorted by token id (stable), for the deterministic sum per id.
+    // Positions sorted by token id (stable), for the deterministic sum per id. The ids, the
+    // positions and the sort's temporary storage live in the context's workspace (ops on one
+    // stream run in order, so it is free here): no allocation while other devices' NCCL
+    // kernels may be waiting on this one.
     const int64_t rows = batch * seq_len;
     TROUPE_CHECK(rows < (int64_t(1) << 31), op, ": too many rows for int32 positions: ", rows);
-    Scratch sorted(size_t(rows) * 4 * sizeof(int32_t), stream);  // ids, positions in, positions out
-    int32_t* ids = sorted.as<int32_t>();
+    const CudaState& state = ctx.cuda_state();
+    int32_t* ids = static_cast<int32_t*>(state.workspace);
     int32_t* positions_in = ids + rows;
     int32_t* positions = ids + 2 * rows;
-    iota_kernel<<<ceil_div(rows, kThreads), kThreads, 0, stream>>>(positions_in, rows);
-    TROUPE_CUDA_CHECK_LAUNCH();
+    const size_t index_bytes = (size_t(rows) * 3 * sizeof(int32_t) + 255) / 256 * 256;
     size_t temp_bytes = 0;
     TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens.data_as<int32_t>(), ids,
                                                       positions_in, positions, int(rows), 0, 32, stream));
-    {
-      Scratch temp(temp_bytes, stream);
-      TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, tokens.data_as<int32_t>(), ids,
-                                                        positions_in, positions, int(rows), 0, 32, stream));
-    }
+    TROUPE_CHECK(index_bytes + temp_bytes <= state.workspace_bytes, op, ": sorting ", rows, " token ids needs ",
+                 index_bytes + temp_bytes, " bytes of workspace, the context has ", state.workspace_bytes);
+    iota_kernel<<<ceil_div(rows, kThreads), kThreads, 0, stream>>>(positions_in, rows);
+    TROUPE_CUDA_CHECK_LAUNCH();
+    TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(static_cast<char*>(state.workspace) + index_bytes, temp_bytes,
+                                                      tokens.data_as<int32_t>(), ids, positions_in, positions,
+                                                      int(rows), 0, 32, stream));
     backward_wte_kernel<T><<<ceil_div(rows * packs, kThreads), kThreads, 0, stream>>>(
         ids, positions, dout.data_as<T>(), dwte.data_as<float>(), rows, int(c), int(dwte.dim(0)),
         shard.sharded ? shard.start : 0);
