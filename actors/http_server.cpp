@@ -39,7 +39,16 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
         reply = {500, e.what(), "text/plain"};
       }
       res.status = reply.status;
-      res.set_content(reply.body, reply.content_type);
+      if (!reply.stream) {
+        res.set_content(reply.body, reply.content_type);
+        return;
+      }
+      res.set_chunked_content_provider(reply.content_type,
+                                       [stream = std::move(reply.stream)](size_t, httplib::DataSink& sink) {
+                                         stream([&sink](std::string_view s) { return sink.write(s.data(), s.size()); });
+                                         sink.done();
+                                         return true;
+                                       });
     };
     if (r.method == "GET") s.Get(r.path, handler);
     else if (r.method == "POST") s.Post(r.path, handler);

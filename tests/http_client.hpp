@@ -22,4 +22,12 @@ HttpResponse http_get(const std::string& host, int port, const std::string& path
 HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
                           const std::string& body);
 
+// The pieces of http_request, for clients that read the answer as it comes (tests/sse_client.hpp):
+// a connected socket whose reads time out after `timeout_s`, and the whole request sent on it.
+// The status line and headers of `head` (up to the blank line, each line ending in CRLF).
+HttpResponse parse_http_head(const std::string& head);
+int tcp_connect(const std::string& host, int port, int timeout_s);
+void http_send(int fd, const std::string& method, const std::string& host, int port, const std::string& path,
+               const std::string& body);
+
 }  // namespace troupe::test

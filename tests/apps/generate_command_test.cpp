@@ -36,7 +36,7 @@ struct ChildRun {
 
 // Runs `troupe <args>` to the end (a minute at most).
 ChildRun troupe(const std::vector<std::string>& args, const TempDir& tmp) {
-  TroupeProcess p(args, tmp / "out.txt");
+  Troupe p(args, tmp / "out.txt");
   const std::optional<int> code = p.wait(std::chrono::seconds(60));
   return {code.value_or(-1), p.output()};
 }
@@ -117,7 +117,7 @@ TEST_F(GenerateCommand, CheckpointLoadsTheSameWeights) {
 // `troupe serve` on the same folder: PUT /api answers with the ids `troupe generate` prints
 // (one CPU replica), and SIGTERM stops it cleanly.
 TEST_F(GenerateCommand, ServeAnswersLikeGenerateAndStopsOnSigterm) {
-  TroupeProcess serve({"serve", "--hf", hf_, "--device", "cpu", "--host", "127.0.0.1", "--port", "0"}, tmp_ / "serve.txt");
+  Troupe serve({"serve", "--hf", hf_, "--device", "cpu", "--host", "127.0.0.1", "--port", "0"}, tmp_ / "serve.txt");
   const std::string banner = serve.await_output("http://127.0.0.1:", std::chrono::seconds(60));
   const int port = std::atoi(banner.c_str() + banner.find("http://127.0.0.1:") + 17);
   ASSERT_GT(port, 0) << banner;
