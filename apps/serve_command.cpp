@@ -28,7 +28,7 @@ extern "C" void on_serve_signal(int sig) { g_serve_stop = sig; }
 struct ServeOptions {
   InferenceFlags model;
   std::string host = "127.0.0.1", model_name = "troupe";
-  int port = 5000, devices = 1, http_threads = 64;
+  int port = 5000, devices = 1, http_threads = 0;
   int64_t max_queued_requests = 256;
 };
 
@@ -50,7 +50,10 @@ int serve(const ServeOptions& o) {
   {
     actors::InferencePool pool(std::move(replicas), {.max_queued_requests = o.max_queued_requests});
     actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
-    actors::HttpServer http(o.host, o.port, api.routes(), o.http_threads);
+    // A thread for every request the pool may hold, and spare ones that answer 503 and /health
+    // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
+    const int64_t threads = o.http_threads > 0 ? o.http_threads : pool.stats().capacity + 16;
+    actors::HttpServer http(o.host, o.port, api.routes(), int(threads));
     std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/models, GET /health), "
                 "%d %s replica%s\n",
                 o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(),
@@ -77,7 +80,9 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--devices", o->devices, "model replicas: one worker actor per GPU (or per CPU device)");
   cmd->add_option("--served-model-name", o->model_name, "the \"model\" field of OpenAI answers");
   cmd->add_option("--http-threads", o->http_threads,
-                  "HTTP handler threads: connections served at once (a streamed reply holds one to its end)");
+                  "HTTP handler threads: connections served at once, a streamed reply holding one to its end "
+                  "(0: the requests the pool may hold + 16)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-queued-requests", o->max_queued_requests,
                   "requests waiting beyond the replicas' running slots (--inference-max-requests each); "
                   "more get HTTP 503")

@@ -45,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model = "tiny", hf, device = "cpu", serve_args;
-  int requests = 300, waves = 2, malloc_arena_max = 4, max_prompt_words = 40, max_output = 48, verify = 1, http_threads = 512;
+  int requests = 300, waves = 2, malloc_arena_max = 4, max_prompt_words = 40, max_output = 48, verify = 1, http_threads = 0;
   double rate = 150, greedy_share = 0.5, stream_share = 0.5, max_rss_growth_mb = 512, kv_cache_gb = 0.25;
   int64_t max_queued = 64, max_running = 16;
   uint64_t seed = 1;
@@ -93,7 +93,7 @@ std::string check_finish(const std::string& finish, int tokens, int wanted) {
 Outcome send_plain(int port, const Request& r) {
   Outcome o;
   const auto t0 = Clock::now();
-  const test::HttpResponse res = test::http_request("POST", "127.0.0.1", port, "/v1/completions", body_of(r).dump());
+  const test::HttpResponse res = test::http_request("POST", "127.0.0.1", port, "/v1/completions", body_of(r).dump(), 300);
   o.latency_s = seconds_since(t0);
   o.status = res.status;
   const json j = json::parse(res.body, nullptr, false);
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   app.add_option("--verify", o.verify, "1: compare greedy answers with the request alone");
   app.add_option("--max-queued-requests", o.max_queued, "the server's queue bound");
   app.add_option("--max-running", o.max_running, "the server's --inference-max-requests");
-  app.add_option("--http-threads", o.http_threads, "the server's HTTP threads");
+  app.add_option("--http-threads", o.http_threads, "the server's HTTP threads (0: its default)");
   app.add_option("--kv-cache-gb", o.kv_cache_gb, "the server's KV cache, GiB");
   app.add_option("--max-rss-growth-mb", o.max_rss_growth_mb, "fail above this server RSS growth");
   app.add_option("--malloc-arena-max", o.malloc_arena_max, "MALLOC_ARENA_MAX of the server (0: glibc's default)");

@@ -68,8 +68,8 @@ HttpResponse http_get(const std::string& host, int port, const std::string& path
 }
 
 HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
-                          const std::string& body) {
-  const int fd = tcp_connect(host, port, 10);  // a hung server fails the test instead of hanging it
+                          const std::string& body, int timeout_s) {
+  const int fd = tcp_connect(host, port, timeout_s);  // a hung server fails the test instead of hanging it
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
