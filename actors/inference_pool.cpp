@@ -215,7 +215,8 @@ RequestTicket InferencePool::submit(GenerationRequest request, TokenCallback on_
     if (cb) cb(why);
   };
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  auto r = std::make_shared<PoolRequest>(PoolRequest{std::move(request), std::move(token), std::move(error), cancel, false});
+  auto r = std::make_shared<PoolRequest>(
+      PoolRequest{std::move(request), std::move(token), std::move(error), cancel, false});
   caf::anon_send(impl_->router, submit_atom::value, Submission{std::move(r)});
   return RequestTicket(std::move(cancel));
 }
