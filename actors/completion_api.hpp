@@ -7,9 +7,14 @@
 //                         "temperature", "top_k", "top_p", "seed", "stop", "logprobs", "echo", "n": 1}
 //                         -> {"id", "object": "text_completion", "created", "model", "choices":
 //                         [{"index", "text", "logprobs", "finish_reason"}], "usage"}
-//   GET  /v1/health       {"status": "ok"}
+//                         "stream": true answers with server-sent events (actors/completion_stream.hpp)
+//   GET  /v1/models       {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
+//   GET  /health          {"status": "ok", "pending_requests", "max_pending_requests", "free_kv_blocks",
+//                         "kv_blocks"} (also /v1/health)
 // Every prompt of a call is submitted at once, so they batch together (and with other calls).
-// A bad request is HTTP 400 with a plain-text reason naming the field.
+// A bad request (invalid JSON, an unknown or out-of-range field, a prompt the engine refuses) is
+// HTTP 400 and a full pool 503, each with {"error": {"message", "type", "param", "code"}}
+// naming the field (actors/api_request.hpp).
 #pragma once
 
 #include <string>
@@ -33,7 +38,8 @@ class CompletionApi {
 
   HttpReply megatron(const std::string& body);     // PUT /api
   HttpReply completions(const std::string& body);  // POST /v1/completions
-  HttpReply health() const;                        // GET /v1/health
+  HttpReply health() const;                        // GET /health
+  HttpReply models() const;                        // GET /v1/models
   // The routes above, for HttpServer.
   std::vector<HttpRoute> routes();
 

@@ -26,9 +26,11 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
   Impl& d = *impl_;
   httplib::Server& s = d.server;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(threads, 1))); };
-  s.set_socket_options([](int sock) {  // SO_REUSEADDR only: a second server on the port must fail
+  int listen_fd = -1;  // the socket the server binds (the last one it configures)
+  s.set_socket_options([&listen_fd](int sock) {  // SO_REUSEADDR only: a second server on the port must fail
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = sock;
   });
   for (HttpRoute& r : routes) {
     auto handler = [h = std::move(r.handler)](const httplib::Request& req, httplib::Response& res) {
@@ -39,7 +41,16 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
         reply = {500, e.what(), "text/plain"};
       }
       res.status = reply.status;
-      res.set_content(reply.body, reply.content_type);
+      if (!reply.stream) {
+        res.set_content(reply.body, reply.content_type);
+        return;
+      }
+      res.set_chunked_content_provider(reply.content_type,
+                                       [stream = std::move(reply.stream)](size_t, httplib::DataSink& sink) {
+                                         stream([&sink](std::string_view s) { return sink.write(s.data(), s.size()); });
+                                         sink.done();
+                                         return true;
+                                       });
     };
     if (r.method == "GET") s.Get(r.path, handler);
     else if (r.method == "POST") s.Post(r.path, handler);
@@ -52,6 +63,9 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
   TROUPE_CHECK(bound, "cannot serve on ", host, ":", port, " (--host/--port): ",
                err != 0 ? std::strerror(err) : "bind failed",
                " (is another process using that port, or is the address not this machine's?)");
+  // cpp-httplib listens with a backlog of 5: a burst of clients would find connections reset.
+  // Listening again on the bound socket raises it (Linux updates the backlog in place).
+  TROUPE_SYSCALL(::listen(listen_fd, SOMAXCONN), "listen on ", host, ":", d.port, " with a longer backlog");
   d.thread = std::thread([&d] {
     d.server.listen_after_bind();
     d.finished = true;

@@ -20,6 +20,8 @@ struct PoolRequest {
   GenerationRequest request;
   TokenCallback on_token;
   RequestError on_error;
+  std::shared_ptr<std::atomic<bool>> cancel;  // set by the ticket, read by the worker
+  bool cancel_sent = false;                   // the worker told its engine (worker thread only)
 };
 
 // Local only: a shared_ptr travels, the request is not copied.
@@ -38,8 +40,13 @@ namespace {
 
 class InferenceWorker : public caf::event_based_actor {
  public:
-  InferenceWorker(caf::actor_config& cfg, InferenceReplica replica, int index, caf::actor router)
-      : caf::event_based_actor(cfg), replica_(std::move(replica)), index_(index), router_(std::move(router)) {
+  InferenceWorker(caf::actor_config& cfg, InferenceReplica replica, int index, caf::actor router,
+                  std::atomic<int64_t>* free_blocks)
+      : caf::event_based_actor(cfg),
+        replica_(std::move(replica)),
+        index_(index),
+        router_(std::move(router)),
+        free_blocks_(free_blocks) {
     replica_.context->activate();
     engine_ = make_engine();
   }
@@ -65,9 +72,12 @@ class InferenceWorker : public caf::event_based_actor {
         },
         [this](advance_atom) {
           replica_.context->activate();
+          for (auto& [id, r] : pending_)
+            if (*r->cancel && !r->cancel_sent) r->cancel_sent = engine_->cancel(id);
           bool more = false;
           try {
             more = engine_->step();
+            *free_blocks_ = engine_->cache().free_blocks();
           } catch (const std::exception& e) {
             fail_all(e.what());
           }
@@ -80,7 +90,9 @@ class InferenceWorker : public caf::event_based_actor {
 
  private:
   std::unique_ptr<InferenceEngine> make_engine() {
-    return std::make_unique<InferenceEngine>(*replica_.model, replica_.engine, replica_.detokenize);
+    auto e = std::make_unique<InferenceEngine>(*replica_.model, replica_.engine, replica_.detokenize);
+    *free_blocks_ = e->cache().free_blocks();
+    return e;
   }
   void retire(int64_t id) {
     pending_.erase(id);
@@ -100,6 +112,7 @@ class InferenceWorker : public caf::event_based_actor {
   InferenceReplica replica_;
   int index_;
   caf::actor router_;
+  std::atomic<int64_t>* free_blocks_;  // the pool's view of this worker's free KV blocks
   std::unique_ptr<InferenceEngine> engine_;
   std::map<int64_t, std::shared_ptr<PoolRequest>> pending_;  // engine id -> request
   bool stepping_ = false;
@@ -129,20 +142,37 @@ caf::behavior router_fn(caf::stateful_actor<RouterState>* self) {
 }  // namespace
 
 struct InferencePool::Impl {
+  int64_t capacity = 0;
+  int64_t kv_blocks = 0;
+  std::atomic<int64_t> pending{0};
+  std::atomic<int64_t> cancelled{0};
+  std::unique_ptr<std::atomic<int64_t>[]> free_blocks;  // per worker
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   caf::actor router;
   std::vector<caf::actor> workers;
 };
 
-InferencePool::InferencePool(std::vector<InferenceReplica> replicas) : impl_(std::make_unique<Impl>()) {
+InferencePool::InferencePool(std::vector<InferenceReplica> replicas, InferencePoolOptions options)
+    : impl_(std::make_unique<Impl>()) {
   TROUPE_CHECK(!replicas.empty(), "InferencePool: needs at least one replica");
+  TROUPE_CHECK(options.max_queued_requests >= 0, "InferencePool: max_queued_requests must be >= 0, got ",
+               options.max_queued_requests);
+  impl_->capacity = options.max_queued_requests;
+  impl_->free_blocks = std::make_unique<std::atomic<int64_t>[]>(replicas.size());
+  for (const InferenceReplica& r : replicas) {
+    TROUPE_CHECK(r.model, "InferencePool: a replica has no model");
+    const int64_t running = r.engine.max_sequences > 0 ? r.engine.max_sequences : r.model->options().max_sequences;
+    impl_->capacity += running;
+    impl_->kv_blocks += r.engine.num_blocks;
+  }
   impl_->system = std::make_unique<caf::actor_system>(impl_->cfg);
   impl_->router = impl_->system->spawn(router_fn);
   for (size_t i = 0; i < replicas.size(); ++i) {
     TROUPE_CHECK(replicas[i].context && replicas[i].model, "InferencePool: replica ", i, " has no model");
     impl_->workers.push_back(
-        impl_->system->spawn<InferenceWorker, caf::detached>(std::move(replicas[i]), int(i), impl_->router));
+        impl_->system->spawn<InferenceWorker, caf::detached>(std::move(replicas[i]), int(i), impl_->router,
+                                                             &impl_->free_blocks[i]));
   }
   caf::anon_send(impl_->router, workers_atom::value, impl_->workers);
 }
@@ -157,16 +187,45 @@ InferencePool::~InferencePool() {
 
 size_t InferencePool::workers() const { return impl_->workers.size(); }
 
-void InferencePool::submit(GenerationRequest request, TokenCallback on_token, RequestError on_error) {
-  auto r = std::make_shared<PoolRequest>(PoolRequest{std::move(request), std::move(on_token), std::move(on_error)});
-  caf::anon_send(impl_->router, submit_atom::value, Submission{std::move(r)});
+PoolStats InferencePool::stats() const {
+  PoolStats s{.pending = impl_->pending,
+              .capacity = impl_->capacity,
+              .kv_blocks = impl_->kv_blocks,
+              .cancelled = impl_->cancelled};
+  for (size_t i = 0; i < impl_->workers.size(); ++i) s.free_kv_blocks += impl_->free_blocks[i];
+  return s;
 }
 
-std::future<GenerationResult> InferencePool::generate_async(GenerationRequest request) {
+RequestTicket InferencePool::submit(GenerationRequest request, TokenCallback on_token, RequestError on_error) {
+  std::atomic<int64_t>& pending = impl_->pending;
+  for (int64_t n = pending; ;) {
+    if (n >= impl_->capacity)
+      throw PoolFull(str_cat("the server holds its limit of ", impl_->capacity,
+                             " requests (running and queued; --max-queued-requests): try again later"));
+    if (pending.compare_exchange_weak(n, n + 1)) break;
+  }
+  // The pool's count drops before the caller hears of the end, so it may submit again at once.
+  auto token = [&pending, &cancelled = impl_->cancelled, cb = std::move(on_token)](const TokenEvent& e) {
+    if (e.finish == FinishReason::cancelled) ++cancelled;
+    if (e.finish != FinishReason::none) --pending;
+    if (cb) cb(e);
+  };
+  auto error = [&pending, cb = std::move(on_error)](const std::string& why) {
+    --pending;
+    if (cb) cb(why);
+  };
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  auto r = std::make_shared<PoolRequest>(
+      PoolRequest{std::move(request), std::move(token), std::move(error), cancel, false});
+  caf::anon_send(impl_->router, submit_atom::value, Submission{std::move(r)});
+  return RequestTicket(std::move(cancel));
+}
+
+std::future<GenerationResult> InferencePool::generate_async(GenerationRequest request, RequestTicket* ticket) {
   auto promise = std::make_shared<std::promise<GenerationResult>>();
   auto result = std::make_shared<GenerationResult>();
   std::future<GenerationResult> f = promise->get_future();
-  submit(
+  RequestTicket t = submit(
       std::move(request),
       [promise, result](const TokenEvent& e) {
         if (e.has_token) {
@@ -180,6 +239,7 @@ std::future<GenerationResult> InferencePool::generate_async(GenerationRequest re
         }
       },
       [promise](const std::string& why) { promise->set_exception(std::make_exception_ptr(Error(why))); });
+  if (ticket) *ticket = t;
   return f;
 }
 

@@ -3,6 +3,8 @@
 // detached, so one thread drives its device. A worker steps its engine while it has requests
 // and takes new ones between steps: a request that arrives while others decode joins the batch
 // at the next step. The router sends each request to the worker with the fewest in flight.
+// The pool holds a bounded number of requests (every worker's running slots plus
+// `max_queued_requests`); submit() refuses more with PoolFull instead of queueing them.
 //
 //   std::vector<InferenceReplica> replicas;   // one per device
 //   InferencePool pool(std::move(replicas));
@@ -10,12 +12,14 @@
 //   pool.submit({prompt_ids, params}, [](const TokenEvent& e) { ... });     // streams, on a worker thread
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/check.hpp"
 #include "kernels/context.hpp"
 #include "model/inference_engine.hpp"
 
@@ -26,6 +30,36 @@ struct InferenceReplica {
   std::shared_ptr<InferenceModel> model;      // weights loaded
   EngineOptions engine;                       // budgets of this replica's engine
   Detokenizer detokenize;                     // for stop strings (may be null)
+};
+
+struct InferencePoolOptions {
+  int64_t max_queued_requests = 256;  // waiting beyond the workers' running slots, at most
+};
+
+// submit() when the pool already holds its bound: the caller should refuse (HTTP 503).
+class PoolFull : public Error {
+ public:
+  using Error::Error;
+};
+
+// What the pool holds now, for monitoring and tests.
+struct PoolStats {
+  int64_t pending = 0;         // submitted and not finished (running or queued)
+  int64_t capacity = 0;        // the bound on `pending`
+  int64_t free_kv_blocks = 0;  // over every worker's KV cache, as of its last step
+  int64_t kv_blocks = 0;       // every worker's KV cache
+  int64_t cancelled = 0;       // requests that ended cancelled, since the start
+};
+
+// A submitted request; cancel() ends it at its worker's next step (a final event with
+// FinishReason::cancelled) and frees its KV blocks. Copies share the request.
+class RequestTicket {
+ public:
+  explicit RequestTicket(std::shared_ptr<std::atomic<bool>> cancel) : cancel_(std::move(cancel)) {}
+  void cancel() const { *cancel_ = true; }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> cancel_;
 };
 
 // A finished request, as generate() returns it.
@@ -41,17 +75,20 @@ using RequestError = std::function<void(const std::string& message)>;
 
 class InferencePool {
  public:
-  explicit InferencePool(std::vector<InferenceReplica> replicas);
+  explicit InferencePool(std::vector<InferenceReplica> replicas, InferencePoolOptions options = {});
   ~InferencePool();  // stops the actors (requests in flight are dropped)
   InferencePool(const InferencePool&) = delete;
   InferencePool& operator=(const InferencePool&) = delete;
 
   size_t workers() const;
-  // Queues a request. `on_token` runs on the worker's thread for every event; the last one has
-  // `finish` set. A request the engine refuses ends with `on_error` instead.
-  void submit(GenerationRequest request, TokenCallback on_token, RequestError on_error);
-  // submit() and wait: the result, or troupe::Error with the engine's reason.
-  std::future<GenerationResult> generate_async(GenerationRequest request);
+  PoolStats stats() const;
+  // Queues a request, or throws PoolFull when the pool holds its bound. `on_token` runs on the
+  // worker's thread for every event; the last one has `finish` set. A request the engine
+  // refuses ends with `on_error` instead.
+  RequestTicket submit(GenerationRequest request, TokenCallback on_token, RequestError on_error);
+  // submit() and wait: the result, or troupe::Error with the engine's reason (PoolFull at once).
+  // `ticket`, when given, receives the request's ticket.
+  std::future<GenerationResult> generate_async(GenerationRequest request, RequestTicket* ticket = nullptr);
   GenerationResult generate(GenerationRequest request) { return generate_async(std::move(request)).get(); }
 
  private:

@@ -1,6 +1,6 @@
 // `troupe serve`: the inference actor pool (a router in front of one worker per replica) behind
-// Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions; actors/completion_api.hpp), until
-// SIGINT/SIGTERM.
+// Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions, GET /v1/models, GET /health;
+// actors/completion_api.hpp), until SIGINT/SIGTERM. Binds 127.0.0.1 unless --host says otherwise.
 //
 //   troupe serve --hf gpt2 --port 5000 --devices 2
 //   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 16}'
@@ -27,8 +27,9 @@ extern "C" void on_serve_signal(int sig) { g_serve_stop = sig; }
 
 struct ServeOptions {
   InferenceFlags model;
-  std::string host = "0.0.0.0", model_name = "troupe";
-  int port = 5000, devices = 1, http_threads = 16;
+  std::string host = "127.0.0.1", model_name = "troupe";
+  int port = 5000, devices = 1, http_threads = 0;
+  int64_t max_queued_requests = 256;
 };
 
 int serve(const ServeOptions& o) {
@@ -47,10 +48,14 @@ int serve(const ServeOptions& o) {
     replicas.push_back(std::move(r));
   }
   {
-    actors::InferencePool pool(std::move(replicas));
+    actors::InferencePool pool(std::move(replicas), {.max_queued_requests = o.max_queued_requests});
     actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
-    actors::HttpServer http(o.host, o.port, api.routes(), o.http_threads);
-    std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/health), %d %s replica%s\n",
+    // A thread for every request the pool may hold, and spare ones that answer 503 and /health
+    // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
+    const int64_t threads = o.http_threads > 0 ? o.http_threads : pool.stats().capacity + 16;
+    actors::HttpServer http(o.host, o.port, api.routes(), int(threads));
+    std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/models, GET /health), "
+                "%d %s replica%s\n",
                 o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(),
                 o.devices, s.cuda ? "GPU" : "CPU", o.devices > 1 ? "s" : "");
     std::fflush(stdout);
@@ -70,11 +75,18 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   auto o = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP (Megatron's PUT /api and OpenAI /v1/completions)");
   add_inference_flags(cmd, o->model);
-  cmd->add_option("--host", o->host, "address to listen on (0.0.0.0: every interface, as Megatron)");
+  cmd->add_option("--host", o->host, "address to listen on (0.0.0.0: every interface)");
   cmd->add_option("--port", o->port, "port (0: a free one, printed)");
   cmd->add_option("--devices", o->devices, "model replicas: one worker actor per GPU (or per CPU device)");
   cmd->add_option("--served-model-name", o->model_name, "the \"model\" field of OpenAI answers");
-  cmd->add_option("--http-threads", o->http_threads, "HTTP handler threads");
+  cmd->add_option("--http-threads", o->http_threads,
+                  "HTTP handler threads: connections served at once, a streamed reply holding one to its end "
+                  "(0: the requests the pool may hold + 16)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-queued-requests", o->max_queued_requests,
+                  "requests waiting beyond the replicas' running slots (--inference-max-requests each); "
+                  "more get HTTP 503")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([&run, o] { run = [o] { return serve(*o); }; });
 }
 

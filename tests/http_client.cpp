@@ -13,25 +13,26 @@
 
 namespace troupe::test {
 
-HttpResponse http_get(const std::string& host, int port, const std::string& path) {
-  return http_request("GET", host, port, path, "");
+int tcp_connect(const std::string& host, int port, int timeout_s) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  TROUPE_SYSCALL(fd, "socket for ", host, ":", port);
+  try {
+    timeval tv{.tv_sec = timeout_s, .tv_usec = 0};
+    TROUPE_SYSCALL(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), "receive timeout");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    TROUPE_CHECK(::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1, "not an IPv4 address: ", host);
+    TROUPE_SYSCALL(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), "connect to ", host, ":", port);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
 }
 
-HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
-                          const std::string& body) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  TROUPE_SYSCALL(fd, "socket for ", method, " ", path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  timeval tv{.tv_sec = 10, .tv_usec = 0};  // a hung server fails the test instead of hanging it
-  TROUPE_SYSCALL(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), "receive timeout");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(port));
-  TROUPE_CHECK(::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1, "not an IPv4 address: ", host);
-  TROUPE_SYSCALL(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), "connect to ", host, ":", port);
+void http_send(int fd, const std::string& method, const std::string& host, int port, const std::string& path,
+               const std::string& body) {
   std::string request = str_cat(method, " ", path, " HTTP/1.1\r\nHost: ", host, ":", port, "\r\nConnection: close\r\n");
   if (method != "GET") request += str_cat("Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n");
   request += "\r\n" + body;
@@ -40,16 +41,11 @@ HttpResponse http_request(const std::string& method, const std::string& host, in
     TROUPE_SYSCALL(n, "send the request to ", host, ":", port);
     sent += size_t(n);
   }
-  std::string raw;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    TROUPE_SYSCALL(n, "read the response from ", host, ":", port);
-    if (n == 0) break;
-    raw.append(buf, size_t(n));
-  }
-  const size_t head_end = raw.find("\r\n\r\n");
-  TROUPE_CHECK(raw.rfind("HTTP/1.", 0) == 0 && head_end != std::string::npos, "not an HTTP response: ", raw.substr(0, 80));
+}
+
+HttpResponse parse_http_head(const std::string& raw) {
+  const size_t head_end = raw.size();
+  TROUPE_CHECK(raw.rfind("HTTP/1.", 0) == 0 && raw.size() >= 12, "not an HTTP response: ", raw.substr(0, 80));
   HttpResponse r;
   r.status = std::stoi(raw.substr(9, 3));
   size_t line = raw.find("\r\n") + 2;
@@ -64,6 +60,32 @@ HttpResponse http_request(const std::string& method, const std::string& host, in
     }
     line = eol + 2;
   }
+  return r;
+}
+
+HttpResponse http_get(const std::string& host, int port, const std::string& path) {
+  return http_request("GET", host, port, path, "");
+}
+
+HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
+                          const std::string& body, int timeout_s) {
+  const int fd = tcp_connect(host, port, timeout_s);  // a hung server fails the test instead of hanging it
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  http_send(fd, method, host, port, path, body);
+  std::string raw;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    TROUPE_SYSCALL(n, "read the response from ", host, ":", port);
+    if (n == 0) break;
+    raw.append(buf, size_t(n));
+  }
+  const size_t head_end = raw.find("\r\n\r\n");
+  TROUPE_CHECK(raw.rfind("HTTP/1.", 0) == 0 && head_end != std::string::npos, "not an HTTP response: ", raw.substr(0, 80));
+  HttpResponse r = parse_http_head(raw.substr(0, head_end + 2));
   r.body = raw.substr(head_end + 4);
   // The server may answer with chunked encoding; the metrics server sets Content-Length.
   TROUPE_CHECK(r.headers.count("transfer-encoding") == 0, "chunked responses are not supported by this test client");

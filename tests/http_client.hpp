@@ -18,8 +18,17 @@ struct HttpResponse {
 // Sends "GET path HTTP/1.1" with Connection: close and reads until the server closes.
 // Throws troupe::Error when it cannot connect or the answer is not HTTP.
 HttpResponse http_get(const std::string& host, int port, const std::string& path);
-// The same for any method, with a JSON body (Content-Length set) unless the method is GET.
+// The same for any method, with a JSON body (Content-Length set) unless the method is GET;
+// reading the answer fails after `timeout_s` of silence.
 HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
-                          const std::string& body);
+                          const std::string& body, int timeout_s = 10);
+
+// The pieces of http_request, for clients that read the answer as it comes (tests/sse_client.hpp):
+// a connected socket whose reads time out after `timeout_s`, and the whole request sent on it.
+// The status line and headers of `head` (up to the blank line, each line ending in CRLF).
+HttpResponse parse_http_head(const std::string& head);
+int tcp_connect(const std::string& host, int port, int timeout_s);
+void http_send(int fd, const std::string& method, const std::string& host, int port, const std::string& path,
+               const std::string& body);
 
 }  // namespace troupe::test

@@ -115,7 +115,10 @@ const Context& cpu() {
   return ctx;
 }
 
-std::string source_path(const std::string& relative) { return std::string(TROUPE_SOURCE_DIR) + "/" + relative; }
+std::string source_path(const std::string& relative) {
+  const char* env = std::getenv("TROUPE_SOURCE_DIR");  // a build run from another checkout (the GPU machine)
+  return std::string(env && *env ? env : TROUPE_SOURCE_DIR) + "/" + relative;
+}
 
 void run_threads(const std::vector<int>& ids, const std::function<void(int)>& fn) {
   std::vector<std::exception_ptr> errors(ids.size());

@@ -60,7 +60,7 @@ class TempDir {
 const Context& gpu();
 const Context& cpu();
 
-// Path of a file in the source tree (tests read bundled data).
+// Path of a file in the source tree (tests read bundled data; $TROUPE_SOURCE_DIR overrides).
 std::string source_path(const std::string& relative);
 // Path of the built `troupe` command, for tests that run it as a child process
 // ($TROUPE_BINARY overrides).

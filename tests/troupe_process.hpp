@@ -25,6 +25,7 @@ class Troupe {
   Troupe& operator=(const Troupe&) = delete;
 
   std::string output() const;
+  pid_t pid() const { return pid_; }
   void signal(int sig) const;
   // The exit code once it exits within `limit` (128 + signal when killed); nullopt if it runs on.
   std::optional<int> wait(std::chrono::milliseconds limit);

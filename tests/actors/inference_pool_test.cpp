@@ -13,6 +13,7 @@
 #include "data/gpt2_tokenizer.hpp"
 #include "tests/http_client.hpp"
 #include "tests/inference_test_util.hpp"
+#include "tests/serve_test_model.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -21,39 +22,10 @@ namespace {
 using json = nlohmann::json;
 
 struct PoolFixture : ::testing::Test {
-  GptConfig config = tiny_inference_config(true, 32, 64, 50257);
-  Tensor weights = random_normal({ParamLayout(config, ChunkSpec::whole_model()).size()}, 8, 0.3f);
-  Gpt2Tokenizer tok = Gpt2Tokenizer::from_files(source_path("assets/gpt2/gpt2-vocab.json"),
-                                                source_path("assets/gpt2/gpt2-merges.txt"));
-
-  std::vector<actors::InferenceReplica> replicas(int n) {
-    std::vector<actors::InferenceReplica> out;
-    for (int i = 0; i < n; ++i) {
-      actors::InferenceReplica r;
-      r.context = std::make_shared<const Context>(Context::cpu());
-      r.model = std::make_shared<InferenceModel>(*r.context, config, DType::f32,
-                                                 InferenceModelOptions{.max_tokens = 64, .max_sequences = 4});
-      r.model->load_weights(weights);
-      r.engine = {.num_blocks = 32, .block_size = 8};
-      std::shared_ptr<const Tokenizer> t = tok.clone();
-      r.detokenize = [t](std::span<const int32_t> ids) { return t->decode(ids); };
-      out.push_back(std::move(r));
-    }
-    return out;
-  }
-
-  // The engine alone, one request at a time.
-  std::vector<int32_t> alone(const GenerationRequest& req) {
-    InferenceModel model(cpu(), config, DType::f32, {.max_tokens = 64, .max_sequences = 4});
-    model.load_weights(weights);
-    InferenceEngine engine(model, {.num_blocks = 32, .block_size = 8});
-    std::vector<int32_t> out;
-    engine.add_request(req, [&](const TokenEvent& e) {
-      if (e.has_token) out.push_back(e.token);
-    });
-    engine.run();
-    return out;
-  }
+  ServeTestModel m;
+  const Gpt2Tokenizer& tok = m.tok;
+  std::vector<actors::InferenceReplica> replicas(int n) { return m.replicas(n); }
+  std::vector<int32_t> alone(const GenerationRequest& req) { return m.alone(req); }
 };
 
 TEST_F(PoolFixture, ConcurrentRequestsGetTheirOwnTokens) {
@@ -130,8 +102,7 @@ TEST_F(PoolFixture, HttpApis) {
   EXPECT_EQ(s["choices"][0]["text"].get<std::string>(), text.substr(0, text.find(stop)));
   EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(call("POST", "/v1/completions", {{"prompt", "x"}, {"n", 2}}).status, 400);
-  EXPECT_EQ(call("POST", "/v1/completions", {{"prompt", "x"}, {"stream", true}}).status, 400);
-  EXPECT_EQ(http_get("127.0.0.1", http.port(), "/v1/health").body, R"({"status":"ok"})");
+  EXPECT_EQ(json::parse(http_get("127.0.0.1", http.port(), "/v1/health").body)["status"], "ok");
 }
 
 }  // namespace

@@ -1,0 +1,108 @@
+// Decode speed of the inference engine, measured as ../shared/baselines/infer_hf.py measures
+// HF transformers: B requests of P random prompt tokens generate N tokens each (greedy, no
+// stop); ms per decode step = (t(generate N) - t(generate 1)) / (N - 1), the prefill removed;
+// tokens/s = B * N / t(generate N). A step is a whole engine step: the forward (a replayed CUDA
+// graph on a GPU), the logits to the host and sampling. Random weights (GPT-2 shapes).
+//
+//   decode_bench --model gpt2-124m --batches 1,16,64            # GPU, bf16, CUDA graphs
+//   decode_bench --model gpt2-tiny --device cpu --batches 1,4 --prompt 16 --new 16
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "model/inference_engine.hpp"
+#include "tests/test_util.hpp"
+
+namespace {
+
+using namespace troupe;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string model = "gpt2-124m", device = "cuda", batches = "1,16,64";
+  int64_t prompt = 128, new_tokens = 128;
+  int reps = 3;
+  bool no_cuda_graphs = false;
+};
+
+// Seconds for B requests of `prompt` tokens to generate `n` tokens each. One engine serves
+// every run of a batch size: its KV cache stays put, so the decode graphs captured in the
+// warm-up are replayed (a new cache would be captured again).
+double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
+  for (int64_t i = 0; i < b; ++i) {
+    const Tensor t = test::random_tokens({prompt}, uint64_t(i), int32_t(model.config().vocab_size));
+    engine.add_request({{t.data_as<int32_t>(), t.data_as<int32_t>() + prompt}, {.temperature = 0.0f, .max_tokens = n}},
+                       nullptr);
+  }
+  const auto t0 = Clock::now();
+  engine.run();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median_s(int reps, const std::function<double()>& f) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) t.push_back(f());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int run(const Options& o) {
+  const bool cuda = o.device == "cuda";
+  TROUPE_CHECK(!cuda || cuda_available(), "--device cuda: no GPU is visible");
+  const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
+  const GptConfig config = GptConfig::preset(o.model);
+  std::vector<int64_t> batches;
+  std::istringstream list(o.batches);
+  for (std::string b; std::getline(list, b, ',');) batches.push_back(std::stoll(b));
+  const int64_t most = *std::max_element(batches.begin(), batches.end());
+  InferenceModel model(ctx, config, cuda ? DType::bf16 : DType::f32,
+                       {.max_tokens = std::max<int64_t>(2048, most * o.prompt), .max_sequences = most,
+                        .cuda_graphs = !o.no_cuda_graphs});
+  model.load_weights(test::random_normal({model.layout().size()}, 1, 0.02f));
+  constexpr int kBlockSize = 16;
+  for (int64_t b : batches) {
+    InferenceEngine engine(model, {.num_blocks = b * ((o.prompt + o.new_tokens + kBlockSize - 1) / kBlockSize),
+                                   .block_size = kBlockSize});
+    generate_s(model, engine, b, o.prompt, o.new_tokens);  // warm-up: allocations, graph capture
+    const double tn = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, o.new_tokens); });
+    const double t1 = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, 1); });
+    const nlohmann::json r = {{"model", o.model},
+                              {"batch", b},
+                              {"prompt", o.prompt},
+                              {"new", o.new_tokens},
+                              {"cuda_graphs", cuda && !o.no_cuda_graphs},
+                              {"t_generate_N_s", tn},
+                              {"t_prefill_plus_1_s", t1},
+                              {"gen_tokens_per_s", double(b * o.new_tokens) / tn},
+                              {"ms_per_decode_step", (tn - t1) / double(o.new_tokens - 1) * 1e3},
+                              {"decode_tokens_per_s", double(b * (o.new_tokens - 1)) / (tn - t1)}};
+    std::printf("RESULT %s\n", r.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app("Decode ms/step of the inference engine (infer_hf.py's method)");
+  app.add_option("--model", o.model, "gpt2-124m, gpt2-350m, gpt2-tiny (random weights)");
+  app.add_option("--device", o.device, "cuda (bf16) or cpu (f32)")->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--batches", o.batches, "batch sizes, comma-separated");
+  app.add_option("--prompt", o.prompt, "prompt tokens per request");
+  app.add_option("--new", o.new_tokens, "generated tokens per request (at least 2)")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--reps", o.reps, "timed runs per point (the median)");
+  app.add_flag("--no-cuda-graphs", o.no_cuda_graphs, "plain launches for decode steps");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "decode_bench: %s\n", e.what());
+    return 1;
+  }
+}
