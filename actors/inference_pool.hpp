@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/monitor_options.hpp"
+#include "actors/monitor_schema.hpp"
 #include "kernels/context.hpp"
 #include "model/inference_engine.hpp"
 
@@ -53,6 +55,14 @@ class InferencePool {
   // submit() and wait: the result, or troupe::Error with the engine's reason.
   std::future<GenerationResult> generate_async(GenerationRequest request);
   GenerationResult generate(GenerationRequest request) { return generate_async(std::move(request)).get(); }
+
+  // Monitoring (actors/serving_monitor.hpp): starts the monitor actor in the pool's actor
+  // system, and the router and workers report to it from then on. Binds here: a port in use
+  // throws naming it. Where it listens.
+  MonitorAddresses start_monitor(const MonitorOptions& options, const MonitorHello& hello);
+  // Publishes the last `serving` record and `end`, then stops the monitor (the destructor does
+  // so too, as "stopped"). Nothing without a monitor.
+  void end_monitor(MonitorEnd end);
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 // `troupe serve`: the inference actor pool (a router in front of one worker per replica) behind
 // Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions; actors/completion_api.hpp), until
-// SIGINT/SIGTERM.
+// SIGINT/SIGTERM. With --monitor-endpoint / --metrics-port the pool's monitor publishes the
+// queue, batch, tokens and latencies for `troupe monitor` and Prometheus (apps/serve_monitor.hpp).
 //
 //   troupe serve --hf gpt2 --port 5000 --devices 2
 //   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 16}'
@@ -16,6 +17,8 @@
 #include "actors/inference_pool.hpp"
 #include "apps/commands.hpp"
 #include "apps/inference_flags.hpp"
+#include "apps/monitor_flags.hpp"
+#include "apps/serve_monitor.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::apps {
@@ -29,6 +32,7 @@ struct ServeOptions {
   InferenceFlags model;
   std::string host = "0.0.0.0", model_name = "troupe";
   int port = 5000, devices = 1, http_threads = 16;
+  actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
 };
 
 int serve(const ServeOptions& o) {
@@ -48,6 +52,9 @@ int serve(const ServeOptions& o) {
   }
   {
     actors::InferencePool pool(std::move(replicas));
+    if (o.monitor.enabled())
+      print_monitor_addresses(pool.start_monitor(
+          o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, o.devices)));
     actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
     actors::HttpServer http(o.host, o.port, api.routes(), o.http_threads);
     std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/health), %d %s replica%s\n",
@@ -59,6 +66,7 @@ int serve(const ServeOptions& o) {
     while (g_serve_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::printf("signal %d: stopping\n", int(g_serve_stop));
     std::fflush(stdout);
+    pool.end_monitor(serve_monitor_end(g_serve_stop));
   }  // the server stops, then the actors
   std::printf("stopped\n");
   return 0;
@@ -75,6 +83,7 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--devices", o->devices, "model replicas: one worker actor per GPU (or per CPU device)");
   cmd->add_option("--served-model-name", o->model_name, "the \"model\" field of OpenAI answers");
   cmd->add_option("--http-threads", o->http_threads, "HTTP handler threads");
+  add_monitor_flags(cmd, o->monitor);
   cmd->callback([&run, o] { run = [o] { return serve(*o); }; });
 }
 
