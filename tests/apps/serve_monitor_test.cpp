@@ -125,6 +125,9 @@ TEST_F(ServeMonitor, MetricsAndMonitorCountWhatWasServed) {
   EXPECT_NE(text.find("troupe_info{run_id="), std::string::npos) << text;
   EXPECT_NE(text.find(",kind=\"serve\","), std::string::npos) << text;
   EXPECT_EQ(text.find("troupe_train_iters"), std::string::npos) << "training gauges on a server:\n" << text;
+  const HttpResponse health = http_get("127.0.0.1", metrics, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_NE(health.body.find("\"status\": \"serving\""), std::string::npos) << health.body;
 
   // `troupe monitor --once`: the same numbers, as JSON.
   Troupe once({"monitor", endpoint, "--once", "--timeout", "20"}, tmp_ / "once.json");
