@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "actors/serving_monitor.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::actors {
@@ -22,6 +23,7 @@ struct PoolRequest {
   RequestError on_error;
   std::shared_ptr<std::atomic<bool>> cancel;  // set by the ticket, read by the worker
   bool cancel_sent = false;                   // the worker told its engine (worker thread only)
+  RequestTiming timing;  // for the monitor
 };
 
 // Local only: a shared_ptr travels, the request is not copied.
@@ -56,12 +58,14 @@ class InferenceWorker : public caf::event_based_actor {
         [this](submit_atom, const Submission& s) {
           try {
             const int64_t id = engine_->add_request(s.r->request, [this, r = s.r](const TokenEvent& e) {
+              if (reporter_) stats_.on_token(r->timing, e, int64_t(r->request.prompt.size()), ServingClock::now());
               if (r->on_token) r->on_token(e);
               if (e.finish != FinishReason::none) retire(e.request);
             });
             pending_[id] = s.r;
           } catch (const std::exception& e) {
             send(router_, finished_atom::value, index_);
+            stats_.on_failed();
             if (s.r->on_error) s.r->on_error(e.what());
             return;
           }
@@ -81,10 +85,14 @@ class InferenceWorker : public caf::event_based_actor {
           } catch (const std::exception& e) {
             fail_all(e.what());
           }
+          if (reporter_)
+            if (auto report = stats_.report(index_, *engine_, !more, ServingClock::now()))
+              send(reporter_, serving_atom::value, std::move(*report));
           // Submissions that arrived meanwhile are handled before the next step.
           stepping_ = more;
           if (more) send(this, advance_atom::value);
         },
+        [this](serving_atom, caf::actor reporter) { reporter_ = std::move(reporter); },
     };
   }
 
@@ -103,6 +111,7 @@ class InferenceWorker : public caf::event_based_actor {
   void fail_all(const std::string& why) {
     for (auto& [id, r] : pending_) {
       send(router_, finished_atom::value, index_);
+      stats_.on_failed();
       if (r->on_error) r->on_error(str_cat("inference worker ", index_, ": ", why));
     }
     pending_.clear();
@@ -116,12 +125,23 @@ class InferenceWorker : public caf::event_based_actor {
   std::unique_ptr<InferenceEngine> engine_;
   std::map<int64_t, std::shared_ptr<PoolRequest>> pending_;  // engine id -> request
   bool stepping_ = false;
+  caf::actor reporter_;  // the serving monitor's reporter; null: not monitored
+  WorkerServingStats stats_;
 };
 
 struct RouterState {
   std::vector<caf::actor> workers;
   std::vector<int64_t> in_flight;
+  caf::actor reporter;  // the serving monitor's reporter; null: not monitored
 };
+
+// The requests in flight, to the serving monitor.
+void report_in_flight(caf::stateful_actor<RouterState>* self) {
+  const RouterState& st = self->state;
+  int64_t n = 0;
+  for (int64_t x : st.in_flight) n += x;
+  if (st.reporter) self->send(st.reporter, in_flight_atom::value, n);
+}
 
 caf::behavior router_fn(caf::stateful_actor<RouterState>* self) {
   return {
@@ -134,8 +154,13 @@ caf::behavior router_fn(caf::stateful_actor<RouterState>* self) {
         const size_t w = size_t(std::min_element(n.begin(), n.end()) - n.begin());
         ++n[w];
         self->send(self->state.workers[w], submit_atom::value, s);
+        report_in_flight(self);
       },
-      [self](finished_atom, int worker) { --self->state.in_flight[size_t(worker)]; },
+      [self](finished_atom, int worker) {
+        --self->state.in_flight[size_t(worker)];
+        report_in_flight(self);
+      },
+      [self](serving_atom, caf::actor reporter) { self->state.reporter = std::move(reporter); },
   };
 }
 
@@ -151,6 +176,7 @@ struct InferencePool::Impl {
   std::unique_ptr<caf::actor_system> system;
   caf::actor router;
   std::vector<caf::actor> workers;
+  std::unique_ptr<ServingMonitor> monitor;
 };
 
 InferencePool::InferencePool(std::vector<InferenceReplica> replicas, InferencePoolOptions options)
@@ -178,6 +204,7 @@ InferencePool::InferencePool(std::vector<InferenceReplica> replicas, InferencePo
 }
 
 InferencePool::~InferencePool() {
+  impl_->monitor.reset();  // publishes the end; its actors exit before the system waits for them
   for (const caf::actor& w : impl_->workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->router, caf::exit_reason::user_shutdown);
   impl_->workers.clear();
@@ -216,7 +243,8 @@ RequestTicket InferencePool::submit(GenerationRequest request, TokenCallback on_
   };
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   auto r = std::make_shared<PoolRequest>(
-      PoolRequest{std::move(request), std::move(token), std::move(error), cancel, false});
+      PoolRequest{std::move(request), std::move(token), std::move(error), cancel, false,
+                  {.submitted = ServingClock::now()}});
   caf::anon_send(impl_->router, submit_atom::value, Submission{std::move(r)});
   return RequestTicket(std::move(cancel));
 }
@@ -241,6 +269,18 @@ std::future<GenerationResult> InferencePool::generate_async(GenerationRequest re
       [promise](const std::string& why) { promise->set_exception(std::make_exception_ptr(Error(why))); });
   if (ticket) *ticket = t;
   return f;
+}
+
+MonitorAddresses InferencePool::start_monitor(const MonitorOptions& options, const MonitorHello& hello) {
+  TROUPE_CHECK(!impl_->monitor, "the pool's monitor is running already");
+  impl_->monitor = std::make_unique<ServingMonitor>(*impl_->system, options, hello, int64_t(impl_->workers.size()));
+  caf::anon_send(impl_->router, serving_atom::value, impl_->monitor->reporter());
+  for (const caf::actor& w : impl_->workers) caf::anon_send(w, serving_atom::value, impl_->monitor->reporter());
+  return impl_->monitor->addresses();
+}
+
+void InferencePool::end_monitor(MonitorEnd end) {
+  if (impl_->monitor) impl_->monitor->end(std::move(end));
 }
 
 }  // namespace troupe::actors

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "kernels/check.hpp"
+#include "actors/monitor_options.hpp"
+#include "actors/monitor_schema.hpp"
 #include "kernels/context.hpp"
 #include "model/inference_engine.hpp"
 
@@ -90,6 +92,14 @@ class InferencePool {
   // `ticket`, when given, receives the request's ticket.
   std::future<GenerationResult> generate_async(GenerationRequest request, RequestTicket* ticket = nullptr);
   GenerationResult generate(GenerationRequest request) { return generate_async(std::move(request)).get(); }
+
+  // Monitoring (actors/serving_monitor.hpp): starts the monitor actor in the pool's actor
+  // system, and the router and workers report to it from then on. Binds here: a port in use
+  // throws naming it. Where it listens.
+  MonitorAddresses start_monitor(const MonitorOptions& options, const MonitorHello& hello);
+  // Publishes the last `serving` record and `end`, then stops the monitor (the destructor does
+  // so too, as "stopped"). Nothing without a monitor.
+  void end_monitor(MonitorEnd end);
 
  private:
   struct Impl;

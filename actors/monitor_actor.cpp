@@ -62,7 +62,7 @@ struct MonitorState {
   uint64_t seq = 0;
   uint64_t subscriptions = 0;
   // The latest record of each type, as first published (seq, time): the snapshot.
-  std::optional<MonitorMessage> hello, iteration, validation, end, stages;
+  std::optional<MonitorMessage> hello, iteration, validation, end, stages, serving;
   std::deque<MonitorMessage> history;  // the latest kHistory iteration records
   std::deque<MonitorMessage> traces;   // the latest kTraceHistory trace records
   std::chrono::steady_clock::time_point last_snapshot = std::chrono::steady_clock::now();
@@ -94,6 +94,7 @@ void send_snapshot(MonitorState& st, bool history) {
     send_repeat(st, *st.iteration);
   }
   if (st.stages) send_repeat(st, *st.stages);
+  if (st.serving) send_repeat(st, *st.serving);
   if (st.validation) send_repeat(st, *st.validation);
   if (st.end) send_repeat(st, *st.end);
   st.last_snapshot = std::chrono::steady_clock::now();
@@ -111,7 +112,8 @@ bool publish(MonitorState& st, MonitorBody body) {
   };
   if (std::holds_alternative<MonitorIteration>(m.body)) keep(st.history, kHistory);
   if (std::holds_alternative<MonitorTrace>(m.body)) keep(st.traces, kTraceHistory);
-  std::optional<MonitorMessage>* latest[] = {&st.hello, &st.iteration, &st.validation, &st.end, nullptr, &st.stages};
+  std::optional<MonitorMessage>* latest[] = {&st.hello,  &st.iteration, &st.validation, &st.end,
+                                             nullptr,    &st.stages,    &st.serving};
   static_assert(std::size(latest) == std::variant_size_v<MonitorBody>);
   if (std::optional<MonitorMessage>* slot = latest[m.body.index()]) *slot = std::move(m);
   return true;

@@ -1,7 +1,8 @@
 // The monitor actor: the run's live face to the outside. It receives records (the log line's
-// numbers, validation results, the end; actors/monitor_schema.hpp), numbers them, publishes
-// each on a ZeroMQ XPUB socket (actors/monitor_publisher.hpp: never blocks, a slow subscriber
-// loses messages, not the run its time) and keeps the latest values for Prometheus /metrics
+// numbers, validation results, `troupe serve`'s serving state, the end;
+// actors/monitor_schema.hpp), numbers them, publishes each on a ZeroMQ XPUB socket
+// (actors/monitor_publisher.hpp: never blocks, a slow subscriber loses messages, not the run
+// its time) and keeps the latest values for Prometheus /metrics
 // (actors/monitor_metrics.hpp, served by actors/metrics_http_server.hpp). Every
 // hello_interval, and whenever someone subscribes, it re-sends the hello and the latest
 // records as repeats, so `troupe monitor` attaching mid-run sees the whole state at once.

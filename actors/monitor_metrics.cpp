@@ -46,11 +46,46 @@ class Exposition {
     family(name, "counter", help);
     sample(name, v);
   }
+  // A summary of seconds: the p50 and p99 (NaN when no sample), the sum and count.
+  void summary(const char* name, const char* help, double p50, double p99, double sum, int64_t count) {
+    family(name, "summary", help);
+    sample(name, p50, "quantile=\"0.5\"");
+    sample(name, p99, "quantile=\"0.99\"");
+    sample(str_cat(name, "_sum").c_str(), sum);
+    sample(str_cat(name, "_count").c_str(), double(count));
+  }
   std::string take() { return std::move(out_); }
 
  private:
   std::string out_;
 };
+
+// troupe serve's families (README "Serving metrics").
+void render_serving(Exposition& x, const MonitorServing& s) {
+  x.gauge("troupe_serving_queue_length", "Requests accepted and not yet running (waiting for a batch slot).",
+          double(s.queue_length));
+  x.gauge("troupe_serving_batch_size", "Requests running in the engines' batches, all replicas.", double(s.batch_size));
+  x.gauge("troupe_serving_kv_blocks_used", "KV cache blocks held by requests, all replicas.", double(s.kv_blocks_used));
+  x.gauge("troupe_serving_kv_blocks_total", "KV cache blocks, all replicas.", double(s.kv_blocks_total));
+  x.counter("troupe_serving_requests_total", "Requests finished since the server started.", double(s.requests));
+  x.counter("troupe_serving_failed_requests_total", "Requests refused by their engine or ended by a failed step.",
+            double(s.failed_requests));
+  x.counter("troupe_serving_prompt_tokens_total", "Prompt tokens of the finished requests.", double(s.prompt_tokens));
+  x.counter("troupe_serving_generated_tokens_total", "Tokens generated since the server started.",
+            double(s.generated_tokens));
+  x.counter("troupe_serving_engine_steps_total", "Engine steps (batched forwards), all replicas.",
+            double(s.engine_steps));
+  x.gauge("troupe_serving_requests_per_second", "Requests finished per second over the latest rate window (10 s).",
+          s.requests_per_second);
+  x.gauge("troupe_serving_tokens_per_second", "Tokens generated per second over the latest rate window (10 s).",
+          s.tokens_per_second);
+  x.summary("troupe_serving_time_to_first_token_seconds",
+            "Time from a request's submission to its first token: quantiles over the requests of the last 60 s.",
+            s.ttft_p50_s, s.ttft_p99_s, s.ttft_sum_s, s.ttft_count);
+  x.summary("troupe_serving_time_per_output_token_seconds",
+            "Time per output token after the first: quantiles over the requests of the last 60 s.", s.tpot_p50_s,
+            s.tpot_p99_s, s.tpot_sum_s, s.tpot_count);
+}
 
 }  // namespace
 
@@ -71,6 +106,8 @@ void MonitorMetrics::update(const MonitorMessage& message) {
   } else if (const auto* t = std::get_if<MonitorTrace>(&message.body)) {
     trace_events_ += int64_t(t->events.size());
     trace_dropped_ = t->dropped_events;
+  } else if (const auto* sv = std::get_if<MonitorServing>(&message.body)) {
+    serving_ = *sv;
   } else if (const auto* st = std::get_if<MonitorStages>(&message.body)) {
     stages_ = *st;
     monitor_stage_states(*st, [&](const char* state, const std::vector<int64_t>& ns) {
@@ -91,12 +128,18 @@ std::string MonitorMetrics::prometheus_text() const {
     const MonitorHello& h = *hello_;
     x.family("troupe_info", "gauge", "The run's configuration as labels (value 1).");
     x.sample("troupe_info", 1,
-             str_cat("run_id=\"", prometheus_label(h.run_id), "\",model=\"", prometheus_label(h.model),
+             str_cat("run_id=\"", prometheus_label(h.run_id), "\",kind=\"", prometheus_label(h.kind), "\",model=\"",
+                     prometheus_label(h.model),
                      "\",device_kind=\"", prometheus_label(h.device_kind), "\",dtype=\"", prometheus_label(h.dtype),
                      "\",schedule=\"", prometheus_label(h.schedule), "\",tensor_parallel=\"", h.tensor_parallel,
                      "\",pipeline_parallel=\"", h.pipeline_parallel, "\",data_parallel=\"", h.data_parallel, "\""));
-    x.gauge("troupe_train_iters", "Iterations the run trains for (--train-iters).", double(h.train_iters));
-    x.gauge("troupe_global_batch_size", "Sequences per iteration (--global-batch-size).", double(h.global_batch_size));
+    if (h.kind == "serve") {
+      x.gauge("troupe_serving_replicas", "Model replicas serving (worker actors, --devices).", double(h.replicas));
+    } else {
+      x.gauge("troupe_train_iters", "Iterations the run trains for (--train-iters).", double(h.train_iters));
+      x.gauge("troupe_global_batch_size", "Sequences per iteration (--global-batch-size).",
+              double(h.global_batch_size));
+    }
     x.gauge("troupe_parameters", "Parameters of the model.", double(h.parameters));
     x.gauge("troupe_start_time_seconds", "Unix time the run started (its monitor came up).", double(h.start_unix_ms) / 1e3);
   }
@@ -150,6 +193,7 @@ std::string MonitorMetrics::prometheus_text() const {
       x.sample("troupe_stage_seconds_total", double(ns) / 1e9,
                str_cat("stage=\"", key.second, "\",state=\"", key.first, "\""));
   }
+  if (serving_) render_serving(x, *serving_);
   x.counter("troupe_trace_events_total", "Trace events the monitor received from the run.", double(trace_events_));
   x.counter("troupe_trace_events_dropped_total", "Trace events the run dropped because the monitor was behind.",
             double(trace_dropped_));
@@ -164,7 +208,7 @@ std::string MonitorMetrics::prometheus_text() const {
 
 std::string MonitorMetrics::health_json() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const char* status = end_ ? "ended" : iteration_ ? "training" : "starting";
+  const char* status = end_ ? "ended" : iteration_ ? "training" : serving_ ? "serving" : "starting";
   std::string out = str_cat("{\"status\": \"", status, "\", \"iteration\": ", iteration_ ? iteration_->iteration : 0,
                             ", \"train_iters\": ", hello_ ? hello_->train_iters : 0);
   if (end_) out += str_cat(", \"reason\": \"", end_->reason, "\"");

@@ -24,7 +24,7 @@ class MonitorMetrics {
   void set_publisher_counts(uint64_t sent, uint64_t refused, uint64_t subscriptions);
 
   std::string prometheus_text() const;
-  // {"status": "starting" | "training" | "ended", "iteration": N, ...}: 200 while the process lives.
+  // {"status": "starting" | "training" | "serving" | "ended", "iteration": N, ...}: 200 while the process lives.
   std::string health_json() const;
 
  private:
@@ -36,6 +36,7 @@ class MonitorMetrics {
   int64_t iteration_unix_ms_ = 0;
   int64_t skipped_total_ = 0, nan_total_ = 0;  // summed over the log windows
   std::optional<MonitorStages> stages_;  // the latest traced iteration's breakdown
+  std::optional<MonitorServing> serving_;  // troupe serve's latest state
   std::map<std::pair<std::string, size_t>, int64_t> stage_ns_total_;  // (state, stage) -> ns, summed
   int64_t trace_events_ = 0, trace_dropped_ = 0;
   uint64_t sent_ = 0, refused_ = 0, subscriptions_ = 0;

@@ -42,6 +42,8 @@ class Fields {
     }
   }
   void set_type(std::string type) { type_ = std::move(type); }
+  // A field added within the version: absent (an older writer) reads as `value`.
+  void set_default(const char* key, const msgpack::object& value) { fields_.emplace(key, value); }
 
   void operator()(const char* key, int64_t& v) const {
     const msgpack::object& o = get(key, msgpack_is_int, "an integer");
@@ -111,8 +113,8 @@ MonitorBody decode_body(const Fields& fields) {
 }  // namespace
 
 const char* monitor_type_name(const MonitorBody& body) {
-  static const char* const names[] = {"hello", "iteration", "validation", "end", "trace", "stages"};
-  static_assert(std::variant_size_v<MonitorBody> == 6);
+  static const char* const names[] = {"hello", "iteration", "validation", "end", "trace", "stages", "serving"};
+  static_assert(std::variant_size_v<MonitorBody> == 7);
   return names[body.index()];
 }
 
@@ -166,14 +168,24 @@ MonitorMessage monitor_decode(std::string_view bytes) {
   fields("seq", m.seq);
   fields("repeat", m.repeat);
   fields("unix_ms", m.unix_ms);
-  if (type == "hello") m.body = decode_body<MonitorHello>(fields);
+  if (type == "hello") {
+    // Added with `troupe serve`: a training run's hello from before says neither.
+    msgpack::object train;
+    train.type = msgpack::type::STR, train.via.str.ptr = "train", train.via.str.size = 5;
+    msgpack::object zero;
+    zero.type = msgpack::type::POSITIVE_INTEGER, zero.via.u64 = 0;
+    fields.set_default("kind", train);
+    fields.set_default("replicas", zero);
+    m.body = decode_body<MonitorHello>(fields);
+  }
   else if (type == "iteration") m.body = decode_body<MonitorIteration>(fields);
   else if (type == "validation") m.body = decode_body<MonitorValidation>(fields);
   else if (type == "end") m.body = decode_body<MonitorEnd>(fields);
   else if (type == "trace") m.body = decode_body<MonitorTrace>(fields);
   else if (type == "stages") m.body = decode_body<MonitorStages>(fields);
+  else if (type == "serving") m.body = decode_body<MonitorServing>(fields);
   else TROUPE_FAIL("unknown monitor message type \"", type, "\" (version ", version,
-                   " has hello, iteration, validation, end, trace, stages)");
+                   " has hello, iteration, validation, end, trace, stages, serving)");
   return m;
 }
 

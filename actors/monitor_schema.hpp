@@ -1,4 +1,4 @@
-// The monitor's wire format (version 1): what `troupe train` publishes on its ZeroMQ socket
+// The monitor's wire format (version 1): what `troupe train` and `troupe serve` publish on its ZeroMQ socket
 // (--monitor-endpoint) and `troupe monitor` reads. One ZeroMQ message = one msgpack map with
 // string keys: the envelope (`version`, `type`, `seq`, `repeat`, `unix_ms`) and the fields of
 // its type, listed below by monitor_fields(). README "Monitoring" documents the same schema.
@@ -7,7 +7,8 @@
 // field its version lists, and ignores keys it does not know, so adding a field keeps version 1;
 // renaming, removing or changing the meaning of one needs version 2. The types `trace` and
 // `stages` were added within version 1 (README "The wire format" says what that means for older
-// readers); a reader should skip types it does not know.
+// readers); a reader should skip types it does not know. So was `serving` (`troupe serve`), with
+// the hello's `kind` and `replicas`: a hello without them decodes as kind "train", replicas 0.
 //
 //   std::string bytes = monitor_encode({.seq = 7, .unix_ms = now, .body = MonitorEnd{100, "completed", ""}});
 //   MonitorMessage m = monitor_decode(bytes);                  // throws troupe::Error
@@ -29,12 +30,14 @@ namespace troupe::actors {
 inline constexpr int kMonitorSchemaVersion = 1;
 
 // The run's configuration, sent first and then every couple of seconds (also a heartbeat).
+// A `troupe serve` process sends one too (kind "serve"): the model's shape, the replicas, the
+// device; the training fields are 0 or empty.
 struct MonitorHello {
   std::string run_id;  // host-pid-start: tells a restarted run at the same endpoint apart
   std::string host;
   int64_t pid = 0;
   int64_t start_unix_ms = 0;
-  std::string model;  // --model preset the shape started from
+  std::string model;  // --model preset the shape started from (serve: --hf or --load)
   int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0, seq_length = 0, vocab_size = 0;
   int64_t parameters = 0;
   int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1, virtual_chunks = 1;
@@ -45,6 +48,8 @@ struct MonitorHello {
   int64_t device_count = 0;
   std::string dtype;         // compute dtype: "f32", "bf16", "f16"
   double peak_tflops = 0;    // per device (--peak-tflops); 0: unknown, so no MFU
+  std::string kind = "train";  // "train" or "serve"
+  int64_t replicas = 0;        // serve: model replicas (worker actors); train: 0
 };
 
 // One training log line (--log-interval): the same numbers, means over the window like the log.
@@ -91,8 +96,31 @@ struct MonitorStages {
   std::vector<int64_t> busy_ns, communication_ns, data_ns, checkpoint_ns, optimizer_ns, idle_ns;
 };
 
-using MonitorBody =
-    std::variant<MonitorHello, MonitorIteration, MonitorValidation, MonitorEnd, MonitorTrace, MonitorStages>;
+// `troupe serve`'s state, every interval_s (0.5 s): the inference pool's router and workers
+// as of their latest reports, counters since the process started, rates over the latest
+// rate_window_s, and latency quantiles over the recent requests (actors/serving_stats.hpp).
+struct MonitorServing {
+  double interval_s = 0;     // how often a record comes
+  int64_t replicas = 0;
+  int64_t queue_length = 0;  // requests accepted and not yet running (the router's in flight - running)
+  int64_t batch_size = 0;    // requests running (in the engines' batches), all replicas
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // KV cache blocks, all replicas
+  int64_t requests = 0;          // requests finished since the start (any finish reason)
+  int64_t failed_requests = 0;   // requests their engine refused or a failed step ended
+  int64_t prompt_tokens = 0, generated_tokens = 0, engine_steps = 0;  // since the start
+  double rate_window_s = 0, requests_per_second = 0, tokens_per_second = 0;  // generated tokens/s
+  // Time to first token (submission to the first generated token) and time per output token
+  // (first to last token / (tokens - 1)), seconds: quantiles over the latency window (NaN: no
+  // request in it), sums and counts since the start (a Prometheus summary).
+  double latency_window_s = 0;
+  int64_t latency_samples = 0;  // requests the quantiles cover
+  double ttft_p50_s = 0, ttft_p99_s = 0, tpot_p50_s = 0, tpot_p99_s = 0;
+  double ttft_sum_s = 0, tpot_sum_s = 0;
+  int64_t ttft_count = 0, tpot_count = 0;
+};
+
+using MonitorBody = std::variant<MonitorHello, MonitorIteration, MonitorValidation, MonitorEnd, MonitorTrace,
+                                 MonitorStages, MonitorServing>;
 
 struct MonitorMessage {
   uint64_t seq = 0;     // the publisher's count of fresh messages, from 1; a repeat keeps its own
@@ -101,7 +129,7 @@ struct MonitorMessage {
   MonitorBody body;
 };
 
-// "hello", "iteration", "validation", "end", "trace", "stages".
+// "hello", "iteration", "validation", "end", "trace", "stages", "serving".
 const char* monitor_type_name(const MonitorBody& body);
 
 std::string monitor_encode(const MonitorMessage& message);
@@ -124,7 +152,7 @@ void monitor_fields(M& m, F&& f) {
   f("train_iters", m.train_iters), f("log_interval", m.log_interval), f("eval_interval", m.eval_interval);
   f("start_iteration", m.start_iteration);
   f("device_kind", m.device_kind), f("device_count", m.device_count), f("dtype", m.dtype);
-  f("peak_tflops", m.peak_tflops);
+  f("peak_tflops", m.peak_tflops), f("kind", m.kind), f("replicas", m.replicas);
 }
 
 template <class M, class F>
@@ -166,6 +194,20 @@ void monitor_fields(M& m, F&& f) {
   f("iteration", m.iteration), f("start_ns", m.start_ns), f("end_ns", m.end_ns);
   f("busy_ns", m.busy_ns), f("communication_ns", m.communication_ns), f("data_ns", m.data_ns);
   f("checkpoint_ns", m.checkpoint_ns), f("optimizer_ns", m.optimizer_ns), f("idle_ns", m.idle_ns);
+}
+
+template <class M, class F>
+  requires std::same_as<std::remove_const_t<M>, MonitorServing>
+void monitor_fields(M& m, F&& f) {
+  f("interval_s", m.interval_s), f("replicas", m.replicas), f("queue_length", m.queue_length);
+  f("batch_size", m.batch_size), f("kv_blocks_used", m.kv_blocks_used), f("kv_blocks_total", m.kv_blocks_total);
+  f("requests", m.requests), f("failed_requests", m.failed_requests), f("prompt_tokens", m.prompt_tokens);
+  f("generated_tokens", m.generated_tokens), f("engine_steps", m.engine_steps);
+  f("rate_window_s", m.rate_window_s), f("requests_per_second", m.requests_per_second);
+  f("tokens_per_second", m.tokens_per_second), f("latency_window_s", m.latency_window_s);
+  f("latency_samples", m.latency_samples), f("ttft_p50_s", m.ttft_p50_s), f("ttft_p99_s", m.ttft_p99_s);
+  f("tpot_p50_s", m.tpot_p50_s), f("tpot_p99_s", m.tpot_p99_s), f("ttft_sum_s", m.ttft_sum_s);
+  f("ttft_count", m.ttft_count), f("tpot_sum_s", m.tpot_sum_s), f("tpot_count", m.tpot_count);
 }
 
 // The per-stage states of a `stages` record by name, in precedence order: f(state, nanoseconds per stage).

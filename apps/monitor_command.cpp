@@ -1,7 +1,8 @@
-// `troupe monitor ENDPOINT`: attach to a live `troupe train --monitor-endpoint ENDPOINT` from
-// any process that can reach it, without disturbing the run. On a terminal it redraws a view
-// in place (progress and ETA, the latest log values, a loss chart); otherwise it prints a line
-// per record. --once prints one JSON snapshot and exits (for scripts). The run's `end`, Ctrl-C
+// `troupe monitor ENDPOINT`: attach to a live `troupe train --monitor-endpoint ENDPOINT` (or
+// `troupe serve`) from any process that can reach it, without disturbing the run. On a
+// terminal it redraws a view in place (progress and ETA, the latest log values, a loss chart;
+// for a server its requests, queue, batch and latencies); otherwise it prints a line per
+// record. --once prints one JSON snapshot and exits (for scripts). The run's `end`, Ctrl-C
 // (detach) or --timeout seconds of silence (a dead run: the run sends a heartbeat every 2 s)
 // end it.
 #include <sys/ioctl.h>
@@ -84,6 +85,7 @@ void print_state(const MonitorView& view) {
   auto at = [](auto body) { return actors::MonitorMessage{.seq = 0, .repeat = true, .unix_ms = 0, .body = body}; };
   print_line(render_line(view, at(*view.hello)));
   if (view.iteration) print_line(render_line(view, at(*view.iteration)));
+  if (view.serving) print_line(render_line(view, at(*view.serving)));
   if (view.validation) print_line(render_line(view, at(*view.validation)));
   if (view.end) print_line(render_line(view, at(*view.end)));
 }
@@ -95,8 +97,10 @@ int monitor_once(actors::MonitorSubscriber& sub, const MonitorFlags& f, TraceRec
   while (g_detach == 0) {
     if (complete_at && Clock::now() - *complete_at >= kOnceSettle) break;
     if (!complete_at && seconds_since(start) > f.timeout_s) {
-      std::fprintf(stderr, "troupe monitor: %s within %.0f s from %s: is `troupe train --monitor-endpoint` running there?\n",
-                   view.hello ? "no log line" : "nothing", f.timeout_s, sub.endpoint().c_str());
+      std::fprintf(stderr, "troupe monitor: %s within %.0f s from %s: is `troupe train` or `troupe serve` with "
+                   "--monitor-endpoint running there?\n",
+                   !view.hello ? "nothing" : view.serve() ? "no serving record" : "no log line", f.timeout_s,
+                   sub.endpoint().c_str());
       return 1;
     }
     if (auto m = receive(sub, recorder)) view.apply(*m);
@@ -127,8 +131,8 @@ int monitor_live(actors::MonitorSubscriber& sub, const MonitorFlags& f, TraceRec
     } else if (seconds_since(last_message) > f.timeout_s) {
       if (tty) screen.draw(view, sub.endpoint(), seconds_since(last_message));
       if (!view.hello)
-        std::fprintf(stderr, "troupe monitor: nothing from %s within %.0f s: is `troupe train --monitor-endpoint` "
-                     "running there?\n", sub.endpoint().c_str(), f.timeout_s);
+        std::fprintf(stderr, "troupe monitor: nothing from %s within %.0f s: is `troupe train` or `troupe serve` "
+                     "with --monitor-endpoint running there?\n", sub.endpoint().c_str(), f.timeout_s);
       else
         std::fprintf(stderr, "troupe monitor: no message from %s for %.0f s (the run sends one every 2 s): the run is "
                      "gone or unreachable; last seen at iteration %ld\n", sub.endpoint().c_str(), f.timeout_s,
@@ -176,8 +180,9 @@ int run_monitor(const MonitorFlags& f) {
 void add_monitor_command(CLI::App& app, CommandRunner& run) {
   auto flags = std::make_shared<MonitorFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "monitor", "Attach to a live troupe train (--monitor-endpoint): progress, ETA, the latest log values, a loss "
-                 "chart; --once prints one JSON snapshot");
+      "monitor", "Attach to a live troupe train or troupe serve (--monitor-endpoint): progress, ETA, the latest log "
+                 "values, a loss chart; for serve requests/s, tokens/s, queue, batch, TTFT/TPOT; --once prints one JSON "
+                 "snapshot");
   cmd->add_option("ENDPOINT", flags->endpoint, "the run's --monitor-endpoint, e.g. tcp://host:5555 (or host:5555)")
       ->required();
   cmd->add_flag("--once", flags->once, "print one JSON snapshot (the run's hello and latest records) and exit");

@@ -16,6 +16,7 @@ using actors::MonitorEnd;
 using actors::MonitorHello;
 using actors::MonitorIteration;
 using actors::MonitorMessage;
+using actors::MonitorServing;
 using actors::MonitorStages;
 using actors::MonitorTrace;
 using actors::MonitorValidation;
@@ -48,6 +49,12 @@ nlohmann::ordered_json record_json(const std::optional<Record>& r) {
 }
 
 double finite_or_nan(double v) { return std::isfinite(v) ? v : NAN; }
+
+// "run ended at iteration N: stopped: stopped by signal 15"; a server has no iteration.
+std::string format_end(const MonitorView& v, const MonitorEnd& e) {
+  const std::string how = e.reason + (e.detail.empty() ? "" : ": ") + e.detail;
+  return v.serve() ? "server ended: " + how : format("run ended at iteration %ld: %s", long(e.iteration), how.c_str());
+}
 
 }  // namespace
 
@@ -83,6 +90,13 @@ bool MonitorView::apply(const MonitorMessage& m) {
   } else if (const auto* e = std::get_if<MonitorEnd>(&m.body)) {
     changed = !end;
     end = *e;
+  } else if (const auto* sv = std::get_if<MonitorServing>(&m.body)) {
+    // The newest state: a repeat (of the latest when it was sent) may arrive after a fresher one.
+    if (!serving || m.seq >= serving_seq) {
+      serving = *sv;
+      serving_seq = m.seq;
+      changed = true;
+    }
   } else if (const auto* st = std::get_if<MonitorStages>(&m.body)) {
     if (!stages || st->iteration > stages->iteration) {
       stages = *st;
@@ -154,6 +168,21 @@ std::string format_stages(const MonitorStages& s, int width) {
   return out;
 }
 
+std::string format_serving(const MonitorServing& s) {
+  auto ms = [](double seconds) { return std::isfinite(seconds) ? format("%.1f", seconds * 1e3) : std::string("n/a"); };
+  std::string out = format("requests/s: %.2f | tokens/s: %.1f (over %.0f s) | queue: %ld | batch: %ld | ",
+                           s.requests_per_second, s.tokens_per_second, s.rate_window_s, long(s.queue_length),
+                           long(s.batch_size));
+  out += format("KV blocks: %ld/%ld\n", long(s.kv_blocks_used), long(s.kv_blocks_total));
+  out += format("requests: %ld (failed %ld) | prompt tokens: %ld | generated tokens: %ld | engine steps: %ld\n",
+                long(s.requests), long(s.failed_requests), long(s.prompt_tokens), long(s.generated_tokens),
+                long(s.engine_steps));
+  out += "TTFT ms p50: " + ms(s.ttft_p50_s) + " p99: " + ms(s.ttft_p99_s) + " | TPOT ms p50: " + ms(s.tpot_p50_s) +
+         " p99: " + ms(s.tpot_p99_s) + format(" (%ld requests of the last %.0f s)\n", long(s.latency_samples),
+                                               s.latency_window_s);
+  return out;
+}
+
 std::string loss_chart(const std::map<int64_t, double>& losses, int width, int height) {
   std::vector<std::pair<int64_t, double>> points;
   for (const auto& [iteration, loss] : losses)
@@ -180,28 +209,10 @@ std::string loss_chart(const std::map<int64_t, double>& losses, int width, int h
   return out + std::string(11, ' ') + first + std::string(gap, ' ') + last + "\n";
 }
 
-std::string render_terminal(const MonitorView& v, const std::string& endpoint, int width,
-                            double seconds_since_message) {
-  std::vector<std::string> lines;
-  auto add = [&](const std::string& text) {
-    size_t start = 0;
-    while (start <= text.size()) {
-      const size_t nl = text.find('\n', start);
-      const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-      if (nl == std::string::npos) {
-        if (!line.empty()) lines.push_back(line);
-        break;
-      }
-      lines.push_back(line);
-      start = nl + 1;
-    }
-  };
-  if (!v.hello) {
-    add(format("troupe monitor: waiting for the run at %s ...", endpoint.c_str()));
-    return truncate(lines[0], width) + "\n";
-  }
+// The training part of the terminal view: the layout, progress, values, stages, loss chart.
+template <class Add>
+void render_training(const MonitorView& v, int width, Add& add) {
   const MonitorHello& h = *v.hello;
-  add(format("troupe monitor  %s  run %s", endpoint.c_str(), h.run_id.c_str()));
   add(format("%s: %.2fM parameters, %ld layers, hidden %ld, seq %ld, global batch %ld", h.model.c_str(),
              double(h.parameters) / 1e6, long(h.num_layers), long(h.hidden_size), long(h.seq_length),
              long(h.global_batch_size)));
@@ -226,9 +237,40 @@ std::string render_terminal(const MonitorView& v, const std::string& endpoint, i
     add(format("lm loss over the last %zu log lines", std::min(v.losses.size(), size_t(std::clamp(width - 12, 10, 120)))));
     add(chart);
   }
-  if (v.end)
-    add(format("run ended at iteration %ld: %s%s%s", long(v.end->iteration), v.end->reason.c_str(),
-               v.end->detail.empty() ? "" : ": ", v.end->detail.c_str()));
+}
+
+std::string render_terminal(const MonitorView& v, const std::string& endpoint, int width,
+                            double seconds_since_message) {
+  std::vector<std::string> lines;
+  auto add = [&](const std::string& text) {
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t nl = text.find('\n', start);
+      const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if (nl == std::string::npos) {
+        if (!line.empty()) lines.push_back(line);
+        break;
+      }
+      lines.push_back(line);
+      start = nl + 1;
+    }
+  };
+  if (!v.hello) {
+    add(format("troupe monitor: waiting for the run at %s ...", endpoint.c_str()));
+    return truncate(lines[0], width) + "\n";
+  }
+  const MonitorHello& h = *v.hello;
+  add(format("troupe monitor  %s  run %s", endpoint.c_str(), h.run_id.c_str()));
+  if (v.serve()) {
+    add(format("serving %s: %.2fM parameters, %ld layers, hidden %ld, up to %ld tokens", h.model.c_str(),
+               double(h.parameters) / 1e6, long(h.num_layers), long(h.hidden_size), long(h.seq_length)));
+    add(format("%ld replicas on %ld %s devices (%s)", long(h.replicas), long(h.device_count), h.device_kind.c_str(),
+               h.dtype.c_str()));
+    add(v.serving ? format_serving(*v.serving) : std::string("waiting for the first serving record"));
+  } else {
+    render_training(v, width, add);
+  }
+  if (v.end) add(format_end(v, *v.end));
   add(format("last message %.1f s ago | messages missed: %lu | trace events: %lu (the run dropped %ld) | Ctrl-C "
              "detaches", seconds_since_message, static_cast<unsigned long>(v.missed),
              static_cast<unsigned long>(v.trace_events), long(v.dropped_events)));
@@ -255,14 +297,18 @@ std::string render_line(const MonitorView& v, const MonitorMessage& m) {
                   v.progress() * 100, format_duration(v.eta_seconds()).c_str()) +
            values;
   }
+  if (const auto* sv = std::get_if<MonitorServing>(&m.body)) {
+    std::string values = format_serving(*sv);
+    values.pop_back();
+    for (size_t nl; (nl = values.find('\n')) != std::string::npos;) values.replace(nl, 1, " | ");
+    return "serving | " + values;
+  }
   if (std::holds_alternative<MonitorTrace>(m.body) || std::holds_alternative<MonitorStages>(m.body))
     return "";  // shown with the iteration's log line
   if (const auto* val = std::get_if<MonitorValidation>(&m.body))
     return format("validation at iteration %ld: lm loss value: %E | lm loss PPL: %E", long(val->iteration),
                   val->lm_loss, val->ppl);
-  const auto& e = std::get<MonitorEnd>(m.body);
-  return format("run ended at iteration %ld: %s%s%s", long(e.iteration), e.reason.c_str(), e.detail.empty() ? "" : ": ",
-                e.detail.c_str());
+  return format_end(v, std::get<MonitorEnd>(m.body));
 }
 
 std::string snapshot_json(const MonitorView& v, const std::string& endpoint) {
@@ -274,6 +320,7 @@ std::string snapshot_json(const MonitorView& v, const std::string& endpoint) {
   j["validation"] = record_json(v.validation);
   j["end"] = record_json(v.end);
   j["stages"] = record_json(v.stages);
+  j["serving"] = record_json(v.serving);
   j["progress"] = finite_or_nan(v.progress());
   j["eta_seconds"] = finite_or_nan(v.eta_seconds());
   j["missed_messages"] = v.missed;

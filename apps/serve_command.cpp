@@ -1,6 +1,8 @@
 // `troupe serve`: the inference actor pool (a router in front of one worker per replica) behind
 // Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions, GET /v1/models, GET /health;
 // actors/completion_api.hpp), until SIGINT/SIGTERM. Binds 127.0.0.1 unless --host says otherwise.
+// With --monitor-endpoint / --metrics-port the pool's monitor publishes the queue, batch, tokens
+// and latencies for `troupe monitor` and Prometheus (apps/serve_monitor.hpp).
 //
 //   troupe serve --hf gpt2 --port 5000 --devices 2
 //   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 16}'
@@ -16,6 +18,8 @@
 #include "actors/inference_pool.hpp"
 #include "apps/commands.hpp"
 #include "apps/inference_flags.hpp"
+#include "apps/monitor_flags.hpp"
+#include "apps/serve_monitor.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::apps {
@@ -30,6 +34,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1", model_name = "troupe";
   int port = 5000, devices = 1, http_threads = 0;
   int64_t max_queued_requests = 256;
+  actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
 };
 
 int serve(const ServeOptions& o) {
@@ -49,6 +54,9 @@ int serve(const ServeOptions& o) {
   }
   {
     actors::InferencePool pool(std::move(replicas), {.max_queued_requests = o.max_queued_requests});
+    if (o.monitor.enabled())
+      print_monitor_addresses(pool.start_monitor(
+          o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, o.devices)));
     actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
     // A thread for every request the pool may hold, and spare ones that answer 503 and /health
     // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
@@ -64,6 +72,7 @@ int serve(const ServeOptions& o) {
     while (g_serve_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::printf("signal %d: stopping\n", int(g_serve_stop));
     std::fflush(stdout);
+    pool.end_monitor(serve_monitor_end(g_serve_stop));
   }  // the server stops, then the actors
   std::printf("stopped\n");
   return 0;
@@ -87,6 +96,7 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
                   "requests waiting beyond the replicas' running slots (--inference-max-requests each); "
                   "more get HTTP 503")
       ->check(CLI::NonNegativeNumber);
+  add_monitor_flags(cmd, o->monitor);
   cmd->callback([&run, o] { run = [o] { return serve(*o); }; });
 }
 

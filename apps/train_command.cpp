@@ -15,6 +15,7 @@
 #include "actors/training_run.hpp"
 #include "apps/commands.hpp"
 #include "apps/train_log.hpp"
+#include "apps/monitor_flags.hpp"
 #include "apps/train_monitor.hpp"
 #include "apps/train_tensorboard.hpp"
 #include "data/gpt_data.hpp"
@@ -459,12 +460,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--most-recent-k", o->most_recent_k, "keep only the newest K checkpoints in --save (0: keep all)");
   cmd->add_option("--exit-interval", o->exit_interval,
                   "exit when the iteration is a multiple of this (saving first with --save)");
-  cmd->add_option("--monitor-endpoint", o->monitor.endpoint,
-                  "publish live metrics for `troupe monitor` on this ZeroMQ endpoint, e.g. tcp://127.0.0.1:5555 "
-                  "(port * picks a free one)");
-  cmd->add_option("--metrics-port", o->monitor.metrics_port,
-                  "serve Prometheus /metrics and /health over HTTP on this port (0: a free one; default off)");
-  cmd->add_option("--metrics-host", o->monitor.metrics_host, "address the metrics server binds (default 127.0.0.1)");
+  add_monitor_flags(cmd, o->monitor);
   cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)");
   cmd->add_option("--tensorboard-dir", o->tensorboard_dir, "write Megatron's TensorBoard scalars to an event file here");
   cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");

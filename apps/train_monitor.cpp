@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
+#include "apps/monitor_flags.hpp"
 #include "kernels/check.hpp"
 
 namespace troupe::apps {
@@ -21,21 +21,11 @@ int64_t resident_bytes() {
   const long page = sysconf(_SC_PAGESIZE);
   return read == 2 && page > 0 ? int64_t(resident) * page : 0;
 }
-
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 }  // namespace
 
 actors::MonitorHello train_monitor_hello(const actors::TrainingConfig& cfg, const TrainMonitorInfo& info) {
   actors::MonitorHello h;
-  char host[256] = {};
-  TROUPE_SYSCALL(gethostname(host, sizeof(host) - 1), "the host name for the monitor's hello");
-  h.host = host;
-  h.pid = int64_t(getpid());
-  h.start_unix_ms = unix_ms_now();
-  h.run_id = str_cat(h.host, "-", h.pid, "-", h.start_unix_ms);
+  stamp_monitor_hello(h);
   h.model = info.model;
   const GptConfig& m = cfg.model;
   h.num_layers = m.num_layers, h.hidden_size = m.hidden_size, h.num_attention_heads = m.num_attention_heads;
@@ -56,11 +46,7 @@ actors::MonitorHello train_monitor_hello(const actors::TrainingConfig& cfg, cons
 
 void start_train_monitor(actors::TrainingRun& run, const actors::MonitorOptions& options,
                          const actors::MonitorHello& hello) {
-  const actors::MonitorAddresses at = run.start_monitor(options, hello);
-  if (!at.endpoint.empty())
-    std::printf("monitor: publishing on %s (attach with: troupe monitor %s)\n", at.endpoint.c_str(), at.endpoint.c_str());
-  if (!at.metrics_url.empty()) std::printf("monitor: Prometheus metrics on %s\n", at.metrics_url.c_str());
-  std::fflush(stdout);
+  print_monitor_addresses(run.start_monitor(options, hello));
 }
 
 actors::MonitorIteration monitor_iteration(const LogWindow& w, int64_t tokens_per_iteration, double peak_tflops,

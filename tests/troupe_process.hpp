@@ -39,6 +39,8 @@ class Troupe {
   std::optional<int> status_;
 };
 
+// The name the inference branch's tests use (tests/apps/generate_command_test.cpp).
+
 // A whole file's bytes ("" when it cannot be read).
 std::string read_file(const std::string& path);
 // What `troupe train` printed: "monitor: publishing on ENDPOINT (attach with: ...)"; "" if not.

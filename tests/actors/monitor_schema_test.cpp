@@ -1,5 +1,5 @@
 // The monitor's wire format: every message type survives encode -> decode field for field
-// (NaN included); another schema version, an unknown type, a missing or mistyped field and
+// (NaN included); a hello from before `troupe serve` reads as a training run's; another schema version, an unknown type, a missing or mistyped field and
 // garbage bytes are rejected with errors that say what is wrong.
 #include <cmath>
 
@@ -92,6 +92,17 @@ MonitorStages sample_stages() {
           .data_ns = {3, 3}, .checkpoint_ns = {0, 0}, .optimizer_ns = {2, 2}, .idle_ns = {30, 35}};
 }
 
+MonitorServing sample_serving() {
+  MonitorServing s;
+  s.interval_s = 0.5, s.replicas = 2, s.queue_length = 3, s.batch_size = 17, s.kv_blocks_used = 301;
+  s.kv_blocks_total = 4096, s.requests = 1234, s.failed_requests = 5, s.prompt_tokens = 45678;
+  s.generated_tokens = 98765, s.engine_steps = 55555, s.rate_window_s = 10.25, s.requests_per_second = 12.5;
+  s.tokens_per_second = 987.25, s.latency_window_s = 60, s.latency_samples = 700, s.ttft_p50_s = 0.0123;
+  s.ttft_p99_s = 0.25, s.tpot_p50_s = NAN, s.tpot_p99_s = NAN, s.ttft_sum_s = 15.5, s.ttft_count = 1229;
+  s.tpot_sum_s = 9.75, s.tpot_count = 1100;
+  return s;
+}
+
 TEST(MonitorSchema, EveryTypeRoundTrips) {
   expect_round_trip(sample_hello(), 1, false);
   expect_round_trip(sample_iteration(), 2, true);
@@ -100,6 +111,10 @@ TEST(MonitorSchema, EveryTypeRoundTrips) {
   expect_round_trip(sample_trace(), 5, false);
   expect_round_trip(MonitorTrace{}, 6, true);  // no events
   expect_round_trip(sample_stages(), 7, false);
+  expect_round_trip(sample_serving(), 8, false);
+  MonitorHello serve = sample_hello();
+  serve.kind = "serve", serve.replicas = 4;
+  expect_round_trip(serve, 9, true);
 }
 
 TEST(MonitorSchema, ATraceEventIsTheTraceFilesArray) {
@@ -141,6 +156,7 @@ TEST(MonitorSchema, TypeNames) {
   EXPECT_STREQ(monitor_type_name(MonitorEnd{}), "end");
   EXPECT_STREQ(monitor_type_name(MonitorTrace{}), "trace");
   EXPECT_STREQ(monitor_type_name(MonitorStages{}), "stages");
+  EXPECT_STREQ(monitor_type_name(MonitorServing{}), "serving");
 }
 
 // Replaces the first occurrence of `from` in `bytes` (which must be there) by `to`.
@@ -181,6 +197,26 @@ TEST(MonitorSchema, UnknownTypeMissingAndMistypedFieldsAreNamed) {
   const std::string it = monitor_encode({.seq = 1, .body = MonitorValidation{.iteration = 7, .lm_loss = 1, .ppl = 2.7}});
   err = decode_error(patched(it, std::string("\xa9iteration\x07", 11), std::string("\xa9iteration\xc3", 11)));
   EXPECT_NE(err.find("\"validation\": \"iteration\" is a boolean, expected an integer"), std::string::npos) << err;
+}
+
+TEST(MonitorSchema, AHelloFromBeforeServeReadsAsTraining) {
+  // A writer from before `troupe serve` sends neither "kind" nor "replicas" (renamed here, so
+  // the reader sees only keys it does not know): the run is a training run.
+  MonitorHello h = sample_hello();
+  h.kind = "serve", h.replicas = 3;
+  std::string bytes = monitor_encode({.seq = 1, .body = h});
+  bytes = patched(bytes, std::string("\xa4kind", 5), std::string("\xa4kinD", 5));
+  bytes = patched(bytes, std::string("\xa8replicas", 9), std::string("\xa8replicaS", 9));
+  const MonitorMessage m = monitor_decode(bytes);
+  ASSERT_TRUE(std::holds_alternative<MonitorHello>(m.body));
+  EXPECT_EQ(std::get<MonitorHello>(m.body).kind, "train");
+  EXPECT_EQ(std::get<MonitorHello>(m.body).replicas, 0);
+  EXPECT_EQ(std::get<MonitorHello>(m.body).run_id, h.run_id);
+  // A serving record without one of its fields is still an error naming it.
+  const std::string serving = monitor_encode({.seq = 2, .body = sample_serving()});
+  const std::string err =
+      decode_error(patched(serving, std::string("\xacqueue_length", 13), std::string("\xacqueue_lengtH", 13)));
+  EXPECT_NE(err.find("\"serving\" lacks the field \"queue_length\""), std::string::npos) << err;
 }
 
 TEST(MonitorSchema, GarbageIsMalformed) {

@@ -213,5 +213,46 @@ TEST(MonitorView, StagesShowTheirSharesInTheViewTheLineAndTheJson) {
   EXPECT_EQ(j["dropped_trace_events"], 3);
 }
 
+actors::MonitorServing serving(int64_t requests) {
+  actors::MonitorServing s;
+  s.replicas = 2, s.queue_length = 3, s.batch_size = 5, s.kv_blocks_used = 40, s.kv_blocks_total = 512;
+  s.requests = requests, s.failed_requests = 1, s.prompt_tokens = 900, s.generated_tokens = 4000, s.engine_steps = 700;
+  s.rate_window_s = 10, s.requests_per_second = 2.5, s.tokens_per_second = 123.4, s.latency_window_s = 60;
+  s.latency_samples = 25, s.ttft_p50_s = 0.0123, s.ttft_p99_s = 0.25, s.tpot_p50_s = 0.004, s.tpot_p99_s = NAN;
+  return s;
+}
+
+TEST(MonitorView, AServerShowsItsServingStateNotTraining) {
+  MonitorView v;
+  MonitorHello h = hello("s");
+  h.kind = "serve", h.replicas = 2, h.model = "/models/gpt2";
+  v.apply(fresh(1, h));
+  EXPECT_FALSE(v.complete());
+  std::string text = render_terminal(v, "tcp://h:1", 120, 0);
+  EXPECT_NE(text.find("waiting for the first serving record"), std::string::npos) << text;
+  v.apply(fresh(5, serving(30)));
+  v.apply(repeat(4, serving(20)));  // an older record re-sent: not the latest
+  EXPECT_TRUE(v.complete());
+  text = render_terminal(v, "tcp://h:1", 120, 0);
+  EXPECT_NE(text.find("serving /models/gpt2"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 replicas on 2 cpu devices (f32)"), std::string::npos) << text;
+  EXPECT_NE(text.find("requests/s: 2.50 | tokens/s: 123.4 (over 10 s) | queue: 3 | batch: 5 | KV blocks: 40/512"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("requests: 30 (failed 1) | prompt tokens: 900 | generated tokens: 4000"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("TTFT ms p50: 12.3 p99: 250.0 | TPOT ms p50: 4.0 p99: n/a (25 requests of the last 60 s)"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("iteration"), std::string::npos) << text;
+  EXPECT_EQ(render_line(v, fresh(5, serving(30))).rfind("serving | requests/s: 2.50 | ", 0), 0u);
+  v.apply(fresh(6, actors::MonitorEnd{.iteration = 0, .reason = "stopped", .detail = "stopped by signal 15"}));
+  EXPECT_NE(render_terminal(v, "tcp://h:1", 120, 0).find("server ended: stopped: stopped by signal 15"),
+            std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(snapshot_json(v, "tcp://h:1"));
+  EXPECT_EQ(j["hello"]["kind"], "serve");
+  EXPECT_EQ(j["serving"]["requests"], 30);
+  EXPECT_TRUE(j["serving"]["tpot_p99_s"].is_null());
+  EXPECT_TRUE(j["iteration"].is_null());
+}
+
 }  // namespace
 }  // namespace troupe::apps
