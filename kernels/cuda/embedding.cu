@@ -56,6 +56,21 @@ __global__ void forward_kernel(const int32_t* __restrict__ tokens, const T* __re
   store128(out + n * c + col, y);
 }
 
+// dst[0..P) += v[0..P) (one owner per element: plain 16-byte loads and stores); dst 16-byte aligned.
+template <int P>
+__device__ __forceinline__ void add_pack(float* dst, const float (&v)[P]) {
+  float4* d4 = reinterpret_cast<float4*>(dst);
+#pragma unroll
+  for (int k = 0; k < P / 4; ++k) {
+    float4 d = d4[k];
+    d.x += v[4 * k];
+    d.y += v[4 * k + 1];
+    d.z += v[4 * k + 2];
+    d.w += v[4 * k + 3];
+    d4[k] = d;
+  }
+}
+
 // dwte[id - vocab_start, :] += the dout rows of every position of id, in position order, for ids
 // in [vocab_start, vocab_start + vocab). ids / positions: the rows' token ids sorted, and the
 // position each came from (ties in position order). Thread (i, pack) works only if sorted row
@@ -80,16 +95,7 @@ __global__ void backward_wte_kernel(const int32_t* __restrict__ ids, const int32
 #pragma unroll
     for (int k = 0; k < P; ++k) sum[k] += to_f32(g[k]);
   }
-  float4* dst = reinterpret_cast<float4*>(dwte + tok * c + col);
-#pragma unroll
-  for (int k = 0; k < P / 4; ++k) {
-    float4 d = dst[k];
-    d.x += sum[4 * k];
-    d.y += sum[4 * k + 1];
-    d.z += sum[4 * k + 2];
-    d.w += sum[4 * k + 3];
-    dst[k] = d;
-  }
+  add_pack(dwte + tok * c + col, sum);
 }
 
 __global__ void iota_kernel(int32_t* out, int64_t n) {
@@ -112,16 +118,7 @@ __global__ void backward_wpe_kernel(const T* __restrict__ dout, float* __restric
 #pragma unroll
     for (int k = 0; k < P; ++k) sum[k] += to_f32(g[k]);
   }
-  float4* dst = reinterpret_cast<float4*>(dwpe + (pos_offset + t) * c + col);
-#pragma unroll
-  for (int k = 0; k < P / 4; ++k) {
-    float4 d = dst[k];
-    d.x += sum[4 * k];
-    d.y += sum[4 * k + 1];
-    d.z += sum[4 * k + 2];
-    d.w += sum[4 * k + 3];
-    dst[k] = d;
-  }
+  add_pack(dwpe + (pos_offset + t) * c + col, sum);
 }
 
 void expect_aligned16(const char* op, const char* arg, const Tensor& t) {
