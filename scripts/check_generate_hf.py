@@ -140,6 +140,12 @@ def main():
                     continue
                 match = sum(g == r for g, r in zip(got, ref))
                 prefix = min(common_prefix(g, r) for g, r in zip(got, ref))
+                if dev == "cuda":
+                    # bf16 noise or a real difference? Both bf16 runs against HF in fp32 on the GPU.
+                    ref32 = [hf_greedy(model, ids, a.tokens, dev, torch.float32) for ids in prompt_ids]
+                    ours32 = sum(g == r for g, r in zip(got, ref32))
+                    hf32 = sum(g == r for g, r in zip(ref, ref32))
+                    speed = f"vs HF fp32: ours bf16 {ours32}/{len(PROMPTS)}, HF bf16 {hf32}/{len(PROMPTS)}; " + speed
                 need = len(PROMPTS) if dev == "cpu" else a.min_cuda_match * len(PROMPTS)
                 ok = match >= need
                 failed |= not ok
