@@ -184,8 +184,8 @@ MonitorMessage monitor_decode(std::string_view bytes) {
   else if (type == "trace") m.body = decode_body<MonitorTrace>(fields);
   else if (type == "stages") m.body = decode_body<MonitorStages>(fields);
   else if (type == "serving") m.body = decode_body<MonitorServing>(fields);
-  else TROUPE_FAIL("unknown monitor message type \"", type, "\" (version ", version,
-                   " has hello, iteration, validation, end, trace, stages, serving)");
+  else throw UnknownMonitorType(str_cat("unknown monitor message type \"", type, "\" (version ", version,
+                                        " has hello, iteration, validation, end, trace, stages, serving)"));
   return m;
 }
 

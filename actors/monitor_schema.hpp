@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/check.hpp"
 #include "schedules/trace.hpp"
 
 namespace troupe::actors {
@@ -133,8 +134,14 @@ struct MonitorMessage {
 const char* monitor_type_name(const MonitorBody& body);
 
 std::string monitor_encode(const MonitorMessage& message);
-// Throws troupe::Error on malformed bytes, another schema version, an unknown type, or a
-// missing or mistyped field (each named).
+// A message of a type this build does not know (a newer run's): readers skip it.
+class UnknownMonitorType : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws troupe::Error on malformed bytes, another schema version, or a missing or mistyped
+// field (each named); UnknownMonitorType on a well-formed message of an unknown type.
 MonitorMessage monitor_decode(std::string_view bytes);
 
 // The fields of each type, in wire order: f(key, member). Encoding, decoding and JSON output

@@ -1,5 +1,6 @@
 #include "actors/monitor_subscriber.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "actors/zmq_check.hpp"
@@ -32,17 +33,25 @@ MonitorSubscriber::~MonitorSubscriber() = default;
 const std::string& MonitorSubscriber::endpoint() const { return impl_->endpoint; }
 
 std::optional<MonitorMessage> MonitorSubscriber::receive(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{static_cast<void*>(impl_->socket), 0, ZMQ_POLLIN, 0};
-  try {
-    if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return std::nullopt;  // a signal (Ctrl-C): the caller decides
-    fail_zmq(e, "zmq::poll", __FILE__, __LINE__, str_cat("waiting for messages from ", impl_->endpoint));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    zmq::pollitem_t item{static_cast<void*>(impl_->socket), 0, ZMQ_POLLIN, 0};
+    try {
+      if (zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0))) == 0) return std::nullopt;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) return std::nullopt;  // a signal (Ctrl-C): the caller decides
+      fail_zmq(e, "zmq::poll", __FILE__, __LINE__, str_cat("waiting for messages from ", impl_->endpoint));
+    }
+    zmq::message_t msg;
+    if (!TROUPE_ZMQ(impl_->socket.recv(msg, zmq::recv_flags::dontwait), "receiving from ", impl_->endpoint))
+      return std::nullopt;
+    try {
+      return monitor_decode(std::string_view(static_cast<const char*>(msg.data()), msg.size()));
+    } catch (const UnknownMonitorType&) {
+      ++skipped_;  // a newer run's message type: skip it, as the schema says readers do
+    }
   }
-  zmq::message_t msg;
-  if (!TROUPE_ZMQ(impl_->socket.recv(msg, zmq::recv_flags::dontwait), "receiving from ", impl_->endpoint))
-    return std::nullopt;
-  return monitor_decode(std::string_view(static_cast<const char*>(msg.data()), msg.size()));
 }
 
 }  // namespace troupe::actors

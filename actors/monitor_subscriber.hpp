@@ -31,10 +31,13 @@ class MonitorSubscriber {
   // The next message, or nullopt when none arrives within `timeout` (or a signal interrupts
   // the wait). Throws troupe::Error for a message that does not decode (another schema version).
   std::optional<MonitorMessage> receive(std::chrono::milliseconds timeout);
+  // Messages of types this build does not know, skipped by receive().
+  int64_t skipped() const { return skipped_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int64_t skipped_ = 0;
 };
 
 }  // namespace troupe::actors

@@ -188,6 +188,8 @@ TEST(MonitorSchema, AnotherVersionIsRejectedNamingBoth) {
 TEST(MonitorSchema, UnknownTypeMissingAndMistypedFieldsAreNamed) {
   const std::string end = monitor_encode({.seq = 1, .body = MonitorEnd{.iteration = 5, .reason = "completed", .detail = ""}});
   // "end" -> "eNd": same length, a type version 1 does not have.
+  EXPECT_THROW(monitor_decode(patched(end, std::string("\xa3" "end", 4), std::string("\xa3" "eNd", 4))),
+               UnknownMonitorType);
   std::string err = decode_error(patched(end, std::string("\xa3" "end", 4), std::string("\xa3" "eNd", 4)));
   EXPECT_NE(err.find("unknown monitor message type \"eNd\""), std::string::npos) << err;
   // "reason" -> "reasoN": the field is missing (and the unknown key is ignored).
