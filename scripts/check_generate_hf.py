@@ -108,6 +108,9 @@ def main():
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--speed-tokens", type=int, default=256, help="decode-speed check length (0: skip)")
     ap.add_argument("--min-cuda-match", type=float, default=0.8, help="fraction of prompts (bf16 near-ties aside)")
+    ap.add_argument("--folder", action="append", default=[],
+                    help="an HF folder to check instead of the random models (e.g. `troupe convert --to hf` "
+                         "of a trained checkpoint); repeatable")
     a = ap.parse_args()
     from tokenizers import Tokenizer, models, pre_tokenizers
     here = os.path.dirname(os.path.abspath(__file__))
@@ -121,12 +124,17 @@ def main():
 
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in SHAPES:
-            model = make_peaked_model(kind)
-            folder = os.path.join(tmp, kind)
-            model.save_pretrained(folder, safe_serialization=True)
-            shutil.copy(vocab, os.path.join(folder, "vocab.json"))
-            shutil.copy(merges, os.path.join(folder, "merges.txt"))
+        import transformers
+        cases = [(os.path.basename(os.path.normpath(f)), f) for f in a.folder] or [(k, None) for k in SHAPES]
+        for kind, folder in cases:
+            if folder is None:
+                model = make_peaked_model(kind)
+                folder = os.path.join(tmp, kind)
+                model.save_pretrained(folder, safe_serialization=True)
+                shutil.copy(vocab, os.path.join(folder, "vocab.json"))
+                shutil.copy(merges, os.path.join(folder, "merges.txt"))
+            else:
+                model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
             for dev in a.devices.split(","):
                 if dev == "cuda" and not torch.cuda.is_available():
                     continue
