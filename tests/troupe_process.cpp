@@ -18,8 +18,13 @@ namespace troupe::test {
 
 using Clock = std::chrono::steady_clock;
 
-Troupe::Troupe(const std::vector<std::string>& args, std::string output) : output_(std::move(output)) {
-  std::vector<std::string> all{troupe_binary()};
+Troupe::Troupe(const std::vector<std::string>& args, std::string output)
+    : Troupe(std::vector<std::string>{}, args, std::move(output)) {}
+
+Troupe::Troupe(const std::vector<std::string>& launcher, const std::vector<std::string>& args, std::string output)
+    : output_(std::move(output)) {
+  std::vector<std::string> all = launcher;
+  all.push_back(troupe_binary());
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
@@ -29,7 +34,7 @@ Troupe::Troupe(const std::vector<std::string>& args, std::string output) : outpu
   if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
     const int fd = ::open(output_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());  // a launcher (mpirun) is looked up in PATH
     ::_exit(127);
   }
 }

@@ -20,6 +20,8 @@ class Troupe {
  public:
   // Starts troupe_binary() with `args`; its output goes to the file `output`.
   Troupe(const std::vector<std::string>& args, std::string output);
+  // `launcher` (looked up in PATH) runs troupe_binary() with `args`: {"mpirun", "-np", "2"}.
+  Troupe(const std::vector<std::string>& launcher, const std::vector<std::string>& args, std::string output);
   ~Troupe();  // kills it (SIGKILL) if it still runs
   Troupe(const Troupe&) = delete;
   Troupe& operator=(const Troupe&) = delete;

@@ -8,7 +8,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <random>
 #include <thread>
 
@@ -119,6 +123,64 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
     Troupe t({"convert", "--to", "hf", "--from", "hf"}, dir / "f.txt");
     EXPECT_NE(t.wait(60s), 0);
     EXPECT_NE(t.output().find("exactly one of"), std::string::npos) << t.output();
+  }
+}
+
+// lm loss of each logged iteration in a `troupe train` output.
+std::map<int64_t, double> logged_losses(const std::string& out) {
+  std::map<int64_t, double> losses;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const size_t it = line.find("iteration "), loss = line.find("lm loss: ");
+    if (it == std::string::npos || loss == std::string::npos) continue;
+    losses[std::stoll(line.substr(it + 10))] = std::stod(line.substr(loss + 9));
+  }
+  return losses;
+}
+
+bool have_mpirun() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
+
+// Two processes (mpirun) save one checkpoint under TP2 x DP2 with the distributed optimizer,
+// each writing its ranks' shard files, process 0 committing; one process loads it on one device
+// and continues with the losses of an uninterrupted single-device run.
+TEST(CheckpointCli, SavedByTwoProcessesLoadsIntoOne) {
+  if (!have_mpirun()) GTEST_SKIP() << "no mpirun";
+  TempDir dir("ckpt_mpi");
+  const std::string root = dir / "ckpt";
+  auto args = [&](int64_t iters, std::vector<std::string> extra) {
+    std::vector<std::string> a = train_args(root, iters, extra);
+    // Global batch 4: two microbatches on each of the two data-parallel ranks.
+    *(std::find(a.begin(), a.end(), "--global-batch-size") + 1) = "4";
+    return a;
+  };
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  std::map<int64_t, double> straight;
+  {
+    Troupe t(args(6, {"--save-interval", "0", "--devices", "1"}), dir / "straight.txt");
+    ASSERT_EQ(t.wait(120s), 0) << t.output();
+    straight = logged_losses(t.output());
+  }
+  fs::remove_all(root);
+  {
+    Troupe t({"mpirun", "-np", "2"},
+             args(6, {"--tensor-model-parallel-size", "2", "--devices", "2", "--use-distributed-optimizer",
+                      "--async-save", "--exit-interval", "3"}),
+             dir / "mpi.txt");
+    ASSERT_EQ(t.wait(180s), 0) << t.output();
+  }
+  EXPECT_EQ(read_checkpoint_tracker(root), 3);
+  const CheckpointReader r = CheckpointReader::open(root);
+  EXPECT_EQ(r.metadata().parallel_layout.value("processes", 0), 2);
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_TRUE(fs::exists(fs::path(r.dir()) / checkpoint_shard_file_name(rank))) << "rank " << rank;
+  Troupe t(args(6, {"--devices", "1", "--load", root}), dir / "resumed.txt");
+  ASSERT_EQ(t.wait(120s), 0) << t.output();
+  const std::map<int64_t, double> resumed = logged_losses(t.output());
+  for (int64_t it = 4; it <= 6; ++it) {
+    ASSERT_TRUE(straight.count(it) && resumed.count(it)) << "iteration " << it << " not logged";
+    EXPECT_NEAR(resumed.at(it), straight.at(it), 1e-5 * straight.at(it)) << "iteration " << it;
   }
 }
 
