@@ -39,8 +39,10 @@ struct HttpRoute {
 class HttpServer {
  public:
   // Binds host:port (port 0: a free one) and starts serving with `threads` handler threads;
-  // throws troupe::Error naming the address when it cannot bind.
-  HttpServer(const std::string& host, int port, std::vector<HttpRoute> routes, int threads = 8);
+  // throws troupe::Error naming the address, and the flags that set it (`flag_prefix` "metrics":
+  // --metrics-host/--metrics-port), when it cannot bind. Routes match their paths exactly.
+  HttpServer(const std::string& host, int port, std::vector<HttpRoute> routes, int threads = 8,
+             const std::string& flag_prefix = "");
   ~HttpServer();  // stops serving and joins the threads
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -1,7 +1,6 @@
-// A small HTTP/1.1 server for the monitor, on threads of its own (cpp-httplib): GET of a fixed
-// set of paths (the monitor's: /metrics, /health, / and /api/history), 404 for anything else.
-// The handlers produce the body on the server's threads, so a slow or hostile client never
-// touches the training threads.
+// The monitor's HTTP endpoint: GET of a fixed set of paths (/metrics, /health, / and
+// /api/history), 404 for anything else, served by an HttpServer (actors/http_server.hpp) on
+// threads of its own, so a slow or hostile client never touches the training threads.
 //
 //   MetricsHttpServer http("127.0.0.1", 9100, {{"/metrics", "text/plain", [&] { return metrics.prometheus_text(); }},
 //                                              {"/health", "application/json", [&] { ... }}});  // throws naming host:port
@@ -15,7 +14,9 @@
 
 namespace troupe::actors {
 
-struct HttpRoute {
+class HttpServer;
+
+struct MetricsRoute {
   std::string path;          // exact: "/metrics"
   std::string content_type;  // "text/plain; version=0.0.4; charset=utf-8"
   std::function<std::string()> body;
@@ -24,18 +25,19 @@ struct HttpRoute {
 class MetricsHttpServer {
  public:
   // Binds host:port (port 0: a free one) and starts serving; throws troupe::Error naming the
-  // address when it cannot bind (port in use, not an address of this machine).
-  MetricsHttpServer(const std::string& host, int port, const std::vector<HttpRoute>& routes);
+  // address and --metrics-host/--metrics-port when it cannot bind (port in use, not an address
+  // of this machine).
+  MetricsHttpServer(const std::string& host, int port, const std::vector<MetricsRoute>& routes);
   ~MetricsHttpServer();  // stops serving and joins the threads
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   int port() const;
-  const std::string& host() const;
+  const std::string& host() const { return host_; }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::string host_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace troupe::actors

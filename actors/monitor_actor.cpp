@@ -201,7 +201,7 @@ MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& opti
     std::shared_ptr<MonitorHistory> dashboard = setup->dashboard;
     setup->http = std::make_unique<MetricsHttpServer>(
         options.metrics_host, options.metrics_port,
-        std::vector<HttpRoute>{
+        std::vector<MetricsRoute>{
             {"/metrics", "text/plain; version=0.0.4; charset=utf-8", [metrics] { return metrics->prometheus_text(); }},
             {"/health", "application/json", [metrics] { return metrics->health_json(); }},
             {"/", "text/html; charset=utf-8", [] { return std::string(dashboard_html()); }},
