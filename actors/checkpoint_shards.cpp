@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "kernels/check.hpp"
+#include "storage/atomic_file.hpp"
 
 namespace troupe::actors {
 
@@ -87,12 +88,7 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
                "write_params_checkpoint needs the whole model's layout");
   CheckpointWriter writer(root, 0);
   write_chunk_state(writer, {.writer_id = 0, .layout = layout, .ranges = {{0, layout.size()}}, .tensors = {{"", flat}}});
-  for (const auto& [from, name] : files) {
-    std::error_code ec;
-    std::filesystem::copy_file(from, std::filesystem::path(writer.dir()) / name,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    TROUPE_CHECK(!ec, "cannot copy '", from, "' into checkpoint '", writer.dir(), "': ", ec.message());
-  }
+  for (const auto& [from, name] : files) copy_file_atomic(from, (std::filesystem::path(writer.dir()) / name).string());
   CheckpointMetadata meta;
   meta.model_config = to_json(layout.config());
   meta.parallel_layout = {{"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 1},

@@ -10,18 +10,7 @@
 
 namespace troupe::actors {
 
-namespace {
-
 namespace fs = std::filesystem;
-
-void copy_file_durably(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  TROUPE_CHECK(!ec, "cannot copy '", from, "' into the checkpoint as '", to, "': ", ec.message());
-  fsync_parent_directory(to);
-}
-
-}  // namespace
 
 SaveOutcome write_save_job(SaveJob& job) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -33,7 +22,7 @@ SaveOutcome write_save_job(SaveJob& job) {
       write_chunk_state(writer, job.chunks[i]);
       for (const auto& [prefix, t] : job.chunks[i].tensors) out.bytes += uint64_t(t.nbytes());
     }
-    for (const auto& [from, name] : job.files) copy_file_durably(from, (fs::path(writer.dir()) / name).string());
+    for (const auto& [from, name] : job.files) copy_file_atomic(from, (fs::path(writer.dir()) / name).string());
     out.index = writer.finish();
   } catch (const std::exception& e) {
     out.error = e.what();

@@ -13,6 +13,7 @@
 #include "apps/commands.hpp"
 #include "kernels/check.hpp"
 #include "model/hf_checkpoint.hpp"
+#include "storage/atomic_file.hpp"
 #include "storage/checkpoint_reader.hpp"
 
 namespace troupe::apps {
@@ -50,7 +51,7 @@ int to_hf(const ConvertOptions& o) {
   fs::create_directories(o.output);
   save_hf_checkpoint(o.output, layout, hf_arch_for(config), params);
   for (const auto& [from, name] : tokenizer_files(r.dir()))
-    fs::copy_file(from, fs::path(o.output) / name, fs::copy_options::overwrite_existing);
+    copy_file_atomic(from, (fs::path(o.output) / name).string());
   std::printf("  wrote %s/config.json and model.safetensors\n", o.output.c_str());
   return 0;
 }

@@ -1,5 +1,8 @@
 #include "storage/atomic_file.hpp"
 
+#include <fstream>
+#include <iterator>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -94,6 +97,14 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
   AtomicFile f(path);
   f.write(bytes, n);
   f.commit();
+}
+
+void copy_file_atomic(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  TROUPE_CHECK(in.good(), "cannot read '", from, "' (to copy it to '", to, "')");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TROUPE_CHECK(!in.bad(), "error reading '", from, "'");
+  write_file_atomic(to, bytes.data(), bytes.size());
 }
 
 void fsync_parent_directory(const std::string& path) {

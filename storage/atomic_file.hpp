@@ -50,6 +50,8 @@ class AtomicFile {
 
 // Writes `bytes` to `path` atomically (one AtomicFile, committed).
 void write_file_atomic(const std::string& path, const void* bytes, size_t n);
+// Copies the file `from` to `to` atomically and durably (write_file_atomic of its bytes).
+void copy_file_atomic(const std::string& from, const std::string& to);
 
 // fsyncs the directory holding `path`, so that a rename into it is durable.
 void fsync_parent_directory(const std::string& path);
