@@ -12,7 +12,8 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--merge-file", f.merge_file, "GPT-2 merges.txt (default: the one beside the weights)");
   cmd->add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--dtype", f.dtype, "CUDA compute dtype")->check(CLI::IsMember({"bf16", "f16"}));
+  cmd->add_option("--dtype", f.dtype, "CUDA compute dtype: bf16, f16, or f32 (slower; exact against an fp32 reference)")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   cmd->add_option("--inference-max-requests", f.max_requests, "requests decoded together at most");
   cmd->add_option("--inference-max-batch-tokens", f.max_batch_tokens, "tokens per forward step at most");
   cmd->add_option("--inference-max-seq-length", f.max_seq_length,

@@ -28,6 +28,8 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
+bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
 DType dtype_from_name(const std::string& name) {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8})
     if (name == dtype_name(t)) return t;

@@ -12,6 +12,8 @@ enum class DType : uint8_t { f32, bf16, f16, i32, i64, u8 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
+// f32, bf16 or f16.
+bool is_float(DType t);
 // "f32" / "bf16" / "f16" / ... -> DType; throws on an unknown name.
 DType dtype_from_name(const std::string& name);
 

@@ -6,8 +6,6 @@ namespace troupe {
 
 namespace {
 
-bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
 // A floating tensor on ctx's device; f32 on the CPU (the reference backend computes in f32).
 void expect_float_operand(const Context& ctx, const char* op, const char* arg, const Tensor& t) {
   expect_device(op, arg, ctx, t);

@@ -6,15 +6,14 @@ namespace troupe {
 
 namespace {
 
-// x, w, b, y, dy, dx: f32 on the CPU; one 16-bit type (bf16 or f16) on CUDA.
+// x, w, b, y, dy, dx: f32 on the CPU; one type (bf16, f16, or f32 for inference's exact path) on CUDA.
 void expect_activation_dtype(const Context& ctx, const char* op, const char* arg, const Tensor& t, DType want) {
   expect_device(op, arg, ctx, t);
   if (!ctx.is_cuda()) {
     expect_dtype(op, arg, t, DType::f32);
     return;
   }
-  TROUPE_CHECK(t.dtype() == DType::bf16 || t.dtype() == DType::f16, op, ": argument '", arg,
-               "' must be bf16 or f16 on CUDA, got ", t.str());
+  TROUPE_CHECK(is_float(t.dtype()), op, ": argument '", arg, "' must be bf16, f16 or f32 on CUDA, got ", t.str());
   expect_dtype(op, arg, t, want);
 }
 

@@ -3,7 +3,8 @@
 //   backward: dx[M, K] = dy[M, N] · w[N, K]          (overwrite, or += when accumulate_dx)
 //             dw[N, K] += dy^T · x                   (f32, accumulates)
 //             db[N]    += sum over rows of dy        (f32, accumulates)
-// CPU: OpenBLAS sgemm. CUDA: cuBLASLt, 16-bit inputs, f32 accumulation, f32 dw/db.
+// CPU: OpenBLAS sgemm. CUDA: cuBLASLt, bf16/f16 (or f32: full-precision FP32 compute, no TF32) inputs,
+// f32 accumulation, f32 dw/db.
 #pragma once
 
 #include "kernels/tensor.hpp"

@@ -24,8 +24,7 @@ int64_t expect_paged(const Context& ctx, const char* op, const Tensor& qkv, cons
   expect_shape(op, "k_cache", k_cache, {k_cache.dim(0), cfg.block_size, cfg.n_kv_heads, cfg.head_dim});
   expect_shape(op, "v_cache", v_cache, k_cache.shape());
   if (ctx.is_cuda()) {
-    TROUPE_CHECK(qkv.dtype() == DType::bf16 || qkv.dtype() == DType::f16, op, ": CUDA needs bf16 or f16 qkv, got ",
-                 dtype_name(qkv.dtype()));
+    TROUPE_CHECK(is_float(qkv.dtype()), op, ": CUDA needs bf16, f16 or f32 qkv, got ", dtype_name(qkv.dtype()));
   } else {
     expect_dtype(op, "qkv", qkv, DType::f32);
   }

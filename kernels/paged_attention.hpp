@@ -11,7 +11,7 @@
 // qkv [N, (H + 2G) * D] is the fused projection (attention.hpp's layout, RoPE already applied).
 // New token j of sequence s (of n_s new tokens) sits at position seq_lens[s] - n_s + j and attends
 // causally to positions 0..that one; query head h reads kv head h / (H / G).
-// CPU: f32. CUDA: bf16/f16 qkv and cache, f32 accumulation.
+// CPU: f32. CUDA: bf16, f16 or f32 qkv and cache, f32 accumulation.
 #pragma once
 
 #include "kernels/tensor.hpp"

@@ -18,8 +18,7 @@ void rope_dispatch(const char* op, const Context& ctx, const Tensor& qkv, const 
   expect_shape(op, "qkv", qkv,
                {qkv.dim(0), qkv.dim(1), int64_t(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim});
   if (ctx.is_cuda()) {
-    TROUPE_CHECK(qkv.dtype() == DType::bf16 || qkv.dtype() == DType::f16, op,
-                 ": CUDA rope needs bf16 or f16 qkv, got ", dtype_name(qkv.dtype()));
+    TROUPE_CHECK(is_float(qkv.dtype()), op, ": CUDA rope needs bf16, f16 or f32 qkv, got ", dtype_name(qkv.dtype()));
     TROUPE_ON_CUDA(cuda::rope_apply(ctx, qkv, positions, cfg, inverse));
   } else {
     expect_dtype(op, "qkv", qkv, DType::f32);

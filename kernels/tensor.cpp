@@ -192,8 +192,6 @@ static void host_convert(const void* src, DType st, void* dst, DType dt, int64_t
   }
 }
 
-static bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
 Tensor to_host_f32(const Context& ctx, const Tensor& t) {
   const DType out_type = is_float(t.dtype()) ? DType::f32 : t.dtype();
   Tensor raw = Tensor::host(t.dtype(), t.shape());

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "kernels/argmax.hpp"
 #include "kernels/check.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace troupe {
 
@@ -54,6 +56,8 @@ InferenceEngine::InferenceEngine(InferenceModel& model, EngineOptions options, D
   TROUPE_CHECK(options_.max_sequence_length > 0 && options_.max_sequence_length <= model.max_sequence_length(),
                "InferenceEngine: max_sequence_length ", options_.max_sequence_length, " must be in [1, ",
                model.max_sequence_length(), "]");
+  greedy_tokens_ = Tensor::empty(model.context(), DType::i32, {options_.max_sequences});
+  greedy_logprobs_ = Tensor::empty(model.context(), DType::f32, {options_.max_sequences});
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -99,8 +103,43 @@ bool InferenceEngine::admit(Request& r, int64_t& tokens_left) {
   return true;
 }
 
-void InferenceEngine::sample(Request& r, const float* logits, std::vector<TokenEvent>& events) {
-  const SampledToken t = r.sampler.sample(std::span(logits, size_t(model_.config().vocab_size)));
+std::vector<SampledToken> InferenceEngine::choose(const Tensor& logits) {
+  const Context& ctx = model_.context();
+  const int64_t s = int64_t(running_.size()), vocab = model_.config().vocab_size;
+  std::vector<SampledToken> out(static_cast<size_t>(s));
+  if (std::all_of(running_.begin(), running_.end(), [](const auto& r) { return r->params.greedy(); })) {
+    const Tensor tokens = greedy_tokens_.slice(0, {s}), logprobs = greedy_logprobs_.slice(0, {s});
+    argmax_logprob(ctx, logits, vocab, tokens, logprobs);
+    const Tensor t = to_host_f32(ctx, tokens), lp = to_host_f32(ctx, logprobs);
+    for (int64_t i = 0; i < s; ++i)
+      out[size_t(i)] = {t.data_as<int32_t>()[i], running_[size_t(i)]->params.logprobs ? lp.data_as<float>()[i] : 0.0f};
+    return out;
+  }
+  Tensor host = logits;  // the CPU's logits are host f32 already
+  if (ctx.is_cuda()) {
+    const int64_t vp = logits.dim(1);
+    if (!pinned_f32_.defined()) {
+      device_f32_ = Tensor::empty(ctx, DType::f32, {options_.max_sequences, vp});
+      pinned_f32_ = Tensor::pinned_host(DType::f32, {options_.max_sequences, vp});
+    }
+    Tensor f32 = logits;
+    if (logits.dtype() != DType::f32) {
+      f32 = device_f32_.slice(0, {s, vp});
+      convert(ctx, logits, f32);
+    }
+    host = pinned_f32_.slice(0, {s, vp});
+    copy(ctx, f32, host);
+    ctx.synchronize();
+  }
+  // Each request has its own sampler (and random stream): rows are independent.
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < s; ++i)
+    out[size_t(i)] = running_[size_t(i)]->sampler.sample(
+        std::span(host.data_as<float>() + i * host.dim(1), size_t(vocab)));
+  return out;
+}
+
+void InferenceEngine::accept(Request& r, const SampledToken& t, std::vector<TokenEvent>& events) {
   r.tokens.push_back(t.token);
   TokenEvent e{.request = r.id, .has_token = true, .token = t.token, .logprob = t.logprob};
   const std::vector<int32_t>& stops = r.params.stop_tokens;
@@ -172,12 +211,11 @@ bool InferenceEngine::step() {
     std::vector<SequenceInput> batch;
     for (const auto& r : running_)
       batch.push_back({std::span(r->tokens).subspan(size_t(r->cached)), r->cached, r->blocks});
-    const Tensor logits = to_host_f32(model_.context(), model_.forward(batch, cache_));
-    const int64_t vp = logits.dim(1);
+    const std::vector<SampledToken> next = choose(model_.forward(batch, cache_));
     for (size_t i = 0; i < running_.size(); ++i) {
       Request& r = *running_[i];
       r.cached = int64_t(r.tokens.size());
-      sample(r, logits.data_as<float>() + int64_t(i) * vp, events);
+      accept(r, next[i], events);
       deliver_to(r);
       if (r.finish != FinishReason::none) cache_.release(r.blocks);
     }

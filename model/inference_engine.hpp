@@ -83,7 +83,12 @@ class InferenceEngine {
   struct Request;
   bool admit(Request& r, int64_t& tokens_left);
   void finish(Request& r, FinishReason reason, std::vector<TokenEvent>& events);
-  void sample(Request& r, const float* logits, std::vector<TokenEvent>& events);
+  // The next token of each running request from its row of `logits`: when every request is
+  // greedy, picked on the device (argmax_logprob: 2 numbers per row reach the host, not a row
+  // of logits); else the rows are converted to f32 on the device, copied to pinned memory, and
+  // each request's sampler draws on the host, the rows in parallel.
+  std::vector<SampledToken> choose(const Tensor& logits);
+  void accept(Request& r, const SampledToken& t, std::vector<TokenEvent>& events);
 
   InferenceModel& model_;
   EngineOptions options_;
@@ -92,6 +97,8 @@ class InferenceEngine {
   int64_t next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
+  Tensor greedy_tokens_, greedy_logprobs_;  // [max_sequences] on the device: choose()'s greedy path
+  Tensor device_f32_, pinned_f32_;          // [max_sequences, Vp] (CUDA, allocated on first use): its other path
 };
 
 }  // namespace troupe

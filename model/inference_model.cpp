@@ -22,8 +22,7 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
                                InferenceModelOptions options)
     : ctx_(ctx), layout_(config, ChunkSpec::whole_model()), compute_(compute), options_(options) {
   if (ctx.is_cuda())
-    TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "InferenceModel: CUDA computes in bf16 or f16, not ",
-                 dtype_name(compute));
+    TROUPE_CHECK(is_float(compute), "InferenceModel: CUDA computes in bf16, f16 or f32, not ", dtype_name(compute));
   else
     TROUPE_CHECK(compute == DType::f32, "InferenceModel: the CPU computes in f32, not ", dtype_name(compute));
   TROUPE_CHECK(options.max_tokens > 0 && options.max_sequences > 0 && options.max_sequences <= options.max_tokens,

@@ -3,7 +3,7 @@
 // tokens from several sequences (prefills of many tokens and decode steps of one, mixed), and
 // attention over a paged KV cache (model/kv_cache.hpp). It reuses the training kernels
 // (embedding, norms, linear, RoPE, activations) and returns the logits of each sequence's
-// last new token. CPU: f32; CUDA: bf16/f16. On CUDA a decode step (one new token per sequence)
+// last new token. CPU: f32; CUDA: bf16/f16, or f32 (exact: greedy parity with an fp32 reference). On CUDA a decode step (one new token per sequence)
 // is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA graph and
 // replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
 //
@@ -44,7 +44,7 @@ struct InferenceModelOptions {
 
 class InferenceModel {
  public:
-  // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
+  // compute: f32 on a CPU context; bf16, f16 or f32 on a CUDA context.
   InferenceModel(const Context& ctx, const GptConfig& config, DType compute, InferenceModelOptions options = {});
 
   const GptConfig& config() const { return layout_.config(); }

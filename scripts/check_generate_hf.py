@@ -3,14 +3,16 @@
 
 For random-init GPT2LMHeadModel and LlamaForCausalLM models (check_hf_parity.py's, matrices scaled
 up so the logits are peaked and greedy choices are not near-ties), saved as HF folders with the GPT-2 tokenizer files:
-runs HF greedy generate (fp32 on CPU; and bf16 on CUDA when available) and our engine on the CPU
-(fp32) and on CUDA (bf16), several prompts batched together in one `troupe generate` call, and
-prints, per (model, device), how many prompts match token for token and the shortest common
-prefix. Exits non-zero if our CPU output differs from HF fp32 on any prompt, or our CUDA output
-matches HF bf16 on fewer than --min-cuda-match of the prompts.
+runs HF greedy generate and our engine, several prompts batched together in one `troupe generate`
+call, in three settings: `cpu` (both fp32 on the CPU), `cuda-f32` (both fp32 on the GPU: ours
+`--dtype f32`, HF without TF32) and `cuda` (both bf16 on the GPU), and prints, per (model,
+setting), how many prompts match token for token and the shortest common prefix. Exits non-zero
+if ours differs from HF on any prompt in fp32 (CPU or GPU), or matches HF bf16 on fewer than
+--min-cuda-match of the prompts (default 0: bf16 greedy decoding diverges on near-ties whoever
+computes it; the row shows HF bf16 against HF fp32 beside ours).
 
 Usage (repo root, torch + transformers installed):
-  python3 scripts/check_generate_hf.py --troupe build/apps/troupe [--devices cpu,cuda] [--tokens 32]
+  python3 scripts/check_generate_hf.py --troupe build/apps/troupe [--devices cpu,cuda-f32,cuda] [--tokens 32]
 """
 import argparse
 import copy
@@ -60,9 +62,9 @@ def hf_greedy(model, ids, tokens, device, dtype):
     return out[0, len(ids):].tolist()
 
 
-def ours(troupe, folder, device, tokens):
+def ours(troupe, folder, device, dtype, tokens):
     cmd = [troupe, "generate", "--hf", folder, "--device", device, "--temperature", "0", "--ignore-eod",
-           "--max-tokens", str(tokens), "--print-ids"]
+           "--max-tokens", str(tokens), "--print-ids"] + (["--dtype", dtype] if device == "cuda" else [])
     for p in PROMPTS:
         cmd += ["--prompt", p]
     r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
@@ -104,10 +106,12 @@ def common_prefix(a, b):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--troupe", required=True)
-    ap.add_argument("--devices", default="cpu,cuda")
+    ap.add_argument("--devices", default="cpu,cuda-f32,cuda", help="settings: cpu, cuda-f32, cuda (bf16)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--speed-tokens", type=int, default=256, help="decode-speed check length (0: skip)")
-    ap.add_argument("--min-cuda-match", type=float, default=0.8, help="fraction of prompts (bf16 near-ties aside)")
+    ap.add_argument("--min-cuda-match", type=float, default=0.0,
+                    help="fraction of prompts that must match HF bf16 in the bf16 setting (default: report only; "
+                         "random models' bf16 greedy runs diverge on near-ties, HF's own against its fp32 too)")
     ap.add_argument("--folder", action="append", default=[],
                     help="an HF folder to check instead of the random models (e.g. `troupe convert --to hf` "
                          "of a trained checkpoint); repeatable")
@@ -135,41 +139,42 @@ def main():
                 shutil.copy(merges, os.path.join(folder, "merges.txt"))
             else:
                 model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
-            for dev in a.devices.split(","):
+            for setting in a.devices.split(","):
+                dev, exact = setting.split("-")[0], setting != "cuda"  # exact: fp32 on both sides
                 if dev == "cuda" and not torch.cuda.is_available():
                     continue
-                dtype = torch.float32 if dev == "cpu" else torch.bfloat16
+                dtype = torch.float32 if exact else torch.bfloat16
                 ref = [hf_greedy(model, ids, a.tokens, dev, dtype) for ids in prompt_ids]
                 try:
-                    got, speed = ours(a.troupe, folder, dev, a.tokens)
+                    got, speed = ours(a.troupe, folder, dev, "f32" if exact else "bf16", a.tokens)
                 except RuntimeError as e:
-                    rows.append((kind, dev, None, str(e)))
+                    rows.append((kind, setting, None, str(e)))
                     failed = True
                     continue
                 match = sum(g == r for g, r in zip(got, ref))
                 prefix = min(common_prefix(g, r) for g, r in zip(got, ref))
-                if dev == "cuda":
+                if not exact:
                     # bf16 noise or a real difference? Both bf16 runs against HF in fp32 on the GPU.
                     ref32 = [hf_greedy(model, ids, a.tokens, dev, torch.float32) for ids in prompt_ids]
                     ours32 = sum(g == r for g, r in zip(got, ref32))
                     hf32 = sum(g == r for g, r in zip(ref, ref32))
                     speed = f"vs HF fp32: ours bf16 {ours32}/{len(PROMPTS)}, HF bf16 {hf32}/{len(PROMPTS)}; " + speed
-                need = len(PROMPTS) if dev == "cpu" else a.min_cuda_match * len(PROMPTS)
+                need = len(PROMPTS) if exact else a.min_cuda_match * len(PROMPTS)
                 ok = match >= need
                 failed |= not ok
-                rows.append((kind, dev, (match, prefix, ok), speed))
+                rows.append((kind, setting, (match, prefix, ok), speed))
 
     speed_rows = []
     if "cuda" in a.devices and torch.cuda.is_available() and a.speed_tokens > 0:
         speed_rows = decode_speed(a.troupe, a.speed_tokens)
 
-    print(f"{'model':6} {'dev':5} {'equal prompts':>14} {'min prefix':>11}  result / our speed")
+    print(f"{'model':6} {'setting':8} {'equal prompts':>14} {'min prefix':>11}  result / our speed")
     for kind, dev, res, note in rows:
         if res is None:
-            print(f"{kind:6} {dev:5} {'-':>14} {'-':>11}  ERROR {note}")
+            print(f"{kind:6} {dev:8} {'-':>14} {'-':>11}  ERROR {note}")
         else:
             match, prefix, ok = res
-            print(f"{kind:6} {dev:5} {f'{match}/{len(PROMPTS)}':>14} {f'{prefix}/{a.tokens}':>11}  "
+            print(f"{kind:6} {dev:8} {f'{match}/{len(PROMPTS)}':>14} {f'{prefix}/{a.tokens}':>11}  "
                   f"{'ok' if ok else 'FAIL'}  ({note})")
     if speed_rows:
         print(f"\ndecode speed, GPT-2 124M shape (random weights), bf16, {a.speed_tokens} tokens after a short prompt:")

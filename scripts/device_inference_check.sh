@@ -1,16 +1,34 @@
 #!/usr/bin/env bash
 # Inference checks for the GPU machine: the inference GPU tests (paged attention, RoPE at
-# per-token positions, CUDA vs CPU), then greedy `troupe generate` against HF transformers
-# `generate` on GPT-2 and Llama weights, CPU (fp32) and CUDA (bf16), and decode tokens/s with
-# and without CUDA graphs. Prints the tables last.
+# per-token positions, the device argmax, CUDA vs CPU), then greedy `troupe generate` against HF
+# transformers `generate`: random GPT-2 and Llama models, and a GPT-2 124M trained here for 300
+# iterations on the bundled corpus and exported by `troupe convert --to hf`; each on the CPU
+# (fp32), on CUDA in fp32 (--dtype f32) and in bf16. Prints the tables last.
 # Usage (repo root, after `source .devdeps/env.sh`): scripts/device_inference_check.sh [BUILD_DIR]
 set -uo pipefail
 build=${1:-build}
-ctest --test-dir "$build" -R 'paged_attention_cuda_test|rope_cuda_test|inference_.*cuda_test' --output-on-failure \
-  2>&1 | tee /tmp/inference_ctest.log
-PYTHONUNBUFFERED=1 python3 scripts/check_generate_hf.py --troupe "$build/apps/troupe" 2>&1 | tee /tmp/generate_hf.log
+troupe=$build/apps/troupe
+work=${OUT:-/tmp}/inference_check
+mkdir -p "$work"
+ctest --test-dir "$build" -R 'paged_attention_cuda_test|rope_cuda_test|argmax_cuda_test|inference_.*cuda_test' \
+  --output-on-failure 2>&1 | tee "$work/ctest.log"
+PYTHONUNBUFFERED=1 python3 scripts/check_generate_hf.py --troupe "$troupe" 2>&1 | tee "$work/generate_hf.log"
 status=${PIPESTATUS[0]}
+
+# Trained weights: peaked distributions, as real use sees them.
+"$troupe" preprocess --input assets/corpora/moby-dick.jsonl --output-prefix "$work/moby" \
+    --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --append-eod --quiet &&
+  "$troupe" train --data-path "$work/moby_text_document" --data-cache-path "$work/cache" \
+    --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --model gpt2-124m --bf16 \
+    --micro-batch-size 16 --train-iters 300 --lr 6e-4 --min-lr 6e-5 --lr-warmup-iters 30 --log-interval 100 \
+    --save "$work/ckpt" > "$work/train.log" 2>&1 &&
+  "$troupe" convert --to hf --load "$work/ckpt" --output "$work/trained-gpt2" > "$work/convert.log" 2>&1 &&
+  PYTHONUNBUFFERED=1 python3 scripts/check_generate_hf.py --troupe "$troupe" --folder "$work/trained-gpt2" \
+    --speed-tokens 0 --min-cuda-match 0.8 2>&1 | tee "$work/generate_hf_trained.log"
+trained=$?
+[ "$trained" = 0 ] || { echo "trained-model check failed ($trained)"; tail -5 "$work"/*.log; }
 echo "==== summary"
-grep -E 'tests passed|tests failed' /tmp/inference_ctest.log | tail -1
-grep -A30 '^model ' /tmp/generate_hf.log || true
-exit "$status"
+grep -E 'tests passed|tests failed' "$work/ctest.log" | tail -1
+grep -A30 '^model ' "$work/generate_hf.log" || true
+grep -A10 '^model ' "$work/generate_hf_trained.log" || true
+[ "$status" = 0 ] && [ "$trained" = 0 ]

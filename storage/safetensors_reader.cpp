@@ -229,8 +229,7 @@ Tensor SafetensorsFile::read(const std::string& name) const {
 
 Tensor SafetensorsFile::read_f32(const std::string& name) const {
   const SafetensorsTensorInfo& t = find(name);
-  const bool is_float = t.dtype == DType::f32 || t.dtype == DType::bf16 || t.dtype == DType::f16;
-  TROUPE_CHECK(is_float, where(path(), name), ": read_f32 needs F32, BF16 or F16 data, got ", t.dtype_name);
+  TROUPE_CHECK(t.dtype && is_float(*t.dtype), where(path(), name), ": read_f32 needs F32, BF16 or F16 data, got ", t.dtype_name);
   Tensor out = Tensor::host(DType::f32, t.shape);
   const uint8_t* src = buffer() + t.begin;
   float* dst = out.data_as<float>();

@@ -68,8 +68,8 @@ void check_problem(const MatmulProblem& p) {
   const int64_t kb = p.trans_b ? b.dim(1) : b.dim(0), n = p.trans_b ? b.dim(0) : b.dim(1);
   TROUPE_CHECK(k == kb && d.dim(0) == m && d.dim(1) == n, kOp, ": shapes do not chain: op(a) ", m, "x", k,
                ", op(b) ", kb, "x", n, ", d ", d.str());
-  TROUPE_CHECK(a.dtype() == b.dtype() && (a.dtype() == DType::bf16 || a.dtype() == DType::f16), kOp,
-               ": a and b must share a 16-bit type, got ", a.str(), " and ", b.str());
+  TROUPE_CHECK(a.dtype() == b.dtype() && is_float(a.dtype()), kOp, ": a and b must share a float type, got ", a.str(),
+               " and ", b.str());
   TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
                " or f32, got ", d.str());
   TROUPE_CHECK(a.is_cuda() && b.is_cuda() && d.is_cuda(), kOp, ": tensors must be on CUDA");

@@ -1,6 +1,6 @@
-// The inference model on CUDA (bf16) against the CPU (f32) on the same weights, and decode
-// steps replayed from CUDA graphs against the same steps run op by op, for batch sizes that
-// fill a bucket and that need padding (3 sequences in the bucket of 4).
+// The inference model on CUDA (bf16, and f32) against the CPU (f32) on the same weights, and
+// decode steps replayed from CUDA graphs against the same steps run op by op, for batch sizes
+// that fill a bucket and that need padding (3 sequences in the bucket of 4).
 #include <cstdio>
 #include <vector>
 
@@ -43,7 +43,8 @@ TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
   InferenceModel on_cpu(cpu(), c, DType::f32, {.max_tokens = 256, .max_sequences = 8});
   InferenceModel eager(gpu(), c, DType::bf16, {.max_tokens = 256, .max_sequences = 8, .cuda_graphs = false});
   InferenceModel graphs(gpu(), c, DType::bf16, {.max_tokens = 256, .max_sequences = 8});
-  for (InferenceModel* m : {&on_cpu, &eager, &graphs}) m->load_weights(w);
+  InferenceModel exact(gpu(), c, DType::f32, {.max_tokens = 256, .max_sequences = 8});  // f32, graphs
+  for (InferenceModel* m : {&on_cpu, &eager, &graphs, &exact}) m->load_weights(w);
 
   for (int S : {2, 3}) {  // a full bucket, and a padded one
     std::vector<std::vector<int32_t>> prompts;
@@ -53,15 +54,18 @@ TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
     const std::vector<Tensor> ref = run_steps(on_cpu, prompts, feed);
     const std::vector<Tensor> e = run_steps(eager, prompts, feed);
     const std::vector<Tensor> g = run_steps(graphs, prompts, feed);
-    double worst_cpu = 0, worst_graph = 0;
+    const std::vector<Tensor> f = run_steps(exact, prompts, feed);
+    double worst_cpu = 0, worst_graph = 0, worst_f32 = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
       worst_cpu = std::max(worst_cpu, rel_error(e[i], ref[i]));
       worst_graph = std::max(worst_graph, rel_error(g[i], e[i]));
+      worst_f32 = std::max(worst_f32, rel_error(f[i], ref[i]));
     }
-    std::printf("%s S=%d: CUDA bf16 vs CPU f32 max rel err %.2e, graph vs eager %.2e\n",
-                GetParam() ? "llama" : "gpt2", S, worst_cpu, worst_graph);
+    std::printf("%s S=%d: CUDA bf16 vs CPU f32 max rel err %.2e, graph vs eager %.2e, CUDA f32 vs CPU f32 %.2e\n",
+                GetParam() ? "llama" : "gpt2", S, worst_cpu, worst_graph, worst_f32);
     EXPECT_LT(worst_cpu, 3e-2);
     EXPECT_LT(worst_graph, 1e-2);
+    EXPECT_LT(worst_f32, 1e-5);  // the same arithmetic in another order (f32 GEMMs without TF32)
   }
   EXPECT_GE(graphs.cuda_graphs_captured(), 1u);  // each run has its own cache: its graphs were recaptured
   EXPECT_EQ(eager.cuda_graphs_captured(), 0u);
