@@ -355,6 +355,10 @@ void TrainingRun::Impl::shutdown() {
     if (a) all.push_back(a);
   for (const caf::actor& a : {loader, optimizer, trainer, directory, monitor, checkpoint_writer})
     if (a) all.push_back(a);
+  // Several processes: another one may still be finishing the step this one has finished (its
+  // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
+  // exit would fail its step. Stop only once every process has its last answer.
+  if (!failed && fabric && fabric->processes() > 1) fabric->barrier();
   for (const caf::actor& a : all) {
     (*self)->monitor(a);
     (*self)->send_exit(a, caf::exit_reason::user_shutdown);

@@ -4,7 +4,11 @@
 // each GEMM is then autotuned (matmul_lt_tune) and timed again. --json writes the numbers for
 // bench/gemm_torch_reference.py, which times the same GEMMs in PyTorch and prints the ratios.
 //
+// --square N times one N x N x N GEMM instead and prints its throughput as the device's matmul
+// peak (the MFU denominator of bench/three_d_scaling.sh).
+//
 //   gemm_bench [--m 16384] [--dtype bf16] [--reps 20] [--tune] [--json out.json]
+//   gemm_bench --square 8192   # "matmul peak: 812.3 TFLOP/s (bf16, 8192^3, best of fwd/dx/dw)"
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -158,7 +162,10 @@ int main(int argc, char** argv) {
   std::string dtype_name = "bf16", json_path;
   int reps = 20;
   bool tune = false;
+  int64_t square = 0;
   app.add_option("--m", m, "rows (tokens = batch x sequence)")->check(CLI::PositiveNumber);
+  app.add_option("--square", square, "time one N x N x N GEMM and print the matmul peak instead")
+      ->check(CLI::PositiveNumber);
   app.add_option("--dtype", dtype_name, "bf16 or f16");
   app.add_option("--reps", reps, "timed runs per GEMM (the median is reported)")->check(CLI::PositiveNumber);
   app.add_flag("--tune", tune, "also autotune each GEMM and time it again");
@@ -175,6 +182,17 @@ int main(int argc, char** argv) {
     const DType t = troupe::dtype_from_name(dtype_name);
     cudaDeviceProp prop;
     TROUPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (square > 0) {
+      const GemmShape shape{"square", square, square, false, 0};
+      const nlohmann::json r = bench_shape(ctx, shape, square, t, reps, false);
+      print_row("", r, r);
+      const double peak = std::max({tflops(square, square, square, r["fwd_ms"].get<float>()),
+                                    tflops(square, square, square, r["dx_ms"].get<float>()),
+                                    tflops(square, square, square, r["dw_ms"].get<float>())});
+      std::printf("matmul peak: %.1f TFLOP/s (%s, %ld^3, best of fwd/dx/dw, %s)\n", peak, dtype_name.c_str(),
+                  long(square), prop.name);
+      return 0;
+    }
     nlohmann::json out = {{"device", prop.name}, {"dtype", dtype_name}, {"m", m}, {"reps", reps}};
     double step_ms = 0, step_tuned_ms = 0;
     for (const GemmShape& shape : kGpt2Shapes) {

@@ -13,6 +13,7 @@
 # Usage (repo root, after `source .devdeps/env.sh`): bench/parallel_scaling.sh [--torch] BUILD_DIR MODEL...
 # MODEL: 124m, 350m, 1.3b.
 set -uo pipefail
+source "$(dirname "$0")/scaling_lib.sh"
 torch=0
 if [ "${1:-}" = "--torch" ]; then torch=1; shift; fi
 build=${1:?usage: parallel_scaling.sh [--torch] BUILD_DIR MODEL...}
@@ -31,9 +32,6 @@ if [ "$torch" = 1 ]; then
     grep RESULT "$out/torch_ddp_$n.log" | grep ddp | sed "s/^/torch x$n /" | tee -a "$summary"
   done
 fi
-
-# Steady-state ms per iteration: the last logged window (the first holds the warm-up).
-ms_of() { grep -o 'elapsed time per iteration (ms): [0-9.]*' "$1" | tail -1 | awk '{print $NF}'; }
 
 run() {  # name model_args mbs micro_per_replica T P D extra...
   local name=$1 margs=$2 mbs=$3 acc=$4 T=$5 P=$6 D=$7
@@ -75,25 +73,23 @@ for model in "$@"; do
   run "$model-tp2pp2" "$margs" $mbs 4 2 2 1 --sequence-parallel
 done
 
-# FLOPs per token as troupe train counts them: 6N + 12 L d T (attention), N from its header line.
 echo "==== per GPU (tokens/s, TFLOP/s), scaling efficiency against one GPU of the same model" | tee -a "$summary"
 while read -r name n gbs ms; do
   model=${name%%-*}
   log=$out/$name.log
-  params=$(grep -o '[0-9.]*M parameters' "$log" | head -1 | sed 's/M parameters//')
-  shape=$(grep -o '^troupe train: [0-9]* layers, hidden [0-9]*' "$log" | head -1 | awk '{print $3, $6}')
+  flops=$(flops_per_token "$log")
   base=$(awk -v m="$model-1gpu" '$1 == m {print $3 * 1024 / ($4 / 1000)}' "$out/runs.txt")  # tokens/s
   noov=$(awk -v m="$model-dp4-nooverlap" '$1 == m {print $4}' "$out/runs.txt")
   base_ms=$(awk -v m="$model-1gpu" '$1 == m {print $4}' "$out/runs.txt")
   awk -v name="$name" -v n="$n" -v gbs="$gbs" -v ms="$ms" -v base="$base" -v base_ms="$base_ms" -v noov="$noov" \
-      -v p="$params" -v shape="$shape" 'BEGIN {
-    split(shape, s, " "); tps = gbs * 1024 / (ms / 1000) / n; flops = 6 * p * 1e6 + 12 * s[1] * s[2] * 1024;
+      -v flops="$flops" 'BEGIN {
+    tps = gbs * 1024 / (ms / 1000) / n;
     line = sprintf("%-22s %d GPU  %7.1f ms/it  %9.0f tokens/s/GPU  %6.1f TFLOP/s/GPU", name, n, ms, tps, tps * flops / 1e12);
     if (base > 0 && name !~ /1gpu$/) line = line sprintf("  efficiency %5.1f%%", 100 * tps / base);
     # dp4 runs one microbatch per GPU like the one-GPU run: the extra time is the exposed reduction.
     if (name ~ /-dp4(-b[0-9]+m)?$/ && noov > base_ms && base_ms > 0)
       line = line sprintf("  reduction hidden %5.1f%%", 100 * (1 - (ms - base_ms) / (noov - base_ms)));
     print line }' | tee -a "$summary"
-  grep -o '[0-9.]* bytes per parameter; device memory in use [0-9.]* GiB' "$log" | head -1 |
-      awk '{printf "    model state %s bytes/parameter on the first device, %s GiB in use\n", $1, $9}' | tee -a "$summary"
+  memory_of "$log" |
+      awk '{printf "    model state %s bytes/parameter on the first device, %s GiB in use\n", $1, $2}' | tee -a "$summary"
 done < "$out/runs.txt"

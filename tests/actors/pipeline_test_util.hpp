@@ -90,9 +90,11 @@ inline std::unique_ptr<DataLoader> loader(std::shared_ptr<const SampleSource> da
   return std::make_unique<DataLoader>(std::move(data), DataLoaderOptions{.micro_batch_size = mbs});
 }
 
-// The stats of `iters` iterations of the actor runtime on tiny_data.
-inline std::vector<IterationStats> train_iterations(const actors::TrainingConfig& config, int iters) {
-  actors::TrainingRun run(config, loader(tiny_data(config.model, 512, 7), config.micro_batch_size), nullptr);
+// The stats of `iters` iterations of the actor runtime on tiny_data (`samples` of it: the loader
+// does not wrap around, so iters x global batch must fit).
+inline std::vector<IterationStats> train_iterations(const actors::TrainingConfig& config, int iters,
+                                                    int64_t samples = 512) {
+  actors::TrainingRun run(config, loader(tiny_data(config.model, samples, 7), config.micro_batch_size), nullptr);
   std::vector<IterationStats> out;
   for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
   return out;
