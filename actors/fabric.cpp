@@ -82,6 +82,11 @@ std::shared_ptr<Fabric> Fabric::init() {
                  ", Troupe needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
     TROUPE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &f->process_), "Fabric::init");
     TROUPE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &f->processes_), "Fabric::init");
+    MPI_Comm node = MPI_COMM_NULL;
+    TROUPE_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, f->process_, MPI_INFO_NULL, &node),
+                     "Fabric::init: the processes of this machine");
+    TROUPE_MPI_CHECK(MPI_Comm_rank(node, &f->node_process_), "Fabric::init");
+    TROUPE_MPI_CHECK(MPI_Comm_free(&node), "Fabric::init");
     mpi.control = dup_world("Fabric::init: the control communicator");
     mpi.channels = dup_world("Fabric::init: the channel communicator");
     void* tag_ub = nullptr;

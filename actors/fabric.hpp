@@ -33,6 +33,9 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
 
   int process() const { return process_; }  // 0 .. processes()-1 (the MPI rank)
   int processes() const { return processes_; }
+  // This process's index among the processes on its machine (MPI_COMM_TYPE_SHARED), 0 without
+  // MPI: with one process per GPU, process i of a node takes GPU i.
+  int node_process() const { return node_process_; }
   bool uses_mpi() const { return mpi_ != nullptr; }
 
   // Host-side helpers over processes, for the trainer: each process calls them from one thread,
@@ -68,7 +71,7 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
 
  private:
   Fabric() = default;
-  int process_ = 0, processes_ = 1;
+  int process_ = 0, processes_ = 1, node_process_ = 0;
   std::unique_ptr<Mpi> mpi_;
 };
 

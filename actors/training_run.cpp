@@ -83,14 +83,16 @@ void validate(const TrainingConfig& c) {
   TROUPE_CHECK(c.op_timeout.count() > 0, "the op timeout must be positive");
 }
 
-// The device of global rank r (GPUs: one per rank, round robin over the visible ones).
-int device_of_rank(const TrainingConfig& c, int rank) {
+// The device of the `rank`-th local rank of a process that is `node_process`-th on its machine,
+// each process holding `per_process` ranks: GPUs are dealt out round robin over the machine's
+// processes (one process per GPU: process i takes GPU i); CPU devices are per process.
+int device_of_rank(const TrainingConfig& c, int rank, int node_process, int per_process) {
   if (c.devices.cuda) {
+    int gpus = 1;
 #if TROUPE_HAVE_CUDA
-    return rank % std::max(1, troupe::cuda::device_count());
-#else
-    return 0;
+    gpus = std::max(1, troupe::cuda::device_count());
 #endif
+    return (node_process * per_process + rank) % gpus;
   }
   const int ranks = c.parallel.tensor_size * c.parallel.data_size * c.parallel.pipeline_size;
   const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : ranks;
@@ -120,7 +122,7 @@ void TrainingRun::Impl::build_stages() {
       for (int tp = 0; tp < T; ++tp) {
         const size_t r = rank(s, dp, tp);
         if (!local(r)) continue;
-        const int device = device_of_rank(config, int(r) % per_process);
+        const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
         contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
       }
   // With overlap each device's reducer drives the data-parallel collectives on a stream of its own.
@@ -129,7 +131,7 @@ void TrainingRun::Impl::build_stages() {
     comm_contexts.resize(ranks);
     for (size_t r = 0; r < ranks; ++r) {
       if (!local(r)) continue;
-      const int device = device_of_rank(config, int(r) % per_process);
+      const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
       comm_contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
     }
   }
@@ -435,7 +437,10 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
     header.shape = {d.P, d.V, d.M, config.parallel.group_size};
     header.num_layers = config.model.num_layers;
     header.iteration = 1;
-    d.trace = std::make_shared<schedules::TraceWriter>(config.trace_path, header);
+    // Under mpirun each process records its own stages, into PATH.rankR (one file would be
+    // written by every process at once).
+    const std::string path = procs > 1 ? str_cat(config.trace_path, ".rank", d.fabric->process()) : config.trace_path;
+    d.trace = std::make_shared<schedules::TraceWriter>(path, header);
   }
 
   d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
@@ -471,7 +476,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     if (!d.reducers.empty()) o.reducer = d.reducers[r];
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
-    o.device = device_of_rank(config, int(r) % d.per_process);
+    o.device = device_of_rank(config, int(r) % d.per_process, d.fabric->node_process(), d.per_process);
     o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
     o.fixed_op_duration = config.fixed_op_duration;
     o.before_op = config.before_op;

@@ -60,7 +60,7 @@ struct TrainingConfig {
   int64_t global_batch_size = 1;  // microbatches per iteration = global / micro
   int64_t train_iters = 0;
   uint64_t seed = 1234;
-  std::string trace_path;  // --trace: record every op (msgpack); empty: off
+  std::string trace_path;  // --trace: record every op (msgpack); empty: off; several processes: PATH.rankR each
   bool time_ops = false;   // time GPU ops with events as --trace does (for the monitor's trace)
   std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};  // a stage silent this long fails the run
   bool check_for_nan = false;  // stop with an error naming the stage and op on a NaN loss/grad

@@ -445,7 +445,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--eval-iters", o->eval_iters);
   cmd->add_option("--log-interval", o->log_interval);
   cmd->add_option("--seed", o->seed);
-  cmd->add_option("--trace", o->trace, "record every op of every actor to this msgpack file (see troupe replay)");
+  cmd->add_option("--trace", o->trace, "record every op of every actor to this msgpack file (see troupe replay; under mpirun one file per process, FILE.rankR)");
   cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails");
   cmd->add_option("--save", o->save, "checkpoint directory to save to (at --save-interval and at the end)");
   cmd->add_option("--save-interval", o->save_interval, "iterations between checkpoints (0: only at the end)");

@@ -118,11 +118,6 @@ estimate_gib() {  # layers T P D V
     printf "%.1f\n", (state + act) / 2^30 + 2 }'
 }
 
-# What each process of an mpi run does (arguments: trace prefix, cpu flag, the command): on GPUs
-# see only the GPU of its local rank (troupe train puts a process's first rank on its first
-# visible GPU, GPU 0 in every process otherwise), and trace to PREFIX.rankR (the processes would
-# all write the one --trace file).
-per_process='r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}; [ "$2" = 1 ] || export CUDA_VISIBLE_DEVICES=${OMPI_COMM_WORLD_LOCAL_RANK:-$r}; t=$1; shift 2; exec "$@" --trace "$t.rank$r"'
 
 # One troupe train run; a line in runs.txt when it produced a time.
 # run NAME MODE T P D V ITERS LOG_INTERVAL GBS LAYERS
@@ -149,8 +144,8 @@ run() {
   [ "$V" -gt 1 ] && args+=(--num-layers-per-virtual-pipeline-stage $((L / (P * V))))
   local cmd
   if [ "$mode" = mpi ]; then
-    cmd=(timeout -k 10 "$cap" mpirun -np "$n" bash -c "$per_process" bash "$trace" "$cpu" "$troupe" train "${args[@]}"
-         --devices 1)
+    # Process p of the node takes GPU p; each writes its own trace, $trace.rankR.
+    cmd=(timeout -k 10 "$cap" mpirun -np "$n" "$troupe" train "${args[@]}" --devices 1 --trace "$trace")
   else
     cmd=(timeout -k 10 "$cap" "$troupe" train "${args[@]}" --devices "$n" --trace "$trace")
   fi
