@@ -22,9 +22,10 @@
 # measured, theory (P-1)/(V M+P-1), simulated) and the bubble `troupe replay --what-if` predicts
 # for this shape from the other pipeline run's trace. Then the loss check: per-iteration losses
 # of two layouts over 50 iterations, same data and seed, and their max relative difference
-# (8 GPUs: TP2xPP2xDP2 vs DP8; 4 GPUs: TP2xPP2 vs DP4). Everything lands in $OUT/three_d: logs,
-# traces (mpi runs: one per process, PATH.rankR, each holding that process's stages of pipeline
-# 0), replays, the SVG timelines of the TP2xPP2(xDP2) runs, summary.txt.
+# (8 GPUs: TP2xPP2xDP2 vs DP8; 4 GPUs: TP2xPP2 vs DP4). Runs write to $THREE_D_WORK (default
+# /tmp/three_d): logs, traces (mpi runs: one per process, PATH.rankR, each holding that
+# process's stages), replays, the SVG timelines of the TP2xPP2(xDP2) runs, summary.txt; $OUT
+# gets summary.txt, the SVGs and three_d_runs.tar.xz of the whole folder.
 # Every run ends within --budget seconds of the start (default 510: one device call of 10 minutes
 # holds the script with its setup); runs that would start later are skipped, saying so. On 4
 # H200s the whole list is estimated at 8-9 minutes, so the last runs (the 7B with one process per
@@ -55,7 +56,10 @@ while [ $# -gt 0 ]; do
 done
 build=${1:?usage: three_d_scaling.sh [--dry-run] [--cpu] [--gpus N] [--models M] [--modes M] [--layouts L] [--budget S] BUILD_DIR}
 troupe=$build/apps/troupe
-out=${OUT:-/tmp}/three_d
+# Runs write to a scratch folder; $OUT gets the summary, the timelines and one archive of every
+# log, trace and replay (the device machine sends back at most 8 files).
+out=${THREE_D_WORK:-/tmp/three_d}
+rm -rf "$out"
 mkdir -p "$out"
 summary=$out/summary.txt runs=$out/runs.txt
 : > "$summary"
@@ -279,3 +283,8 @@ if [ -f "$la" ] && [ -f "$lb" ]; then
 fi
 say "$(ls "$out"/*.svg 2>/dev/null | sed 's/^/timeline: /')"
 say "total ${SECONDS} s"
+if [ -n "${OUT:-}" ] && [ "$dry" = 0 ]; then
+  cp "$summary" "$out"/*.svg "$OUT"/ 2>/dev/null
+  tar -C "$(dirname "$out")" -cJf "$OUT/three_d_runs.tar.xz" "$(basename "$out")" &&
+    echo "logs, traces and replays: \$OUT/three_d_runs.tar.xz ($(du -h "$OUT/three_d_runs.tar.xz" | cut -f1))"
+fi
