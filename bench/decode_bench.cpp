@@ -7,6 +7,7 @@
 //
 //   decode_bench --model gpt2-124m --batches 1,16,64            # GPU, bf16, CUDA graphs
 //   decode_bench --model gpt2-tiny --device cpu --batches 1,4 --prompt 16 --new 16
+//   decode_bench --model gpt2-124m --batches 1,64 --profile   # + where a decode step's time goes
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -27,7 +28,7 @@ struct Options {
   std::string model = "gpt2-124m", device = "cuda", batches = "1,16,64";
   int64_t prompt = 128, new_tokens = 128;
   int reps = 3;
-  bool no_cuda_graphs = false;
+  bool no_cuda_graphs = false, profile = false;
 };
 
 // Seconds for B requests of `prompt` tokens to generate `n` tokens each. One engine serves
@@ -42,6 +43,34 @@ double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t 
   const auto t0 = Clock::now();
   engine.run();
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Decode steps op by op with every op timed (CUDA events): the table of where a step goes,
+// and the wall time of a whole engine step beside the ops' sum (the rest: host work, syncs,
+// launch gaps, choosing the tokens).
+void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
+  for (int64_t i = 0; i < b; ++i) {
+    const Tensor t = test::random_tokens({prompt}, uint64_t(i), int32_t(model.config().vocab_size));
+    engine.add_request({{t.data_as<int32_t>(), t.data_as<int32_t>() + prompt}, {.temperature = 0.0f, .max_tokens = n}},
+                       nullptr);
+  }
+  engine.step();  // the prefill
+  OpProfiler profiler(model.context(), true);
+  model.set_profiler(&profiler);
+  int64_t steps = 0;
+  const auto t0 = Clock::now();
+  for (bool more = true; more; ++steps) {
+    more = engine.step();
+    profiler.collect();
+  }
+  const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(steps);
+  model.set_profiler(nullptr);
+  double ops_ms = 0.0;
+  for (const auto& [name, ms] : profiler.totals_ms()) ops_ms += ms;
+  ops_ms /= double(steps);
+  std::printf("profile: batch %lld, %lld op-by-op decode steps: %.3f ms/step wall, %.3f ms in timed ops\n",
+              static_cast<long long>(b), static_cast<long long>(steps), wall_ms, ops_ms);
+  profiler.print(stdout, steps);
 }
 
 double median_s(int reps, const std::function<double()>& f) {
@@ -82,6 +111,7 @@ int run(const Options& o) {
                               {"ms_per_decode_step", (tn - t1) / double(o.new_tokens - 1) * 1e3},
                               {"decode_tokens_per_s", double(b * (o.new_tokens - 1)) / (tn - t1)}};
     std::printf("RESULT %s\n", r.dump().c_str());
+    if (o.profile) profile_decode(model, engine, b, o.prompt, o.new_tokens);
     std::fflush(stdout);
   }
   return 0;
@@ -99,6 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--new", o.new_tokens, "generated tokens per request (at least 2)")->check(CLI::Range(2, 1 << 20));
   app.add_option("--reps", o.reps, "timed runs per point (the median)");
   app.add_flag("--no-cuda-graphs", o.no_cuda_graphs, "plain launches for decode steps");
+  app.add_flag("--profile", o.profile, "after each batch size, time every op of op-by-op decode steps");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

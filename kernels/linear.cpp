@@ -33,7 +33,8 @@ LinearDims expect_input_and_weight(const Context& ctx, const char* op, const Ten
 
 }  // namespace
 
-void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                    bool accumulate) {
   constexpr const char* op = "linear_forward";
   const auto [m, k, n] = expect_input_and_weight(ctx, op, x, w);
   if (b.defined()) {
@@ -42,8 +43,8 @@ void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const 
   }
   expect_activation_dtype(ctx, op, "y", y, x.dtype());
   expect_shape(op, "y", y, {m, n});
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::linear_forward(ctx, x, w, b, y));
-  else cpu::linear_forward(x, w, b, y);
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::linear_forward(ctx, x, w, b, y, accumulate));
+  else cpu::linear_forward(x, w, b, y, accumulate);
 }
 
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,

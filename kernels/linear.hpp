@@ -1,5 +1,5 @@
 // Linear layer (GEMM with optional bias), PyTorch layout: w is [out, in].
-//   forward:  y[M, N]  = x[M, K] · w[N, K]^T + b[N]
+//   forward:  y[M, N]  = x[M, K] · w[N, K]^T + b[N]   (or y += ..., a residual add in the GEMM)
 //   backward: dx[M, K] = dy[M, N] · w[N, K]          (overwrite, or += when accumulate_dx)
 //             dw[N, K] += dy^T · x                   (f32, accumulates)
 //             db[N]    += sum over rows of dy        (f32, accumulates)
@@ -11,18 +11,19 @@
 
 namespace troupe {
 
-// x: [M, K]; w: [N, K]; b: [N] or undefined; y: [M, N].
-void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+// x: [M, K]; w: [N, K]; b: [N] or undefined; y: [M, N]. accumulate: y += x w^T + b.
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                    bool accumulate = false);
 // dx may be undefined (no input gradient needed, e.g. first layer); db may be undefined.
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                      const Tensor& dw, const Tensor& db, bool accumulate_dx = false);
 
 namespace cpu {
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
 }  // namespace cpu
 namespace cuda {
-void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate);
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
 }  // namespace cuda
 

@@ -156,7 +156,7 @@ Tensor InferenceModel::forward(std::span<const SequenceInput> seqs, KvCache& cac
   TROUPE_CHECK(cache.dtype() == compute_, "InferenceModel::forward: the cache holds ", dtype_name(cache.dtype()),
                ", the model computes in ", dtype_name(compute_));
   const bool decode = std::all_of(seqs.begin(), seqs.end(), [](const SequenceInput& q) { return q.tokens.size() == 1; });
-  if (ctx_.is_cuda() && options_.cuda_graphs && decode && !seqs.empty()) return forward_graph(seqs, cache);
+  if (ctx_.is_cuda() && options_.cuda_graphs && decode && !seqs.empty() && !profiler_) return forward_graph(seqs, cache);
   Metadata m = pack(seqs, cache, 0, 0, host_meta_);
   upload(host_meta_, meta_, m);
   run(m, cache);
@@ -198,17 +198,24 @@ void InferenceModel::run(const Metadata& m, KvCache& cache) {
   const GptConfig& c = config();
   const int64_t n = m.n, C = c.hidden_size;
   const Tensor x = rows(x_, n);
-  embedding_forward(ctx_, m.tokens, outer_.wte, Tensor(), x.view({1, n, C}));
-  if (outer_.wpe.defined()) {
-    const Tensor pos = rows(hidden_, n);
-    embedding_forward(ctx_, m.positions.view({1, n}), outer_.wpe, Tensor(), pos.view({1, n, C}));
-    add(ctx_, x, pos, x);
+  {
+    auto t = timed("embedding");
+    embedding_forward(ctx_, m.tokens, outer_.wte, Tensor(), x.view({1, n, C}));
+    if (outer_.wpe.defined()) {
+      const Tensor pos = rows(hidden_, n);
+      embedding_forward(ctx_, m.positions.view({1, n}), outer_.wpe, Tensor(), pos.view({1, n, C}));
+      add(ctx_, x, pos, x);
+    }
   }
   for (int l = 0; l < c.num_layers; ++l) layer_forward(l, n, m, cache);
   // The last new token of each sequence: a row gather (the embedding lookup, with x as the table).
   const Tensor last = rows(last_, m.s), lnf = rows(lnf_, m.s), logits = rows(logits_, m.s);
-  embedding_forward(ctx_, m.last_rows, x, Tensor(), last.view({1, m.s, C}));
-  norm(last, outer_.lnf_w, outer_.lnf_b, lnf, m.s);
+  {
+    auto t = timed("lnf");
+    embedding_forward(ctx_, m.last_rows, x, Tensor(), last.view({1, m.s, C}));
+    norm(last, outer_.lnf_w, outer_.lnf_b, lnf, m.s);
+  }
+  auto t = timed("lm_head");
   linear_forward(ctx_, lnf, outer_.output, Tensor(), logits);
 }
 
@@ -217,28 +224,31 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const LayerTensors& w = layers_[size_t(l)];
   const int H = c.num_attention_heads, G = c.query_groups(), D = c.head_dim();
   const Tensor x = rows(x_, n), ln = rows(ln_, n), qkv = rows(qkv_, n), attn = rows(attn_, n);
-  const Tensor h = rows(hidden_, n), fc1 = rows(fc1_, n), act = rows(act_, n);
-
-  // x += proj(paged_attention(rope(qkv(norm(x)))))
-  norm(x, w.ln1_w, w.ln1_b, ln, n);
-  linear_forward(ctx_, ln, w.qkv_w, w.qkv_b, qkv);
-  if (c.position_embedding_type == PositionEmbedding::rope)
-    rope_apply_at(ctx_, qkv.view({1, n, qkv.dim(1)}), m.positions, {H, G, D, c.rotary_base, 0}, false);
+  const Tensor fc1 = rows(fc1_, n), act = rows(act_, n);
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f};
-  paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l));
-  paged_attention(ctx_, qkv, pc, m.paged, cache.k(l), cache.v(l), attn);
-  linear_forward(ctx_, attn, w.proj_w, w.proj_b, h);
-  add(ctx_, x, h, x);
+
+  // x += proj(paged_attention(rope(qkv(norm(x))))): the residual add happens in the GEMM.
+  { auto t = timed("ln1"); norm(x, w.ln1_w, w.ln1_b, ln, n); }
+  { auto t = timed("qkv"); linear_forward(ctx_, ln, w.qkv_w, w.qkv_b, qkv); }
+  if (c.position_embedding_type == PositionEmbedding::rope) {
+    auto t = timed("rope");
+    rope_apply_at(ctx_, qkv.view({1, n, qkv.dim(1)}), m.positions, {H, G, D, c.rotary_base, 0}, false);
+  }
+  { auto t = timed("kv_append"); paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l)); }
+  { auto t = timed("attention"); paged_attention(ctx_, qkv, pc, m.paged, cache.k(l), cache.v(l), attn); }
+  { auto t = timed("proj"); linear_forward(ctx_, attn, w.proj_w, w.proj_b, x, /*accumulate=*/true); }
 
   // x += fc2(act(fc1(norm(x))))
-  norm(x, w.ln2_w, w.ln2_b, ln, n);
-  linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1);
-  if (c.swiglu)
-    swiglu_forward(ctx_, fc1, act);
-  else
-    gelu_forward(ctx_, fc1, act);
-  linear_forward(ctx_, act, w.fc2_w, w.fc2_b, h);
-  add(ctx_, x, h, x);
+  { auto t = timed("ln2"); norm(x, w.ln2_w, w.ln2_b, ln, n); }
+  { auto t = timed("fc1"); linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1); }
+  {
+    auto t = timed("activation");
+    if (c.swiglu)
+      swiglu_forward(ctx_, fc1, act);
+    else
+      gelu_forward(ctx_, fc1, act);
+  }
+  { auto t = timed("fc2"); linear_forward(ctx_, act, w.fc2_w, w.fc2_b, x, /*accumulate=*/true); }
 }
 
 }  // namespace troupe

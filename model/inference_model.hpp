@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/cuda_graph.hpp"
+#include "kernels/op_profiler.hpp"
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
@@ -66,6 +67,8 @@ class InferenceModel {
   void set_cuda_graphs(bool on) { options_.cuda_graphs = on; }
   // Graphs captured so far (one per batch-size bucket used).
   size_t cuda_graphs_captured() const { return graphs_.size(); }
+  // Times every op into `profiler` (null: off); while set, forwards run op by op (no graphs).
+  void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
  private:
   struct Metadata;  // the batch's index tensors on the device
@@ -79,6 +82,7 @@ class InferenceModel {
   void layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache);
   Tensor forward_graph(std::span<const SequenceInput> seqs, KvCache& cache);
   void norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t rows);
+  OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
 
   const Context& ctx_;
   ParamLayout layout_;
@@ -98,6 +102,7 @@ class InferenceModel {
   Tensor graph_meta_;
   std::vector<int32_t> graph_host_;
   std::vector<const void*> graph_cache_key_;
+  OpProfiler* profiler_ = nullptr;
 };
 
 }  // namespace troupe

@@ -14,16 +14,18 @@ int ld(int64_t n) { return int(std::max<int64_t>(n, 1)); }
 constexpr int64_t kBiasGradColumns = 256;
 }  // namespace
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (m == 0 || n == 0) return;
   float* out = y.data_as<float>();
-  // y = b broadcast over rows, then y += x w^T (beta = 1); without a bias, beta = 0.
-  float beta = 0.0f;
+  // y = b broadcast over rows (y += b when accumulating), then y += x w^T (beta = 1); without a
+  // bias and not accumulating, beta = 0.
+  float beta = accumulate ? 1.0f : 0.0f;
   if (b.defined()) {
     const float* bias = b.data_as<float>();
 #pragma omp parallel for if(worth_parallel(m * n)) schedule(static)
-    for (int64_t r = 0; r < m; ++r) std::copy(bias, bias + n, out + r * n);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) out[r * n + c] = accumulate ? out[r * n + c] + bias[c] : bias[c];
     beta = 1.0f;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x.data_as<float>(), ld(k),

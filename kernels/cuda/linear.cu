@@ -104,9 +104,10 @@ void bias_grad_accumulate(const Context& ctx, const Tensor& dy, const Tensor& db
 
 }  // namespace
 
-void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
-  // y[M, N] = x[M, K] · w[N, K]^T (+ b[N] in the epilogue)
-  MatmulProblem p{&x, false, &w, true, &y};
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                    bool accumulate) {
+  // y[M, N] = x[M, K] · w[N, K]^T (+ y when accumulating, beta = 1) (+ b[N] in the epilogue)
+  MatmulProblem p{&x, false, &w, true, &y, accumulate ? 1.0f : 0.0f};
   if (b.defined()) {
     p.epilogue = MatmulEpilogue::bias;
     p.vec = &b;

@@ -89,6 +89,30 @@ std::vector<LinearCase> all_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearCuda, ::testing::ValuesIn(all_cases()), case_name);
 
+// The forward with accumulate (y += x w^T + b: inference's residual add in the GEMM), in bf16 and
+// in f32 (inference's exact path: FP32 compute, no TF32, so within 1e-5 of the CPU).
+class LinearCudaAccumulate : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LinearCudaAccumulate, ForwardAccumulateMatchesCpu) {
+  const DType t = GetParam();
+  for (const LinearShape& s : {LinearShape{37, 768, 2304}, LinearShape{1, 768, 50304}, LinearShape{37, 96, 1001}}) {
+    const LinearInputs in(s, t, 200);
+    const Tensor y0 = round_through(random_normal({s.m, s.n}, 9), t);
+    Tensor y_ref = plus(y0, Tensor::zeros(cpu(), DType::f32, y0.shape()));
+    linear_forward(cpu(), in.x, in.w, in.b, y_ref, /*accumulate=*/true);
+    Tensor y = to_device(gpu(), y0, t);
+    linear_forward(gpu(), to_device(gpu(), in.x, t), to_device(gpu(), in.w, t), to_device(gpu(), in.b, t), y,
+                   /*accumulate=*/true);
+    const double err = rel_error(to_host_f32(gpu(), y), y_ref);
+    std::printf("  %s %lldx%lldx%lld accumulate: rel error %.2e\n", dtype_name(t), static_cast<long long>(s.m),
+                static_cast<long long>(s.k), static_cast<long long>(s.n), err);
+    EXPECT_LT(err, t == DType::f32 ? 1e-5 : kActivationTol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LinearCudaAccumulate, ::testing::Values(DType::bf16, DType::f32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 class LinearCudaOptions : public ::testing::TestWithParam<DType> {};
 
 TEST_P(LinearCudaOptions, AccumulateDxWithoutBias) {

@@ -63,6 +63,17 @@ TEST(Linear, ForwardMatchesNaiveLoop) {
   EXPECT_LT(rel_error(y, naive_forward(x, w, Tensor())), 1e-6);
 }
 
+TEST(Linear, ForwardAccumulatesIntoY) {  // the residual add fused into the GEMM
+  Tensor x = random_normal({kM, kK}, 1), w = random_normal({kN, kK}, 2), b = random_normal({kN}, 3);
+  const Tensor y0 = random_normal({kM, kN}, 4);
+  Tensor y = clone(y0);
+  linear_forward(cpu(), x, w, b, y, /*accumulate=*/true);
+  EXPECT_LT(rel_error(y, plus(y0, naive_forward(x, w, b))), 1e-6);
+  y = clone(y0);
+  linear_forward(cpu(), x, w, Tensor(), y, /*accumulate=*/true);
+  EXPECT_LT(rel_error(y, plus(y0, naive_forward(x, w, Tensor()))), 1e-6);
+}
+
 TEST(Linear, BackwardMatchesNaiveLoopAndAccumulates) {
   Tensor x = random_normal({kM, kK}, 4), w = random_normal({kN, kK}, 5), dy = random_normal({kM, kN}, 6);
   const NaiveGrads ref = naive_backward(dy, x, w);
