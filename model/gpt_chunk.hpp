@@ -28,6 +28,7 @@
 #include "model/activations.hpp"
 #include "model/config.hpp"
 #include "model/param_layout.hpp"
+#include "model/tensor_parallel.hpp"
 
 namespace troupe {
 
@@ -41,13 +42,6 @@ struct ForwardOptions {
 };
 
 using ActivationsPtr = std::unique_ptr<ChunkActivations>;
-
-// The chunk's tensor-parallel group.
-struct TensorParallel {
-  TensorShard shard;               // rank and size (--tensor-model-parallel-size)
-  bool sequence_parallel = false;  // --sequence-parallel
-  Collectives* comm = nullptr;     // the group's collectives (needed when shard.size > 1)
-};
 
 class GptChunk {
  public:

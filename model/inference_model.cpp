@@ -19,8 +19,13 @@ struct InferenceModel::Metadata {
 };
 
 InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DType compute,
-                               InferenceModelOptions options)
-    : ctx_(ctx), layout_(config, ChunkSpec::whole_model()), compute_(compute), options_(options) {
+                               InferenceModelOptions options, TensorParallel tp)
+    : ctx_(ctx), tp_(tp), layout_(config, ChunkSpec::whole_model(), tp.shard), compute_(compute), options_(options) {
+  TROUPE_CHECK(!tp.sequence_parallel, "InferenceModel: sequence parallelism is for training only");
+  TROUPE_CHECK(tp.shard.size == 1 || (tp.comm != nullptr && tp.comm->size() == tp.shard.size &&
+                                      tp.comm->rank() == tp.shard.rank),
+               "InferenceModel: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,
+               " needs the group's collectives");
   if (ctx.is_cuda())
     TROUPE_CHECK(is_float(compute), "InferenceModel: CUDA computes in bf16, f16 or f32, not ", dtype_name(compute));
   else
@@ -32,11 +37,11 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
   for (int l = 0; l < config.num_layers; ++l) layers_.push_back(layout_.layer(params_, l));
   outer_ = layout_.outer(params_);
   const int64_t N = options.max_tokens, S = options.max_sequences, C = config.hidden_size;
-  const int64_t F = config.ffn(), HD = int64_t(config.num_attention_heads) * config.head_dim();
+  const int64_t F = layout_.local_ffn(), HD = int64_t(layout_.local_heads()) * config.head_dim();
   auto act = [&](int64_t rows, int64_t cols) { return Tensor::empty(ctx, compute, {rows, cols}); };
   x_ = act(N, C);
   ln_ = act(N, C);
-  qkv_ = act(N, config.qkv_size());
+  qkv_ = act(N, layout_.local_qkv_size());
   attn_ = act(N, HD);
   hidden_ = act(N, C);
   fc1_ = act(N, config.swiglu ? 2 * F : F);
@@ -45,7 +50,7 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
   rstd_ = Tensor::empty(ctx, DType::f32, {N});
   last_ = act(S, C);
   lnf_ = act(S, C);
-  logits_ = act(S, layout_.padded_vocab());
+  logits_ = act(S, layout_.local_vocab());
 }
 
 int64_t InferenceModel::max_sequence_length() const {
@@ -155,8 +160,12 @@ static Tensor rows(const Tensor& t, int64_t n) { return t.slice(0, {n, t.dim(1)}
 Tensor InferenceModel::forward(std::span<const SequenceInput> seqs, KvCache& cache) {
   TROUPE_CHECK(cache.dtype() == compute_, "InferenceModel::forward: the cache holds ", dtype_name(cache.dtype()),
                ", the model computes in ", dtype_name(compute_));
+  TROUPE_CHECK(cache.query_groups() == layout_.local_query_groups(), "InferenceModel::forward: the cache holds ",
+               cache.query_groups(), " KV heads per layer, this rank has ", layout_.local_query_groups(),
+               " (a cache for another tensor-parallel size?)");
   const bool decode = std::all_of(seqs.begin(), seqs.end(), [](const SequenceInput& q) { return q.tokens.size() == 1; });
-  if (ctx_.is_cuda() && options_.cuda_graphs && decode && !seqs.empty() && !profiler_) return forward_graph(seqs, cache);
+  const bool graphs = ctx_.is_cuda() && options_.cuda_graphs && tp_.shard.size == 1 && !profiler_;
+  if (graphs && decode && !seqs.empty()) return forward_graph(seqs, cache);
   Metadata m = pack(seqs, cache, 0, 0, host_meta_);
   upload(host_meta_, meta_, m);
   run(m, cache);
@@ -200,7 +209,13 @@ void InferenceModel::run(const Metadata& m, KvCache& cache) {
   const Tensor x = rows(x_, n);
   {
     auto t = timed("embedding");
-    embedding_forward(ctx_, m.tokens, outer_.wte, Tensor(), x.view({1, n, C}));
+    if (tp_.shard.size == 1) {
+      embedding_forward(ctx_, m.tokens, outer_.wte, Tensor(), x.view({1, n, C}));
+    } else {  // each rank looks up its vocabulary rows (zeros for the others' tokens)
+      embedding_forward(ctx_, m.tokens, outer_.wte, Tensor(), x.view({1, n, C}), 0,
+                        VocabShard{true, layout_.vocab_start()});
+      tp_.comm->all_reduce(ctx_, x);
+    }
     if (outer_.wpe.defined()) {
       const Tensor pos = rows(hidden_, n);
       embedding_forward(ctx_, m.positions.view({1, n}), outer_.wpe, Tensor(), pos.view({1, n, C}));
@@ -222,7 +237,7 @@ void InferenceModel::run(const Metadata& m, KvCache& cache) {
 void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache) {
   const GptConfig& c = config();
   const LayerTensors& w = layers_[size_t(l)];
-  const int H = c.num_attention_heads, G = c.query_groups(), D = c.head_dim();
+  const int H = layout_.local_heads(), G = layout_.local_query_groups(), D = c.head_dim();
   const Tensor x = rows(x_, n), ln = rows(ln_, n), qkv = rows(qkv_, n), attn = rows(attn_, n);
   const Tensor fc1 = rows(fc1_, n), act = rows(act_, n);
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f};
@@ -236,7 +251,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   }
   { auto t = timed("kv_append"); paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l)); }
   { auto t = timed("attention"); paged_attention(ctx_, qkv, pc, m.paged, cache.k(l), cache.v(l), attn); }
-  { auto t = timed("proj"); linear_forward(ctx_, attn, w.proj_w, w.proj_b, x, /*accumulate=*/true); }
+  { auto t = timed("proj"); row_parallel_add(attn, w.proj_w, w.proj_b, x); }
 
   // x += fc2(act(fc1(norm(x))))
   { auto t = timed("ln2"); norm(x, w.ln2_w, w.ln2_b, ln, n); }
@@ -248,7 +263,18 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
     else
       gelu_forward(ctx_, fc1, act);
   }
-  { auto t = timed("fc2"); linear_forward(ctx_, act, w.fc2_w, w.fc2_b, x, /*accumulate=*/true); }
+  { auto t = timed("fc2"); row_parallel_add(act, w.fc2_w, w.fc2_b, x); }
+}
+
+void InferenceModel::row_parallel_add(const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& x) {
+  if (tp_.shard.size == 1) {
+    linear_forward(ctx_, in, w, b, x, /*accumulate=*/true);
+    return;
+  }
+  const Tensor partial = rows(hidden_, x.dim(0));
+  linear_forward(ctx_, in, w, tp_.shard.rank == 0 ? b : Tensor(), partial);
+  tp_.comm->all_reduce(ctx_, partial);
+  add(ctx_, x, partial, x);
 }
 
 }  // namespace troupe

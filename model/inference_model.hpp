@@ -7,6 +7,13 @@
 // is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA graph and
 // replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
 //
+// Tensor parallelism (Megatron's, without sequence parallelism): each rank of a group holds its
+// ParamLayout shard (its heads, query groups, MLP columns and vocabulary rows), a cache of its
+// G / T KV heads, and runs the same forward on its own thread, with an all-reduce after the
+// vocabulary-parallel embedding and after the row-parallel proj and fc2; it returns its slice
+// of the vocabulary's logits. Such groups run op by op, without CUDA graphs: capturing NCCL
+// calls from several threads at once needs thread-local capture mode, which is untested here.
+//
 //   InferenceModel model(ctx, config, DType::bf16, {.max_tokens = 2048, .max_sequences = 64});
 //   model.load_weights(host_f32);                 // layout().size() elements
 //   KvCache cache(ctx, config, DType::bf16, blocks, 16);
@@ -14,6 +21,11 @@
 //   SequenceInput b{{next}, 17, blocks_b};         // a decode step at position 17
 //   std::vector<SequenceInput> batch{a, b};
 //   Tensor logits = model.forward(batch, cache);  // [2, Vp] on the device
+//
+//   InferenceModel rank(ctx_r, config, DType::bf16, options, {{r, T}, false, group[r].get()});
+//   rank.load_weights(shard_params(whole_layout, host_f32, rank.layout()));
+//   KvCache cache_r(ctx_r, config, DType::bf16, blocks, 16, T);
+//   Tensor mine = rank.forward(batch, cache_r);     // [2, Vp / T]: columns from layout().vocab_start()
 #pragma once
 
 #include <cstdint>
@@ -27,6 +39,7 @@
 #include "model/config.hpp"
 #include "model/kv_cache.hpp"
 #include "model/param_layout.hpp"
+#include "model/tensor_parallel.hpp"
 
 namespace troupe {
 
@@ -45,23 +58,28 @@ struct InferenceModelOptions {
 
 class InferenceModel {
  public:
-  // compute: f32 on a CPU context; bf16, f16 or f32 on a CUDA context.
-  InferenceModel(const Context& ctx, const GptConfig& config, DType compute, InferenceModelOptions options = {});
+  // compute: f32 on a CPU context; bf16, f16 or f32 on a CUDA context. tp: this rank's place in
+  // its tensor-parallel group (no sequence parallelism; collectives required when size > 1).
+  InferenceModel(const Context& ctx, const GptConfig& config, DType compute, InferenceModelOptions options = {},
+                 TensorParallel tp = {});
 
   const GptConfig& config() const { return layout_.config(); }
   const ParamLayout& layout() const { return layout_; }
   const Context& context() const { return ctx_; }
   DType compute_dtype() const { return compute_; }
   const InferenceModelOptions& options() const { return options_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   // The longest sequence the model takes (learned positions: max_position_embeddings).
   int64_t max_sequence_length() const;
 
-  // A host f32 buffer of layout().size() elements (as GptChunk::load_weights).
+  // A host f32 buffer of layout().size() elements (as GptChunk::load_weights): this rank's shard.
   void load_weights(const Tensor& host_f32);
 
   // Writes the new tokens' keys and values into `cache` and returns the logits of each
-  // sequence's last new token, [S, Vp] in the compute dtype on the context's device (valid
-  // until the next forward). Throws naming the sequence on a bad position or block table.
+  // sequence's last new token, [S, Vp / T] in the compute dtype on the context's device (valid
+  // until the next forward): this rank's vocabulary slice, from layout().vocab_start() (all
+  // of it for T = 1). Throws naming the sequence on a bad position or block table. Every rank
+  // of a group calls it with the same batch.
   Tensor forward(std::span<const SequenceInput> seqs, KvCache& cache);
   // Turns the CUDA-graph path on or off (the graphs captured so far are kept).
   void set_cuda_graphs(bool on) { options_.cuda_graphs = on; }
@@ -80,11 +98,15 @@ class InferenceModel {
   void upload(const std::vector<int32_t>& host, Tensor& device, Metadata& m);
   void run(const Metadata& m, KvCache& cache);  // the forward's kernels, after the upload
   void layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache);
+  // x += in w^T + b for a row-parallel linear (proj, fc2): fused into the GEMM on one rank; a
+  // group's ranks sum their partial products (bias on rank 0) with an all-reduce first.
+  void row_parallel_add(const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& x);
   Tensor forward_graph(std::span<const SequenceInput> seqs, KvCache& cache);
   void norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t rows);
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
 
   const Context& ctx_;
+  TensorParallel tp_;
   ParamLayout layout_;
   DType compute_;
   InferenceModelOptions options_;
@@ -92,8 +114,9 @@ class InferenceModel {
   std::vector<LayerTensors> layers_;
   OuterTensors outer_;
   // Activations for up to max_tokens rows (views of the first n rows are used).
+  // Per rank: qkv_ [N, (Hl+2Gl)*D], attn_ [N, Hl*D], fc1_ [N, Fl or 2Fl], act_ [N, Fl].
   Tensor x_, ln_, qkv_, attn_, hidden_, fc1_, act_, mean_, rstd_;
-  Tensor last_, lnf_, logits_;  // [max_sequences, C], [max_sequences, C], [max_sequences, Vp]
+  Tensor last_, lnf_, logits_;  // [max_sequences, C], [max_sequences, C], [max_sequences, Vp / T]
   std::vector<int32_t> host_meta_;  // staging for the index tensors (kept alive for the async copy)
   Tensor meta_;                     // i32 on the device, grown on demand
   // CUDA graphs of decode steps, by padded batch size; their index tensors live at fixed

@@ -145,6 +145,19 @@ void shard_to_global(const ParamInfo& p, const float* shard, float* global, int6
   for_each_run(p, global_rows, [&](int64_t g, int64_t s, int64_t n) { std::copy_n(shard + s, n, global + g); });
 }
 
+Tensor shard_params(const ParamLayout& whole, const Tensor& whole_f32, const ParamLayout& shard) {
+  TROUPE_CHECK(whole.tensor_shard().size == 1, "shard_params: the source layout is itself a shard");
+  TROUPE_CHECK(whole_f32.numel() == whole.size() && whole_f32.dtype() == DType::f32 && !whole_f32.is_cuda(),
+               "shard_params: expected a host f32 buffer of ", whole.size(), " elements, got ", whole_f32.str());
+  Tensor out = Tensor::host(DType::f32, {shard.size()});
+  std::fill_n(out.data_as<float>(), shard.size(), 0.0f);
+  for (const ParamInfo& p : shard.params()) {
+    const ParamInfo& g = whole.find(p.name);
+    shard_from_global(p, whole_f32.data_as<float>() + g.offset, out.data_as<float>() + p.offset, g.global_shape[0]);
+  }
+  return out;
+}
+
 bool ParamLayout::has(const std::string& name) const {
   for (const auto& p : params_)
     if (p.name == name) return true;

@@ -137,4 +137,9 @@ class ParamLayout {
 // so a parameter gets the same values whatever chunk or layout holds it.
 void init_params(const ParamLayout& layout, uint64_t seed, const Tensor& host_f32);
 
+// `shard`'s flat buffer cut out of a flat buffer of `whole` (the same model and chunk without
+// tensor parallelism, e.g. weights imported from Hugging Face): host f32, shard.size()
+// elements; rows of the shard's wider vocabulary padding are zero.
+Tensor shard_params(const ParamLayout& whole, const Tensor& whole_f32, const ParamLayout& shard);
+
 }  // namespace troupe
