@@ -5,7 +5,7 @@
 namespace troupe {
 
 void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, const Tensor& tokens,
-                    const Tensor& logprobs) {
+                    const Tensor& logprobs, const Tensor& maxes) {
   constexpr const char* op = "argmax_logprob";
   expect_device(op, "logits", ctx, logits);
   TROUPE_CHECK(logits.ndim() == 2, op, ": logits must be [S, Vp], got ", logits.str());
@@ -21,8 +21,13 @@ void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, con
   expect_device(op, "logprobs", ctx, logprobs);
   expect_dtype(op, "logprobs", logprobs, DType::f32);
   expect_shape(op, "logprobs", logprobs, {s});
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::argmax_logprob(ctx, logits, vocab, tokens, logprobs));
-  else cpu::argmax_logprob(logits, vocab, tokens, logprobs);
+  if (maxes.defined()) {
+    expect_device(op, "maxes", ctx, maxes);
+    expect_dtype(op, "maxes", maxes, DType::f32);
+    expect_shape(op, "maxes", maxes, {s});
+  }
+  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::argmax_logprob(ctx, logits, vocab, tokens, logprobs, maxes));
+  else cpu::argmax_logprob(logits, vocab, tokens, logprobs, maxes);
 }
 
 }  // namespace troupe

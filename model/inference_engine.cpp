@@ -1,6 +1,11 @@
 #include "model/inference_engine.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "kernels/argmax.hpp"
 #include "kernels/check.hpp"
@@ -39,11 +44,121 @@ struct InferenceEngine::Request {
   std::span<const int32_t> generated() const { return std::span(tokens).subspan(prompt_len); }
 };
 
+struct InferenceEngine::Rank {
+  InferenceModel& model;
+  KvCache cache;
+  int64_t vocab_start = 0, real = 0;        // its slice's first column; real (not padding) columns
+  Tensor tokens, logprobs, maxes;           // [max_sequences] on the device: the greedy pick in its slice
+  Tensor device_f32, pinned_f32;            // [max_sequences, Vl] (CUDA, on first use): the sampling rows
+  Tensor host_tokens, host_logprobs, host_maxes, host_rows;  // this step's results on the host
+
+  Rank(InferenceModel& m, const EngineOptions& o)
+      : model(m),
+        cache(m.context(), m.config(), m.compute_dtype(), o.num_blocks, o.block_size,
+              m.tensor_parallel().shard.size),
+        vocab_start(m.layout().vocab_start()),
+        real(std::clamp(m.config().vocab_size - vocab_start, int64_t(0), m.layout().local_vocab())) {}
+};
+
+// Runs fn(r) for every rank, rank 0 on the calling thread and the others on threads of their
+// own that live as long as the engine (a rank's device stays current on its thread).
+class InferenceEngine::RankThreads {
+ public:
+  RankThreads(std::vector<std::unique_ptr<Rank>>& ranks) : ranks_(ranks) {
+    for (size_t r = 1; r < ranks.size(); ++r) threads_.emplace_back([this, r] { loop(int(r)); });
+  }
+  ~RankThreads() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Returns once every rank has run fn; a failure aborts the group's collectives (so no rank
+  // waits for one that failed) and the first one is rethrown.
+  void run(const std::function<void(int)>& fn) {
+    {
+      std::lock_guard lock(mu_);
+      job_ = &fn;
+      pending_ = int(threads_.size());
+      error_ = nullptr;
+      ++generation_;
+    }
+    start_.notify_all();
+    try {
+      fn(0);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void loop(int r) {
+    ranks_[size_t(r)]->model.context().activate();
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job;
+      {
+        std::unique_lock lock(mu_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      try {
+        (*job)(r);
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      std::lock_guard lock(mu_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+  void fail(std::exception_ptr e) {
+    {
+      std::lock_guard lock(mu_);
+      if (!error_) error_ = e;
+    }
+    for (auto& k : ranks_) k->model.tensor_parallel().comm->abort();
+  }
+
+  std::vector<std::unique_ptr<Rank>>& ranks_;
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::vector<std::thread> threads_;
+};
+
 InferenceEngine::InferenceEngine(InferenceModel& model, EngineOptions options, Detokenizer detokenize)
-    : model_(model),
-      options_(options),
-      detokenize_(std::move(detokenize)),
-      cache_(model.context(), model.config(), model.compute_dtype(), options.num_blocks, options.block_size) {
+    : InferenceEngine(std::vector<InferenceModel*>{&model}, options, std::move(detokenize)) {}
+
+namespace {
+InferenceModel& first_rank(const std::vector<InferenceModel*>& ranks) {
+  TROUPE_CHECK(!ranks.empty() && ranks[0] != nullptr, "InferenceEngine: no model");
+  return *ranks[0];
+}
+}  // namespace
+
+InferenceEngine::InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptions options, Detokenizer detokenize)
+    : model_(first_rank(ranks)), options_(options), detokenize_(std::move(detokenize)) {
+  const int T = int(ranks.size());
+  for (int r = 0; r < T; ++r) {
+    const InferenceModel* m = ranks[size_t(r)];
+    TROUPE_CHECK(m != nullptr && m->tensor_parallel().shard.rank == r && m->tensor_parallel().shard.size == T,
+                 "InferenceEngine: model ", r, " of ", T, " is not tensor-parallel rank ", r, " of ", T);
+    TROUPE_CHECK(m->compute_dtype() == model_.compute_dtype() && m->options().max_tokens == model_.options().max_tokens &&
+                     m->options().max_sequences == model_.options().max_sequences,
+                 "InferenceEngine: the ranks' models differ in dtype or limits");
+  }
+  const InferenceModel& model = model_;
   const InferenceModelOptions& m = model.options();
   if (options_.max_tokens_per_step == 0) options_.max_tokens_per_step = m.max_tokens;
   if (options_.max_sequences == 0) options_.max_sequences = m.max_sequences;
@@ -56,8 +171,18 @@ InferenceEngine::InferenceEngine(InferenceModel& model, EngineOptions options, D
   TROUPE_CHECK(options_.max_sequence_length > 0 && options_.max_sequence_length <= model.max_sequence_length(),
                "InferenceEngine: max_sequence_length ", options_.max_sequence_length, " must be in [1, ",
                model.max_sequence_length(), "]");
-  greedy_tokens_ = Tensor::empty(model.context(), DType::i32, {options_.max_sequences});
-  greedy_logprobs_ = Tensor::empty(model.context(), DType::f32, {options_.max_sequences});
+  for (InferenceModel* r : ranks) {
+    const Context& ctx = r->context();
+    ctx.activate();  // each rank's cache and buffers on its own device
+    auto k = std::make_unique<Rank>(*r, options_);
+    k->tokens = Tensor::empty(ctx, DType::i32, {options_.max_sequences});
+    k->logprobs = Tensor::empty(ctx, DType::f32, {options_.max_sequences});
+    if (T > 1) k->maxes = Tensor::empty(ctx, DType::f32, {options_.max_sequences});
+    ranks_.push_back(std::move(k));
+  }
+  model_.context().activate();
+  cache_ = &ranks_[0]->cache;
+  if (T > 1) threads_ = std::make_unique<RankThreads>(ranks_);
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -73,8 +198,8 @@ int64_t InferenceEngine::add_request(GenerationRequest request, TokenCallback on
                "generation request: stop strings need an engine with a detokenizer");
   auto r = std::make_unique<Request>(next_id_, std::move(request), std::move(on_token));
   r->reserve = std::min(n + r->params.max_tokens, options_.max_sequence_length);
-  TROUPE_CHECK(cache_.blocks_for(r->reserve) <= cache_.num_blocks(), "generation request: ", r->reserve,
-               " tokens need ", cache_.blocks_for(r->reserve), " KV-cache blocks, the cache has ", cache_.num_blocks());
+  TROUPE_CHECK(cache_->blocks_for(r->reserve) <= cache_->num_blocks(), "generation request: ", r->reserve,
+               " tokens need ", cache_->blocks_for(r->reserve), " KV-cache blocks, the cache has ", cache_->num_blocks());
   waiting_.push_back(std::move(r));
   return next_id_++;
 }
@@ -98,44 +223,87 @@ void InferenceEngine::finish(Request& r, FinishReason reason, std::vector<TokenE
 bool InferenceEngine::admit(Request& r, int64_t& tokens_left) {
   const int64_t n = int64_t(r.tokens.size());
   if (n > tokens_left || int64_t(running_.size()) >= options_.max_sequences) return false;
-  if (!cache_.allocate(cache_.blocks_for(r.reserve), r.blocks)) return false;
+  if (!cache_->allocate(cache_->blocks_for(r.reserve), r.blocks)) return false;
   tokens_left -= n;
   return true;
 }
 
-std::vector<SampledToken> InferenceEngine::choose(const Tensor& logits) {
-  const Context& ctx = model_.context();
-  const int64_t s = int64_t(running_.size()), vocab = model_.config().vocab_size;
-  std::vector<SampledToken> out(static_cast<size_t>(s));
-  if (std::all_of(running_.begin(), running_.end(), [](const auto& r) { return r->params.greedy(); })) {
-    const Tensor tokens = greedy_tokens_.slice(0, {s}), logprobs = greedy_logprobs_.slice(0, {s});
-    argmax_logprob(ctx, logits, vocab, tokens, logprobs);
-    const Tensor t = to_host_f32(ctx, tokens), lp = to_host_f32(ctx, logprobs);
-    for (int64_t i = 0; i < s; ++i)
-      out[size_t(i)] = {t.data_as<int32_t>()[i], running_[size_t(i)]->params.logprobs ? lp.data_as<float>()[i] : 0.0f};
-    return out;
+void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, bool greedy) {
+  const Context& ctx = k.model.context();
+  const Tensor logits = k.model.forward(batch, k.cache);  // [S, Vl]
+  const int64_t s = logits.dim(0), vl = logits.dim(1);
+  if (greedy) {
+    if (k.real == 0) return;  // a slice of padding only
+    const Tensor tokens = k.tokens.slice(0, {s}), logprobs = k.logprobs.slice(0, {s});
+    const Tensor maxes = k.maxes.defined() ? k.maxes.slice(0, {s}) : Tensor();
+    argmax_logprob(ctx, logits, k.real, tokens, logprobs, maxes);
+    k.host_tokens = to_host_f32(ctx, tokens);
+    k.host_logprobs = to_host_f32(ctx, logprobs);
+    if (maxes.defined()) k.host_maxes = to_host_f32(ctx, maxes);
+    return;
   }
-  Tensor host = logits;  // the CPU's logits are host f32 already
+  k.host_rows = logits;  // the CPU's logits are host f32 already
   if (ctx.is_cuda()) {
-    const int64_t vp = logits.dim(1);
-    if (!pinned_f32_.defined()) {
-      device_f32_ = Tensor::empty(ctx, DType::f32, {options_.max_sequences, vp});
-      pinned_f32_ = Tensor::pinned_host(DType::f32, {options_.max_sequences, vp});
+    if (!k.pinned_f32.defined()) {
+      k.device_f32 = Tensor::empty(ctx, DType::f32, {options_.max_sequences, vl});
+      k.pinned_f32 = Tensor::pinned_host(DType::f32, {options_.max_sequences, vl});
     }
     Tensor f32 = logits;
     if (logits.dtype() != DType::f32) {
-      f32 = device_f32_.slice(0, {s, vp});
+      f32 = k.device_f32.slice(0, {s, vl});
       convert(ctx, logits, f32);
     }
-    host = pinned_f32_.slice(0, {s, vp});
-    copy(ctx, f32, host);
+    k.host_rows = k.pinned_f32.slice(0, {s, vl});
+    copy(ctx, f32, k.host_rows);
     ctx.synchronize();
+  }
+}
+
+std::vector<SampledToken> InferenceEngine::choose(std::span<const SequenceInput> batch) {
+  const int64_t s = int64_t(running_.size()), vocab = model_.config().vocab_size;
+  const bool greedy = std::all_of(running_.begin(), running_.end(), [](const auto& r) { return r->params.greedy(); });
+  if (threads_)
+    threads_->run([&](int r) { rank_step(*ranks_[size_t(r)], batch, greedy); });
+  else
+    rank_step(*ranks_[0], batch, greedy);
+  std::vector<SampledToken> out(static_cast<size_t>(s));
+  if (greedy) {
+    for (int64_t i = 0; i < s; ++i) {
+      // The largest logit over the slices (the lowest rank on ties: the lowest id), and the
+      // log-softmax from the slices' log-sum-exps (max - logprob in each).
+      const Rank* best = nullptr;
+      for (const auto& k : ranks_)
+        if (k->real > 0 && (!best || k->host_maxes.data_as<float>()[i] > best->host_maxes.data_as<float>()[i]))
+          best = k.get();
+      float logprob = best->host_logprobs.data_as<float>()[i];
+      if (ranks_.size() > 1) {
+        const double top = best->host_maxes.data_as<float>()[i];
+        double sum = 0.0;
+        for (const auto& k : ranks_)
+          if (k->real > 0)
+            sum += std::exp(double(k->host_maxes.data_as<float>()[i]) - double(k->host_logprobs.data_as<float>()[i]) - top);
+        logprob = float(-std::log(sum));
+      }
+      const int32_t token = int32_t(best->vocab_start) + best->host_tokens.data_as<int32_t>()[i];
+      out[size_t(i)] = {token, running_[size_t(i)]->params.logprobs ? logprob : 0.0f};
+    }
+    return out;
+  }
+  const float* rows = ranks_[0]->host_rows.data_as<float>();
+  int64_t stride = ranks_[0]->host_rows.dim(1);
+  if (ranks_.size() > 1) {  // whole rows from the slices
+    full_rows_.resize(size_t(s * vocab));
+    for (const auto& k : ranks_)
+      for (int64_t i = 0; i < s; ++i)
+        std::copy_n(k->host_rows.data_as<float>() + i * k->host_rows.dim(1), k->real,
+                    full_rows_.data() + i * vocab + k->vocab_start);
+    rows = full_rows_.data();
+    stride = vocab;
   }
   // Each request has its own sampler (and random stream): rows are independent.
 #pragma omp parallel for schedule(dynamic)
   for (int64_t i = 0; i < s; ++i)
-    out[size_t(i)] = running_[size_t(i)]->sampler.sample(
-        std::span(host.data_as<float>() + i * host.dim(1), size_t(vocab)));
+    out[size_t(i)] = running_[size_t(i)]->sampler.sample(std::span(rows + i * stride, size_t(vocab)));
   return out;
 }
 
@@ -175,7 +343,7 @@ bool InferenceEngine::step() {
     if (r->cancelled) {
       finish(*r, FinishReason::cancelled, events);
       deliver_to(*r);
-      cache_.release(r->blocks);
+      cache_->release(r->blocks);
     }
   for (auto& r : waiting_)
     if (r->cancelled) {
@@ -211,13 +379,13 @@ bool InferenceEngine::step() {
     std::vector<SequenceInput> batch;
     for (const auto& r : running_)
       batch.push_back({std::span(r->tokens).subspan(size_t(r->cached)), r->cached, r->blocks});
-    const std::vector<SampledToken> next = choose(model_.forward(batch, cache_));
+    const std::vector<SampledToken> next = choose(batch);
     for (size_t i = 0; i < running_.size(); ++i) {
       Request& r = *running_[i];
       r.cached = int64_t(r.tokens.size());
       accept(r, next[i], events);
       deliver_to(r);
-      if (r.finish != FinishReason::none) cache_.release(r.blocks);
+      if (r.finish != FinishReason::none) cache_->release(r.blocks);
     }
     retire(running_);
   }

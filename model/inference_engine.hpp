@@ -10,6 +10,14 @@
 //   engine.add_request({prompt_ids, params}, [](const TokenEvent& e) { ... e.token, e.finish ... });
 //   while (engine.step()) {}
 //
+// A tensor-parallel group (model/inference_model.hpp) runs as one engine: InferenceEngine over
+// the ranks' models, rank 0 on the calling thread and the others on threads of the engine that
+// step in lockstep with it. Each rank has a cache of its KV heads; rank 0's allocator hands out
+// the block ids for all of them. Greedy picks merge the ranks' per-slice argmax on the host;
+// sampling assembles full rows from the ranks' slices.
+//
+//   InferenceEngine engine({&rank0, &rank1}, {.num_blocks = 1024});   // rank r: {{r, 2}, false, comm_r}
+//
 // Not thread-safe: one thread (one worker actor) drives an engine; callbacks run inside step()
 // and may call cancel().
 #pragma once
@@ -60,6 +68,10 @@ struct EngineOptions {
 class InferenceEngine {
  public:
   InferenceEngine(InferenceModel& model, EngineOptions options, Detokenizer detokenize = nullptr);
+  // ranks[r]: rank r of a tensor-parallel group (the same config, dtype and options on every
+  // rank), each on its own device. A failure on one rank aborts the group's collectives and
+  // rethrows from step(); the engine is not usable afterwards.
+  InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptions options, Detokenizer detokenize = nullptr);
   ~InferenceEngine();
 
   // Queues a request; returns its id. Throws naming the limit when it can never run (a prompt
@@ -76,29 +88,36 @@ class InferenceEngine {
 
   int64_t waiting() const { return int64_t(waiting_.size()); }
   int64_t running() const { return int64_t(running_.size()); }
-  const KvCache& cache() const { return cache_; }
+  const KvCache& cache() const { return *cache_; }  // rank 0's: the block allocator
   const EngineOptions& options() const { return options_; }
 
  private:
   struct Request;
+  struct Rank;        // one tensor-parallel rank's model, cache and choose() buffers
+  class RankThreads;  // the threads of ranks 1 .. T-1
   bool admit(Request& r, int64_t& tokens_left);
   void finish(Request& r, FinishReason reason, std::vector<TokenEvent>& events);
-  // The next token of each running request from its row of `logits`: when every request is
+  // Runs the forward over `batch` (the running requests' new tokens) and picks the next token
+  // of each running request from its row of logits: when every request is
   // greedy, picked on the device (argmax_logprob: 2 numbers per row reach the host, not a row
   // of logits); else the rows are converted to f32 on the device, copied to pinned memory, and
-  // each request's sampler draws on the host, the rows in parallel.
-  std::vector<SampledToken> choose(const Tensor& logits);
+  // each request's sampler draws on the host, the rows in parallel. Under tensor parallelism
+  // each rank picks in (or copies out) its vocabulary slice, and the host merges the slices.
+  std::vector<SampledToken> choose(std::span<const SequenceInput> batch);
+  // On rank r's thread: its forward, then its greedy pick or its host rows.
+  void rank_step(Rank& k, std::span<const SequenceInput> batch, bool greedy);
   void accept(Request& r, const SampledToken& t, std::vector<TokenEvent>& events);
 
-  InferenceModel& model_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  InferenceModel& model_;  // rank 0's
   EngineOptions options_;
   Detokenizer detokenize_;
-  KvCache cache_;
+  KvCache* cache_;  // rank 0's
+  std::unique_ptr<RankThreads> threads_;  // null for one rank
   int64_t next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
-  Tensor greedy_tokens_, greedy_logprobs_;  // [max_sequences] on the device: choose()'s greedy path
-  Tensor device_f32_, pinned_f32_;          // [max_sequences, Vp] (CUDA, allocated on first use): its other path
+  std::vector<float> full_rows_;  // [S, vocab] sampling rows assembled from the ranks' slices
 };
 
 }  // namespace troupe

@@ -42,7 +42,8 @@ __device__ __forceinline__ Running warp_merge(Running r) {
 
 template <typename T>
 __global__ void argmax_logprob_kernel(const T* __restrict__ logits, int64_t vp, int64_t vocab,
-                                      int32_t* __restrict__ tokens, float* __restrict__ logprobs) {
+                                      int32_t* __restrict__ tokens, float* __restrict__ logprobs,
+                                      float* __restrict__ maxes) {
   const T* x = logits + int64_t(blockIdx.x) * vp;
   Running r{-INFINITY, 0, 0.0f};
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
@@ -68,6 +69,7 @@ __global__ void argmax_logprob_kernel(const T* __restrict__ logits, int64_t vp, 
     if (lane == 0) {
       tokens[blockIdx.x] = r.index;
       logprobs[blockIdx.x] = -logf(r.sum);
+      if (maxes != nullptr) maxes[blockIdx.x] = r.max;
     }
   }
 }
@@ -75,7 +77,7 @@ __global__ void argmax_logprob_kernel(const T* __restrict__ logits, int64_t vp, 
 }  // namespace
 
 void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, const Tensor& tokens,
-                    const Tensor& logprobs) {
+                    const Tensor& logprobs, const Tensor& maxes) {
   const int64_t s = logits.dim(0);
   if (s == 0) return;
   TROUPE_CHECK(s <= int64_t(INT32_MAX) && vocab <= int64_t(INT32_MAX), "argmax_logprob: too large (S=", s,
@@ -83,7 +85,8 @@ void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, con
   dispatch_float(logits.dtype(), "argmax_logprob", [&](auto tag) {
     using T = typename decltype(tag)::type;
     argmax_logprob_kernel<T><<<unsigned(s), kThreads, 0, stream_of(ctx)>>>(
-        logits.data_as<T>(), logits.dim(1), vocab, tokens.data_as<int32_t>(), logprobs.data_as<float>());
+        logits.data_as<T>(), logits.dim(1), vocab, tokens.data_as<int32_t>(), logprobs.data_as<float>(),
+        maxes.defined() ? maxes.data_as<float>() : nullptr);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,6 +1,6 @@
 // argmax_logprob on CUDA (bf16, f16, f32 logits) against the CPU on the same values: the same
 // token in every row (ties included: the first of equal maxima), the same log-softmax within
-// f32 rounding, padding columns ignored, GPT-2's vocabulary width.
+// f32 rounding, the same row maxima, padding columns ignored, GPT-2's vocabulary width.
 #include <cmath>
 #include <cstdio>
 #include <tuple>
@@ -25,13 +25,16 @@ TEST_P(ArgmaxCuda, MatchesCpu) {
     if (r % 3 == 1) x[r * vp + vocab - 1] = 30.0f;              // the last real column
   }
   Tensor tok_cpu = Tensor::host(DType::i32, {S}), lp_cpu = Tensor::host(DType::f32, {S});
-  argmax_logprob(cpu(), host, vocab, tok_cpu, lp_cpu);
+  Tensor max_cpu = Tensor::host(DType::f32, {S});
+  argmax_logprob(cpu(), host, vocab, tok_cpu, lp_cpu, max_cpu);
   Tensor tok = Tensor::empty(gpu(), DType::i32, {S}), lp = Tensor::empty(gpu(), DType::f32, {S});
-  argmax_logprob(gpu(), to_device(gpu(), host, t), vocab, tok, lp);
-  const Tensor tok_h = to_host_f32(gpu(), tok), lp_h = to_host_f32(gpu(), lp);
+  Tensor mx = Tensor::empty(gpu(), DType::f32, {S});
+  argmax_logprob(gpu(), to_device(gpu(), host, t), vocab, tok, lp, mx);
+  const Tensor tok_h = to_host_f32(gpu(), tok), lp_h = to_host_f32(gpu(), lp), mx_h = to_host_f32(gpu(), mx);
   double worst = 0.0;
   for (int64_t r = 0; r < S; ++r) {
     EXPECT_EQ(tok_h.data_as<int32_t>()[r], tok_cpu.data_as<int32_t>()[r]) << "row " << r;
+    EXPECT_EQ(mx_h.data_as<float>()[r], max_cpu.data_as<float>()[r]) << "row " << r;  // both read the same value
     worst = std::max(worst, std::abs(double(lp_h.data_as<float>()[r]) - lp_cpu.data_as<float>()[r]));
   }
   std::printf("%s S=%lld: tokens equal, max |logprob diff| %.2e\n", dtype_name(t), static_cast<long long>(S), worst);

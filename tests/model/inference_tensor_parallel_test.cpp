@@ -2,12 +2,16 @@
 // against the same model on one device, on the same weights: through a prefill and several
 // mixed prefill + decode steps of three sequences, every rank's logits equal its columns of
 // the whole vocabulary's logits, for GPT-2 (tied, learned positions, biases) and Llama-style
-// (grouped-query attention, SwiGLU, RoPE) models.
+// (grouped-query attention, SwiGLU, RoPE) models. The engine over such a group generates what
+// one device does.
+#include <cmath>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
 #include "actors/collective_groups.hpp"
+#include "model/inference_engine.hpp"
 #include "model/inference_model.hpp"
 #include "tests/inference_test_util.hpp"
 #include "tests/test_util.hpp"
@@ -115,6 +119,102 @@ TEST(InferenceTensorParallelChecks, RefusesAGroupWithoutCollectivesAndAMismatche
   ASSERT_TRUE(half.allocate(1, blocks));
   const std::vector<int32_t> tokens{1, 2};
   EXPECT_THROW(model.forward(std::vector<SequenceInput>{{tokens, 0, blocks}}, half), Error);
+}
+
+// The engine over a tensor-parallel group: the same requests batched together on a TP1 engine
+// and on a TP group's engine (rank 0 here, the others on the engine's threads) get the same
+// tokens and log-probs: greedy (the ranks' slices merged on the host) and sampled with seeds
+// (whole rows assembled from the slices).
+struct EngineOutcome {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks, const std::vector<GenerationRequest>& requests) {
+  InferenceEngine engine(std::move(ranks), {.num_blocks = 32, .block_size = 4});
+  std::vector<EngineOutcome> out(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i)
+    engine.add_request(requests[i], [&out, i](const TokenEvent& e) {
+      if (!e.has_token) return;
+      out[i].tokens.push_back(e.token);
+      out[i].logprobs.push_back(e.logprob);
+    });
+  engine.run();
+  EXPECT_EQ(engine.cache().free_blocks(), engine.cache().num_blocks()) << "blocks leaked";
+  return out;
+}
+
+std::vector<GenerationRequest> engine_requests(bool greedy) {
+  const int64_t lens[] = {3, 11, 1, 7, 5};
+  std::vector<GenerationRequest> out;
+  for (int i = 0; i < 5; ++i) {
+    SamplingParams p;
+    p.max_tokens = 4 + i;
+    p.logprobs = true;
+    p.seed = 200 + uint64_t(i);
+    if (greedy) p.temperature = 0.0f;
+    else if (i == 1) p.top_k = 5;
+    else if (i == 3) p.top_p = 0.9f;
+    out.push_back({random_token_list(lens[i], uint64_t(10 + i), 50), p});
+  }
+  return out;
+}
+
+class EngineTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, bool>> {};
+
+TEST_P(EngineTensorParallel, SameTokensAsOneDevice) {
+  const auto [llama, T, greedy] = GetParam();
+  const GptConfig c = tiny(llama);
+  const ParamLayout whole(c, ChunkSpec::whole_model());
+  const Tensor w = random_normal({whole.size()}, 7, 0.3f);
+  const InferenceModelOptions options{.max_tokens = 32, .max_sequences = 8};
+  const std::vector<GenerationRequest> requests = engine_requests(greedy);
+
+  InferenceModel one(cpu(), c, DType::f32, options);
+  one.load_weights(w);
+  const std::vector<EngineOutcome> ref = run_engine({&one}, requests);
+
+  auto group = actors::make_cpu_group(T, {"tp", std::chrono::seconds(60)});
+  std::vector<Context> contexts;
+  for (int r = 0; r < T; ++r) contexts.push_back(Context::cpu());
+  std::vector<std::unique_ptr<InferenceModel>> models;
+  std::vector<InferenceModel*> ranks;
+  for (int r = 0; r < T; ++r) {
+    models.push_back(std::make_unique<InferenceModel>(contexts[size_t(r)], c, DType::f32, options,
+                                                      TensorParallel{{r, T}, false, group[size_t(r)].get()}));
+    models.back()->load_weights(shard_params(whole, w, models.back()->layout()));
+    ranks.push_back(models.back().get());
+  }
+  const std::vector<EngineOutcome> got = run_engine(ranks, requests);
+  double worst = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, ref[i].tokens) << "request " << i;
+    ASSERT_EQ(got[i].logprobs.size(), ref[i].logprobs.size());
+    for (size_t j = 0; j < ref[i].logprobs.size(); ++j)
+      worst = std::max(worst, double(std::abs(got[i].logprobs[j] - ref[i].logprobs[j])));
+    EXPECT_EQ(int64_t(ref[i].tokens.size()), requests[i].sampling.max_tokens);
+  }
+  std::printf("%s TP%d %s: tokens equal, max |logprob diff| %.2e\n", llama ? "llama" : "gpt2", T,
+              greedy ? "greedy" : "sampled", worst);
+  EXPECT_LT(worst, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, EngineTensorParallel,
+                         ::testing::Values(std::tuple(false, 2, true), std::tuple(false, 2, false),
+                                           std::tuple(true, 2, true), std::tuple(true, 2, false),
+                                           std::tuple(false, 4, true)),
+                         [](const auto& info) {
+                           return str_cat(std::get<0>(info.param) ? "llama" : "gpt2", "_TP", std::get<1>(info.param),
+                                          std::get<2>(info.param) ? "_greedy" : "_sampled");
+                         });
+
+TEST(EngineTensorParallelChecks, RefusesModelsOutOfRankOrder) {
+  const GptConfig c = tiny(false);
+  auto group = actors::make_cpu_group(2);
+  InferenceModel r0(cpu(), c, DType::f32, {.max_tokens = 8, .max_sequences = 2}, {{0, 2}, false, group[0].get()});
+  InferenceModel r1(cpu(), c, DType::f32, {.max_tokens = 8, .max_sequences = 2}, {{1, 2}, false, group[1].get()});
+  EXPECT_THROW(InferenceEngine({&r1, &r0}, {.num_blocks = 4}), Error);
+  EXPECT_THROW(InferenceEngine({&r0}, {.num_blocks = 4}), Error);
 }
 
 }  // namespace
