@@ -98,7 +98,9 @@ class InferenceWorker : public caf::event_based_actor {
 
  private:
   std::unique_ptr<InferenceEngine> make_engine() {
-    auto e = std::make_unique<InferenceEngine>(*replica_.model, replica_.engine, replica_.detokenize);
+    std::vector<InferenceModel*> ranks{replica_.model.get()};
+    for (const auto& m : replica_.other_ranks) ranks.push_back(m.get());
+    auto e = std::make_unique<InferenceEngine>(std::move(ranks), replica_.engine, replica_.detokenize);
     *free_blocks_ = e->cache().free_blocks();
     return e;
   }

@@ -29,7 +29,10 @@ namespace troupe::actors {
 
 struct InferenceReplica {
   std::shared_ptr<const Context> context;     // the device (its model lives there)
-  std::shared_ptr<InferenceModel> model;      // weights loaded
+  std::shared_ptr<InferenceModel> model;      // weights loaded (a tensor-parallel group's rank 0)
+  // A tensor-parallel replica's ranks 1 .. T-1, each on its own device (the engine steps them
+  // on threads of its own); empty for a one-device replica.
+  std::vector<std::shared_ptr<InferenceModel>> other_ranks;
   EngineOptions engine;                       // budgets of this replica's engine
   Detokenizer detokenize;                     // for stop strings (may be null)
 };

@@ -66,11 +66,10 @@ int generate(const GenerateOptions& o) {
     reserve_blocks += (reach + o.model.block_size - 1) / o.model.block_size;
   }
 
-  const Context ctx = s.cuda ? Context::cuda(0) : Context::cpu();
-  InferenceModel model(ctx, s.model.config, s.compute, inference_model_options(o.model, longest));
-  model.load_weights(s.model.weights);
+  const std::shared_ptr<ReplicaModels> replica =
+      make_replica_models(o.model, s, 0, inference_model_options(o.model, longest));
   // Blocks for every prompt at once, within the memory budget.
-  InferenceEngine engine(model, engine_options(o.model, s, reserve_blocks),
+  InferenceEngine engine(replica->ranks(), engine_options(o.model, s, reserve_blocks),
                          [&](std::span<const int32_t> t) { return tok.decode(t); });
 
   OrderedStream out(stdout, tok, prompts, o.stop, {.logprobs = o.logprobs, .ids = o.print_ids});
@@ -79,9 +78,9 @@ int generate(const GenerateOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   engine.run();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "generated %lld tokens for %zu prompts in %.2f s (%.1f tokens/s) on %s\n",
+  std::fprintf(stderr, "generated %lld tokens for %zu prompts in %.2f s (%.1f tokens/s) on %d %s device%s\n",
                (long long)out.generated_tokens(), prompts.size(), secs, double(out.generated_tokens()) / secs,
-               s.cuda ? "cuda" : "cpu");
+               o.model.tensor_parallel, s.cuda ? "cuda" : "cpu", o.model.tensor_parallel > 1 ? "s" : "");
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "apps/inference_flags.hpp"
 
+#include "actors/fabric.hpp"
 #include "data/gpt2_tokenizer.hpp"
 #include "kernels/check.hpp"
 
@@ -19,7 +20,10 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--inference-max-seq-length", f.max_seq_length,
                   "prompt + generated tokens at most (default: the model's positions)");
   cmd->add_option("--kv-block-size", f.block_size, "tokens per KV-cache block");
-  cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica)");
+  cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica, over its T devices)");
+  cmd->add_option("--tensor-model-parallel-size", f.tensor_parallel,
+                  "devices per model replica (tensor parallelism: heads, MLP columns and vocabulary split)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "run decode steps op by op instead of replaying CUDA graphs");
 }
 
@@ -45,6 +49,7 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
   s.cuda = f.device == "cuda" || (f.device == "auto" && cuda_available());
   s.compute = s.cuda ? dtype_from_name(f.dtype) : DType::f32;
   s.model = f.hf.empty() ? load_checkpoint_model(f.load) : load_hf_model(f.hf);
+  (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
   s.tokenizer = tokenizer_for(f, s.model);
   s.max_seq_length = f.max_seq_length > 0 ? f.max_seq_length : s.model.config.max_positions();
   return s;
@@ -60,6 +65,39 @@ EngineOptions engine_options(const InferenceFlags& f, const InferenceSetup& s, i
       KvCache::blocks_in_bytes(s.model.config, s.compute, f.block_size, size_t(f.kv_cache_gb * double(1 << 30)));
   const int64_t blocks = wanted_blocks > 0 ? std::min(wanted_blocks, budget) : budget;
   return {.num_blocks = std::max<int64_t>(1, blocks), .block_size = f.block_size, .max_sequence_length = s.max_seq_length};
+}
+
+std::vector<InferenceModel*> ReplicaModels::ranks() const {
+  std::vector<InferenceModel*> out;
+  for (const auto& m : models) out.push_back(m.get());
+  return out;
+}
+
+std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, const InferenceSetup& s,
+                                                   int first_device, const InferenceModelOptions& options) {
+  const int T = f.tensor_parallel;
+  auto r = std::make_shared<ReplicaModels>();
+  std::vector<const Context*> members;
+  for (int t = 0; t < T; ++t) {
+    r->contexts.push_back(std::make_unique<const Context>(s.cuda ? Context::cuda(first_device + t) : Context::cpu()));
+    members.push_back(r->contexts.back().get());
+  }
+  if (T > 1) {  // members of this process: memory between CPU devices, NCCL between GPUs
+    r->fabric = actors::Fabric::init();
+    r->group = r->fabric->make_group(std::vector<int>(size_t(T), r->fabric->process()), members,
+                                     {str_cat("inference tp group from device ", first_device)});
+  }
+  const ParamLayout whole(s.model.config, ChunkSpec::whole_model());
+  for (int t = 0; t < T; ++t) {
+    const Context& ctx = *r->contexts[size_t(t)];
+    ctx.activate();
+    const TensorParallel tp{{t, T}, false, T > 1 ? r->group[size_t(t)].get() : nullptr};
+    r->models.push_back(std::make_unique<InferenceModel>(ctx, s.model.config, s.compute, options, tp));
+    InferenceModel& m = *r->models.back();
+    m.load_weights(T == 1 ? s.model.weights : shard_params(whole, s.model.weights, m.layout()));
+  }
+  r->contexts[0]->activate();
+  return r;
 }
 
 }  // namespace troupe::apps

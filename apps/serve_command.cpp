@@ -39,14 +39,18 @@ struct ServeOptions {
 
 int serve(const ServeOptions& o) {
   const InferenceSetup s = load_inference_setup(o.model);
-  TROUPE_CHECK(o.devices >= 1, "--devices must be at least 1, got ", o.devices);
+  const int T = o.model.tensor_parallel;
+  TROUPE_CHECK(o.devices >= 1 && o.devices % T == 0, "--devices (", o.devices,
+               ") must be a positive multiple of --tensor-model-parallel-size (", T, ")");
+  const int count = o.devices / T;  // replicas: T consecutive devices each
   std::vector<actors::InferenceReplica> replicas;
-  for (int d = 0; d < o.devices; ++d) {
-    actors::InferenceReplica r;
-    r.context = std::make_shared<const Context>(s.cuda ? Context::cuda(d) : Context::cpu());
-    r.model = std::make_shared<InferenceModel>(*r.context, s.model.config, s.compute,
-                                               inference_model_options(o.model, 0));
-    r.model->load_weights(s.model.weights);
+  for (int k = 0; k < count; ++k) {
+    const std::shared_ptr<ReplicaModels> models =
+        make_replica_models(o.model, s, k * T, inference_model_options(o.model, 0));
+    actors::InferenceReplica r;  // pointers that keep the whole group alive
+    r.context = std::shared_ptr<const Context>(models, models->contexts[0].get());
+    r.model = std::shared_ptr<InferenceModel>(models, models->models[0].get());
+    for (int t = 1; t < T; ++t) r.other_ranks.emplace_back(models, models->models[size_t(t)].get());
     r.engine = engine_options(o.model, s, 0);
     std::shared_ptr<const Tokenizer> tok = s.tokenizer->clone();  // the worker's own (its thread)
     r.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode(ids); };
@@ -56,16 +60,16 @@ int serve(const ServeOptions& o) {
     actors::InferencePool pool(std::move(replicas), {.max_queued_requests = o.max_queued_requests});
     if (o.monitor.enabled())
       print_monitor_addresses(pool.start_monitor(
-          o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, o.devices)));
+          o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, count, T)));
     actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
     // A thread for every request the pool may hold, and spare ones that answer 503 and /health
     // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
     const int64_t threads = o.http_threads > 0 ? o.http_threads : pool.stats().capacity + 16;
     actors::HttpServer http(o.host, o.port, api.routes(), int(threads));
     std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/models, GET /health), "
-                "%d %s replica%s\n",
-                o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(),
-                o.devices, s.cuda ? "GPU" : "CPU", o.devices > 1 ? "s" : "");
+                "%d %s replica%s%s\n",
+                o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(), count,
+                s.cuda ? "GPU" : "CPU", count > 1 ? "s" : "", T > 1 ? str_cat(" of ", T, " devices").c_str() : "");
     std::fflush(stdout);
     std::signal(SIGINT, on_serve_signal);
     std::signal(SIGTERM, on_serve_signal);
@@ -86,7 +90,9 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   add_inference_flags(cmd, o->model);
   cmd->add_option("--host", o->host, "address to listen on (0.0.0.0: every interface)");
   cmd->add_option("--port", o->port, "port (0: a free one, printed)");
-  cmd->add_option("--devices", o->devices, "model replicas: one worker actor per GPU (or per CPU device)");
+  cmd->add_option("--devices", o->devices,
+                  "devices: a model replica (a worker actor) per --tensor-model-parallel-size of them, "
+                  "GPUs or CPU devices");
   cmd->add_option("--served-model-name", o->model_name, "the \"model\" field of OpenAI answers");
   cmd->add_option("--http-threads", o->http_threads,
                   "HTTP handler threads: connections served at once, a streamed reply holding one to its end "

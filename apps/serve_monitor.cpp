@@ -6,7 +6,8 @@
 
 namespace troupe::apps {
 
-actors::MonitorHello serve_monitor_hello(const InferenceSetup& s, const std::string& model, int replicas) {
+actors::MonitorHello serve_monitor_hello(const InferenceSetup& s, const std::string& model, int replicas,
+                                         int tensor_parallel) {
   actors::MonitorHello h;
   stamp_monitor_hello(h);
   h.kind = "serve";
@@ -16,9 +17,10 @@ actors::MonitorHello serve_monitor_hello(const InferenceSetup& s, const std::str
   h.seq_length = s.max_seq_length, h.vocab_size = m.vocab_size, h.parameters = m.num_parameters();
   h.replicas = replicas;
   h.data_parallel = replicas;  // each replica serves whole requests
+  h.tensor_parallel = tensor_parallel;  // devices per replica
   h.schedule = "";
   h.device_kind = s.cuda ? "cuda" : "cpu";
-  h.device_count = replicas;
+  h.device_count = replicas * tensor_parallel;
   h.dtype = dtype_name(s.compute);
   return h;
 }

@@ -2,7 +2,7 @@
 // shape, the replicas, the device), and the end. The serving numbers come from the inference
 // pool's actors (actors/serving_monitor.hpp).
 //
-//   print_monitor_addresses(pool.start_monitor(options, serve_monitor_hello(setup, "gpt2", 2)));
+//   print_monitor_addresses(pool.start_monitor(options, serve_monitor_hello(setup, "gpt2", 2, 1)));
 #pragma once
 
 #include <string>
@@ -13,7 +13,8 @@
 namespace troupe::apps {
 
 // `model` names what is served (the --hf or --load path).
-actors::MonitorHello serve_monitor_hello(const InferenceSetup& s, const std::string& model, int replicas);
+actors::MonitorHello serve_monitor_hello(const InferenceSetup& s, const std::string& model, int replicas,
+                                         int tensor_parallel);
 // signal 0: the server stopped on its own; else it was stopped by that signal.
 actors::MonitorEnd serve_monitor_end(int signal);
 

@@ -281,7 +281,7 @@ std::vector<SampledToken> InferenceEngine::choose(std::span<const SequenceInput>
         double sum = 0.0;
         for (const auto& k : ranks_)
           if (k->real > 0)
-            sum += std::exp(double(k->host_maxes.data_as<float>()[i]) - double(k->host_logprobs.data_as<float>()[i]) - top);
+            sum += std::exp(double(k->host_maxes.data_as<float>()[i]) - k->host_logprobs.data_as<float>()[i] - top);
         logprob = float(-std::log(sum));
       }
       const int32_t token = int32_t(best->vocab_start) + best->host_tokens.data_as<int32_t>()[i];

@@ -1,7 +1,8 @@
 // `troupe generate` as a child process on the CPU: greedy ids from an HF folder and from a
 // Troupe checkpoint (tokenizer files in the iteration directory) equal the engine's run in this process on the same weights, several prompts
-// batched; text streams in prompt order; errors name the flag or file; `troupe serve` answers
-// PUT /api with the same ids.
+// batched, also from a tensor-parallel group of two CPU devices; text streams in prompt order;
+// errors name the flag or file; `troupe serve` answers PUT /api with the same ids (one CPU
+// replica, and one TP2 replica).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -87,6 +88,30 @@ class GenerateCommand : public ::testing::Test {
     return a;
   }
 
+  // `troupe serve` with `extra` flags: PUT /api answers with the ids `troupe generate` prints,
+  // and SIGTERM stops it cleanly.
+  void expect_serve_answers_like_generate(const std::vector<std::string>& extra) {
+    std::vector<std::string> a{"serve", "--hf", hf_, "--device", "cpu", "--host", "127.0.0.1", "--port", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    Troupe serve(a, tmp_ / "serve.txt");
+    const std::string banner = serve.await_output("http://127.0.0.1:", std::chrono::seconds(60));
+    const int port = std::atoi(banner.c_str() + banner.find("http://127.0.0.1:") + 17);
+    ASSERT_GT(port, 0) << banner;
+    const nlohmann::json body = {{"prompts", kPrompts}, {"tokens_to_generate", 8}, {"temperature", 0}, {"stop_token", 0}};
+    const HttpResponse r = http_request("PUT", "127.0.0.1", port, "/api", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const nlohmann::json answer = nlohmann::json::parse(r.body);
+    const std::vector<std::vector<int32_t>> want = expected();
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+      if (std::find(want[i].begin(), want[i].end(), 0) != want[i].end()) continue;  // stop_token 0 came up
+      const std::vector<int32_t> all = answer["tokens"][i].get<std::vector<int32_t>>();
+      EXPECT_EQ(std::vector<int32_t>(all.end() - long(want[i].size()), all.end()), want[i]) << i;
+    }
+    serve.signal(SIGTERM);
+    EXPECT_EQ(serve.wait(std::chrono::seconds(20)), std::optional<int>(0)) << serve.output();
+    EXPECT_NE(serve.output().find("stopping\nstopped"), std::string::npos) << serve.output();
+  }
+
   TempDir tmp_{"generate"};
   std::string hf_ = tmp_ / "hf";
   GptConfig config_;
@@ -114,26 +139,20 @@ TEST_F(GenerateCommand, CheckpointLoadsTheSameWeights) {
   EXPECT_EQ(ids_lines(r.out), expected());
 }
 
-// `troupe serve` on the same folder: PUT /api answers with the ids `troupe generate` prints
-// (one CPU replica), and SIGTERM stops it cleanly.
-TEST_F(GenerateCommand, ServeAnswersLikeGenerateAndStopsOnSigterm) {
-  Troupe serve({"serve", "--hf", hf_, "--device", "cpu", "--host", "127.0.0.1", "--port", "0"}, tmp_ / "serve.txt");
-  const std::string banner = serve.await_output("http://127.0.0.1:", std::chrono::seconds(60));
-  const int port = std::atoi(banner.c_str() + banner.find("http://127.0.0.1:") + 17);
-  ASSERT_GT(port, 0) << banner;
-  const nlohmann::json body = {{"prompts", kPrompts}, {"tokens_to_generate", 8}, {"temperature", 0}, {"stop_token", 0}};
-  const HttpResponse r = http_request("PUT", "127.0.0.1", port, "/api", body.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const nlohmann::json a = nlohmann::json::parse(r.body);
-  const std::vector<std::vector<int32_t>> want = expected();
-  for (size_t i = 0; i < kPrompts.size(); ++i) {
-    if (std::find(want[i].begin(), want[i].end(), 0) != want[i].end()) continue;  // stop_token 0 came up
-    const std::vector<int32_t> all = a["tokens"][i].get<std::vector<int32_t>>();
-    EXPECT_EQ(std::vector<int32_t>(all.end() - long(want[i].size()), all.end()), want[i]) << i;
-  }
-  serve.signal(SIGTERM);
-  EXPECT_EQ(serve.wait(std::chrono::seconds(20)), std::optional<int>(0)) << serve.output();
-  EXPECT_NE(serve.output().find("stopping\nstopped"), std::string::npos) << serve.output();
+// Two CPU devices holding one model: the same greedy ids as one device (the engine here).
+TEST_F(GenerateCommand, TensorParallelPrintsTheSameIds) {
+  std::vector<std::string> a = args("--hf", hf_);
+  a.insert(a.end(), {"--tensor-model-parallel-size", "2"});
+  const ChildRun r = troupe(a, tmp_);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(ids_lines(r.out), expected());
+  EXPECT_NE(r.out.find("on 2 cpu devices"), std::string::npos) << r.out;
+}
+
+TEST_F(GenerateCommand, ServeAnswersLikeGenerateAndStopsOnSigterm) { expect_serve_answers_like_generate({}); }
+
+TEST_F(GenerateCommand, ServeTensorParallelReplicaAnswersLikeGenerate) {
+  expect_serve_answers_like_generate({"--devices", "2", "--tensor-model-parallel-size", "2"});
 }
 
 TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
@@ -149,6 +168,20 @@ TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
   EXPECT_NE(both.out.find("top_k"), std::string::npos) << both.out;
   const ChildRun no_prompt = troupe({"generate", "--hf", hf_}, tmp_);
   EXPECT_NE(no_prompt.out.find("--prompt"), std::string::npos) << no_prompt.out;
+  const ChildRun tp3 = troupe({"generate", "--hf", hf_, "--prompt", "x", "--device", "cpu", "--vocab-file",
+                               source_path("assets/gpt2/gpt2-vocab.json"), "--merge-file",
+                               source_path("assets/gpt2/gpt2-merges.txt"), "--tensor-model-parallel-size", "3"},
+                              tmp_);
+  EXPECT_NE(tp3.status, 0);
+  EXPECT_NE(tp3.out.find("--tensor-model-parallel-size (3)"), std::string::npos) << tp3.out;
+  const ChildRun odd = troupe({"serve", "--hf", hf_, "--device", "cpu", "--vocab-file",
+                               source_path("assets/gpt2/gpt2-vocab.json"), "--merge-file",
+                               source_path("assets/gpt2/gpt2-merges.txt"), "--devices", "3",
+                               "--tensor-model-parallel-size", "2"},
+                              tmp_);
+  EXPECT_NE(odd.status, 0);
+  EXPECT_NE(odd.out.find("must be a positive multiple of --tensor-model-parallel-size (2)"), std::string::npos)
+      << odd.out;
 }
 
 }  // namespace

@@ -29,7 +29,9 @@ void run_script(InferenceModel& model, KvCache& cache, const std::function<void(
                              c = random_token_list(9, 3, V);
   std::vector<int32_t> ba, bb, bc;
   TROUPE_CHECK(cache.allocate(3, ba) && cache.allocate(3, bb) && cache.allocate(3, bc), "cache too small");
-  const auto span = [](const std::vector<int32_t>& t, int64_t from, int64_t n) { return std::span(t).subspan(size_t(from), size_t(n)); };
+  const auto span = [](const std::vector<int32_t>& t, int64_t from, int64_t n) {
+    return std::span(t).subspan(size_t(from), size_t(n));
+  };
   check(0, model.forward(std::vector<SequenceInput>{{span(a, 0, 7), 0, ba}, {span(b, 0, 5), 0, bb}}, cache));
   check(1, model.forward(std::vector<SequenceInput>{{span(a, 7, 1), 7, ba}, {span(b, 5, 1), 5, bb}, {span(c, 0, 6), 0, bc}},
                          cache));
