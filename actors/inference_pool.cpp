@@ -16,6 +16,7 @@ using submit_atom = caf::atom_constant<caf::atom("submit")>;      // router, wor
 using advance_atom = caf::atom_constant<caf::atom("advance")>;    // worker to itself: one engine step
 using finished_atom = caf::atom_constant<caf::atom("finished")>;  // worker -> router: (int worker)
 using workers_atom = caf::atom_constant<caf::atom("workers")>;    // pool -> router: (vector<actor>), once
+using retired_atom = caf::atom_constant<caf::atom("retired")>;    // worker -> router: (int worker, string why)
 
 struct PoolRequest {
   GenerationRequest request;
@@ -56,6 +57,12 @@ class InferenceWorker : public caf::event_based_actor {
   caf::behavior make_behavior() override {
     return {
         [this](submit_atom, const Submission& s) {
+          if (!broken_.empty()) {  // routed here before the router heard of the retirement
+            send(router_, finished_atom::value, index_);
+            stats_.on_failed();
+            if (s.r->on_error) s.r->on_error(broken_);
+            return;
+          }
           try {
             const int64_t id = engine_->add_request(s.r->request, [this, r = s.r](const TokenEvent& e) {
               if (reporter_) stats_.on_token(r->timing, e, int64_t(r->request.prompt.size()), ServingClock::now());
@@ -79,13 +86,17 @@ class InferenceWorker : public caf::event_based_actor {
           for (auto& [id, r] : pending_)
             if (*r->cancel && !r->cancel_sent) r->cancel_sent = engine_->cancel(id);
           bool more = false;
+          if (!engine_) {
+            stepping_ = false;
+            return;
+          }
           try {
             more = engine_->step();
             *free_blocks_ = engine_->cache().free_blocks();
           } catch (const std::exception& e) {
             fail_all(e.what());
           }
-          if (reporter_)
+          if (reporter_ && engine_)
             if (auto report = stats_.report(index_, *engine_, !more, ServingClock::now()))
               send(reporter_, serving_atom::value, std::move(*report));
           // Submissions that arrived meanwhile are handled before the next step.
@@ -108,23 +119,33 @@ class InferenceWorker : public caf::event_based_actor {
     pending_.erase(id);
     send(router_, finished_atom::value, index_);
   }
-  // A failed step (a device error) ends every request of this worker with the error, and the
-  // worker starts over with an empty engine.
+  // A failed step (a device error) ends every request of this worker with the error. A
+  // one-device worker starts over with an empty engine; a tensor-parallel one cannot (the failure
+  // aborted its group's collectives), so it retires: the router stops sending it requests.
   void fail_all(const std::string& why) {
+    const std::string error = str_cat("inference worker ", index_, ": ", why);
+    if (replica_.other_ranks.empty()) {
+      engine_ = make_engine();
+    } else {  // the router hears of it before any caller does (and submits again)
+      broken_ = str_cat(error, " (this tensor-parallel replica is out of service)");
+      engine_.reset();
+      *free_blocks_ = 0;
+      send(router_, retired_atom::value, index_, broken_);
+    }
     for (auto& [id, r] : pending_) {
       send(router_, finished_atom::value, index_);
       stats_.on_failed();
-      if (r->on_error) r->on_error(str_cat("inference worker ", index_, ": ", why));
+      if (r->on_error) r->on_error(error);
     }
     pending_.clear();
-    engine_ = make_engine();
   }
 
   InferenceReplica replica_;
   int index_;
   caf::actor router_;
   std::atomic<int64_t>* free_blocks_;  // the pool's view of this worker's free KV blocks
-  std::unique_ptr<InferenceEngine> engine_;
+  std::unique_ptr<InferenceEngine> engine_;  // null once retired
+  std::string broken_;                       // why it retired; empty while in service
   std::map<int64_t, std::shared_ptr<PoolRequest>> pending_;  // engine id -> request
   bool stepping_ = false;
   caf::actor reporter_;  // the serving monitor's reporter; null: not monitored
@@ -134,6 +155,8 @@ class InferenceWorker : public caf::event_based_actor {
 struct RouterState {
   std::vector<caf::actor> workers;
   std::vector<int64_t> in_flight;
+  std::vector<std::string> retired;  // per worker: why it left service ("" while in service)
+  std::string last_retired;          // the latest of those reasons
   caf::actor reporter;  // the serving monitor's reporter; null: not monitored
 };
 
@@ -150,13 +173,24 @@ caf::behavior router_fn(caf::stateful_actor<RouterState>* self) {
       [self](workers_atom, std::vector<caf::actor> workers) {
         self->state.workers = std::move(workers);
         self->state.in_flight.assign(self->state.workers.size(), 0);
+        self->state.retired.assign(self->state.workers.size(), "");
       },
       [self](submit_atom, const Submission& s) {
-        auto& n = self->state.in_flight;
-        const size_t w = size_t(std::min_element(n.begin(), n.end()) - n.begin());
-        ++n[w];
-        self->send(self->state.workers[w], submit_atom::value, s);
+        RouterState& st = self->state;
+        size_t w = st.workers.size();  // the worker in service with the fewest in flight
+        for (size_t i = 0; i < st.workers.size(); ++i)
+          if (st.retired[i].empty() && (w == st.workers.size() || st.in_flight[i] < st.in_flight[w])) w = i;
+        if (w == st.workers.size()) {
+          if (s.r->on_error) s.r->on_error(str_cat("every inference replica is out of service (", st.last_retired, ")"));
+          return;
+        }
+        ++st.in_flight[w];
+        self->send(st.workers[w], submit_atom::value, s);
         report_in_flight(self);
+      },
+      [self](retired_atom, int worker, const std::string& why) {
+        self->state.retired[size_t(worker)] = why;
+        self->state.last_retired = why;
       },
       [self](finished_atom, int worker) {
         --self->state.in_flight[size_t(worker)];

@@ -194,6 +194,11 @@ int64_t InferenceEngine::add_request(GenerationRequest request, TokenCallback on
                " tokens, more than a step takes (", options_.max_tokens_per_step, ")");
   TROUPE_CHECK(n <= options_.max_sequence_length, "generation request: the prompt has ", n,
                " tokens, the model takes at most ", options_.max_sequence_length);
+  // Checked here, not in the forward: a bad id must fail its request, not the step of every other.
+  const int64_t vocab = model_.config().vocab_size;
+  for (int64_t i = 0; i < n; ++i)
+    TROUPE_CHECK(request.prompt[size_t(i)] >= 0 && request.prompt[size_t(i)] < vocab, "generation request: prompt token ",
+                 i, " is ", request.prompt[size_t(i)], ", outside the vocabulary of ", vocab);
   TROUPE_CHECK(request.sampling.stop_strings.empty() || detokenize_,
                "generation request: stop strings need an engine with a detokenizer");
   auto r = std::make_unique<Request>(next_id_, std::move(request), std::move(on_token));

@@ -75,8 +75,8 @@ class InferenceEngine {
   ~InferenceEngine();
 
   // Queues a request; returns its id. Throws naming the limit when it can never run (a prompt
-  // over the step budget or the sequence length, more blocks than the cache has) or its
-  // sampling parameters are invalid.
+  // over the step budget or the sequence length, more blocks than the cache has), a prompt
+  // token is outside the vocabulary, or its sampling parameters are invalid.
   int64_t add_request(GenerationRequest request, TokenCallback on_token);
   // Ends a waiting or running request at the next step (a final event with `cancelled`);
   // false when no such request is pending.

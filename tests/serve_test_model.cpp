@@ -31,6 +31,31 @@ std::vector<actors::InferenceReplica> ServeTestModel::replicas(int n, int64_t nu
   return out;
 }
 
+actors::InferenceReplica ServeTestModel::tensor_parallel_replica(const std::vector<std::unique_ptr<Collectives>>& group,
+                                                                 int64_t num_blocks) const {
+  const int T = int(group.size());
+  const ParamLayout whole(config, ChunkSpec::whole_model());
+  actors::InferenceReplica r;
+  for (int t = 0; t < T; ++t) {
+    auto ctx = std::make_shared<const Context>(Context::cpu());
+    // The model refers to its context: the model's deleter keeps the context alive.
+    auto model = std::shared_ptr<InferenceModel>(
+        new InferenceModel(*ctx, config, DType::f32, kModelOptions, TensorParallel{{t, T}, false, group[size_t(t)].get()}),
+        [ctx](InferenceModel* m) { delete m; });
+    model->load_weights(shard_params(whole, weights, model->layout()));
+    if (t == 0) {
+      r.context = ctx;
+      r.model = std::move(model);
+    } else {
+      r.other_ranks.push_back(std::move(model));
+    }
+  }
+  r.engine = {.num_blocks = num_blocks, .block_size = kBlockSize};
+  std::shared_ptr<const Tokenizer> tk = tok.clone();
+  r.detokenize = [tk](std::span<const int32_t> ids) { return tk->decode(ids); };
+  return r;
+}
+
 std::vector<int32_t> ServeTestModel::alone(const GenerationRequest& req, int64_t num_blocks) const {
   InferenceModel model(cpu(), config, DType::f32, kModelOptions);
   model.load_weights(weights);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/collective_groups.hpp"
 #include "actors/completion_api.hpp"
 #include "actors/http_server.hpp"
 #include "actors/inference_pool.hpp"
@@ -50,6 +51,48 @@ TEST_F(PoolFixture, ConcurrentRequestsGetTheirOwnTokens) {
     EXPECT_EQ(pool.generate(reqs[0]).tokens, got[0]);  // the pool still works
   }
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], alone(reqs[i])) << "request " << i;
+}
+
+// A tensor-parallel replica whose group fails (here: aborted, as when a peer dies) fails the
+// request it was running and leaves service; the router sends every later request to the
+// replica still in service, which answers it correctly. With no replica left, requests fail
+// at once, naming why.
+TEST_F(PoolFixture, AFailedTensorParallelReplicaLeavesServiceAndTheOthersServe) {
+  auto group = actors::make_cpu_group(2, {"tp", std::chrono::seconds(30)});
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 4;
+  const GenerationRequest req{random_token_list(5, 1, 50257), p};
+  const std::vector<int32_t> expected = alone(req);
+  std::vector<actors::InferenceReplica> reps;
+  reps.push_back(m.tensor_parallel_replica(group));  // worker 0: the router's first choice when all are idle
+  for (auto& r : replicas(1)) reps.push_back(std::move(r));
+  actors::InferencePool pool(std::move(reps));
+  EXPECT_EQ(pool.generate(req).tokens, expected);  // served by the TP2 replica
+  for (auto& member : group) member->abort();
+  int failed = 0;
+  for (int i = 0; i < 4; ++i) {
+    try {
+      EXPECT_EQ(pool.generate(req).tokens, expected) << "request " << i;
+    } catch (const Error& e) {
+      ++failed;
+      EXPECT_NE(std::string(e.what()).find("inference worker 0"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(failed, 1);  // only the request that met the failure
+
+  auto alone_group = actors::make_cpu_group(2, {"tp alone", std::chrono::seconds(30)});
+  std::vector<actors::InferenceReplica> only;
+  only.push_back(m.tensor_parallel_replica(alone_group));
+  actors::InferencePool tp_only(std::move(only));
+  for (auto& member : alone_group) member->abort();
+  EXPECT_THROW(tp_only.generate(req), Error);
+  try {
+    tp_only.generate(req);
+    ADD_FAILURE() << "a pool with no replica in service answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of service"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(PoolFixture, HttpApis) {

@@ -195,6 +195,9 @@ TEST(Engine, RequestsThatCanNeverRunAreErrors) {
   EXPECT_THROW(engine.add_request({prompt(8, 1), {.max_tokens = 9}}, nullptr), Error);            // 17 tokens > 4 blocks
   EXPECT_THROW(engine.add_request({prompt(8, 1), {.top_k = 3, .top_p = 0.5f}}, nullptr), Error);  // sampling
   EXPECT_THROW(engine.add_request({prompt(8, 1), {.stop_strings = {"x"}}}, nullptr), Error);      // no detokenizer
+  const int32_t vocab = int32_t(m.model.config().vocab_size);
+  EXPECT_THROW(engine.add_request({{1, vocab, 2}, {.max_tokens = 1}}, nullptr), Error);  // outside the vocabulary
+  EXPECT_THROW(engine.add_request({{-1}, {.max_tokens = 1}}, nullptr), Error);
   EXPECT_THROW(InferenceEngine(m.model, {.num_blocks = 4, .max_tokens_per_step = 65}), Error);
   EXPECT_EQ(engine.add_request({prompt(8, 1), {.max_tokens = 8}}, nullptr), 0);
   engine.run();
