@@ -4,8 +4,9 @@
 For random-init GPT2LMHeadModel and LlamaForCausalLM models (check_hf_parity.py's, matrices scaled
 up so the logits are peaked and greedy choices are not near-ties), saved as HF folders with the GPT-2 tokenizer files:
 runs HF greedy generate and our engine, several prompts batched together in one `troupe generate`
-call, in three settings: `cpu` (both fp32 on the CPU), `cuda-f32` (both fp32 on the GPU: ours
-`--dtype f32`, HF without TF32) and `cuda` (both bf16 on the GPU), and prints, per (model,
+call, in four settings: `cpu` (both fp32 on the CPU), `cuda-f32` (both fp32 on the GPU: ours
+`--dtype f32`, HF without TF32), `cuda` (both bf16 on the GPU) and `cuda-f32-tp2` (as cuda-f32,
+ours a tensor-parallel replica over 2 GPUs; skipped below 2 GPUs), and prints, per (model,
 setting), how many prompts match token for token and the shortest common prefix. Exits non-zero
 if ours differs from HF on any prompt in fp32 (CPU or GPU), or matches HF bf16 on fewer than
 --min-cuda-match of the prompts (default 0: bf16 greedy decoding diverges on near-ties whoever
@@ -62,9 +63,10 @@ def hf_greedy(model, ids, tokens, device, dtype):
     return out[0, len(ids):].tolist()
 
 
-def ours(troupe, folder, device, dtype, tokens):
+def ours(troupe, folder, device, dtype, tokens, tp=1):
     cmd = [troupe, "generate", "--hf", folder, "--device", device, "--temperature", "0", "--ignore-eod",
-           "--max-tokens", str(tokens), "--print-ids"] + (["--dtype", dtype] if device == "cuda" else [])
+           "--max-tokens", str(tokens), "--print-ids", "--tensor-model-parallel-size", str(tp)]
+    cmd += ["--dtype", dtype] if device == "cuda" else []
     for p in PROMPTS:
         cmd += ["--prompt", p]
     r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
@@ -106,7 +108,9 @@ def common_prefix(a, b):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--troupe", required=True)
-    ap.add_argument("--devices", default="cpu,cuda-f32,cuda", help="settings: cpu, cuda-f32, cuda (bf16)")
+    ap.add_argument("--devices", default="cpu,cuda-f32,cuda,cuda-f32-tp2",
+                    help="settings: cpu, cuda-f32, cuda (bf16), cuda-f32-tp2 (fp32, tensor-parallel over 2 GPUs; "
+                         "skipped with fewer)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--speed-tokens", type=int, default=256, help="decode-speed check length (0: skip)")
     ap.add_argument("--min-cuda-match", type=float, default=0.0,
@@ -141,12 +145,13 @@ def main():
                 model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
             for setting in a.devices.split(","):
                 dev, exact = setting.split("-")[0], setting != "cuda"  # exact: fp32 on both sides
-                if dev == "cuda" and not torch.cuda.is_available():
+                tp = 2 if setting.endswith("-tp2") else 1  # a tensor-parallel replica of 2 GPUs
+                if dev == "cuda" and torch.cuda.device_count() < tp:
                     continue
                 dtype = torch.float32 if exact else torch.bfloat16
                 ref = [hf_greedy(model, ids, a.tokens, dev, dtype) for ids in prompt_ids]
                 try:
-                    got, speed = ours(a.troupe, folder, dev, "f32" if exact else "bf16", a.tokens)
+                    got, speed = ours(a.troupe, folder, dev, "f32" if exact else "bf16", a.tokens, tp)
                 except RuntimeError as e:
                     rows.append((kind, setting, None, str(e)))
                     failed = True

@@ -3,7 +3,8 @@
 # per-token positions, the device argmax, CUDA vs CPU), then greedy `troupe generate` against HF
 # transformers `generate`: random GPT-2 and Llama models, and a GPT-2 124M trained here for 300
 # iterations on the bundled corpus and exported by `troupe convert --to hf`; each on the CPU
-# (fp32), on CUDA in fp32 (--dtype f32) and in bf16. Prints the tables last.
+# (fp32), on CUDA in fp32 (--dtype f32) and in bf16, and on 2 or more GPUs also in fp32 as a
+# tensor-parallel replica of 2 GPUs (--tensor-model-parallel-size 2). Prints the tables last.
 # Usage (repo root, after `source .devdeps/env.sh`): scripts/device_inference_check.sh [BUILD_DIR]
 set -uo pipefail
 build=${1:-build}
