@@ -31,15 +31,20 @@ struct Options {
   bool no_cuda_graphs = false, profile = false;
 };
 
-// Seconds for B requests of `prompt` tokens to generate `n` tokens each. One engine serves
-// every run of a batch size: its KV cache stays put, so the decode graphs captured in the
-// warm-up are replayed (a new cache would be captured again).
-double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
+// Queues B greedy requests of `prompt` random tokens generating `n` tokens each.
+void add_requests(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
   for (int64_t i = 0; i < b; ++i) {
     const Tensor t = test::random_tokens({prompt}, uint64_t(i), int32_t(model.config().vocab_size));
     engine.add_request({{t.data_as<int32_t>(), t.data_as<int32_t>() + prompt}, {.temperature = 0.0f, .max_tokens = n}},
                        nullptr);
   }
+}
+
+// Seconds for B requests of `prompt` tokens to generate `n` tokens each. One engine serves
+// every run of a batch size: its KV cache stays put, so the decode graphs captured in the
+// warm-up are replayed (a new cache would be captured again).
+double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
+  add_requests(model, engine, b, prompt, n);
   const auto t0 = Clock::now();
   engine.run();
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -49,11 +54,7 @@ double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t 
 // and the wall time of a whole engine step beside the ops' sum (the rest: host work, syncs,
 // launch gaps, choosing the tokens).
 void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
-  for (int64_t i = 0; i < b; ++i) {
-    const Tensor t = test::random_tokens({prompt}, uint64_t(i), int32_t(model.config().vocab_size));
-    engine.add_request({{t.data_as<int32_t>(), t.data_as<int32_t>() + prompt}, {.temperature = 0.0f, .max_tokens = n}},
-                       nullptr);
-  }
+  add_requests(model, engine, b, prompt, n);
   engine.step();  // the prefill
   OpProfiler profiler(model.context(), true);
   model.set_profiler(&profiler);

@@ -15,17 +15,14 @@ void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, con
   else
     expect_dtype(op, "logits", logits, DType::f32);
   const int64_t s = logits.dim(0);
-  expect_device(op, "tokens", ctx, tokens);
-  expect_dtype(op, "tokens", tokens, DType::i32);
-  expect_shape(op, "tokens", tokens, {s});
-  expect_device(op, "logprobs", ctx, logprobs);
-  expect_dtype(op, "logprobs", logprobs, DType::f32);
-  expect_shape(op, "logprobs", logprobs, {s});
-  if (maxes.defined()) {
-    expect_device(op, "maxes", ctx, maxes);
-    expect_dtype(op, "maxes", maxes, DType::f32);
-    expect_shape(op, "maxes", maxes, {s});
-  }
+  auto expect_per_row = [&](const char* arg, const Tensor& t, DType dtype) {  // [S] on ctx's device
+    expect_device(op, arg, ctx, t);
+    expect_dtype(op, arg, t, dtype);
+    expect_shape(op, arg, t, {s});
+  };
+  expect_per_row("tokens", tokens, DType::i32);
+  expect_per_row("logprobs", logprobs, DType::f32);
+  if (maxes.defined()) expect_per_row("maxes", maxes, DType::f32);
   if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::argmax_logprob(ctx, logits, vocab, tokens, logprobs, maxes));
   else cpu::argmax_logprob(logits, vocab, tokens, logprobs, maxes);
 }

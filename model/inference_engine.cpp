@@ -50,7 +50,8 @@ struct InferenceEngine::Rank {
   int64_t vocab_start = 0, real = 0;        // its slice's first column; real (not padding) columns
   Tensor tokens, logprobs, maxes;           // [max_sequences] on the device: the greedy pick in its slice
   Tensor device_f32, pinned_f32;            // [max_sequences, Vl] (CUDA, on first use): the sampling rows
-  Tensor host_tokens, host_logprobs, host_maxes, host_rows;  // this step's results on the host
+  Tensor host_tokens, host_logprobs, host_maxes;  // [max_sequences] pinned: this step's greedy pick
+  Tensor host_rows;                               // this step's sampling rows on the host
 
   Rank(InferenceModel& m, const EngineOptions& o)
       : model(m),
@@ -175,9 +176,15 @@ InferenceEngine::InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptio
     const Context& ctx = r->context();
     ctx.activate();  // each rank's cache and buffers on its own device
     auto k = std::make_unique<Rank>(*r, options_);
-    k->tokens = Tensor::empty(ctx, DType::i32, {options_.max_sequences});
-    k->logprobs = Tensor::empty(ctx, DType::f32, {options_.max_sequences});
-    if (T > 1) k->maxes = Tensor::empty(ctx, DType::f32, {options_.max_sequences});
+    const int64_t S = options_.max_sequences;
+    k->tokens = Tensor::empty(ctx, DType::i32, {S});
+    k->logprobs = Tensor::empty(ctx, DType::f32, {S});
+    k->host_tokens = Tensor::pinned_host(DType::i32, {S});
+    k->host_logprobs = Tensor::pinned_host(DType::f32, {S});
+    if (T > 1) {
+      k->maxes = Tensor::empty(ctx, DType::f32, {S});
+      k->host_maxes = Tensor::pinned_host(DType::f32, {S});
+    }
     ranks_.push_back(std::move(k));
   }
   model_.context().activate();
@@ -242,9 +249,11 @@ void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, b
     const Tensor tokens = k.tokens.slice(0, {s}), logprobs = k.logprobs.slice(0, {s});
     const Tensor maxes = k.maxes.defined() ? k.maxes.slice(0, {s}) : Tensor();
     argmax_logprob(ctx, logits, k.real, tokens, logprobs, maxes);
-    k.host_tokens = to_host_f32(ctx, tokens);
-    k.host_logprobs = to_host_f32(ctx, logprobs);
-    if (maxes.defined()) k.host_maxes = to_host_f32(ctx, maxes);
+    // Into buffers reserved at the start, one wait for the three copies.
+    copy(ctx, tokens, k.host_tokens.slice(0, {s}));
+    copy(ctx, logprobs, k.host_logprobs.slice(0, {s}));
+    if (maxes.defined()) copy(ctx, maxes, k.host_maxes.slice(0, {s}));
+    ctx.synchronize();
     return;
   }
   k.host_rows = logits;  // the CPU's logits are host f32 already
