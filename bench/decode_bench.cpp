@@ -3,11 +3,13 @@
 // stop); ms per decode step = (t(generate N) - t(generate 1)) / (N - 1), the prefill removed;
 // tokens/s = B * N / t(generate N). A step is a whole engine step: the forward (a replayed CUDA
 // graph on a GPU) and choosing the tokens (greedy: argmax on the device, two numbers per request
-// to the host). Random weights (GPT-2 shapes).
+// to the host). Random weights (GPT-2 shapes). With --tensor-model-parallel-size T the model is
+// one tensor-parallel replica over GPUs 0 .. T-1 (as `troupe serve` builds it).
 //
 //   decode_bench --model gpt2-124m --batches 1,16,64            # GPU, bf16, CUDA graphs
 //   decode_bench --model gpt2-tiny --device cpu --batches 1,4 --prompt 16 --new 16
 //   decode_bench --model gpt2-124m --batches 1,64 --profile   # + where a decode step's time goes
+//   decode_bench --model gpt2-350m --tensor-model-parallel-size 2   # a TP2 replica on GPUs 0-1
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "apps/inference_flags.hpp"
 #include "model/inference_engine.hpp"
 #include "tests/test_util.hpp"
 
@@ -27,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string model = "gpt2-124m", device = "cuda", batches = "1,16,64";
   int64_t prompt = 128, new_tokens = 128;
-  int reps = 3;
+  int reps = 3, tensor_parallel = 1;
   bool no_cuda_graphs = false, profile = false;
 };
 
@@ -84,25 +87,37 @@ double median_s(int reps, const std::function<double()>& f) {
 int run(const Options& o) {
   const bool cuda = o.device == "cuda";
   TROUPE_CHECK(!cuda || cuda_available(), "--device cuda: no GPU is visible");
-  const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
-  const GptConfig config = GptConfig::preset(o.model);
   std::vector<int64_t> batches;
   std::istringstream list(o.batches);
   for (std::string b; std::getline(list, b, ',');) batches.push_back(std::stoll(b));
   const int64_t most = *std::max_element(batches.begin(), batches.end());
-  InferenceModel model(ctx, config, cuda ? DType::bf16 : DType::f32,
-                       {.max_tokens = std::max<int64_t>(2048, most * o.prompt), .max_sequences = most,
+  // The replica as `troupe serve` builds it: T ranks, each with its shard of the weights.
+  apps::InferenceFlags flags;
+  flags.device = o.device;
+  flags.tensor_parallel = o.tensor_parallel;
+  flags.no_cuda_graphs = o.no_cuda_graphs;
+  apps::InferenceSetup setup;
+  setup.cuda = cuda;
+  setup.compute = cuda ? DType::bf16 : DType::f32;
+  setup.model.config = GptConfig::preset(o.model);
+  setup.model.weights =
+      test::random_normal({ParamLayout(setup.model.config, ChunkSpec::whole_model()).size()}, 1, 0.02f);
+  setup.max_seq_length = setup.model.config.max_positions();
+  const auto replica = apps::make_replica_models(
+      flags, setup, 0, {.max_tokens = std::max<int64_t>(2048, most * o.prompt), .max_sequences = most,
                         .cuda_graphs = !o.no_cuda_graphs});
-  model.load_weights(test::random_normal({model.layout().size()}, 1, 0.02f));
+  const InferenceModel& model = *replica->models[0];
   constexpr int kBlockSize = 16;
   for (int64_t b : batches) {
-    InferenceEngine engine(model, {.num_blocks = b * ((o.prompt + o.new_tokens + kBlockSize - 1) / kBlockSize),
-                                   .block_size = kBlockSize});
+    InferenceEngine engine(replica->ranks(),
+                           {.num_blocks = b * ((o.prompt + o.new_tokens + kBlockSize - 1) / kBlockSize),
+                            .block_size = kBlockSize});
     generate_s(model, engine, b, o.prompt, o.new_tokens);  // warm-up: allocations, graph capture
     const double tn = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, o.new_tokens); });
     const double t1 = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, 1); });
     const nlohmann::json r = {{"model", o.model},
                               {"batch", b},
+                              {"tensor_parallel", o.tensor_parallel},
                               {"prompt", o.prompt},
                               {"new", o.new_tokens},
                               {"cuda_graphs", cuda && !o.no_cuda_graphs},
@@ -112,7 +127,7 @@ int run(const Options& o) {
                               {"ms_per_decode_step", (tn - t1) / double(o.new_tokens - 1) * 1e3},
                               {"decode_tokens_per_s", double(b * (o.new_tokens - 1)) / (tn - t1)}};
     std::printf("RESULT %s\n", r.dump().c_str());
-    if (o.profile) profile_decode(model, engine, b, o.prompt, o.new_tokens);
+    if (o.profile) profile_decode(*replica->models[0], engine, b, o.prompt, o.new_tokens);
     std::fflush(stdout);
   }
   return 0;
@@ -120,7 +135,10 @@ int run(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The whole command, also exported by the decode_bench_module library so that a profiler
+// living in another program (bench/decode_kernel_profile.py: PyTorch's, over CUPTI) can run it
+// in its own process.
+extern "C" int troupe_decode_bench(int argc, char** argv) {
   Options o;
   CLI::App app("Decode ms/step of the inference engine (infer_hf.py's method)");
   app.add_option("--model", o.model, "gpt2-124m, gpt2-350m, gpt2-tiny (random weights)");
@@ -129,6 +147,8 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", o.prompt, "prompt tokens per request");
   app.add_option("--new", o.new_tokens, "generated tokens per request (at least 2)")->check(CLI::Range(2, 1 << 20));
   app.add_option("--reps", o.reps, "timed runs per point (the median)");
+  app.add_option("--tensor-model-parallel-size", o.tensor_parallel, "GPUs (or CPU devices) of the one replica")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--no-cuda-graphs", o.no_cuda_graphs, "plain launches for decode steps");
   app.add_flag("--profile", o.profile, "after each batch size, time every op of op-by-op decode steps");
   CLI11_PARSE(app, argc, argv);
@@ -139,3 +159,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+#ifndef TROUPE_DECODE_BENCH_MODULE
+int main(int argc, char** argv) { return troupe_decode_bench(argc, argv); }
+#endif

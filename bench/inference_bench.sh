@@ -6,7 +6,8 @@
 # (bench/serve_load_test: streamed requests, output tokens/s, time to first token and time per
 # output token p50/p99), then ../shared/baselines/infer_hf.py (carried as .baselines/ by
 # scripts/device_pack.sh; HF static KV cache, GPT-2 124M only) at the same batches. Prints a
-# table with our/HF ratios last (for 350M there is no HF number).
+# table with our/HF ratios last (for 350M there is no HF number). With 2 or more GPUs it also
+# times a tensor-parallel replica over two GPUs (decode_bench --tensor-model-parallel-size 2).
 # Usage (repo root, after `source .devdeps/env.sh`): bench/inference_bench.sh [BUILD_DIR] [RATE...]
 # RATE: Poisson arrivals per second of a load run (default: 50, well below saturation, and 250,
 # beyond it: the queue fills and some requests get 503).
@@ -18,8 +19,12 @@ out=${OUT:-/tmp}/inference
 mkdir -p "$out"
 export TROUPE_BINARY=$build/apps/troupe TROUPE_SOURCE_DIR=$PWD
 
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 for m in gpt2-124m gpt2-350m; do
   "$build/bench/decode_bench" --model "$m" --batches 1,16,64 --prompt 128 --new 128 2>&1 | tee "$out/decode_$m.log"
+  # With two GPUs, also one tensor-parallel replica over both (beside the one-GPU table).
+  [ "$gpus" -ge 2 ] && "$build/bench/decode_bench" --model "$m" --batches 1,16,64 --prompt 128 --new 128 \
+      --tensor-model-parallel-size 2 2>&1 | tee "$out/decode_${m}_tp2.log"
   # Prompts of up to 100 words (~100 tokens), up to 256 new tokens, every request streamed.
   for rate in $rates; do
     "$build/bench/serve_load_test" --model "$m" --device cuda --requests 1500 --waves 1 --rate "$rate" \
@@ -46,6 +51,15 @@ for m in ["gpt2-124m", "gpt2-350m"]:
         ht = h["gen_tokens_per_s"] if h else float("nan")
         print(f"{m:10} {r['batch']:>5} {r['ms_per_decode_step']:>12.3f} {hm:>10.3f} {hm / r['ms_per_decode_step']:>6.2f}"
               f" {r['gen_tokens_per_s']:>10.0f} {ht:>9.0f} {r['gen_tokens_per_s'] / ht:>6.2f}")
+tp2 = [(m, r) for m in ["gpt2-124m", "gpt2-350m"] for r in results(out / f"decode_{m}_tp2.log")]
+if tp2:
+    print()
+    print("one replica over 2 GPUs (--tensor-model-parallel-size 2) against the one-GPU run above")
+    one = {(m, r["batch"]): r for m in ["gpt2-124m", "gpt2-350m"] for r in results(out / f"decode_{m}.log")}
+    print(f"{'model':10} {'batch':>5} {'TP2 ms/step':>11} {'TP1 ms/step':>11} {'TP1/TP2':>7}")
+    for m, r in tp2:
+        o = one.get((m, r["batch"]), {}).get("ms_per_decode_step", float("nan"))
+        print(f"{m:10} {r['batch']:>5} {r['ms_per_decode_step']:>11.3f} {o:>11.3f} {o / r['ms_per_decode_step']:>7.2f}")
 print()
 hf64 = hf.get(64, {}).get("gen_tokens_per_s", float("nan"))
 print(f"Poisson load through troupe serve (HF static batch 64: {hf64:.0f} tokens/s)")

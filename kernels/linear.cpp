@@ -1,5 +1,6 @@
 #include "kernels/linear.hpp"
 
+#include "kernels/activation.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace troupe {
@@ -31,11 +32,9 @@ LinearDims expect_input_and_weight(const Context& ctx, const char* op, const Ten
   return {x.dim(0), x.dim(1), w.dim(0)};
 }
 
-}  // namespace
-
-void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
-                    bool accumulate) {
-  constexpr const char* op = "linear_forward";
+// Checks a forward's x, w, b (optional) and y.
+void expect_forward_args(const Context& ctx, const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
+                         const Tensor& y) {
   const auto [m, k, n] = expect_input_and_weight(ctx, op, x, w);
   if (b.defined()) {
     expect_activation_dtype(ctx, op, "b", b, x.dtype());
@@ -43,8 +42,25 @@ void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const 
   }
   expect_activation_dtype(ctx, op, "y", y, x.dtype());
   expect_shape(op, "y", y, {m, n});
+}
+
+}  // namespace
+
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                    bool accumulate) {
+  expect_forward_args(ctx, "linear_forward", x, w, b, y);
   if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::linear_forward(ctx, x, w, b, y, accumulate));
   else cpu::linear_forward(x, w, b, y, accumulate);
+}
+
+void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  expect_forward_args(ctx, "linear_gelu_forward", x, w, b, y);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::linear_gelu_forward(ctx, x, w, b, y));
+  } else {
+    cpu::linear_forward(x, w, b, y, false);
+    gelu_forward(ctx, y, y);
+  }
 }
 
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,

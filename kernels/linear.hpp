@@ -1,5 +1,6 @@
 // Linear layer (GEMM with optional bias), PyTorch layout: w is [out, in].
 //   forward:  y[M, N]  = x[M, K] · w[N, K]^T + b[N]   (or y += ..., a residual add in the GEMM)
+//             y[M, N]  = gelu(x[M, K] · w[N, K]^T + b[N])   (linear_gelu_forward: inference's fc1)
 //   backward: dx[M, K] = dy[M, N] · w[N, K]          (overwrite, or += when accumulate_dx)
 //             dw[N, K] += dy^T · x                   (f32, accumulates)
 //             db[N]    += sum over rows of dy        (f32, accumulates)
@@ -14,6 +15,9 @@ namespace troupe {
 // x: [M, K]; w: [N, K]; b: [N] or undefined; y: [M, N]. accumulate: y += x w^T + b.
 void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
                     bool accumulate = false);
+// y = gelu(x w^T + b), the tanh approximation as gelu_forward's (kernels/activation.hpp). On
+// CUDA one GEMM with cuBLASLt's GELU epilogue; on the CPU the GEMM, then gelu_forward in place.
+void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
 // dx may be undefined (no input gradient needed, e.g. first layer); db may be undefined.
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                      const Tensor& dw, const Tensor& db, bool accumulate_dx = false);
@@ -24,6 +28,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
 }  // namespace cpu
 namespace cuda {
 void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate);
+void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
 }  // namespace cuda
 

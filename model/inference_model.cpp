@@ -44,7 +44,7 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
   qkv_ = act(N, layout_.local_qkv_size());
   attn_ = act(N, HD);
   hidden_ = act(N, C);
-  fc1_ = act(N, config.swiglu ? 2 * F : F);
+  if (config.swiglu) fc1_ = act(N, 2 * F);  // GELU models apply it in fc1's epilogue
   act_ = act(N, F);
   mean_ = Tensor::empty(ctx, DType::f32, {N});
   rstd_ = Tensor::empty(ctx, DType::f32, {N});
@@ -164,7 +164,7 @@ Tensor InferenceModel::forward(std::span<const SequenceInput> seqs, KvCache& cac
                cache.query_groups(), " KV heads per layer, this rank has ", layout_.local_query_groups(),
                " (a cache for another tensor-parallel size?)");
   const bool decode = std::all_of(seqs.begin(), seqs.end(), [](const SequenceInput& q) { return q.tokens.size() == 1; });
-  const bool graphs = ctx_.is_cuda() && options_.cuda_graphs && tp_.shard.size == 1 && !profiler_;
+  const bool graphs = ctx_.is_cuda() && options_.cuda_graphs && !profiler_;
   if (graphs && decode && !seqs.empty()) return forward_graph(seqs, cache);
   Metadata m = pack(seqs, cache, 0, 0, host_meta_);
   upload(host_meta_, meta_, m);
@@ -239,7 +239,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const LayerTensors& w = layers_[size_t(l)];
   const int H = layout_.local_heads(), G = layout_.local_query_groups(), D = c.head_dim();
   const Tensor x = rows(x_, n), ln = rows(ln_, n), qkv = rows(qkv_, n), attn = rows(attn_, n);
-  const Tensor fc1 = rows(fc1_, n), act = rows(act_, n);
+  const Tensor act = rows(act_, n);
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f};
 
   // x += proj(paged_attention(rope(qkv(norm(x))))): the residual add happens in the GEMM.
@@ -255,13 +255,13 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
 
   // x += fc2(act(fc1(norm(x))))
   { auto t = timed("ln2"); norm(x, w.ln2_w, w.ln2_b, ln, n); }
-  { auto t = timed("fc1"); linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1); }
-  {
-    auto t = timed("activation");
-    if (c.swiglu)
-      swiglu_forward(ctx_, fc1, act);
-    else
-      gelu_forward(ctx_, fc1, act);
+  if (c.swiglu) {
+    const Tensor fc1 = rows(fc1_, n);
+    { auto t = timed("fc1"); linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1); }
+    { auto t = timed("activation"); swiglu_forward(ctx_, fc1, act); }
+  } else {  // GELU in the GEMM's epilogue
+    auto t = timed("fc1+gelu");
+    linear_gelu_forward(ctx_, ln, w.fc1_w, w.fc1_b, act);
   }
   { auto t = timed("fc2"); row_parallel_add(act, w.fc2_w, w.fc2_b, x); }
 }

@@ -11,8 +11,8 @@
 // ParamLayout shard (its heads, query groups, MLP columns and vocabulary rows), a cache of its
 // G / T KV heads, and runs the same forward on its own thread, with an all-reduce after the
 // vocabulary-parallel embedding and after the row-parallel proj and fc2; it returns its slice
-// of the vocabulary's logits. Such groups run op by op, without CUDA graphs: capturing NCCL
-// calls from several threads at once needs thread-local capture mode, which is untested here.
+// of the vocabulary's logits. Each rank captures and replays its own decode graphs, the NCCL
+// all-reduces inside them (capture is thread-local: the ranks capture at the same time).
 //
 //   InferenceModel model(ctx, config, DType::bf16, {.max_tokens = 2048, .max_sequences = 64});
 //   model.load_weights(host_f32);                 // layout().size() elements

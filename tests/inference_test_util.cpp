@@ -1,6 +1,7 @@
 #include "tests/inference_test_util.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/check.hpp"
 #include "tests/test_util.hpp"
@@ -30,6 +31,48 @@ Tensor host_i32(const std::vector<int32_t>& values, Shape shape) {
   TROUPE_CHECK(t.numel() == int64_t(values.size()), "host_i32: ", values.size(), " values for ", t.str());
   std::copy(values.begin(), values.end(), t.data_as<int32_t>());
   return t;
+}
+
+std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks, const std::vector<GenerationRequest>& requests) {
+  InferenceEngine engine(std::move(ranks), {.num_blocks = 32, .block_size = 4});
+  std::vector<EngineOutcome> out(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i)
+    engine.add_request(requests[i], [&out, i](const TokenEvent& e) {
+      if (!e.has_token) return;
+      out[i].tokens.push_back(e.token);
+      out[i].logprobs.push_back(e.logprob);
+    });
+  engine.run();
+  EXPECT_EQ(engine.cache().free_blocks(), engine.cache().num_blocks()) << "blocks leaked";
+  return out;
+}
+
+std::vector<GenerationRequest> engine_requests(bool greedy) {
+  const int64_t lens[] = {3, 11, 1, 7, 5};
+  std::vector<GenerationRequest> out;
+  for (int i = 0; i < 5; ++i) {
+    SamplingParams p;
+    p.max_tokens = 4 + i;
+    p.logprobs = true;
+    p.seed = 200 + uint64_t(i);
+    if (greedy) p.temperature = 0.0f;
+    else if (i == 1) p.top_k = 5;
+    else if (i == 3) p.top_p = 0.9f;
+    out.push_back({random_token_list(lens[i], uint64_t(10 + i), 50), p});
+  }
+  return out;
+}
+
+double expect_same_tokens(const std::vector<EngineOutcome>& got, const std::vector<EngineOutcome>& ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), ref.size()); ++i) {
+    EXPECT_EQ(got[i].tokens, ref[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].logprobs.size(), ref[i].logprobs.size()) << "request " << i;
+    for (size_t j = 0; j < std::min(got[i].logprobs.size(), ref[i].logprobs.size()); ++j)
+      worst = std::max(worst, double(std::abs(got[i].logprobs[j] - ref[i].logprobs[j])));
+  }
+  return worst;
 }
 
 }  // namespace troupe::test

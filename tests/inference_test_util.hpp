@@ -6,6 +6,7 @@
 
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
+#include "model/inference_engine.hpp"
 
 namespace troupe::test {
 
@@ -17,5 +18,19 @@ GptConfig tiny_inference_config(bool llama, int hidden, int seq_length, int64_t 
 std::vector<int32_t> random_token_list(int64_t n, uint64_t seed, int32_t vocab);
 // A host i32 tensor holding `values`.
 Tensor host_i32(const std::vector<int32_t>& values, Shape shape);
+
+// What the engine generated for one request: its tokens and their log-probs.
+struct EngineOutcome {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+};
+// Runs `requests` together through an engine over `ranks` (one model, or a tensor-parallel
+// group's models in rank order); expects every KV block back at the end.
+std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks, const std::vector<GenerationRequest>& requests);
+// Five requests of 1 to 11 prompt tokens (ids below 50) generating 4 to 8 tokens with log-probs:
+// greedy, or sampled with seeds (plain, top-k, top-p).
+std::vector<GenerationRequest> engine_requests(bool greedy);
+// Expects the same tokens per request (and as many log-probs); returns the largest |log-prob difference|.
+double expect_same_tokens(const std::vector<EngineOutcome>& got, const std::vector<EngineOutcome>& ref);
 
 }  // namespace troupe::test

@@ -73,10 +73,10 @@ void check_problem(const MatmulProblem& p) {
   TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
                " or f32, got ", d.str());
   TROUPE_CHECK(a.is_cuda() && b.is_cuda() && d.is_cuda(), kOp, ": tensors must be on CUDA");
-  if (p.epilogue != MatmulEpilogue::none) {
+  if (p.epilogue != MatmulEpilogue::none && (p.epilogue != MatmulEpilogue::gelu || p.vec)) {
     TROUPE_CHECK(p.vec && p.vec->is_cuda() && p.vec->dtype() == d.dtype(), kOp,
                  ": the epilogue needs a CUDA vector of d's type ", dtype_name(d.dtype()));
-    const int64_t len = p.epilogue == MatmulEpilogue::bias ? n : m;
+    const int64_t len = p.epilogue == MatmulEpilogue::row_sums_of_a ? m : n;
     TROUPE_CHECK(p.vec->numel() == len, kOp, ": epilogue vector must have ", len, " elements, got ", p.vec->str());
   }
 }
@@ -97,9 +97,13 @@ void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& d
   TROUPE_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &s.trans_a, sizeof(s.trans_a));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &s.trans_b, sizeof(s.trans_b));
-  if (p.epilogue != MatmulEpilogue::none) {
-    const cublasLtEpilogue_t ep =
-        p.epilogue == MatmulEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+  if (p.epilogue == MatmulEpilogue::gelu && !p.vec) {
+    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_GELU;
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
+  } else if (p.epilogue != MatmulEpilogue::none) {
+    const cublasLtEpilogue_t ep = p.epilogue == MatmulEpilogue::bias   ? CUBLASLT_EPILOGUE_BIAS
+                                  : p.epilogue == MatmulEpilogue::gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                       : CUBLASLT_EPILOGUE_BGRADB;
     const void* vec = p.vec->data();
     const int32_t vec_type = dt;
     set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
@@ -125,7 +129,7 @@ PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
           int64_t(p.trans_b),
           int64_t(p.a->dtype()),
           int64_t(p.d->dtype()),
-          int64_t(p.epilogue),
+          int64_t(p.epilogue) * 2 + (p.vec != nullptr),
           alignment_of(p.a->data()),
           alignment_of(p.b->data()),
           alignment_of(p.d->data()),

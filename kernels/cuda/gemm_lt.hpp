@@ -24,6 +24,8 @@ enum class MatmulEpilogue {
   none,
   // D[i, j] += vec[j]; vec: [N], D's type.
   bias,
+  // D[i, j] = gelu(D[i, j] + vec[j]) (tanh approximation); vec: [N], D's type, or null (no bias).
+  gelu,
   // vec[i] = sum over k of op(A)[i, k] (overwrites); vec: [M], D's type. cuBLASLt's BGRADB.
   // Not used by linear_backward: a separate column sum is faster (see kernels/cuda/linear.cu).
   row_sums_of_a,
@@ -37,7 +39,7 @@ struct MatmulProblem {
   const Tensor* d = nullptr;
   float beta = 0.0f;  // 0: overwrite D; 1: accumulate into D
   MatmulEpilogue epilogue = MatmulEpilogue::none;
-  const Tensor* vec = nullptr;  // bias or row-sum output; see MatmulEpilogue
+  const Tensor* vec = nullptr;  // bias or row-sum output (optional for gelu); see MatmulEpilogue
 };
 
 // Enqueues the GEMM on ctx's stream.

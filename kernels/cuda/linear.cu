@@ -115,6 +115,12 @@ void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const 
   matmul_lt(ctx, p);
 }
 
+void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  MatmulProblem p{&x, false, &w, true, &y, 0.0f, MatmulEpilogue::gelu};
+  if (b.defined()) p.vec = &b;
+  matmul_lt(ctx, p);
+}
+
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                      const Tensor& dw, const Tensor& db, bool accumulate_dx) {
   // dx[M, K] = dy[M, N] · w[N, K]  (+ dx)

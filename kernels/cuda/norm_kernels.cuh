@@ -53,13 +53,24 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
   const float inv_c = 1.0f / float(c);
   for (int64_t row = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / group; row < rows;
        row += int64_t(gridDim.x) * rows_per_block) {
-    Pack128<T> xs[kPacks];
+    // With few packs per thread the weights are loaded beside x, so their latency overlaps
+    // x's and the reductions' (a decode step's norms are one row: latency is all there is).
+    constexpr bool kEarly = kPacks <= 4;
+    Pack128<T> xs[kPacks], ws[kEarly ? kPacks : 1], bs[kEarly ? kPacks : 1];
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
       const int p = g + k * group;
       if (p >= packs) continue;
       xs[k] = load128cs(x + row * c + p * P);
+      if constexpr (kEarly) {
+        ws[k] = load128(w + p * P);
+        if (b) bs[k] = load128(b + p * P);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      if (g + k * group >= packs) continue;
 #pragma unroll
       for (int i = 0; i < P; ++i) sum += to_f32(xs[k][i]);
     }
@@ -84,9 +95,14 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
     for (int k = 0; k < kPacks; ++k) {
       const int p = g + k * group;
       if (p >= packs) continue;
-      const Pack128<T> wk = load128(w + p * P);
-      Pack128<T> bk, out;
-      if (b) bk = load128(b + p * P);
+      Pack128<T> wk, bk, out;
+      if constexpr (kEarly) {
+        wk = ws[k];
+        if (b) bk = bs[k];
+      } else {
+        wk = load128(w + p * P);
+        if (b) bk = load128(b + p * P);
+      }
 #pragma unroll
       for (int i = 0; i < P; ++i)
         out[i] = from_f32<T>((to_f32(xs[k][i]) - mu) * s * to_f32(wk[i]) + (b ? to_f32(bk[i]) : 0.0f));

@@ -1,9 +1,12 @@
 // Paged attention on CUDA. Append: one thread per K and V element of a new token. Attention:
 // one block per (query row, query head); each warp walks every kWarps-th tile of 32 keys of the
-// row's context with an online softmax (f32): a lane per key for the scores, lanes splitting
-// the head dimension for the values; the warps' partial results are merged at the end. Meant
-// for decode (one row per sequence) and moderate prefills; the flash kernels in
-// attention_flash_*.cu are the fast path for training.
+// row's context with an online softmax (f32): a lane per key for the scores, then the tile's V
+// rows; the warps' partial results are merged at the end. Where a V row is a power-of-two
+// number of 16-byte chunks (bf16/f16 D = 8..256, f32 D = 4..128), lanes take (key, chunk)
+// pairs and a tile's V rows are read with one batch of independent 16-byte loads per lane;
+// otherwise lanes split the head dimension and read a few rows at a time. Meant for decode (one
+// row per sequence) and moderate prefills; the flash kernels in attention_flash_*.cu are the
+// fast path for training.
 #include "kernels/cuda/common.cuh"
 #include "kernels/paged_attention.hpp"
 
@@ -11,9 +14,10 @@ namespace troupe::cuda {
 
 namespace {
 constexpr int kAppendThreads = 256;
-constexpr int kWarps = 4;
+constexpr int kWarps = 8;
 constexpr int kMaxPerLane = 8;  // head_dim <= 32 * kMaxPerLane
-constexpr int kUnroll = 4;      // V rows loaded together
+constexpr int kUnroll = 4;      // V rows loaded together (scalar path)
+constexpr int kRowsPerBatch = 8;  // V loads in flight per lane (chunked path)
 
 template <typename T>
 __global__ void paged_kv_append_kernel(const T* __restrict__ qkv, const int32_t* __restrict__ slots,
@@ -27,12 +31,15 @@ __global__ void paged_kv_append_kernel(const T* __restrict__ qkv, const int32_t*
   v_cache[dst] = qkv[row * width + k_col + kv_width + c];
 }
 
-template <typename T, bool kVec>
+// kChunked: V rows of D / P 16-byte chunks (P = elements per chunk), D / P a power of two <= 32;
+// lane = key group * chunks + chunk. Else lanes split the head dimension (any D <= 256).
+template <typename T, bool kChunked>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
                            const int32_t* __restrict__ query_start, const int32_t* __restrict__ seq_lens,
                            const int32_t* __restrict__ block_tables, T* __restrict__ out, int S, int max_blocks,
                            int H, int G, int D, int block_size, float scale) {
+  constexpr int P = Pack128<T>::size;
   __shared__ float q[32 * kMaxPerLane];
   __shared__ float part[kWarps][32 * kMaxPerLane];
   __shared__ float warp_m[kWarps], warp_l[kWarps];
@@ -44,14 +51,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int i = threadIdx.x; i < D; i += blockDim.x) q[i] = to_f32(qkv[row * width + int64_t(h) * D + i]) * scale;
   __syncthreads();
 
+  // Chunked path: this lane's chunk of the V rows and its first key of a tile (keys kg, kg + groups, ...).
+  const int chunks = kChunked ? D / P : 1, groups = kChunked ? 32 / chunks : 1;
+  const int chunk = lane % chunks, kg = lane / chunks;
   const int32_t* table = block_tables + int64_t(s) * max_blocks;
-  float m = -INFINITY, l = 0.0f, acc[kMaxPerLane];
+  float m = -INFINITY, l = 0.0f, acc[kMaxPerLane];  // acc: dims lane + 32 j, or chunk * P + j
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) acc[j] = 0.0f;
-  // Tiles of 32 keys: lane i scores key base + i over the whole head dimension (its own K row,
-  // 16-byte loads: 32 rows in flight at once), the warp updates its online softmax once per
-  // tile, then the lanes, splitting the head dimension, add the tile's 32 V rows.
   for (int base = warp * 32; base <= pos; base += kWarps * 32) {
+    // Scores: lane i takes key base + i over the whole head dimension.
     const int k = base + lane;
     const bool valid = k <= pos;
     int64_t at = 0;
@@ -59,8 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (valid) {
       at = (int64_t(table[k / block_size]) * block_size + k % block_size) * kv_width + int64_t(g) * D;
       float dot = 0.0f;
-      if constexpr (kVec) {
-        constexpr int P = Pack128<T>::size;
+      if constexpr (kChunked) {
 #pragma unroll 4
         for (int i = 0; i < D; i += P) {
           const Pack128<T> kv = load128(k_cache + at + i);
@@ -77,27 +84,57 @@ __global__ void __launch_bounds__(kWarps * 32)
     l = l * correction + warp_sum(p);
 #pragma unroll
     for (int j = 0; j < kMaxPerLane; ++j) acc[j] *= correction;
-    // kUnroll keys at a time, their loads issued together. A lane past the context has p = 0
-    // and at = 0 (block 0's first row: a valid, finite address), so it adds nothing.
-    const int keys = min(32, pos - base + 1);
-    for (int t0 = 0; t0 < keys; t0 += kUnroll) {
-      float pt[kUnroll], v[kUnroll][kMaxPerLane];
+    const int keys = min(32, pos - base + 1);  // warp-uniform
+    if constexpr (kChunked) {
+      // kRowsPerBatch rows per lane per batch, their loads issued together.
+      for (int first = 0; first < keys; first += kRowsPerBatch * groups) {
+        Pack128<T> v[kRowsPerBatch];
+        float pt[kRowsPerBatch];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        pt[u] = __shfl_sync(0xffffffffu, p, t0 + u);
-        const int64_t at_t = __shfl_sync(0xffffffffu, at, t0 + u);
+        for (int u = 0; u < kRowsPerBatch; ++u) {
+          const int t = first + kg + u * groups;
+          pt[u] = __shfl_sync(0xffffffffu, p, t & 31);
+          const int64_t at_t = __shfl_sync(0xffffffffu, at, t & 31);
+          if (t < keys) {
+            v[u] = load128(v_cache + at_t + chunk * P);
+          } else {
+            pt[u] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kMaxPerLane; ++j) {
-          const int i = lane + 32 * j;
-          v[u][j] = i < D ? to_f32(v_cache[at_t + i]) : 0.0f;
+            for (int e = 0; e < P; ++e) v[u][e] = from_f32<T>(0.0f);
+          }
         }
+#pragma unroll
+        for (int u = 0; u < kRowsPerBatch; ++u)
+#pragma unroll
+          for (int e = 0; e < P; ++e) acc[e] += pt[u] * to_f32(v[u][e]);
       }
+    } else {
+      // kUnroll keys at a time. A lane past the context has p = 0 and at = 0 (block 0's first
+      // row: a valid, finite address), so it adds nothing.
+      for (int t0 = 0; t0 < keys; t0 += kUnroll) {
+        float pt[kUnroll], v[kUnroll][kMaxPerLane];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < kUnroll; ++u) {
+          pt[u] = __shfl_sync(0xffffffffu, p, t0 + u);
+          const int64_t at_t = __shfl_sync(0xffffffffu, at, t0 + u);
 #pragma unroll
-        for (int j = 0; j < kMaxPerLane; ++j) acc[j] += pt[u] * v[u][j];
+          for (int j = 0; j < kMaxPerLane; ++j) {
+            const int i = lane + 32 * j;
+            v[u][j] = i < D ? to_f32(v_cache[at_t + i]) : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int j = 0; j < kMaxPerLane; ++j) acc[j] += pt[u] * v[u][j];
+      }
     }
     m = m_new;
+  }
+  if constexpr (kChunked) {  // sum the key groups: lanes of group 0 hold the warp's chunk sums
+    for (int offset = chunks; offset < 32; offset *= 2)
+#pragma unroll
+      for (int e = 0; e < P; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], offset);
   }
   if (lane == 0) {
     warp_m[warp] = m;
@@ -110,10 +147,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int w = 0; w < kWarps; ++w)
     if (warp_l[w] > 0.0f) l_all += warp_l[w] * __expf(warp_m[w] - m_all);
   const float mine = l > 0.0f ? __expf(m - m_all) : 0.0f;  // a warp that saw no key adds nothing
+  if constexpr (kChunked) {
+    if (kg == 0)
 #pragma unroll
-  for (int j = 0; j < kMaxPerLane; ++j) {
-    const int i = lane + 32 * j;
-    if (i < D) part[warp][i] = acc[j] * mine;
+      for (int e = 0; e < P; ++e) part[warp][chunk * P + e] = acc[e] * mine;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < D) part[warp][i] = acc[j] * mine;
+    }
   }
   __syncthreads();
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
@@ -149,10 +192,13 @@ void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttention
   const dim3 grid(unsigned(n), unsigned(cfg.n_heads));
   dispatch_float(qkv.dtype(), "paged_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // 16-byte K loads when every K row of a head starts 16-byte aligned.
-    const bool vec = (int64_t(cfg.head_dim) * int64_t(sizeof(T))) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(k_cache.data()) % 16 == 0;
-    auto kernel = vec ? paged_attention_kernel<T, true> : paged_attention_kernel<T, false>;
+    // 16-byte loads when every K and V row of a head starts 16-byte aligned and is a power of
+    // two number of chunks (at most one per lane).
+    const int64_t bytes = int64_t(cfg.head_dim) * int64_t(sizeof(T)), chunks = bytes / 16;
+    const bool chunked = bytes % 16 == 0 && chunks <= 32 && (chunks & (chunks - 1)) == 0 &&
+                         reinterpret_cast<uintptr_t>(k_cache.data()) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(v_cache.data()) % 16 == 0;
+    auto kernel = chunked ? paged_attention_kernel<T, true> : paged_attention_kernel<T, false>;
     kernel<<<grid, kWarps * 32, 0, stream_of(ctx)>>>(
         qkv.data_as<T>(), k_cache.data_as<T>(), v_cache.data_as<T>(), batch.query_start.data_as<int32_t>(),
         batch.seq_lens.data_as<int32_t>(), batch.block_tables.data_as<int32_t>(), out.data_as<T>(),

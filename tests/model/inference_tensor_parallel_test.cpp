@@ -127,41 +127,6 @@ TEST(InferenceTensorParallelChecks, RefusesAGroupWithoutCollectivesAndAMismatche
 // and on a TP group's engine (rank 0 here, the others on the engine's threads) get the same
 // tokens and log-probs: greedy (the ranks' slices merged on the host) and sampled with seeds
 // (whole rows assembled from the slices).
-struct EngineOutcome {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-};
-
-std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks, const std::vector<GenerationRequest>& requests) {
-  InferenceEngine engine(std::move(ranks), {.num_blocks = 32, .block_size = 4});
-  std::vector<EngineOutcome> out(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i)
-    engine.add_request(requests[i], [&out, i](const TokenEvent& e) {
-      if (!e.has_token) return;
-      out[i].tokens.push_back(e.token);
-      out[i].logprobs.push_back(e.logprob);
-    });
-  engine.run();
-  EXPECT_EQ(engine.cache().free_blocks(), engine.cache().num_blocks()) << "blocks leaked";
-  return out;
-}
-
-std::vector<GenerationRequest> engine_requests(bool greedy) {
-  const int64_t lens[] = {3, 11, 1, 7, 5};
-  std::vector<GenerationRequest> out;
-  for (int i = 0; i < 5; ++i) {
-    SamplingParams p;
-    p.max_tokens = 4 + i;
-    p.logprobs = true;
-    p.seed = 200 + uint64_t(i);
-    if (greedy) p.temperature = 0.0f;
-    else if (i == 1) p.top_k = 5;
-    else if (i == 3) p.top_p = 0.9f;
-    out.push_back({random_token_list(lens[i], uint64_t(10 + i), 50), p});
-  }
-  return out;
-}
-
 class EngineTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, bool>> {};
 
 TEST_P(EngineTensorParallel, SameTokensAsOneDevice) {
@@ -188,14 +153,9 @@ TEST_P(EngineTensorParallel, SameTokensAsOneDevice) {
     ranks.push_back(models.back().get());
   }
   const std::vector<EngineOutcome> got = run_engine(ranks, requests);
-  double worst = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(got[i].tokens, ref[i].tokens) << "request " << i;
-    ASSERT_EQ(got[i].logprobs.size(), ref[i].logprobs.size());
-    for (size_t j = 0; j < ref[i].logprobs.size(); ++j)
-      worst = std::max(worst, double(std::abs(got[i].logprobs[j] - ref[i].logprobs[j])));
+  const double worst = expect_same_tokens(got, ref);
+  for (size_t i = 0; i < requests.size(); ++i)
     EXPECT_EQ(int64_t(ref[i].tokens.size()), requests[i].sampling.max_tokens);
-  }
   std::printf("%s TP%d %s: tokens equal, max |logprob diff| %.2e\n", llama ? "llama" : "gpt2", T,
               greedy ? "greedy" : "sampled", worst);
   EXPECT_LT(worst, 1e-4);
