@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ float warp_m[kWarps], warp_l[kWarps];
   const int row = blockIdx.x, h = blockIdx.y, g = h / (H / G);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int s = last_not_above(query_start, S, row);
+  // A decode batch's row r is sequence r (every earlier sequence has one row): no search.
+  const int s = row < S && query_start[row] == row ? row : last_not_above(query_start, S, row);
   const int pos = seq_lens[s] - (query_start[s + 1] - row);
   const int64_t width = int64_t(H + 2 * G) * D, kv_width = int64_t(G) * D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) q[i] = to_f32(qkv[row * width + int64_t(h) * D + i]) * scale;
