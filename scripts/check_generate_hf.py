@@ -69,7 +69,10 @@ def ours(troupe, folder, device, dtype, tokens, tp=1):
     cmd += ["--dtype", dtype] if device == "cuda" else []
     for p in PROMPTS:
         cmd += ["--prompt", p]
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    try:  # a hang is a failure of its own, not a stuck check
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=180)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"troupe generate (--tensor-model-parallel-size {tp}, {device} {dtype}) did not finish in 180 s")
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip()[-500:])
     rows = [line[4:].split() for line in r.stdout.splitlines() if line.startswith("ids:")]
@@ -91,7 +94,7 @@ def decode_speed(troupe, tokens):
             for graphs in (True, False):
                 cmd = [troupe, "generate", "--hf", tmp, "--device", "cuda", "--temperature", "0", "--ignore-eod",
                        "--max-tokens", str(tokens)] + ["--prompt", "The"] * n + ([] if graphs else ["--no-cuda-graphs"])
-                r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+                r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=180)
                 last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
                 tps = last.split("(")[-1].split(" tokens/s")[0] if r.returncode == 0 else "ERROR " + last[-200:]
                 rows.append((n, "on" if graphs else "off", tps))
