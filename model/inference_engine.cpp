@@ -188,11 +188,13 @@ InferenceEngine::InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptio
     ranks_.push_back(std::move(k));
   }
   model_.context().activate();
-  cache_ = &ranks_[0]->cache;
   if (T > 1) threads_ = std::make_unique<RankThreads>(ranks_);
 }
 
 InferenceEngine::~InferenceEngine() = default;
+
+const KvCache& InferenceEngine::cache() const { return ranks_[0]->cache; }
+KvCache& InferenceEngine::allocator() { return ranks_[0]->cache; }
 
 int64_t InferenceEngine::add_request(GenerationRequest request, TokenCallback on_token) {
   const int64_t n = int64_t(request.prompt.size());
@@ -210,8 +212,9 @@ int64_t InferenceEngine::add_request(GenerationRequest request, TokenCallback on
                "generation request: stop strings need an engine with a detokenizer");
   auto r = std::make_unique<Request>(next_id_, std::move(request), std::move(on_token));
   r->reserve = std::min(n + r->params.max_tokens, options_.max_sequence_length);
-  TROUPE_CHECK(cache_->blocks_for(r->reserve) <= cache_->num_blocks(), "generation request: ", r->reserve,
-               " tokens need ", cache_->blocks_for(r->reserve), " KV-cache blocks, the cache has ", cache_->num_blocks());
+  const KvCache& c = cache();
+  TROUPE_CHECK(c.blocks_for(r->reserve) <= c.num_blocks(), "generation request: ", r->reserve, " tokens need ",
+               c.blocks_for(r->reserve), " KV-cache blocks, the cache has ", c.num_blocks());
   waiting_.push_back(std::move(r));
   return next_id_++;
 }
@@ -235,7 +238,7 @@ void InferenceEngine::finish(Request& r, FinishReason reason, std::vector<TokenE
 bool InferenceEngine::admit(Request& r, int64_t& tokens_left) {
   const int64_t n = int64_t(r.tokens.size());
   if (n > tokens_left || int64_t(running_.size()) >= options_.max_sequences) return false;
-  if (!cache_->allocate(cache_->blocks_for(r.reserve), r.blocks)) return false;
+  if (!allocator().allocate(allocator().blocks_for(r.reserve), r.blocks)) return false;
   tokens_left -= n;
   return true;
 }
@@ -357,7 +360,7 @@ bool InferenceEngine::step() {
     if (r->cancelled) {
       finish(*r, FinishReason::cancelled, events);
       deliver_to(*r);
-      cache_->release(r->blocks);
+      allocator().release(r->blocks);
     }
   for (auto& r : waiting_)
     if (r->cancelled) {
@@ -399,7 +402,7 @@ bool InferenceEngine::step() {
       r.cached = int64_t(r.tokens.size());
       accept(r, next[i], events);
       deliver_to(r);
-      if (r.finish != FinishReason::none) cache_->release(r.blocks);
+      if (r.finish != FinishReason::none) allocator().release(r.blocks);
     }
     retire(running_);
   }

@@ -88,7 +88,7 @@ class InferenceEngine {
 
   int64_t waiting() const { return int64_t(waiting_.size()); }
   int64_t running() const { return int64_t(running_.size()); }
-  const KvCache& cache() const { return *cache_; }  // rank 0's: the block allocator
+  const KvCache& cache() const;  // rank 0's: the block allocator
   const EngineOptions& options() const { return options_; }
 
  private:
@@ -107,12 +107,12 @@ class InferenceEngine {
   // On rank r's thread: its forward, then its greedy pick or its host rows.
   void rank_step(Rank& k, std::span<const SequenceInput> batch, bool greedy);
   void accept(Request& r, const SampledToken& t, std::vector<TokenEvent>& events);
+  KvCache& allocator();  // rank 0's cache: its block ids serve every rank
 
   std::vector<std::unique_ptr<Rank>> ranks_;
   InferenceModel& model_;  // rank 0's
   EngineOptions options_;
   Detokenizer detokenize_;
-  KvCache* cache_;  // rank 0's
   std::unique_ptr<RankThreads> threads_;  // null for one rank
   int64_t next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;

@@ -8,7 +8,7 @@
 #include <memory>
 #include <tuple>
 
-#include "actors/fabric.hpp"
+#include "apps/inference_flags.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
 #endif
@@ -19,40 +19,18 @@
 namespace troupe::test {
 namespace {
 
-// A TP replica on GPUs 0 .. T-1, as `troupe serve --tensor-model-parallel-size T` builds one.
-struct Replica {
-  std::shared_ptr<actors::Fabric> fabric = actors::Fabric::init();
-  std::vector<std::unique_ptr<const Context>> contexts;
-  std::vector<std::unique_ptr<Collectives>> group;
-  std::vector<std::unique_ptr<InferenceModel>> models;
-
-  Replica(const GptConfig& c, const Tensor& weights, DType dtype, int T, bool graphs) {
-    std::vector<const Context*> members;
-    for (int t = 0; t < T; ++t) {
-      contexts.push_back(std::make_unique<const Context>(Context::cuda(t)));
-      members.push_back(contexts.back().get());
-    }
-    group = fabric->make_group(std::vector<int>(size_t(T), fabric->process()), members, {"inference tp test"});
-    const ParamLayout whole(c, ChunkSpec::whole_model());
-    for (int t = 0; t < T; ++t) {
-      contexts[size_t(t)]->activate();
-      models.push_back(std::make_unique<InferenceModel>(
-          *contexts[size_t(t)], c, dtype, InferenceModelOptions{.max_tokens = 64, .max_sequences = 8, .cuda_graphs = graphs},
-          TensorParallel{{t, T}, false, group[size_t(t)].get()}));
-      models.back()->load_weights(shard_params(whole, weights, models.back()->layout()));
-    }
-    contexts[0]->activate();
-  }
-  ~Replica() {
-    models.clear();  // models before their group, contexts last
-    group.clear();
-  }
-  std::vector<InferenceModel*> ranks() const {
-    std::vector<InferenceModel*> out;
-    for (const auto& m : models) out.push_back(m.get());
-    return out;
-  }
-};
+// A TP replica on GPUs 0 .. T-1, built as `troupe serve --tensor-model-parallel-size T` builds one.
+std::shared_ptr<apps::ReplicaModels> replica(const GptConfig& c, const Tensor& weights, DType dtype, int T,
+                                             bool graphs) {
+  apps::InferenceFlags flags;
+  flags.tensor_parallel = T;
+  apps::InferenceSetup setup;
+  setup.model.config = c;
+  setup.model.weights = weights;
+  setup.cuda = true;
+  setup.compute = dtype;
+  return apps::make_replica_models(flags, setup, 0, {.max_tokens = 64, .max_sequences = 8, .cuda_graphs = graphs});
+}
 
 int gpus() {
 #if TROUPE_HAVE_CUDA
@@ -75,12 +53,12 @@ TEST_P(EngineTensorParallelCuda, TwoGpusGenerateWhatTheCpuDoes) {
   one.load_weights(w);
   const std::vector<EngineOutcome> ref = run_engine({&one}, requests);
 
-  Replica tp(c, w, DType::f32, 2, graphs);
-  const std::vector<EngineOutcome> got = run_engine(tp.ranks(), requests);
+  const auto tp = replica(c, w, DType::f32, 2, graphs);
+  const std::vector<EngineOutcome> got = run_engine(tp->ranks(), requests);
   const double worst = expect_same_tokens(got, ref);
   if (graphs) {
-    EXPECT_GT(tp.models[0]->cuda_graphs_captured(), 0u) << "decode steps never ran from a graph";
-    EXPECT_EQ(tp.models[0]->cuda_graphs_captured(), tp.models[1]->cuda_graphs_captured());
+    EXPECT_GT(tp->models[0]->cuda_graphs_captured(), 0u) << "decode steps never ran from a graph";
+    EXPECT_EQ(tp->models[0]->cuda_graphs_captured(), tp->models[1]->cuda_graphs_captured());
   }
   std::printf("%s TP2 f32 %s %s: tokens equal to the CPU's, max |logprob diff| %.2e\n", llama ? "llama" : "gpt2",
               greedy ? "greedy" : "sampled", graphs ? "graphs" : "op by op", worst);
@@ -103,10 +81,10 @@ TEST(InferenceTensorParallelCuda, GraphReplaysEqualOpByOpDecode) {
     const Tensor w = random_normal({ParamLayout(c, ChunkSpec::whole_model()).size()}, 9, 0.05f);
     std::vector<std::vector<Tensor>> logits;  // [mode][rank * steps]
     for (bool graphs : {false, true}) {
-      Replica tp(c, w, DType::bf16, 2, graphs);
+      const auto tp = replica(c, w, DType::bf16, 2, graphs);
       std::vector<Tensor> mine(2 * 6);
       run_threads(2, [&](int r) {
-        InferenceModel& m = *tp.models[size_t(r)];
+        InferenceModel& m = *tp->models[size_t(r)];
         m.context().activate();
         KvCache cache(m.context(), c, DType::bf16, 32, 16, 2);
         std::vector<std::vector<int32_t>> blocks(3);
@@ -128,7 +106,7 @@ TEST(InferenceTensorParallelCuda, GraphReplaysEqualOpByOpDecode) {
         }
       });
       if (graphs) {
-        EXPECT_GT(tp.models[0]->cuda_graphs_captured(), 0u);
+        EXPECT_GT(tp->models[0]->cuda_graphs_captured(), 0u);
       }
       logits.push_back(std::move(mine));
     }
