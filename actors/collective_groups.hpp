@@ -24,6 +24,13 @@ struct GroupOptions {
   // A member that waits longer than this for the others throws troupe::Error naming the
   // collective and the members that never arrived (a run must fail, not hang).
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
+  // NCCL groups with several members in this process: the local members enter each collective
+  // together (a host barrier before each launch). Without it a member's device can wait in a
+  // collective for a peer whose thread is blocked in a CUDA call that waits for a device to
+  // drain (e.g. a kernel module's first, lazy load, which holds the driver's lock while it
+  // waits), and the group deadlocks. For members that run in lockstep on threads of their own
+  // (inference tensor parallelism); no cost when steps replay as CUDA graphs.
+  bool launch_together = false;
 };
 
 // `size` CPU members in this process (threads, shared memory). CPU collectives block until

@@ -24,6 +24,8 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--tensor-model-parallel-size", f.tensor_parallel,
                   "devices per model replica (tensor parallelism: heads, MLP columns and vocabulary split)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--inference-step-timeout", f.step_timeout_s,
+                  "seconds a tensor-parallel replica's step may take before its group is aborted and the step fails");
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "run decode steps op by op instead of replaying CUDA graphs");
 }
 
@@ -64,7 +66,11 @@ EngineOptions engine_options(const InferenceFlags& f, const InferenceSetup& s, i
   const int64_t budget =
       KvCache::blocks_in_bytes(s.model.config, s.compute, f.block_size, size_t(f.kv_cache_gb * double(1 << 30)));
   const int64_t blocks = wanted_blocks > 0 ? std::min(wanted_blocks, budget) : budget;
-  return {.num_blocks = std::max<int64_t>(1, blocks), .block_size = f.block_size, .max_sequence_length = s.max_seq_length};
+  TROUPE_CHECK(f.step_timeout_s > 0, "--inference-step-timeout must be positive, got ", f.step_timeout_s);
+  return {.num_blocks = std::max<int64_t>(1, blocks),
+          .block_size = f.block_size,
+          .max_sequence_length = s.max_seq_length,
+          .step_timeout_s = f.step_timeout_s};
 }
 
 std::vector<InferenceModel*> ReplicaModels::ranks() const {
@@ -84,8 +90,10 @@ std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, cons
   }
   if (T > 1) {  // members of this process: memory between CPU devices, NCCL between GPUs
     r->fabric = actors::Fabric::init();
-    r->group = r->fabric->make_group(std::vector<int>(size_t(T), r->fabric->process()), members,
-                                     {str_cat("inference tp group from device ", first_device)});
+    actors::GroupOptions group;
+    group.name = str_cat("inference tp group from device ", first_device);
+    group.launch_together = true;  // the ranks step in lockstep, each on its own thread
+    r->group = r->fabric->make_group(std::vector<int>(size_t(T), r->fabric->process()), members, group);
   }
   const ParamLayout whole(s.model.config, ChunkSpec::whole_model());
   for (int t = 0; t < T; ++t) {

@@ -24,12 +24,13 @@ struct InferenceFlags {
   int64_t max_requests = 64, max_batch_tokens = 2048, max_seq_length = 0;
   int block_size = 16, tensor_parallel = 1;
   double kv_cache_gb = 2.0;
+  double step_timeout_s = 120;  // a tensor-parallel step's limit
   bool no_cuda_graphs = false;
 };
 
 // Registers --load --hf --vocab-file --merge-file --device --dtype --inference-max-requests
 // --inference-max-batch-tokens --inference-max-seq-length --kv-block-size --kv-cache-gb
-// --no-cuda-graphs --tensor-model-parallel-size.
+// --no-cuda-graphs --tensor-model-parallel-size --inference-step-timeout.
 void add_inference_flags(CLI::App* cmd, InferenceFlags& f);
 
 // The model, its tokenizer and where it runs. Throws naming the flag or file at fault.

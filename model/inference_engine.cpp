@@ -1,10 +1,15 @@
 #include "model/inference_engine.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "kernels/argmax.hpp"
@@ -52,6 +57,7 @@ struct InferenceEngine::Rank {
   Tensor device_f32, pinned_f32;            // [max_sequences, Vl] (CUDA, on first use): the sampling rows
   Tensor host_tokens, host_logprobs, host_maxes;  // [max_sequences] pinned: this step's greedy pick
   Tensor host_rows;                               // this step's sampling rows on the host
+  std::atomic<const char*> phase{"done"};         // where this rank's step is (a late rank's error names it)
 
   Rank(InferenceModel& m, const EngineOptions& o)
       : model(m),
@@ -62,11 +68,18 @@ struct InferenceEngine::Rank {
 };
 
 // Runs fn(r) for every rank, rank 0 on the calling thread and the others on threads of their
-// own that live as long as the engine (a rank's device stays current on its thread).
+// own that live as long as the engine (a rank's device stays current on its thread). A watchdog
+// thread ends a step that runs past the timeout: it aborts the group's collectives, which
+// releases the ranks waiting in them, and the step fails naming the ranks that were late and
+// where they were.
 class InferenceEngine::RankThreads {
  public:
-  RankThreads(std::vector<std::unique_ptr<Rank>>& ranks) : ranks_(ranks) {
+  RankThreads(std::vector<std::unique_ptr<Rank>>& ranks, double timeout_s)
+      : ranks_(ranks), timeout_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(timeout_s))) {
+    TROUPE_CHECK(timeout_s > 0, "InferenceEngine: step_timeout_s must be positive, got ", timeout_s);
     for (size_t r = 1; r < ranks.size(); ++r) threads_.emplace_back([this, r] { loop(int(r)); });
+    watchdog_ = std::thread([this] { watch(); });
   }
   ~RankThreads() {
     {
@@ -74,30 +87,41 @@ class InferenceEngine::RankThreads {
       stop_ = true;
     }
     start_.notify_all();
+    watch_.notify_all();
     for (auto& t : threads_) t.join();
+    watchdog_.join();
   }
-  // Returns once every rank has run fn; a failure aborts the group's collectives (so no rank
-  // waits for one that failed) and the first one is rethrown.
+  // Returns once every rank has run fn; a failure or the timeout aborts the group's collectives
+  // (so no rank waits for one that failed) and the first error is rethrown.
   void run(const std::function<void(int)>& fn) {
     {
       std::lock_guard lock(mu_);
+      TROUPE_CHECK(!aborted_, "InferenceEngine: the tensor-parallel group was aborted by an earlier failure");
       job_ = &fn;
       pending_ = int(threads_.size());
+      rank0_done_ = false;
       error_ = nullptr;
       ++generation_;
+      deadline_ = std::chrono::steady_clock::now() + timeout_;
+      for (auto& k : ranks_) k->phase = "not started";
     }
     start_.notify_all();
+    watch_.notify_all();
     try {
       fn(0);
     } catch (...) {
       fail(std::current_exception());
     }
     std::unique_lock lock(mu_);
+    rank0_done_ = true;
     done_.wait(lock, [&] { return pending_ == 0; });
+    watch_.notify_all();
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  bool step_over() const { return rank0_done_ && pending_ == 0; }
+
   void loop(int r) {
     ranks_[size_t(r)]->model.context().activate();
     uint64_t seen = 0;
@@ -119,23 +143,67 @@ class InferenceEngine::RankThreads {
       if (--pending_ == 0) done_.notify_all();
     }
   }
+
+  void watch() {
+    std::unique_lock lock(mu_);
+    uint64_t watched = 0;
+    for (;;) {
+      watch_.wait(lock, [&] { return stop_ || (generation_ != watched && !step_over()); });
+      if (stop_) return;
+      watched = generation_;
+      if (watch_.wait_until(lock, deadline_, [&] { return stop_ || step_over(); })) continue;
+      std::string late;
+      for (size_t r = 0; r < ranks_.size(); ++r)
+        if (const char* at = ranks_[r]->phase.load(); std::string_view(at) != "done")
+          late += str_cat(late.empty() ? "" : ", ", "rank ", r, " (", at, ")");
+      const double s = std::chrono::duration<double>(timeout_).count();
+      auto e = std::make_exception_ptr(
+          Error(str_cat("InferenceEngine: a tensor-parallel step did not finish within ", s, " s; late: ", late,
+                        ". The group's collectives were aborted.")));
+      lock.unlock();
+      fail(e);
+      lock.lock();
+      // Aborted collectives return; a rank stuck elsewhere would leave the caller waiting for ever.
+      if (!watch_.wait_for(lock, std::chrono::seconds(30), [&] { return stop_ || step_over(); })) {
+        std::fprintf(stderr, "troupe: %s The late ranks did not return within 30 s of the abort; exiting.\n",
+                     error_message(e).c_str());
+        std::_Exit(70);
+      }
+    }
+  }
+
   void fail(std::exception_ptr e) {
     {
       std::lock_guard lock(mu_);
       if (!error_) error_ = e;
+      if (aborted_) return;
+      aborted_ = true;
     }
     for (auto& k : ranks_) k->model.tensor_parallel().comm->abort();
   }
 
+  static std::string error_message(std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return x.what();
+    }
+  }
+
   std::vector<std::unique_ptr<Rank>>& ranks_;
+  const std::chrono::steady_clock::duration timeout_;
   std::mutex mu_;
-  std::condition_variable start_, done_;
+  std::condition_variable start_, done_, watch_;
   const std::function<void(int)>* job_ = nullptr;
   uint64_t generation_ = 0;
   int pending_ = 0;
+  bool rank0_done_ = true;
   bool stop_ = false;
+  bool aborted_ = false;
+  std::chrono::steady_clock::time_point deadline_;
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
+  std::thread watchdog_;
 };
 
 InferenceEngine::InferenceEngine(InferenceModel& model, EngineOptions options, Detokenizer detokenize)
@@ -188,7 +256,7 @@ InferenceEngine::InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptio
     ranks_.push_back(std::move(k));
   }
   model_.context().activate();
-  if (T > 1) threads_ = std::make_unique<RankThreads>(ranks_);
+  if (T > 1) threads_ = std::make_unique<RankThreads>(ranks_, options_.step_timeout_s);
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -244,11 +312,17 @@ bool InferenceEngine::admit(Request& r, int64_t& tokens_left) {
 }
 
 void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, bool greedy) {
+  struct Done {  // the phase says "done" however the step ends
+    std::atomic<const char*>& phase;
+    ~Done() { phase = "done"; }
+  } done{k.phase};
   const Context& ctx = k.model.context();
+  k.phase = "forward";
   const Tensor logits = k.model.forward(batch, k.cache);  // [S, Vl]
   const int64_t s = logits.dim(0), vl = logits.dim(1);
   if (greedy) {
     if (k.real == 0) return;  // a slice of padding only
+    k.phase = "greedy pick";
     const Tensor tokens = k.tokens.slice(0, {s}), logprobs = k.logprobs.slice(0, {s});
     const Tensor maxes = k.maxes.defined() ? k.maxes.slice(0, {s}) : Tensor();
     argmax_logprob(ctx, logits, k.real, tokens, logprobs, maxes);
@@ -256,11 +330,13 @@ void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, b
     copy(ctx, tokens, k.host_tokens.slice(0, {s}));
     copy(ctx, logprobs, k.host_logprobs.slice(0, {s}));
     if (maxes.defined()) copy(ctx, maxes, k.host_maxes.slice(0, {s}));
+    k.phase = "waiting for its device";
     ctx.synchronize();
     return;
   }
   k.host_rows = logits;  // the CPU's logits are host f32 already
   if (ctx.is_cuda()) {
+    k.phase = "copying logits";
     if (!k.pinned_f32.defined()) {
       k.device_f32 = Tensor::empty(ctx, DType::f32, {options_.max_sequences, vl});
       k.pinned_f32 = Tensor::pinned_host(DType::f32, {options_.max_sequences, vl});
@@ -272,6 +348,7 @@ void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, b
     }
     k.host_rows = k.pinned_f32.slice(0, {s, vl});
     copy(ctx, f32, k.host_rows);
+    k.phase = "waiting for its device";
     ctx.synchronize();
   }
 }

@@ -63,14 +63,19 @@ struct EngineOptions {
   int64_t max_tokens_per_step = 0;      // 0: the model's max_tokens
   int64_t max_sequences = 0;            // running requests at most; 0: the model's max_sequences
   int64_t max_sequence_length = 0;      // prompt + generated at most; 0: the model's limit
+  // Tensor-parallel groups: a step whose ranks have not all finished after this many seconds
+  // aborts the group's collectives and fails, naming the late ranks (a rank that stopped
+  // stepping must not leave the others waiting in NCCL for ever).
+  double step_timeout_s = 120;
 };
 
 class InferenceEngine {
  public:
   InferenceEngine(InferenceModel& model, EngineOptions options, Detokenizer detokenize = nullptr);
   // ranks[r]: rank r of a tensor-parallel group (the same config, dtype and options on every
-  // rank), each on its own device. A failure on one rank aborts the group's collectives and
-  // rethrows from step(); the engine is not usable afterwards.
+  // rank), each on its own device. A failure on one rank, or a step that runs past
+  // options.step_timeout_s, aborts the group's collectives and throws from step(); the engine
+  // is not usable afterwards.
   InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptions options, Detokenizer detokenize = nullptr);
   ~InferenceEngine();
 

@@ -17,13 +17,7 @@ PYTHONUNBUFFERED=1 python3 scripts/check_generate_hf.py --troupe "$troupe" 2>&1 
 status=${PIPESTATUS[0]}
 
 # Trained weights: peaked distributions, as real use sees them.
-"$troupe" preprocess --input assets/corpora/moby-dick.jsonl --output-prefix "$work/moby" \
-    --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --append-eod --quiet &&
-  "$troupe" train --data-path "$work/moby_text_document" --data-cache-path "$work/cache" \
-    --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --model gpt2-124m --bf16 \
-    --micro-batch-size 16 --train-iters 300 --lr 6e-4 --min-lr 6e-5 --lr-warmup-iters 30 --log-interval 100 \
-    --save "$work/ckpt" > "$work/train.log" 2>&1 &&
-  "$troupe" convert --to hf --load "$work/ckpt" --output "$work/trained-gpt2" > "$work/convert.log" 2>&1 &&
+scripts/device_train_gpt2.sh "$build" "$work" &&
   PYTHONUNBUFFERED=1 python3 scripts/check_generate_hf.py --troupe "$troupe" --folder "$work/trained-gpt2" \
     --speed-tokens 0 --min-cuda-match 0.8 2>&1 | tee "$work/generate_hf_trained.log"
 trained=$?

@@ -1,6 +1,11 @@
 // NCCL collective groups: one communicator per member, every op enqueued on the calling
 // member's context stream (work enqueued afterwards sees the result; the host does not wait).
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "actors/cuda/cuda_helpers.hpp"
@@ -30,12 +35,52 @@ ncclDataType_t nccl_type(DType d) {
   TROUPE_FAIL("NCCL: dtype ", int(d));
 }
 
+// The group's members in this process meet here before each collective (launch_together).
+class LaunchBarrier {
+ public:
+  LaunchBarrier(int members, std::chrono::milliseconds timeout) : members_(members), timeout_(timeout) {}
+  // Returns once every local member has arrived; throws when the group is aborted meanwhile or
+  // the others do not come within the group's timeout.
+  void arrive(const std::string& where) {
+    std::unique_lock lock(mu_);
+    TROUPE_CHECK(!aborted_, where, ": the group was aborted");
+    const uint64_t generation = generation_;
+    if (++arrived_ == members_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    const bool met = cv_.wait_for(lock, timeout_, [&] { return aborted_ || generation_ != generation; });
+    TROUPE_CHECK(met, where, ": the group's other members in this process did not reach it within ",
+                 std::chrono::duration<double>(timeout_).count(), " s");
+    TROUPE_CHECK(generation_ != generation, where, ": the group was aborted");
+  }
+  void abort() {
+    {
+      std::lock_guard lock(mu_);
+      aborted_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  const int members_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+};
+
 // The communicators of the group's members in this process, shared by their endpoints.
 struct NcclGroup {
   std::string name;
   int size = 0;
   std::vector<ncclComm_t> comms;  // per member, null elsewhere
   std::vector<int> devices;       // per member, -1 elsewhere
+  std::unique_ptr<LaunchBarrier> launch;  // launch_together with several local members, else null
   std::atomic<bool> aborted{false};
 
   ~NcclGroup() {
@@ -45,6 +90,7 @@ struct NcclGroup {
   }
   void abort() {
     if (aborted.exchange(true)) return;
+    if (launch) launch->abort();
     for (ncclComm_t c : comms)
       if (c) ncclCommAbort(c);
   }
@@ -63,6 +109,7 @@ class NcclCollectives final : public Collectives {
 
   void all_reduce(const Context& ctx, const Tensor& t, ReduceOp op) override {
     expect(ctx, "all_reduce", "t", t);
+    enter("all_reduce", t);
     TROUPE_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()),
                                     op == ReduceOp::sum ? ncclSum : ncclMax, comm_, stream_of(ctx)),
                       where("all_reduce", t));
@@ -74,6 +121,7 @@ class NcclCollectives final : public Collectives {
     expect(ctx, "reduce_scatter", "out", out);
     TROUPE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size(), where("reduce_scatter", in), ": out ",
                  out.str(), " must hold 1/", size(), " of it");
+    enter("reduce_scatter", in);
     TROUPE_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), size_t(out.numel()), nccl_type(in.dtype()), ncclSum,
                                         comm_, stream_of(ctx)),
                       where("reduce_scatter", in));
@@ -84,6 +132,7 @@ class NcclCollectives final : public Collectives {
     expect(ctx, "all_gather", "out", out);
     TROUPE_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size(), where("all_gather", in), ": out ",
                  out.str(), " must hold ", size(), " of it");
+    enter("all_gather", in);
     TROUPE_NCCL_CHECK(
         ncclAllGather(in.data(), out.data(), size_t(in.numel()), nccl_type(in.dtype()), comm_, stream_of(ctx)),
         where("all_gather", in));
@@ -92,6 +141,7 @@ class NcclCollectives final : public Collectives {
   void broadcast(const Context& ctx, const Tensor& t, int root) override {
     expect(ctx, "broadcast", "t", t);
     TROUPE_CHECK(root >= 0 && root < size(), where("broadcast", t), ": root ", root);
+    enter("broadcast", t);
     TROUPE_NCCL_CHECK(
         ncclBroadcast(t.data(), t.data(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_, stream_of(ctx)),
         where("broadcast", t));
@@ -111,6 +161,10 @@ class NcclCollectives final : public Collectives {
                  ", the member is on cuda:", device_);
     TROUPE_CHECK(t.defined() && t.is_cuda() && t.device_index() == device_, "group '", group_->name, "' member ", rank_,
                  ": ", op, ": ", arg, " ", t.defined() ? t.str() : "(undefined)", " is not on cuda:", device_);
+  }
+  // Before a collective's launch: with launch_together, wait for the other local members.
+  void enter(const char* op, const Tensor& t) const {
+    if (group_->launch) group_->launch->arrive(where(op, t));
   }
 
   std::shared_ptr<NcclGroup> group_;
@@ -154,6 +208,8 @@ std::vector<std::unique_ptr<Collectives>> make_nccl_group(const std::vector<uint
     group->aborted = true;  // half-made communicators: leave them alone
     throw;
   }
+  const int local = int(std::count_if(contexts.begin(), contexts.end(), [](const Context* c) { return c != nullptr; }));
+  if (options.launch_together && local > 1) group->launch = std::make_unique<LaunchBarrier>(local, options.timeout);
   std::vector<std::unique_ptr<Collectives>> endpoints(contexts.size());
   for (size_t i = 0; i < contexts.size(); ++i)
     if (contexts[i]) endpoints[i] = std::make_unique<NcclCollectives>(group, int(i));

@@ -3,11 +3,15 @@
 // mixed prefill + decode steps of three sequences, every rank's logits equal its columns of
 // the whole vocabulary's logits, for GPT-2 (tied, learned positions, biases) and Llama-style
 // (grouped-query attention, SwiGLU, RoPE) models. The engine over such a group generates what
-// one device does.
+// one device does, and a group whose rank stops stepping ends the step with an error.
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "actors/collective_groups.hpp"
@@ -177,6 +181,80 @@ TEST(EngineTensorParallelChecks, RefusesModelsOutOfRankOrder) {
   InferenceModel r1(cpu(), c, DType::f32, {.max_tokens = 8, .max_sequences = 2}, {{1, 2}, false, group[1].get()});
   EXPECT_THROW(InferenceEngine({&r1, &r0}, {.num_blocks = 4}), Error);
   EXPECT_THROW(InferenceEngine({&r0}, {.num_blocks = 4}), Error);
+}
+
+// A member that stops stepping once armed: its next all-reduce blocks until the group is
+// aborted (as a rank wedged in a device hang or a dead peer would leave the others waiting).
+class StallingCollectives final : public Collectives {
+ public:
+  explicit StallingCollectives(Collectives& inner) : inner_(inner) {}
+  void arm() { armed_ = true; }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_reduce(const Context& ctx, const Tensor& t, ReduceOp op) override {
+    if (armed_) {
+      std::unique_lock lock(mu_);
+      aborted_cv_.wait(lock, [&] { return aborted_; });
+      TROUPE_FAIL("the stalled member was aborted");
+    }
+    inner_.all_reduce(ctx, t, op);
+  }
+  void reduce_scatter(const Context& ctx, const Tensor& in, const Tensor& out) override {
+    inner_.reduce_scatter(ctx, in, out);
+  }
+  void all_gather(const Context& ctx, const Tensor& in, const Tensor& out) override { inner_.all_gather(ctx, in, out); }
+  void broadcast(const Context& ctx, const Tensor& t, int root) override { inner_.broadcast(ctx, t, root); }
+  void abort() override {
+    {
+      std::lock_guard lock(mu_);
+      aborted_ = true;
+    }
+    aborted_cv_.notify_all();
+    inner_.abort();
+  }
+
+ private:
+  Collectives& inner_;
+  std::atomic<bool> armed_{false};
+  std::mutex mu_;
+  std::condition_variable aborted_cv_;
+  bool aborted_ = false;
+};
+
+TEST(EngineTensorParallelChecks, AStalledRankFailsTheStepWithinTheTimeout) {
+  const GptConfig c = tiny(false);
+  const ParamLayout whole(c, ChunkSpec::whole_model());
+  const Tensor w = random_normal({whole.size()}, 7, 0.3f);
+  auto group = actors::make_cpu_group(2, {"tp", std::chrono::seconds(600)});  // longer than the test may take
+  StallingCollectives stalling(*group[1]);
+  const Context ctx0 = Context::cpu(), ctx1 = Context::cpu();
+  const InferenceModelOptions options{.max_tokens = 16, .max_sequences = 2};
+  InferenceModel r0(ctx0, c, DType::f32, options, {{0, 2}, false, group[0].get()});
+  InferenceModel r1(ctx1, c, DType::f32, options, {{1, 2}, false, &stalling});
+  r0.load_weights(shard_params(whole, w, r0.layout()));
+  r1.load_weights(shard_params(whole, w, r1.layout()));
+  InferenceEngine engine({&r0, &r1}, {.num_blocks = 8, .block_size = 4, .step_timeout_s = 0.5});
+  SamplingParams greedy;
+  greedy.max_tokens = 8;
+  int tokens = 0;
+  engine.add_request({{1, 2, 3}, greedy}, [&](const TokenEvent& e) { tokens += e.has_token; });
+  ASSERT_TRUE(engine.step());  // the prefill: both ranks step
+  EXPECT_EQ(tokens, 1);
+
+  stalling.arm();
+  const auto start = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    engine.step();
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(what.find("did not finish within 0.5 s"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank 1 (forward)"), std::string::npos) << what;  // rank 0 waited in its all-reduce too
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(tokens, 1);
+  EXPECT_THROW(engine.step(), Error);  // the group stays aborted
 }
 
 }  // namespace
