@@ -1,6 +1,6 @@
 // Decode speed of the inference engine, measured as ../shared/baselines/infer_hf.py measures
 // HF transformers: B requests of P random prompt tokens generate N tokens each (greedy, no
-// stop); ms per decode step = (t(generate N) - t(generate 1)) / (N - 1), the prefill removed;
+// stop; or sampled from the top K with --top-k K, serve's other path); ms per decode step = (t(generate N) - t(generate 1)) / (N - 1), the prefill removed;
 // tokens/s = B * N / t(generate N). A step is a whole engine step: the forward (a replayed CUDA
 // graph on a GPU) and choosing the tokens (greedy: argmax on the device, two numbers per request
 // to the host). Random weights (GPT-2 shapes). With --tensor-model-parallel-size T the model is
@@ -10,6 +10,7 @@
 //   decode_bench --model gpt2-tiny --device cpu --batches 1,4 --prompt 16 --new 16
 //   decode_bench --model gpt2-124m --batches 1,64 --profile   # + where a decode step's time goes
 //   decode_bench --model gpt2-350m --tensor-model-parallel-size 2   # a TP2 replica on GPUs 0-1
+//   decode_bench --model gpt2-124m --top-k 20   # sampled: f32 rows to the host, drawn there
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -30,24 +31,31 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string model = "gpt2-124m", device = "cuda", batches = "1,16,64";
   int64_t prompt = 128, new_tokens = 128;
-  int reps = 3, tensor_parallel = 1;
+  int reps = 3, tensor_parallel = 1, top_k = 0;
   bool no_cuda_graphs = false, profile = false;
 };
 
-// Queues B greedy requests of `prompt` random tokens generating `n` tokens each.
-void add_requests(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
+// Queues B requests of `prompt` random tokens generating `n` tokens each: greedy, or sampled
+// from the top_k most likely (seeded) when top_k > 1.
+void add_requests(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n,
+                  int top_k) {
   for (int64_t i = 0; i < b; ++i) {
     const Tensor t = test::random_tokens({prompt}, uint64_t(i), int32_t(model.config().vocab_size));
-    engine.add_request({{t.data_as<int32_t>(), t.data_as<int32_t>() + prompt}, {.temperature = 0.0f, .max_tokens = n}},
-                       nullptr);
+    SamplingParams p;
+    p.temperature = top_k > 1 ? 1.0f : 0.0f;
+    p.top_k = top_k > 1 ? top_k : 0;
+    p.seed = uint64_t(i);
+    p.max_tokens = n;
+    engine.add_request({{t.data_as<int32_t>(), t.data_as<int32_t>() + prompt}, p}, nullptr);
   }
 }
 
 // Seconds for B requests of `prompt` tokens to generate `n` tokens each. One engine serves
 // every run of a batch size: its KV cache stays put, so the decode graphs captured in the
 // warm-up are replayed (a new cache would be captured again).
-double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
-  add_requests(model, engine, b, prompt, n);
+double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n,
+                  int top_k) {
+  add_requests(model, engine, b, prompt, n, top_k);
   const auto t0 = Clock::now();
   engine.run();
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -56,8 +64,9 @@ double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t 
 // Decode steps op by op with every op timed (CUDA events): the table of where a step goes,
 // and the wall time of a whole engine step beside the ops' sum (the rest: host work, syncs,
 // launch gaps, choosing the tokens).
-void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n) {
-  add_requests(model, engine, b, prompt, n);
+void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n,
+                    int top_k) {
+  add_requests(model, engine, b, prompt, n, top_k);
   engine.step();  // the prefill
   OpProfiler profiler(model.context(), true);
   model.set_profiler(&profiler);
@@ -112,12 +121,13 @@ int run(const Options& o) {
     InferenceEngine engine(replica->ranks(),
                            {.num_blocks = b * ((o.prompt + o.new_tokens + kBlockSize - 1) / kBlockSize),
                             .block_size = kBlockSize});
-    generate_s(model, engine, b, o.prompt, o.new_tokens);  // warm-up: allocations, graph capture
-    const double tn = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, o.new_tokens); });
-    const double t1 = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, 1); });
+    generate_s(model, engine, b, o.prompt, o.new_tokens, o.top_k);  // warm-up: allocations, graph capture
+    const double tn = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, o.new_tokens, o.top_k); });
+    const double t1 = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, 1, o.top_k); });
     const nlohmann::json r = {{"model", o.model},
                               {"batch", b},
                               {"tensor_parallel", o.tensor_parallel},
+                              {"top_k", o.top_k},
                               {"prompt", o.prompt},
                               {"new", o.new_tokens},
                               {"cuda_graphs", cuda && !o.no_cuda_graphs},
@@ -127,7 +137,7 @@ int run(const Options& o) {
                               {"ms_per_decode_step", (tn - t1) / double(o.new_tokens - 1) * 1e3},
                               {"decode_tokens_per_s", double(b * (o.new_tokens - 1)) / (tn - t1)}};
     std::printf("RESULT %s\n", r.dump().c_str());
-    if (o.profile) profile_decode(*replica->models[0], engine, b, o.prompt, o.new_tokens);
+    if (o.profile) profile_decode(*replica->models[0], engine, b, o.prompt, o.new_tokens, o.top_k);
     std::fflush(stdout);
   }
   return 0;
@@ -149,6 +159,8 @@ extern "C" int troupe_decode_bench(int argc, char** argv) {
   app.add_option("--reps", o.reps, "timed runs per point (the median)");
   app.add_option("--tensor-model-parallel-size", o.tensor_parallel, "GPUs (or CPU devices) of the one replica")
       ->check(CLI::PositiveNumber);
+  app.add_option("--top-k", o.top_k, "sample from the K most likely tokens (temperature 1; 0 or 1: greedy)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-cuda-graphs", o.no_cuda_graphs, "plain launches for decode steps");
   app.add_flag("--profile", o.profile, "after each batch size, time every op of op-by-op decode steps");
   CLI11_PARSE(app, argc, argv);

@@ -246,6 +246,28 @@ void copy(const Context& ctx, const Tensor& src, const Tensor& dst) {
 #endif
 }
 
+void copy_columns(const Context& ctx, const Tensor& src, int64_t from, const Tensor& dst, int64_t to, int64_t n) {
+  TROUPE_CHECK(src.dtype() == dst.dtype() && src.ndim() == 2 && dst.ndim() == 2 && src.dim(0) == dst.dim(0) && n >= 0 &&
+                   from >= 0 && from + n <= src.dim(1) && to >= 0 && to + n <= dst.dim(1),
+               "copy_columns: ", n, " columns of ", src.str(), " from column ", from, " into ", dst.str(), " at column ",
+               to, " (2-D, the same dtype and rows, the columns inside both)");
+  const size_t item = dtype_size(src.dtype()), width = size_t(n) * item, rows = size_t(src.dim(0));
+  const size_t src_pitch = size_t(src.dim(1)) * item, dst_pitch = size_t(dst.dim(1)) * item;
+  const char* in = static_cast<const char*>(src.data()) + size_t(from) * item;
+  char* out = static_cast<char*>(dst.data()) + size_t(to) * item;
+  if (width == 0 || rows == 0) return;
+  if (!src.is_cuda() && !dst.is_cuda()) {
+    for (size_t r = 0; r < rows; ++r) std::memcpy(out + r * dst_pitch, in + r * src_pitch, width);
+    return;
+  }
+#if TROUPE_HAVE_CUDA
+  TROUPE_CHECK(ctx.is_cuda(), "copy_columns: a CUDA tensor needs a CUDA context");
+  cuda::memcpy_2d_async(ctx, out, dst_pitch, in, src_pitch, width, rows);
+#else
+  TROUPE_FAIL("copy_columns: CUDA tensor in a build without CUDA");
+#endif
+}
+
 void fill_zero(const Context& ctx, const Tensor& t) {
   if (t.nbytes() == 0) return;
   if (!t.is_cuda()) {

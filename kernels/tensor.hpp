@@ -83,6 +83,10 @@ Tensor to_device(const Context& ctx, const Tensor& host, DType dtype);
 Tensor round_through(const Tensor& host_f32, DType dtype);
 // Same-dtype, same-numel copy (any device pair), enqueued on ctx's stream.
 void copy(const Context& ctx, const Tensor& src, const Tensor& dst);
+// Columns [from, from + n) of src [R, w] into columns [to, to + n) of dst [R, W] (same dtype,
+// any device pair), enqueued on ctx's stream: e.g. a tensor-parallel rank's vocabulary slice
+// of the logits into whole rows on the host.
+void copy_columns(const Context& ctx, const Tensor& src, int64_t from, const Tensor& dst, int64_t to, int64_t n);
 // Sets every byte to zero, enqueued on ctx's stream.
 void fill_zero(const Context& ctx, const Tensor& t);
 

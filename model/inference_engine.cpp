@@ -12,6 +12,8 @@
 #include <string_view>
 #include <thread>
 
+#include <omp.h>
+
 #include "kernels/argmax.hpp"
 #include "kernels/check.hpp"
 #include "kernels/elementwise.hpp"
@@ -54,9 +56,10 @@ struct InferenceEngine::Rank {
   KvCache cache;
   int64_t vocab_start = 0, real = 0;        // its slice's first column; real (not padding) columns
   Tensor tokens, logprobs, maxes;           // [max_sequences] on the device: the greedy pick in its slice
-  Tensor device_f32, pinned_f32;            // [max_sequences, Vl] (CUDA, on first use): the sampling rows
+  Tensor device_f32;                        // [max_sequences, Vl] (bf16/f16 logits, on first use): f32 rows
+  Tensor pinned_f32;                        // [max_sequences, Vl] (one CUDA rank, on first use): host rows
   Tensor host_tokens, host_logprobs, host_maxes;  // [max_sequences] pinned: this step's greedy pick
-  Tensor host_rows;                               // this step's sampling rows on the host
+  Tensor host_rows;                               // one rank: this step's sampling rows on the host
   std::atomic<const char*> phase{"done"};         // where this rank's step is (a late rank's error names it)
 
   Rank(InferenceModel& m, const EngineOptions& o)
@@ -334,28 +337,33 @@ void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, b
     ctx.synchronize();
     return;
   }
-  k.host_rows = logits;  // the CPU's logits are host f32 already
-  if (ctx.is_cuda()) {
-    k.phase = "copying logits";
-    if (!k.pinned_f32.defined()) {
-      k.device_f32 = Tensor::empty(ctx, DType::f32, {options_.max_sequences, vl});
-      k.pinned_f32 = Tensor::pinned_host(DType::f32, {options_.max_sequences, vl});
-    }
-    Tensor f32 = logits;
-    if (logits.dtype() != DType::f32) {
-      f32 = k.device_f32.slice(0, {s, vl});
-      convert(ctx, logits, f32);
-    }
+  // Sampling: f32 rows on the host.
+  Tensor f32 = logits;
+  if (logits.dtype() != DType::f32) {
+    if (!k.device_f32.defined()) k.device_f32 = Tensor::empty(ctx, DType::f32, {options_.max_sequences, vl});
+    f32 = k.device_f32.slice(0, {s, vl});
+    convert(ctx, logits, f32);
+  }
+  k.phase = "copying logits";
+  if (whole_rows_.defined()) {  // a tensor-parallel rank: its columns straight into the whole rows
+    if (k.real > 0) copy_columns(ctx, f32, 0, whole_rows_.slice(0, {s, whole_rows_.dim(1)}), k.vocab_start, k.real);
+  } else if (ctx.is_cuda()) {
+    if (!k.pinned_f32.defined()) k.pinned_f32 = Tensor::pinned_host(DType::f32, {options_.max_sequences, vl});
     k.host_rows = k.pinned_f32.slice(0, {s, vl});
     copy(ctx, f32, k.host_rows);
-    k.phase = "waiting for its device";
-    ctx.synchronize();
+  } else {
+    k.host_rows = logits;  // the CPU's logits are host f32 already
   }
+  k.phase = "waiting for its device";
+  ctx.synchronize();
 }
 
 std::vector<SampledToken> InferenceEngine::choose(std::span<const SequenceInput> batch) {
   const int64_t s = int64_t(running_.size()), vocab = model_.config().vocab_size;
   const bool greedy = std::all_of(running_.begin(), running_.end(), [](const auto& r) { return r->params.greedy(); });
+  if (!greedy && ranks_.size() > 1 && !whole_rows_.defined())  // filled by the ranks, pinned for their copies
+    whole_rows_ = model_.context().is_cuda() ? Tensor::pinned_host(DType::f32, {options_.max_sequences, vocab})
+                                             : Tensor::host(DType::f32, {options_.max_sequences, vocab});
   if (threads_)
     threads_->run([&](int r) { rank_step(*ranks_[size_t(r)], batch, greedy); });
   else
@@ -383,19 +391,14 @@ std::vector<SampledToken> InferenceEngine::choose(std::span<const SequenceInput>
     }
     return out;
   }
-  const float* rows = ranks_[0]->host_rows.data_as<float>();
-  int64_t stride = ranks_[0]->host_rows.dim(1);
-  if (ranks_.size() > 1) {  // whole rows from the slices
-    full_rows_.resize(size_t(s * vocab));
-    for (const auto& k : ranks_)
-      for (int64_t i = 0; i < s; ++i)
-        std::copy_n(k->host_rows.data_as<float>() + i * k->host_rows.dim(1), k->real,
-                    full_rows_.data() + i * vocab + k->vocab_start);
-    rows = full_rows_.data();
-    stride = vocab;
-  }
-  // Each request has its own sampler (and random stream): rows are independent.
-#pragma omp parallel for schedule(dynamic)
+  const Tensor& whole = whole_rows_.defined() ? whole_rows_ : ranks_[0]->host_rows;
+  const float* rows = whole.data_as<float>();
+  const int64_t stride = whole.dim(1);
+  // Each request has its own sampler (and random stream): rows are independent. One row needs no
+  // team; a team leaves a core to each tensor-parallel rank's thread (its workers spin a while
+  // after the loop, and a rank thread that cannot run stalls the next step).
+  const int team = int(std::clamp<int64_t>(s, 1, std::max(1, omp_get_max_threads() - int(ranks_.size()))));
+#pragma omp parallel for schedule(dynamic) num_threads(team) if (team > 1)
   for (int64_t i = 0; i < s; ++i)
     out[size_t(i)] = running_[size_t(i)]->sampler.sample(std::span(rows + i * stride, size_t(vocab)));
   return out;

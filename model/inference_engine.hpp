@@ -14,7 +14,7 @@
 // the ranks' models, rank 0 on the calling thread and the others on threads of the engine that
 // step in lockstep with it. Each rank has a cache of its KV heads; rank 0's allocator hands out
 // the block ids for all of them. Greedy picks merge the ranks' per-slice argmax on the host;
-// sampling assembles full rows from the ranks' slices.
+// sampling copies each rank's columns of the logits into whole rows on the host.
 //
 //   InferenceEngine engine({&rank0, &rank1}, {.num_blocks = 1024});   // rank r: {{r, 2}, false, comm_r}
 //
@@ -107,7 +107,8 @@ class InferenceEngine {
   // greedy, picked on the device (argmax_logprob: 2 numbers per row reach the host, not a row
   // of logits); else the rows are converted to f32 on the device, copied to pinned memory, and
   // each request's sampler draws on the host, the rows in parallel. Under tensor parallelism
-  // each rank picks in (or copies out) its vocabulary slice, and the host merges the slices.
+  // each rank picks in its vocabulary slice (the host merges the picks) or copies its slice's
+  // columns straight into the whole rows on the host.
   std::vector<SampledToken> choose(std::span<const SequenceInput> batch);
   // On rank r's thread: its forward, then its greedy pick or its host rows.
   void rank_step(Rank& k, std::span<const SequenceInput> batch, bool greedy);
@@ -122,7 +123,7 @@ class InferenceEngine {
   int64_t next_id_ = 0;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;
-  std::vector<float> full_rows_;  // [S, vocab] sampling rows assembled from the ranks' slices
+  Tensor whole_rows_;  // tensor parallelism: [S, vocab] host f32 sampling rows, each rank copies its columns in
 };
 
 }  // namespace troupe

@@ -69,6 +69,12 @@ void memcpy_async(const Context& ctx, void* dst, const void* src, size_t bytes, 
   if (sync) TROUPE_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+void memcpy_2d_async(const Context& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                     size_t rows) {
+  if (width == 0 || rows == 0) return;
+  TROUPE_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, stream_of(ctx)));
+}
+
 void memset_async(const Context& ctx, void* dst, int value, size_t bytes) {
   if (bytes == 0) return;
   TROUPE_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_of(ctx)));

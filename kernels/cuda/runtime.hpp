@@ -18,6 +18,9 @@ void* pinned_alloc(size_t bytes);
 void pinned_free(void* ptr) noexcept;
 // Any-direction copy on ctx's stream (cudaMemcpyDefault); synchronous when `sync`.
 void memcpy_async(const Context& ctx, void* dst, const void* src, size_t bytes, bool sync);
+// `rows` rows of `width` bytes each, the rows `src_pitch` and `dst_pitch` bytes apart.
+void memcpy_2d_async(const Context& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                     size_t rows);
 void memset_async(const Context& ctx, void* dst, int value, size_t bytes);
 // CUDA events (opaque handles) for timing work on a context's stream.
 void* event_create();

@@ -1,4 +1,4 @@
-// CUDA add / scale_inplace / convert against the CPU backend. Each GPU result is one f32
+// CUDA add / scale_inplace / convert / copy_columns against the CPU backend. Each GPU result is one f32
 // operation rounded once to the storage type, so it must match the CPU result rounded
 // the same way exactly.
 #include <cmath>
@@ -74,6 +74,26 @@ INSTANTIATE_TEST_SUITE_P(Types, ElementwiseCuda,
                            return str_cat(dtype_name(std::get<0>(info.param)),
                                           std::get<1>(info.param) ? "_misaligned" : "_aligned");
                          });
+
+// A device slice's columns into pinned host rows (a tensor-parallel rank's logits) and into
+// device rows: the same bytes where the CPU copy puts them, the other columns untouched.
+TEST(CopyColumnsCuda, MatchesTheCpu) {
+  const Tensor values = random_normal({5, 37}, 6);
+  Tensor expected = Tensor::host(DType::f32, {5, 50});
+  for (int64_t i = 0; i < expected.numel(); ++i) expected.at(i) = float(i);
+  Tensor start = Tensor::host(DType::f32, {5, 50});
+  copy(cpu(), expected, start);
+  copy_columns(cpu(), values, 3, expected, 11, 30);
+  const Tensor src = to_device(gpu(), values, DType::f32);
+  Tensor pinned = Tensor::pinned_host(DType::f32, {5, 50});
+  copy(cpu(), start, pinned);
+  copy_columns(gpu(), src, 3, pinned, 11, 30);
+  Tensor on_device = to_device(gpu(), start, DType::f32);
+  copy_columns(gpu(), src, 3, on_device, 11, 30);
+  gpu().synchronize();
+  EXPECT_EQ(max_abs_diff(pinned, expected), 0.0);
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), on_device), expected), 0.0);
+}
 
 }  // namespace
 }  // namespace troupe::test

@@ -86,5 +86,19 @@ TEST(Elementwise, BadArgumentsAreErrors) {
   EXPECT_THROW(convert(cpu(), a, Tensor::host(DType::i32, {4})), Error);  // not a float type
 }
 
+TEST(CopyColumns, ColumnsLandInPlaceAndTheRestIsUntouched) {
+  Tensor src = Tensor::host(DType::f32, {3, 5}), dst = Tensor::host(DType::f32, {3, 8});
+  for (int64_t i = 0; i < src.numel(); ++i) src.at(i) = float(i);
+  for (int64_t i = 0; i < dst.numel(); ++i) dst.at(i) = -1.0f;
+  copy_columns(cpu(), src, 1, dst, 4, 3);  // src columns 1..3 -> dst columns 4..6
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 8; ++c)
+      EXPECT_EQ(dst.at(r * 8 + c), c >= 4 && c < 7 ? float(r * 5 + c - 3) : -1.0f) << "row " << r << " column " << c;
+  EXPECT_THROW(copy_columns(cpu(), src, 3, dst, 0, 3), Error);                             // past src's columns
+  EXPECT_THROW(copy_columns(cpu(), src, 0, dst, 6, 3), Error);                             // past dst's columns
+  EXPECT_THROW(copy_columns(cpu(), src, 0, Tensor::host(DType::f32, {2, 8}), 0, 1), Error);  // rows differ
+  EXPECT_THROW(copy_columns(cpu(), src, 0, Tensor::host(DType::i32, {3, 8}), 0, 1), Error);  // dtypes differ
+}
+
 }  // namespace
 }  // namespace troupe::test
