@@ -1,10 +1,11 @@
 // Decode speed of the inference engine, measured as ../shared/baselines/infer_hf.py measures
 // HF transformers: B requests of P random prompt tokens generate N tokens each (greedy, no
-// stop; or sampled from the top K with --top-k K, serve's other path); ms per decode step = (t(generate N) - t(generate 1)) / (N - 1), the prefill removed;
-// tokens/s = B * N / t(generate N). A step is a whole engine step: the forward (a replayed CUDA
-// graph on a GPU) and choosing the tokens (greedy: argmax on the device, two numbers per request
-// to the host). Random weights (GPT-2 shapes). With --tensor-model-parallel-size T the model is
-// one tensor-parallel replica over GPUs 0 .. T-1 (as `troupe serve` builds it).
+// stop; or sampled from the top K with --top-k K, serve's other path); ms per decode step =
+// (t(generate N) - t(generate 1)) / (N - 1), the prefill removed; tokens/s = B * N /
+// t(generate N). A step is a whole engine step: the forward (a replayed CUDA graph on a GPU)
+// and choosing the tokens (greedy: argmax on the device, two numbers per request to the host).
+// Random weights (GPT-2 shapes). With --tensor-model-parallel-size T the model is one
+// tensor-parallel replica over GPUs 0 .. T-1 (as `troupe serve` builds it).
 //
 //   decode_bench --model gpt2-124m --batches 1,16,64            # GPU, bf16, CUDA graphs
 //   decode_bench --model gpt2-tiny --device cpu --batches 1,4 --prompt 16 --new 16

@@ -43,7 +43,8 @@ run_case() {
     "${args[@]}" > "$work/$name.out" 2> "$work/$name.err"
   local rc=$?
   grep '^ids:' "$work/$name.out" > "$work/$name.ids"
-  printf '%s %d.%d' "$rc" $(( ($(date +%s%N) - t0) / 1000000000 )) $(( ($(date +%s%N) - t0) / 100000000 % 10 ))
+  local tenths=$(( ($(date +%s%N) - t0) / 100000000 ))
+  printf '%s %d.%d' "$rc" $(( tenths / 10 )) $(( tenths % 10 ))
 }
 
 for folder in "${folders[@]}"; do
