@@ -9,10 +9,10 @@
 #include <memory>
 #include <string>
 
-#include "actors/checkpoint_shards.hpp"
+#include "actors/train/checkpoint_shards.hpp"
 #include "apps/commands.hpp"
-#include "kernels/check.hpp"
-#include "model/hf_checkpoint.hpp"
+#include "base/check.hpp"
+#include "model/hf/hf_checkpoint.hpp"
 #include "storage/atomic_file.hpp"
 #include "storage/checkpoint_reader.hpp"
 

@@ -9,10 +9,10 @@
 #include <memory>
 
 #include "apps/commands.hpp"
-#include "apps/generate_stream.hpp"
-#include "apps/inference_flags.hpp"
-#include "kernels/check.hpp"
-#include "model/inference_engine.hpp"
+#include "apps/generate/generate_stream.hpp"
+#include "apps/common/inference_flags.hpp"
+#include "base/check.hpp"
+#include "model/inference/inference_engine.hpp"
 
 namespace troupe::apps {
 

@@ -17,11 +17,11 @@
 #include <optional>
 #include <string>
 
-#include "actors/monitor_subscriber.hpp"
+#include "actors/monitor/monitor_subscriber.hpp"
 #include "apps/commands.hpp"
-#include "apps/monitor_view.hpp"
-#include "apps/trace_recorder.hpp"
-#include "kernels/check.hpp"
+#include "apps/monitor/monitor_view.hpp"
+#include "apps/monitor/trace_recorder.hpp"
+#include "base/check.hpp"
 
 namespace troupe::apps {
 namespace {

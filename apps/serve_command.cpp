@@ -1,8 +1,8 @@
 // `troupe serve`: the inference actor pool (a router in front of one worker per replica) behind
 // Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions, GET /v1/models, GET /health;
-// actors/completion_api.hpp), until SIGINT/SIGTERM. Binds 127.0.0.1 unless --host says otherwise.
+// actors/serve/completion_api.hpp), until SIGINT/SIGTERM. Binds 127.0.0.1 unless --host says otherwise.
 // With --monitor-endpoint / --metrics-port the pool's monitor publishes the queue, batch, tokens
-// and latencies for `troupe monitor` and Prometheus (apps/serve_monitor.hpp).
+// and latencies for `troupe monitor` and Prometheus (apps/serve/serve_monitor.hpp).
 //
 //   troupe serve --hf gpt2 --port 5000 --devices 2
 //   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 16}'
@@ -13,14 +13,14 @@
 #include <memory>
 #include <thread>
 
-#include "actors/completion_api.hpp"
-#include "actors/http_server.hpp"
-#include "actors/inference_pool.hpp"
+#include "actors/serve/completion_api.hpp"
+#include "actors/http/http_server.hpp"
+#include "actors/serve/inference_pool.hpp"
 #include "apps/commands.hpp"
-#include "apps/inference_flags.hpp"
-#include "apps/monitor_flags.hpp"
-#include "apps/serve_monitor.hpp"
-#include "kernels/check.hpp"
+#include "apps/common/inference_flags.hpp"
+#include "apps/common/monitor_flags.hpp"
+#include "apps/serve/serve_monitor.hpp"
+#include "base/check.hpp"
 
 namespace troupe::apps {
 

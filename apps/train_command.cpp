@@ -3,7 +3,7 @@
 // line, validation loss and perplexity every --eval-interval, a final summary, and
 // optionally a text sample. SIGINT/SIGTERM stop cleanly after the current iteration. With
 // --monitor-endpoint / --metrics-port the run's monitor actor publishes each log line's numbers
-// live for `troupe monitor` and Prometheus (apps/train_monitor.hpp).
+// live for `troupe monitor` and Prometheus (apps/train/train_monitor.hpp).
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -11,19 +11,19 @@
 #include <cstdio>
 #include <memory>
 
-#include "actors/fabric.hpp"
-#include "actors/training_run.hpp"
+#include "actors/fabric/fabric.hpp"
+#include "actors/train/training_run.hpp"
 #include "apps/commands.hpp"
-#include "apps/train_log.hpp"
-#include "apps/monitor_flags.hpp"
-#include "apps/train_monitor.hpp"
-#include "apps/train_tensorboard.hpp"
+#include "apps/train/train_log.hpp"
+#include "apps/common/monitor_flags.hpp"
+#include "apps/train/train_monitor.hpp"
+#include "apps/train/train_tensorboard.hpp"
 #include "data/gpt_data.hpp"
 #include "data/mock_dataset.hpp"
 #include "data/tokenizer.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "model/gpt_chunk.hpp"
-#include "model/sampler.hpp"
+#include "model/inference/sampler.hpp"
 
 namespace troupe::apps {
 
@@ -68,7 +68,7 @@ struct TrainOptions {
   std::string prompt = "The";
   double op_timeout_s = 300;
   actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
-  std::string tensorboard_dir;     // --tensorboard-dir: Megatron's scalars (apps/train_tensorboard.hpp)
+  std::string tensorboard_dir;     // --tensorboard-dir: Megatron's scalars (apps/train/train_tensorboard.hpp)
   double peak_tflops = 0;          // per device, for MFU in the monitor
 };
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/config_file.hpp"
+#include "apps/common/config_file.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Troupe: train and serve GPT models (Megatron-LM's job, as an actor runtime)"};

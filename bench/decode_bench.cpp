@@ -20,8 +20,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "apps/inference_flags.hpp"
-#include "model/inference_engine.hpp"
+#include "apps/common/inference_flags.hpp"
+#include "model/inference/inference_engine.hpp"
 #include "tests/test_util.hpp"
 
 namespace {

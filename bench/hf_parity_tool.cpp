@@ -11,11 +11,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "actors/checkpoint_shards.hpp"
-#include "kernels/check.hpp"
+#include "actors/train/checkpoint_shards.hpp"
+#include "base/check.hpp"
 #include "model/gpt_chunk.hpp"
-#include "model/hf_checkpoint.hpp"
-#include "model/trainer.hpp"
+#include "model/hf/hf_checkpoint.hpp"
+#include "model/train/trainer.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "storage/safetensors.hpp"
 

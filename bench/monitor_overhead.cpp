@@ -25,13 +25,13 @@
 #include <cstdio>
 #include <thread>
 
-#include "actors/monitor_publisher.hpp"
+#include "actors/monitor/monitor_publisher.hpp"
 #include "schedules/stage_time.hpp"
-#include "actors/monitor_subscriber.hpp"
-#include "actors/training_run.hpp"
+#include "actors/monitor/monitor_subscriber.hpp"
+#include "actors/train/training_run.hpp"
 #include "data/data_loader.hpp"
 #include "data/mock_dataset.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 using namespace troupe;
 using Clock = std::chrono::steady_clock;
@@ -45,7 +45,7 @@ double median(std::vector<double> v) {
   return v.empty() ? NAN : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// What train_command publishes per log line (apps/train_monitor.cpp), from one iteration.
+// What train_command publishes per log line (apps/train/train_monitor.cpp), from one iteration.
 actors::MonitorIteration record_of(const IterationStats& s, actors::TrainingRun& run, double ms, int64_t tokens) {
   actors::MonitorIteration it;
   it.iteration = s.iteration, it.consumed_samples = run.consumed_samples(), it.window_iterations = 1;

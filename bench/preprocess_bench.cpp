@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "data/preprocess.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace {
 

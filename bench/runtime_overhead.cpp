@@ -1,7 +1,7 @@
 // The actor runtime's own cost. (1) The same model and data trained by the actor runtime with
 // one stage (TrainingRun, P = 1: trainer, data-loader, optimizer and stage actors, completion
 // through events and a waiting thread) and by the plain single-device loop
-// (model/trainer.hpp Trainer) on the same kernels, in alternating rounds; prints ms per
+// (model/train/trainer.hpp Trainer) on the same kernels, in alternating rounds; prints ms per
 // iteration of each and their ratio (target: within 1% on a GPU). The headline is the median
 // of the per-round ratios: each round's pair runs back to back, so drift of the GPU's clocks
 // between rounds cancels. (2) The round trip of one actor message.
@@ -16,12 +16,12 @@
 #include <map>
 #include <random>
 
-#include "actors/message_latency.hpp"
-#include "actors/training_run.hpp"
+#include "actors/fabric/message_latency.hpp"
+#include "actors/train/training_run.hpp"
 #include "data/data_loader.hpp"
 #include "kernels/op_profiler.hpp"
-#include "kernels/check.hpp"
-#include "model/trainer.hpp"
+#include "base/check.hpp"
+#include "model/train/trainer.hpp"
 #include "schedules/trace.hpp"
 
 using namespace troupe;

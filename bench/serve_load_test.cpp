@@ -31,7 +31,7 @@
 #include <regex>
 #include <thread>
 
-#include "model/hf_checkpoint.hpp"
+#include "model/hf/hf_checkpoint.hpp"
 #include "tests/http_client.hpp"
 #include "tests/inference_test_util.hpp"
 #include "tests/sse_client.hpp"

@@ -16,7 +16,7 @@
 #include "data/byte_unicode.hpp"
 #include "data/gpt2_pretokenize.hpp"
 #include "data/gpt2_tokenizer.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"GPT-2 tokenizer over JSON lines"};

@@ -16,7 +16,7 @@
 
 #include "data/gpt2_pretokenize.hpp"
 #include "data/gpt2_tokenizer.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace {
 

@@ -15,14 +15,14 @@
 
 #include "data/token_windows.hpp"
 #include "data/tokenizer.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/op_profiler.hpp"
 #include "model/gpt_chunk.hpp"
-#include "model/loss_scaler.hpp"
-#include "model/optimizer.hpp"
-#include "model/sampler.hpp"
-#include "model/trainer.hpp"
+#include "model/train/loss_scaler.hpp"
+#include "model/train/optimizer.hpp"
+#include "model/inference/sampler.hpp"
+#include "model/train/trainer.hpp"
 
 using namespace troupe;
 

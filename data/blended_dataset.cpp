@@ -6,7 +6,7 @@
 #include <set>
 
 #include "data/data_splits.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

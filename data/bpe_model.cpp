@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/byte_unicode.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

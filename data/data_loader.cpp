@@ -1,6 +1,6 @@
 #include "data/data_loader.hpp"
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

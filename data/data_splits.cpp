@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "data/gpt2_pretokenize.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

@@ -5,7 +5,7 @@
 #include "data/blended_dataset.hpp"
 #include "data/data_splits.hpp"
 #include "data/gpt_dataset.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

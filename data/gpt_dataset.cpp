@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "storage/atomic_file.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

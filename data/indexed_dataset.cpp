@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

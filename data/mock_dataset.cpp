@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "storage/atomic_file.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

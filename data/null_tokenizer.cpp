@@ -3,7 +3,7 @@
 #include <charconv>
 #include <climits>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "storage/mapped_file.hpp"
 
 namespace troupe {

@@ -2,7 +2,7 @@
 
 #include "data/gpt2_tokenizer.hpp"
 #include "data/null_tokenizer.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

@@ -1,6 +1,6 @@
 // Collective communication within one group of devices (a tensor-, data- or pipeline-parallel
 // group), as the model and the runtime see it: a plain interface, so kernels/ and model/ never
-// know which backend moves the bytes. Backends live in actors/ (actors/collective_groups.hpp):
+// know which backend moves the bytes. Backends live in actors/ (actors/fabric/collective_groups.hpp):
 // CPU devices of one process (threads, shared memory), CPU devices across processes (MPI),
 // GPUs (NCCL).
 //

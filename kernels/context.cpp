@@ -1,6 +1,6 @@
 #include "kernels/context.hpp"
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
 #endif

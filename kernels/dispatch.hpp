@@ -2,7 +2,7 @@
 // compiles only when the CUDA backend is built; otherwise it fails with a clear error.
 #pragma once
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 #if TROUPE_HAVE_CUDA
 #define TROUPE_ON_CUDA(call) call

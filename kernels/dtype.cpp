@@ -1,6 +1,6 @@
 #include "kernels/dtype.hpp"
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

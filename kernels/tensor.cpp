@@ -4,7 +4,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/half.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"

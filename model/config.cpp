@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

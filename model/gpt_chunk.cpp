@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/vocab_parallel_cross_entropy.hpp"

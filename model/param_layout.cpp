@@ -6,7 +6,7 @@
 #include <functional>
 #include <random>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

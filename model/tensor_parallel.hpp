@@ -1,6 +1,6 @@
 // A model's tensor-parallel group as the model code sees it: this rank's shard of the layout
 // and the group's collectives. Training chunks (model/gpt_chunk.hpp) and inference models
-// (model/inference_model.hpp) take one.
+// (model/inference/inference_model.hpp) take one.
 //
 //   TensorParallel tp{{rank, size}, /*sequence_parallel=*/false, group[rank].get()};
 #pragma once

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe::schedules {
 

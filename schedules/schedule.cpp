@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe::schedules {
 

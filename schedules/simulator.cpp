@@ -3,7 +3,7 @@
 
 #include <queue>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe::schedules {
 

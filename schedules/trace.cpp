@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "schedules/msgpack_types.hpp"
 #include "schedules/trace_msgpack.hpp"
 

@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/output_file.hpp"
+#include "base/output_file.hpp"
 #include "schedules/schedule.hpp"
 
 namespace troupe::schedules {

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <set>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe::schedules {
 

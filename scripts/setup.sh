@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
+          libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
           libzmq3-dev cppzmq-dev libcpp-httplib-dev
           chromium libpng-dev)  # the dashboard test: headless Chromium, and libpng to read its screenshot
 missing=()

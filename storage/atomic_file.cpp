@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

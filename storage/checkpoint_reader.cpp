@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "storage/checkpoint_writer.hpp"
 #include "storage/shard_geometry.hpp"
 

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

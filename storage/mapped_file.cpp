@@ -7,7 +7,7 @@
 
 #include <utility>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/half.hpp"
 #include "storage/safetensors.hpp"
 

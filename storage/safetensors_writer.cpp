@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "storage/safetensors.hpp"
 
 namespace troupe {

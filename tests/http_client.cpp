@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe::test {
 

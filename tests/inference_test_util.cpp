@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {

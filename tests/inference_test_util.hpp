@@ -6,7 +6,7 @@
 
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
-#include "model/inference_engine.hpp"
+#include "model/inference/inference_engine.hpp"
 
 namespace troupe::test {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "actors/inference_pool.hpp"
+#include "actors/serve/inference_pool.hpp"
 #include "data/gpt2_tokenizer.hpp"
 #include "kernels/collectives.hpp"
 #include "model/config.hpp"

@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe::test {
 

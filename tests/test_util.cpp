@@ -1,6 +1,6 @@
 #include "tests/test_util.hpp"
 
-#include "actors/fabric.hpp"
+#include "actors/fabric/fabric.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe::actors {
@@ -83,7 +83,7 @@ std::vector<int> local_members(const Group& group) {
   return ids;
 }
 
-// Keeps the process's fabric (actors/fabric.hpp) alive for the whole test binary: under mpirun
+// Keeps the process's fabric (actors/fabric/fabric.hpp) alive for the whole test binary: under mpirun
 // MPI starts once per process and cannot start again, so tests that make several runs (or
 // groups) one after another register it:
 //   [[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);

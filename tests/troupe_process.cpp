@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/cpu/parallel.hpp"
 

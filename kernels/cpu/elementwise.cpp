@@ -2,7 +2,7 @@
 // f32 / bf16 / f16 through the host conversions of half.hpp (round to nearest even).
 #include <cstring>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/half.hpp"
 #include "kernels/cpu/parallel.hpp"

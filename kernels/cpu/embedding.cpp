@@ -1,7 +1,7 @@
 // Embedding reference: f32 tables, token ids checked before any work.
 #include <algorithm>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/cpu/parallel.hpp"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/paged_attention.hpp"
 

@@ -3,7 +3,7 @@
 // exactly as the CUDA kernel does, so both backends agree to rounding.
 #include <cmath>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/cpu/parallel.hpp"
 

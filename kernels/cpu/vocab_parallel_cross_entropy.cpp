@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/vocab_parallel_cross_entropy.hpp"
 

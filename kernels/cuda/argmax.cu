@@ -3,7 +3,7 @@
 // starts are 16-byte aligned are read in 16-byte packs, several in flight per thread (a row of
 // 50k logits is a few loads per thread, not a hundred dependent steps).
 #include "kernels/argmax.hpp"
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/cuda/common.cuh"
 
 namespace troupe::cuda {

@@ -6,7 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "kernels/context.hpp"
 
 namespace troupe {

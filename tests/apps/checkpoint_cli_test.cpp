@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "actors/checkpoint_shards.hpp"
+#include "actors/train/checkpoint_shards.hpp"
 #include "model/config.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "storage/checkpoint_writer.hpp"

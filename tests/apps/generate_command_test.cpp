@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/checkpoint_shards.hpp"
+#include "actors/train/checkpoint_shards.hpp"
 #include "data/gpt2_tokenizer.hpp"
-#include "model/hf_checkpoint.hpp"
-#include "model/inference_engine.hpp"
+#include "model/hf/hf_checkpoint.hpp"
+#include "model/inference/inference_engine.hpp"
 #include "tests/http_client.hpp"
 #include "tests/inference_test_util.hpp"
 #include "tests/test_util.hpp"

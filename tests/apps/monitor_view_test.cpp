@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "apps/monitor_view.hpp"
-#include "apps/train_log.hpp"
-#include "apps/train_monitor.hpp"
+#include "apps/monitor/monitor_view.hpp"
+#include "apps/train/train_log.hpp"
+#include "apps/train/train_monitor.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::apps {

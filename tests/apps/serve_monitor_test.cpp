@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/hf_checkpoint.hpp"
+#include "model/hf/hf_checkpoint.hpp"
 #include "tests/http_client.hpp"
 #include "tests/inference_test_util.hpp"
 #include "tests/test_util.hpp"

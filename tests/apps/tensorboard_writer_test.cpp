@@ -3,7 +3,7 @@
 // framing with both masked CRCs, then the Event / Summary / Value protobuf fields by number and
 // wire type), so a slip in the framing, a CRC, a field number or a wire type fails. Then
 // `troupe train --tensorboard-dir` end to end: Megatron's tags, the loss the log printed.
-#include "apps/tensorboard_writer.hpp"
+#include "apps/train/tensorboard_writer.hpp"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <map>
 #include <regex>
 
-#include "apps/train_tensorboard.hpp"
+#include "apps/train/train_tensorboard.hpp"
 #include "tests/test_util.hpp"
 #include "tests/troupe_process.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {

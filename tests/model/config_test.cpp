@@ -2,8 +2,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.hpp"
-#include "model/hf_mapping.hpp"
-#include "model/lr_schedule.hpp"
+#include "model/hf/hf_mapping.hpp"
+#include "model/train/lr_schedule.hpp"
 #include "model/param_layout.hpp"
 #include "tests/test_util.hpp"
 

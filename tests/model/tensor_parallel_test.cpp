@@ -4,9 +4,9 @@
 // both families (vocabulary-parallel embedding and cross-entropy, heads and MLP split).
 #include <mutex>
 
-#include "actors/collective_groups.hpp"
+#include "actors/fabric/collective_groups.hpp"
 #include "model/gpt_chunk.hpp"
-#include "model/optimizer.hpp"
+#include "model/train/optimizer.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {

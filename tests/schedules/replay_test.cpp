@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "schedules/replay.hpp"
 
 namespace troupe::schedules {

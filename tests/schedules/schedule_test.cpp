@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <tuple>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/simulator.hpp"
 

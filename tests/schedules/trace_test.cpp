@@ -9,7 +9,7 @@
 #include <fstream>
 #include <map>
 
-#include "kernels/check.hpp"
+#include "base/check.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
 

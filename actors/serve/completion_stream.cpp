@@ -1,0 +1,167 @@
+#include "actors/serve/completion_stream.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "actors/serve/api_request.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Events of every request of one call, from the workers' threads to the HTTP thread.
+struct StreamQueue {
+  struct Item {
+    size_t choice = 0;
+    TokenEvent event;
+    std::optional<std::string> error;  // the request failed (no event)
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> items;
+  std::vector<bool> heard;  // per choice: an event or an error arrived
+  size_t heard_count = 0;
+
+  void push(Item item) {
+    {
+      std::lock_guard lock(mu);
+      if (!heard[item.choice]) {
+        heard[item.choice] = true;
+        ++heard_count;
+      }
+      items.push_back(std::move(item));
+    }
+    cv.notify_all();
+  }
+};
+
+// Cancels every request of the call when the reply is gone (finished, or the client left).
+struct Tickets {
+  std::vector<RequestTicket> all;
+  ~Tickets() {
+    for (const RequestTicket& t : all) t.cancel();
+  }
+};
+
+// The length of the longest prefix of `s` that does not end inside a UTF-8 character.
+size_t complete_utf8(const std::string& s) {
+  for (size_t back = 1; back <= std::min<size_t>(4, s.size()); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+    const size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+    return len > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
+// One choice's text as it streams: what was sent, and what may still turn into a stop string.
+struct ChoiceText {
+  std::vector<int32_t> tokens;
+  size_t sent = 0;  // bytes of the decoded text already sent
+
+  // The text to send after `e` (its token appended).
+  std::string next(const Tokenizer& tok, const TokenEvent& e, size_t hold_back) {
+    if (e.has_token) tokens.push_back(e.token);
+    std::string text = tok.decode(tokens);
+    size_t end = text.size();
+    if (e.finish == FinishReason::stop_string) end = std::min(end, e.stop_text_bytes);
+    if (e.finish == FinishReason::none) {
+      end = complete_utf8(text);
+      end = end > hold_back ? end - hold_back : 0;  // a stop string may be starting there
+    }
+    if (end <= sent) return "";
+    std::string out = text.substr(sent, end - sent);
+    sent = end;
+    return out;
+  }
+};
+
+const char* finish_name(FinishReason r) { return r == FinishReason::length ? "length" : "stop"; }
+
+}  // namespace
+
+HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok, StreamCall call) {
+  const size_t n = call.prompts.size();
+  auto queue = std::make_shared<StreamQueue>();
+  queue->heard.assign(n, false);
+  auto tickets = std::make_shared<Tickets>();
+  for (size_t i = 0; i < n; ++i)  // PoolFull leaves here; `tickets` cancels those submitted
+    tickets->all.push_back(pool.submit(
+        {call.prompts[i], call.params}, [queue, i](const TokenEvent& e) { queue->push({i, e, std::nullopt}); },
+        [queue, i](const std::string& why) { queue->push({i, {}, why}); }));
+  {
+    std::unique_lock lock(queue->mu);
+    queue->cv.wait(lock, [&] { return queue->heard_count == n; });
+    for (const StreamQueue::Item& item : queue->items)
+      if (item.error) throw ApiError(400, "prompt", str_cat("prompt ", item.choice, ": ", *item.error));
+  }
+  size_t hold_back = 0;
+  for (const std::string& s : call.params.stop_strings) hold_back = std::max(hold_back, s.size() - 1);
+
+  HttpReply reply(200, "", "text/event-stream");
+  reply.stream = [queue, tickets, hold_back, call = std::move(call), tok = std::shared_ptr<Tokenizer>(std::move(tok))](
+                     const ChunkWriter& write) {
+    std::vector<ChoiceText> texts(call.prompts.size());
+    size_t open = call.prompts.size();
+    int64_t completion_tokens = 0;
+    auto send = [&](const json& j) { return write("data: " + dump_json(j) + "\n\n"); };
+    auto chunk = [&](json choices) {
+      return json{{"id", call.id}, {"object", "text_completion"}, {"created", call.created}, {"model", call.model},
+                  {"choices", std::move(choices)}};
+    };
+    while (open > 0) {
+      std::deque<StreamQueue::Item> items;
+      {
+        std::unique_lock lock(queue->mu);
+        queue->cv.wait(lock, [&] { return !queue->items.empty(); });
+        items.swap(queue->items);
+      }
+      for (const StreamQueue::Item& item : items) {
+        bool ok = true;
+        if (item.error) {  // a worker failed mid-stream
+          --open;
+          ok = send({{"error", {{"message", *item.error}, {"type", "server_error"}, {"param", nullptr}}}});
+        } else {
+          const TokenEvent& e = item.event;
+          completion_tokens += e.has_token ? 1 : 0;
+          json logprobs = nullptr;
+          if (call.params.logprobs && e.has_token)
+            logprobs = {{"tokens", {tok->decode(std::vector<int32_t>{e.token})}}, {"token_logprobs", {e.logprob}},
+                        {"top_logprobs", nullptr}};
+          json finish = nullptr;
+          if (e.finish != FinishReason::none) {
+            --open;
+            finish = finish_name(e.finish);
+          }
+          ok = send(chunk(json::array({{{"index", item.choice},
+                                        {"text", texts[item.choice].next(*tok, e, hold_back)},
+                                        {"logprobs", logprobs},
+                                        {"finish_reason", finish}}})));
+        }
+        if (!ok) {  // the client left
+          for (const RequestTicket& t : tickets->all) t.cancel();
+          return;
+        }
+      }
+    }
+    if (call.include_usage) {
+      int64_t prompt_tokens = 0;
+      for (const auto& p : call.prompts) prompt_tokens += int64_t(p.size());
+      json usage = {{"prompt_tokens", prompt_tokens},
+                    {"completion_tokens", completion_tokens},
+                    {"total_tokens", prompt_tokens + completion_tokens}};
+      json last = chunk(json::array());
+      last["usage"] = usage;
+      if (!send(last)) return;
+    }
+    write("data: [DONE]\n\n");
+  };
+  return reply;
+}
+
+}  // namespace troupe::actors

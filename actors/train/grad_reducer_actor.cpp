@@ -1,0 +1,69 @@
+#include "actors/train/grad_reducer_actor.hpp"
+
+#include "actors/fabric/device_services.hpp"
+#include "actors/train/messages.hpp"
+#include "base/check.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+class GradReducerActor : public caf::event_based_actor {
+ public:
+  GradReducerActor(caf::actor_config& cfg, GradReducerSetup setup)
+      : caf::event_based_actor(cfg), s_(std::move(setup)) {}
+
+  caf::behavior make_behavior() override {
+    return {
+        [this](bucket_atom, const BucketReady& r) { on_ready(r); },
+    };
+  }
+
+
+ private:
+  void on_ready(const BucketReady& r) {
+    const std::vector<GradBucket>& buckets = s_.worker->buckets();
+    if (r.iteration != iteration_) {  // the first bucket of a new iteration
+      iteration_ = r.iteration;
+      fences_.assign(buckets.size(), nullptr);
+      ready_.assign(buckets.size(), 0);
+      next_ = 0;
+    }
+    TROUPE_CHECK(r.bucket >= 0 && size_t(r.bucket) < buckets.size() && !ready_[size_t(r.bucket)],
+                 "gradient reducer: bucket ", r.bucket, " of ", buckets.size(), " handed over twice or unknown");
+    ready_[size_t(r.bucket)] = 1;
+    fences_[size_t(r.bucket)] = r.fence;
+    s_.comm->activate();
+    const int D = s_.group->size(), rank = s_.group->rank();
+    while (next_ < buckets.size() && ready_[next_]) {
+      const GradBucket& b = buckets[next_];
+      fence_wait(*s_.comm, fences_[next_]);
+      fences_[next_].reset();
+      const Tensor g = s_.worker->model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
+      if (s_.worker->distributed_optimizer())
+        s_.group->reduce_scatter(*s_.comm, g, g.slice(b.shard_begin(rank, D) - b.begin, {b.shard_size(D)}));
+      else
+        s_.group->all_reduce(*s_.comm, g);
+      ++next_;
+    }
+    if (next_ == buckets.size()) {
+      auto stage = caf::actor_cast<caf::actor>(current_sender());
+      send(stage, reduced_atom::value, BucketsReduced{iteration_, fence_record(*s_.comm)});
+    }
+  }
+
+  GradReducerSetup s_;
+  int64_t iteration_ = -1;
+  std::vector<std::shared_ptr<void>> fences_;
+  std::vector<char> ready_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+caf::actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup) {
+  // Detached: a CPU collective blocks its thread until every data rank has arrived.
+  return system.spawn<GradReducerActor, caf::detached>(std::move(setup));
+}
+
+}  // namespace troupe::actors

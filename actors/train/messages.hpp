@@ -1,0 +1,128 @@
+// The messages the runtime's actors exchange (all process-local): atoms and payload types.
+// Payloads carry tensor handles and metadata, never bulk data; they hold Tensors and
+// shared_ptrs, so they are whitelisted as unsafe (local-only) message types.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/train/stage_worker.hpp"
+#include "kernels/grad_norm.hpp"
+#include "model/train/optimizer.hpp"
+#include "model/train/trainer.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::actors {
+
+// TrainingRun -> trainer
+using train_atom = caf::atom_constant<caf::atom("train")>;    // one iteration -> TrainerReply
+using eval_atom = caf::atom_constant<caf::atom("eval")>;      // (int64 microbatches) -> TrainerReply
+// trainer -> data loader
+using batch_atom = caf::atom_constant<caf::atom("batch")>;    // (bool train, int64 count) -> BatchList
+// trainer -> stages, stages -> trainer
+using peers_atom = caf::atom_constant<caf::atom("peers")>;    // (vector<actor> stages)
+using plan_atom = caf::atom_constant<caf::atom("plan")>;      // (IterationPlan)
+using report_atom = caf::atom_constant<caf::atom("report")>;  // (StageReport)
+using progress_atom = caf::atom_constant<caf::atom("progress")>;  // (TraceEvent) after every op
+using fail_atom = caf::atom_constant<caf::atom("fail")>;      // (string) a stage failed
+// stage -> stage
+using parcel_atom = caf::atom_constant<caf::atom("parcel")>;  // (TensorMessage)
+using pump_atom = caf::atom_constant<caf::atom("pump")>;      // to self: pick the next op
+using done_atom = caf::atom_constant<caf::atom("done")>;      // to self: (uint64 op id, int64 end ns)
+// stage to itself at the end of an iteration: tied gradients summed (enqueued), then finished
+using tied_atom = caf::atom_constant<caf::atom("tied")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+// trainer -> optimizer -> stages
+using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -> StepResult
+using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
+using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration, uint64 seed) -> bool, before the first iteration
+using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
+// stage -> its gradient reducer: (BucketReady); reducer -> stage: (BucketsReduced)
+using bucket_atom = caf::atom_constant<caf::atom("bucket")>;
+using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
+// tensor rank 0 -> the other tensor ranks of its stage: (int64 iteration, int kind (0 fwd, 1 bwd), int microbatch, int chunk)
+using order_atom = caf::atom_constant<caf::atom("order")>;
+using save_atom = caf::atom_constant<caf::atom("save")>;      // (shared_ptr<SaveJob>): write a checkpoint snapshot
+
+using BatchList = std::vector<Batch>;
+
+struct TensorMessage {
+  int64_t iteration = 0;
+  Direction direction = Direction::activation;
+  int microbatch = 0;
+  int chunk = 0;  // the receiver's local chunk
+  Parcel parcel;
+};
+
+struct StageReport {
+  int stage = 0;
+  int tp = 0, dp = 0;   // tensor and data rank of the reporting device
+  int64_t iteration = 0;
+  double loss_sum = 0;  // last stage: sum of per-token losses of the iteration
+  GradStats grads{};    // training: this stage's gradient statistics (tied copies summed first)
+  // IterationPlan::local_step: the step this stage took, and when (trace clock).
+  bool stepped = false;
+  StepResult step{};
+  int64_t step_start_ns = 0, step_end_ns = 0;
+};
+
+// The trainer's answer to train_atom / eval_atom.
+struct TrainerReply {
+  std::string error;     // non-empty: the run failed (names the stage and op)
+  IterationStats stats;  // train_atom
+  double loss = 0;       // eval_atom: mean per-token loss
+};
+
+// A TensorMessage for a stage actor in another process (through CAF's middleman): the
+// tensor itself travels over the channel (MPI or NCCL); this says what to receive.
+struct RemoteParcel {
+  int64_t iteration = 0;
+  int32_t direction = 0;  // Direction
+  int32_t microbatch = 0;
+  int32_t chunk = 0;
+  std::vector<int64_t> shape;
+  int32_t dtype = 0;      // DType
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RemoteParcel& x) {
+  return f(caf::meta::type_name("troupe.RemoteParcel"), x.iteration, x.direction, x.microbatch, x.chunk, x.shape,
+           x.dtype);
+}
+
+struct BucketReady {
+  int64_t iteration = 0;
+  int bucket = 0;
+  std::shared_ptr<void> fence;  // after the backward work that wrote it (null on a CPU device)
+};
+
+struct BucketsReduced {
+  int64_t iteration = 0;
+  std::shared_ptr<void> fence;  // after every bucket's reduction (null on a CPU device)
+};
+
+struct StepRequest {
+  int64_t iteration = 0;
+  float lr = 0;
+  float loss_scale = 1;
+  std::vector<GradStats> grads;  // the parts of the global norm (from the stages' reports), summed in order
+};
+
+}  // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BatchList)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::IterationPlan)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TensorMessage)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StageReport)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BucketReady)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BucketsReduced)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TrainerReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::GradStats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::IterationStats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::schedules::TraceEvent)

@@ -1,0 +1,447 @@
+#include "actors/train/stage_actor.hpp"
+
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "actors/train/messages.hpp"
+#include "base/check.hpp"
+
+namespace troupe::actors {
+
+using schedules::Op;
+using schedules::OpKind;
+
+namespace {
+
+int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
+}
+
+std::string describe(const std::string& stage, const Op& op, const std::string& what) {
+  return str_cat(stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward",
+                 " of microbatch ", op.microbatch, " (chunk ", op.chunk, "): ", what);
+}
+
+class StageActor : public caf::event_based_actor {
+ public:
+  StageActor(caf::actor_config& cfg, std::shared_ptr<StageWorker> worker, StageOptions options)
+      : caf::event_based_actor(cfg), worker_(std::move(worker)), options_(std::move(options)) {}
+
+  caf::behavior make_behavior() override {
+    set_exception_handler([this](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(eptr);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      const std::string text = str_cat(worker_->name(), " failed: ", what);
+      if (trainer_) send(trainer_, fail_atom::value, text);
+      return caf::make_error(caf::sec::runtime_error, text);
+    });
+    return {
+        [this](peers_atom, std::vector<caf::actor>& peers, std::vector<caf::actor>& followers) {
+          peers_ = std::move(peers);
+          followers_ = std::move(followers);
+          trainer_ = caf::actor_cast<caf::actor>(current_sender());
+        },
+        // A follower (tensor rank > 0) runs its ops in the order its leader (rank 0) chose.
+        [this](order_atom, int64_t iteration, int kind, int microbatch, int chunk) {
+          const Op op{kind == 0 ? OpKind::forward : OpKind::backward, microbatch, chunk};
+          if (failed_) return;
+          if (!active_ || iteration != worker_->iteration()) {
+            early_orders_.emplace_back(iteration, op);
+            return;
+          }
+          orders_.push_back(op);
+          if (in_flight_ < options_.max_outstanding) schedule_pump();
+        },
+        [this](plan_atom, IterationPlan& plan) { start(std::move(plan)); },
+        [this](parcel_atom, TensorMessage& msg) { on_parcel(msg); },
+        // From a stage in another process: the tensor comes over the channel.
+        [this](parcel_atom, const RemoteParcel& r) {
+          TensorMessage msg{r.iteration, Direction(r.direction), r.microbatch, r.chunk, {}};
+          msg.parcel.shape = r.shape;
+          msg.parcel.dtype = DType(r.dtype);
+          on_parcel(msg);
+        },
+        [this](pump_atom) {
+          pump_pending_ = false;
+          pump();
+        },
+        [this](done_atom, uint64_t id, int64_t start_ns, int64_t end_ns) { on_done(id, start_ns, end_ns); },
+        [this](tied_atom) {
+          // The tied sum is enqueued (NCCL) or done (one device). Wait for it off this thread:
+          // a peer that fails before joining the reduction must not block the actor.
+          if (failed_) return;
+          worker_->context().activate();
+          worker_->completions().op_end(
+              [self = caf::actor_cast<caf::actor>(this)](OpTimes) { caf::anon_send(self, stats_atom::value); });
+        },
+        [this](stats_atom) { after_tied(); },
+        [this](reduced_atom, const BucketsReduced& r) {
+          if (failed_) return;
+          reduced_ = r;
+          if (awaiting_reduction_) after_reduction();
+        },
+        [this](apply_atom, const StepRequest& req, float clip, bool skip) -> caf::result<bool> {
+          if (!guarded("the optimizer step", [&] {
+                worker_->context().activate();
+                if (skip) worker_->skip_step();
+                else worker_->apply(req.lr, clip, req.loss_scale);
+              }))
+            return caf::make_error(caf::sec::runtime_error, failure_);
+          return true;
+        },
+    };
+  }
+
+  // Handles between actors form cycles (peers, trainer); a detached actor's thread ends only
+  // once its object is destroyed, so drop them when the actor terminates.
+  void on_exit() override {
+    peers_.clear();
+    followers_.clear();
+    trainer_ = nullptr;
+    stash_.clear();
+  }
+
+ private:
+  int stage() const { return worker_->stage(); }
+  const std::string& stage_name() const { return name_; }
+  bool follower() const { return worker_->tp_rank() > 0; }
+
+  // Runs fn; on an exception the stage fails naming `what`. Returns false then.
+  template <typename F>
+  bool guarded(const char* what, F&& fn) {
+    try {
+      fn();
+      return true;
+    } catch (const StageOpError& e) {
+      fail(describe(stage_name(), e.op(), e.what()));
+    } catch (const std::exception& e) {
+      fail(str_cat(stage_name(), " failed in ", what, ": ", e.what()));
+    }
+    return false;
+  }
+
+  void fail(const std::string& text) {
+    if (failed_) return;
+    failed_ = true;
+    failure_ = text;
+    if (trainer_) send(trainer_, fail_atom::value, text);
+    quit(caf::make_error(caf::sec::runtime_error, text));
+  }
+
+  void start(IterationPlan plan) {
+    if (failed_) return;
+    const bool ok = guarded("starting an iteration", [&] {
+      TROUPE_CHECK(!active_, "an iteration started while iteration ", worker_->iteration(), " is running");
+      worker_->context().activate();
+      const int M = plan.microbatches;
+      worker_->begin(std::move(plan));
+      if (worker_->training()) {
+        const schedules::PipelineShape shape{worker_->stages(), worker_->chunks(), M, options_.group_size};
+        if (!policy_ || policy_->shape().microbatches != M) policy_.emplace(options_.schedule, shape, stage());
+        else policy_->reset();
+      } else {
+        eval_order_.clear();
+        for (int m = 0; m < M; ++m)
+          for (int c = 0; c < worker_->chunks(); ++c) eval_order_.push_back({OpKind::forward, m, c});
+        eval_next_ = 0;
+      }
+      active_ = true;
+      in_flight_ = 0;
+      ops_run_ = 0;
+      ops_total_ = worker_->training() ? 2 * M * worker_->chunks() : M * worker_->chunks();
+      orders_.clear();
+      std::vector<std::pair<int64_t, Op>> orders;
+      orders.swap(early_orders_);
+      for (const auto& [iteration, op] : orders) {
+        if (iteration == worker_->iteration()) orders_.push_back(op);
+        else early_orders_.emplace_back(iteration, op);
+      }
+      std::vector<TensorMessage> early;
+      early.swap(stash_);
+      for (TensorMessage& msg : early) {
+        TROUPE_CHECK(msg.iteration == worker_->iteration(), "a parcel of iteration ", msg.iteration,
+                     " during iteration ", worker_->iteration());
+        worker_->accept(msg.direction, msg.microbatch, msg.chunk, msg.parcel);
+      }
+    });
+    if (ok) pump();
+  }
+
+  void on_parcel(TensorMessage& msg) {
+    if (failed_) return;
+    if (!active_ || msg.iteration != worker_->iteration()) {
+      stash_.push_back(std::move(msg));  // an early parcel of the next iteration: keep its order
+      return;
+    }
+    const Op op{msg.direction == Direction::activation ? OpKind::forward : OpKind::backward, msg.microbatch, msg.chunk};
+    try {
+      worker_->accept(msg.direction, msg.microbatch, msg.chunk, msg.parcel);
+    } catch (const std::exception& e) {
+      fail(describe(stage_name(), op, str_cat("receiving its ", msg.direction == Direction::activation ? "input" : "output gradient", ": ", e.what())));
+      return;
+    }
+    if (in_flight_ < options_.max_outstanding) schedule_pump();
+  }
+
+  // Next decision: at once, or (fixed op durations) after a settle delay.
+  void schedule_pump() {
+    if (options_.fixed_op_duration.count() == 0) {
+      pump();
+      return;
+    }
+    if (pump_pending_) return;
+    pump_pending_ = true;
+    delayed_send(this, options_.fixed_op_duration / 3, pump_atom::value);
+  }
+
+  std::optional<Op> next_op() {
+    if (follower()) {
+      if (orders_.empty() || !worker_->ready(orders_.front())) return std::nullopt;
+      const Op op = orders_.front();
+      orders_.pop_front();
+      return op;
+    }
+    if (worker_->training()) return policy_->next([this](const Op& op) { return worker_->ready(op); });
+    for (size_t i = eval_next_; i < eval_order_.size(); ++i) {
+      if (!worker_->ready(eval_order_[i])) continue;
+      std::swap(eval_order_[i], eval_order_[eval_next_]);
+      return eval_order_[eval_next_++];
+    }
+    return std::nullopt;
+  }
+
+  bool all_handed_out() const {
+    if (follower()) return ops_run_ == ops_total_;
+    return worker_->training() ? policy_->done() : eval_next_ == eval_order_.size();
+  }
+
+  void pump() {
+    if (failed_ || !active_) return;
+    while (in_flight_ < options_.max_outstanding) {
+      const std::optional<Op> op = next_op();
+      if (!op) break;
+      run_op(*op);
+      if (failed_) return;
+    }
+    if (in_flight_ == 0 && all_handed_out()) finish_iteration();
+  }
+
+  void run_op(const Op& op) {
+    const uint64_t id = next_id_++;
+    Running& r = running_[id];
+    r.op = op;
+    ++ops_run_;
+    for (const caf::actor& f : followers_)
+      send(f, order_atom::value, worker_->iteration(), op.kind == OpKind::forward ? 0 : 1, op.microbatch, op.chunk);
+    try {
+      const Context& ctx = worker_->context();
+      ctx.activate();
+      const auto t0 = std::chrono::steady_clock::now();
+      r.start_ns = ns_since(options_.epoch);
+      send(trainer_, progress_atom::value, event(op, r.start_ns, 0, 0));  // the watchdog's "running"
+      if (options_.before_op) options_.before_op(stage(), op);
+      // The device waits for the op's input right here, before the op's start is taken.
+      r.input = worker_->await_inputs(op);
+      CompletionQueue& completions = worker_->completions();
+      completions.op_begin();
+      std::optional<Outbound> out = worker_->run(op);
+      for (ReadyBucket& b : worker_->take_ready_buckets())
+        send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
+      if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);
+      if (out) {
+        r.bytes = out->parcel.bytes();
+        const caf::actor& peer = peers_.at(size_t(out->stage));
+        if (peer.node() != node())
+          send(peer, parcel_atom::value,
+               RemoteParcel{worker_->iteration(), int32_t(out->direction), out->microbatch, out->chunk,
+                            out->parcel.shape, int32_t(out->parcel.dtype)});
+        else
+          send(peer, parcel_atom::value,
+               TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
+      }
+      ++in_flight_;
+      // On a GPU the times are the device's (start: when the stream reached the op).
+      completions.op_end([self = caf::actor_cast<caf::actor>(this), id](OpTimes t) {
+        caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
+      });
+    } catch (const StageOpError& e) {
+      fail(describe(stage_name(), e.op(), e.what()));
+    } catch (const std::exception& e) {
+      fail(describe(stage_name(), op, e.what()));
+    }
+  }
+
+  schedules::TraceEvent event(const Op& op, int64_t start_ns, int64_t end_ns, int64_t bytes) const {
+    schedules::TraceEvent e;
+    e.actor = str_cat("stage", stage());
+    e.device = options_.device;
+    e.stage = stage();
+    e.kind = op.kind == OpKind::forward ? schedules::EventKind::forward : schedules::EventKind::backward;
+    e.microbatch = op.microbatch;
+    e.chunk = op.chunk;
+    e.iteration = worker_->iteration();
+    e.start_ns = start_ns;
+    e.end_ns = end_ns;
+    e.bytes = bytes;
+    return e;
+  }
+
+  void on_done(uint64_t id, int64_t start_ns, int64_t end_ns) {
+    if (failed_) return;
+    const auto it = running_.find(id);
+    if (it == running_.end()) return;
+    Running r = it->second;
+    if (start_ns > 0) r.start_ns = start_ns;
+    if (end_ns <= 0) end_ns = ns_since(options_.epoch);
+    running_.erase(it);
+    --in_flight_;
+    if (r.input.timing) {
+      // The transfer of the op's input as the receiving device saw it: from the producing op's
+      // end (the receive waits for it) to the data being in place.
+      const OpTimes t = worker_->completions().transfer_times(r.input.timing);
+      if (t.start_ns > 0 && t.end_ns > 0) {
+        schedules::TraceEvent e = event(r.op, t.start_ns, std::max(t.end_ns, t.start_ns + 1), r.input.bytes);
+        e.actor = str_cat("stage", stage(), ".recv");
+        e.kind = schedules::EventKind::recv;
+        send(trainer_, progress_atom::value, e);
+      }
+    }
+    send(trainer_, progress_atom::value, event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes));
+    if (options_.fixed_op_duration.count() > 0 && !all_handed_out()) schedule_pump();
+    else pump();
+  }
+
+  // Every op has finished. Evaluation: report the loss. Training: first the optimizer's
+  // per-stage half, so that it needs no round trip to the stages before deciding the step:
+  // the tied embedding's copies summed (tied_atom, stats_atom), then this stage's gradient
+  // statistics, sent with the report; a single stage takes the whole step here.
+  void finish_iteration() {
+    Op last_forward{OpKind::forward, worker_->microbatches() - 1, worker_->chunks() - 1};
+    try {
+      loss_sum_ = worker_->finish();
+    } catch (const StageOpError& e) {
+      fail(describe(stage_name(), e.op(), e.what()));
+      return;
+    } catch (const std::exception& e) {
+      fail(describe(stage_name(), last_forward, e.what()));
+      return;
+    }
+    active_ = false;
+    if (!worker_->training()) {
+      StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
+      report.tp = worker_->tp_rank();
+      report.dp = worker_->dp_rank();
+      send(trainer_, report_atom::value, std::move(report));
+      return;
+    }
+    if (!worker_->has_tied()) {
+      after_tied();
+      return;
+    }
+    guarded("the tied-embedding gradient reduction", [&] {
+      worker_->context().activate();
+      worker_->reduce_tied([self = caf::actor_cast<caf::actor>(this)] { caf::anon_send(self, tied_atom::value); });
+    });
+  }
+
+  // The tied copies are summed (enqueued). With a gradient reducer, the buckets it has not
+  // had yet go to it now, and the report waits for its answer.
+  void after_tied() {
+    if (!options_.reducer || worker_->buckets().empty()) {
+      report_training();
+      return;
+    }
+    if (!guarded("handing the last gradient buckets to the reducer", [&] {
+          worker_->context().activate();
+          for (ReadyBucket& b : worker_->take_remaining_buckets())
+            send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
+        }))
+      return;
+    awaiting_reduction_ = true;  // the reducer's answer may have come first
+    if (reduced_ && reduced_->iteration == worker_->iteration()) after_reduction();
+  }
+
+  // The data-parallel reduction is under way (or done); the device's later work waits for it.
+  void after_reduction() {
+    awaiting_reduction_ = false;
+    if (reduced_) {
+      std::shared_ptr<void> fence = std::move(reduced_->fence);
+      reduced_.reset();
+      if (!guarded("waiting for the gradient reduction", [&] {
+            worker_->context().activate();
+            fence_wait(worker_->context(), fence);
+          }))
+        return;
+    }
+    report_training();
+  }
+
+  void report_training() {
+    if (failed_) return;
+    StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
+    report.tp = worker_->tp_rank();
+    report.dp = worker_->dp_rank();
+    if (worker_->local_step()) {
+      report.stepped = true;
+      report.step_start_ns = ns_since(options_.epoch);
+      if (!guarded("the optimizer step", [&] {
+            worker_->context().activate();
+            report.step = worker_->step_local();
+          }))
+        return;
+      report.step_end_ns = ns_since(options_.epoch);
+    } else if (!guarded("the gradient reduction", [&] {
+                 worker_->context().activate();
+                 worker_->reduce_grads();
+                 report.grads = worker_->grad_stats();
+               })) {
+      return;
+    }
+    send(trainer_, report_atom::value, std::move(report));
+  }
+
+  struct Running {
+    Op op;
+    int64_t start_ns = 0;
+    int64_t bytes = 0;
+    StageWorker::InputTransfer input;
+  };
+
+  std::shared_ptr<StageWorker> worker_;
+  StageOptions options_;
+  std::vector<caf::actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
+  std::vector<caf::actor> followers_;  // tensor ranks 1.. of this stage (tensor rank 0 only)
+  std::string name_ = worker_->name();
+  std::deque<Op> orders_;              // follower: the leader's ops not yet run
+  std::vector<std::pair<int64_t, Op>> early_orders_;  // follower: orders of an iteration not started yet
+  int ops_run_ = 0, ops_total_ = 0;
+  caf::actor trainer_;
+  std::optional<schedules::StagePolicy> policy_;
+  std::vector<Op> eval_order_;
+  size_t eval_next_ = 0;
+  std::vector<TensorMessage> stash_;
+  std::map<uint64_t, Running> running_;
+  uint64_t next_id_ = 0;
+  int in_flight_ = 0;
+  bool active_ = false;
+  bool pump_pending_ = false;
+  bool failed_ = false;
+  std::string failure_;
+  double loss_sum_ = 0;  // of the iteration being reported
+  bool awaiting_reduction_ = false;        // every op ran; waiting for the reducer's answer
+  std::optional<BucketsReduced> reduced_;  // the reducer's answer for this iteration
+};
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options) {
+  return system.spawn<StageActor, caf::detached>(std::move(worker), std::move(options));
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,328 @@
+#include "actors/train/stage_worker.hpp"
+
+#include <cmath>
+
+#include "base/check.hpp"
+#include "kernels/elementwise.hpp"
+#include "model/train/trainer.hpp"
+
+namespace troupe::actors {
+
+using schedules::Op;
+using schedules::OpKind;
+
+namespace {
+const char* const kTiedName = "embedding.word_embeddings.weight";
+}
+
+std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
+                                          int64_t multiple) {
+  TROUPE_CHECK(multiple >= 1 && bucket_elements >= 1, "gradient buckets of ", bucket_elements, " elements, multiple ",
+               multiple);
+  const int64_t size = (bucket_elements + multiple - 1) / multiple * multiple;
+  std::vector<GradBucket> out;
+  for (int c = int(chunk_sizes.size()) - 1; c >= 0; --c) {
+    const int64_t n = chunk_sizes[size_t(c)];
+    TROUPE_CHECK(n % multiple == 0, "chunk ", c, " buffer of ", n, " elements is not a multiple of ", multiple);
+    for (int64_t b = 0; b < n; b += size) out.push_back({c, b, std::min(b + size, n)});
+  }
+  return out;
+}
+
+StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
+  TROUPE_CHECK(setup_.context && int(setup_.models.size()) == setup_.chunks &&
+                   setup_.optimizers.size() == setup_.models.size(),
+               "StageWorker: stage ", setup_.stage, " needs a context and ", setup_.chunks, " chunks with optimizers");
+  setup_.norm_exclude.resize(size_t(setup_.chunks));
+  completions_ = make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
+}
+
+StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back
+
+void StageWorker::connect(Channel* activation_out, Channel* activation_in, Channel* gradient_out,
+                          Channel* gradient_in) {
+  setup_.activation_out = activation_out;
+  setup_.activation_in = activation_in;
+  setup_.gradient_out = gradient_out;
+  setup_.gradient_in = gradient_in;
+}
+
+void StageWorker::connect_tied(PairReducer* reducer, int rank, int chunk) {
+  TROUPE_CHECK(chunk >= 0 && chunk < setup_.chunks && model(chunk).layout().has(kTiedName), "stage ", stage(),
+               ": chunk ", chunk, " holds no ", kTiedName);
+  setup_.tied = reducer;
+  setup_.tied_rank = rank;
+  setup_.tied_chunk = chunk;
+}
+
+Shape StageWorker::hidden_shape() const { return setup_.models.front()->hidden_shape(plan_.batch, plan_.seq); }
+
+std::string StageWorker::name() const {
+  if (setup_.tp_size == 1 && setup_.dp_size == 1) return str_cat("stage ", setup_.stage);
+  return str_cat("stage ", setup_.stage, " (tensor rank ", setup_.tp_rank, ", data rank ", setup_.dp_rank, ")");
+}
+
+void StageWorker::begin(IterationPlan plan) {
+  plan_ = std::move(plan);
+  const int M = plan_.microbatches, V = setup_.chunks;
+  const Context& ctx = context();
+  TROUPE_CHECK(M >= 1 && plan_.batch >= 1 && plan_.seq >= 1, "stage ", stage(), ": empty iteration plan");
+  tokens_.clear();
+  targets_.clear();
+  if (first_virtual(0)) {
+    TROUPE_CHECK(int(plan_.tokens.size()) == M, "stage 0 got ", plan_.tokens.size(), " token tensors for ", M,
+                 " microbatches");
+    for (const Tensor& t : plan_.tokens) {
+      expect_shape("StageWorker::begin", "tokens", t, {plan_.batch, plan_.seq});
+      tokens_.push_back(buffer_upload(ctx, t));
+    }
+  }
+  if (last_virtual(V - 1)) {
+    TROUPE_CHECK(int(plan_.targets.size()) == M, "the last stage got ", plan_.targets.size(), " target tensors for ",
+                 M, " microbatches");
+    for (const Tensor& t : plan_.targets) {
+      expect_shape("StageWorker::begin", "targets", t, {plan_.batch, plan_.seq});
+      targets_.push_back(buffer_upload(ctx, t));
+    }
+    const Shape loss_shape{M, plan_.batch * plan_.seq};
+    if (!losses_.defined() || losses_.shape() != loss_shape) losses_ = Tensor::empty(ctx, DType::f32, loss_shape);
+  }
+  const size_t slots = size_t(M) * size_t(V);
+  inputs_.assign(slots, Inbound());
+  output_grads_.assign(slots, Inbound());
+  saved_.clear();
+  saved_.resize(slots);
+  forward_ran_.assign(slots, 0);
+  bucket_sent_.assign(setup_.buckets.size(), 0);
+  ready_buckets_.clear();
+}
+
+void StageWorker::accept(Direction direction, int microbatch, int chunk, Parcel& parcel) {
+  const bool act = direction == Direction::activation;
+  TROUPE_CHECK(microbatch >= 0 && microbatch < plan_.microbatches && chunk >= 0 && chunk < setup_.chunks,
+               "stage ", stage(), " got a parcel for microbatch ", microbatch, " chunk ", chunk);
+  Channel* channel = act ? setup_.activation_in : setup_.gradient_in;
+  TROUPE_CHECK(channel != nullptr, "stage ", stage(), " has no ", act ? "activation" : "gradient", " input channel");
+  std::vector<Inbound>& slots = act ? inputs_ : output_grads_;
+  Inbound& dst = slots[slot(microbatch, chunk)];
+  TROUPE_CHECK(!dst.tensor.defined(), "stage ", stage(), " got the ", act ? "activation" : "gradient",
+               " of microbatch ", microbatch, " chunk ", chunk, " twice");
+  dst = channel->receive(context(), parcel);
+}
+
+bool StageWorker::ready(const Op& op) const {
+  const size_t i = slot(op.microbatch, op.chunk);
+  if (op.kind == OpKind::forward) return first_virtual(op.chunk) || inputs_[i].tensor.defined();
+  return forward_ran_[i] && (last_virtual(op.chunk) || output_grads_[i].tensor.defined());
+}
+
+Inbound* StageWorker::input_of(const Op& op) {
+  TROUPE_CHECK(op.microbatch >= 0 && op.microbatch < plan_.microbatches && op.chunk >= 0 && op.chunk < setup_.chunks,
+               "stage ", stage(), ": no op ", schedules::op_str(op), " in this iteration");
+  const size_t i = slot(op.microbatch, op.chunk);
+  if (op.kind == OpKind::forward) return first_virtual(op.chunk) ? nullptr : &inputs_[i];
+  return last_virtual(op.chunk) ? nullptr : &output_grads_[i];
+}
+
+StageWorker::InputTransfer StageWorker::await_inputs(const Op& op) {
+  Inbound* in = input_of(op);
+  if (in == nullptr || !in->tensor.defined()) return {};
+  inbound_wait(context(), *in);
+  return {in->timing, int64_t(in->tensor.nbytes())};
+}
+
+void StageWorker::check_finite(const Op& op, const Tensor& t, const char* what) {
+  const Context& ctx = context();
+  Tensor f32 = t;
+  if (t.dtype() != DType::f32) {
+    f32 = Tensor::empty(ctx, DType::f32, t.shape());
+    convert(ctx, t, f32);
+  }
+  if (!troupe::grad_stats(ctx, {f32.view({f32.numel()})}).finite) throw StageOpError(op, str_cat("NaN/Inf in ", what));
+}
+
+std::optional<Outbound> StageWorker::run(const Op& op) {
+  const Context& ctx = context();
+  const int m = op.microbatch, c = op.chunk, P = setup_.stages;
+  TROUPE_CHECK(m >= 0 && m < plan_.microbatches && c >= 0 && c < setup_.chunks, "stage ", stage(), ": no op ",
+               schedules::op_str(op), " in this iteration");
+  const size_t i = slot(m, c);
+  const int vs = virtual_stage(c);
+  GptChunk& chunk = model(c);
+  try {
+    if (op.kind == OpKind::forward) {
+      TROUPE_CHECK(!forward_ran_[i], "forward ran twice");
+      TROUPE_CHECK(first_virtual(c) || inputs_[i].tensor.defined(), "the input activation has not arrived");
+      const bool last = last_virtual(c);
+      if (!first_virtual(c)) inbound_wait(ctx, inputs_[i]);
+      const Tensor input = first_virtual(c) ? tokens_[size_t(m)] : inputs_[i].tensor;
+      const Tensor target = last ? targets_[size_t(m)] : Tensor();
+      const Tensor out = last ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
+      ActivationsPtr a = chunk.forward(input, target, out,
+                                       {.training = plan_.training,
+                                        .loss_grad_scale = plan_.loss_grad_scale,
+                                        .dropout_seed = plan_.dropout_seed + uint64_t(m) * plan_.dropout_stride,
+                                        .batch = plan_.batch,
+                                        .seq = plan_.seq});
+      if (!first_virtual(c)) {
+        buffer_free(ctx, inputs_[i].tensor);
+        inputs_[i] = Inbound();
+      }
+      forward_ran_[i] = 1;
+      if (last) {
+        const int64_t n = plan_.batch * plan_.seq;
+        copy(ctx, a->losses, losses_.slice(int64_t(m) * n, {n}));
+        if (setup_.check_losses) check_finite(op, a->losses, "the per-token losses");
+      }
+      if (plan_.training) saved_[i] = std::move(a);
+      else chunk.release(std::move(a));
+      if (last) return std::nullopt;
+      if (setup_.check_tensors) check_finite(op, out, "the output activations");
+      return Outbound{Direction::activation, (vs + 1) % P, m, (vs + 1) / P, setup_.activation_out->send(ctx, out)};
+    }
+    TROUPE_CHECK(plan_.training, "a backward in a forward-only pass");
+    TROUPE_CHECK(forward_ran_[i] && saved_[i], "the forward has not run");
+    const bool last = last_virtual(c), first = first_virtual(c);
+    TROUPE_CHECK(last || output_grads_[i].tensor.defined(), "the output gradient has not arrived");
+    if (!last) inbound_wait(ctx, output_grads_[i]);
+    const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
+    const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
+    // The last microbatch's backward writes each gradient for the last time: buckets go to
+    // the reducer as soon as their layers are done.
+    const bool hand_over = setup_.overlap_grad_reduce && setup_.dp_group && m == plan_.microbatches - 1;
+    if (hand_over) {
+      // A tied embedding's copy is summed with the other stage's first (reduce_tied), so its
+      // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
+      // optimizer) must see the sum.
+      int64_t tied_begin = -1, tied_end = -1;
+      if (has_tied() && c == setup_.tied_chunk) {
+        const ParamInfo& t = chunk.layout().find(kTiedName);
+        tied_begin = t.offset;
+        tied_end = t.offset + t.numel();
+      }
+      chunk.set_grads_ready_hook([this, c, &ctx, tied_begin, tied_end](int64_t ready) {
+        for (size_t b = 0; b < setup_.buckets.size(); ++b) {
+          const GradBucket& bucket = setup_.buckets[b];
+          if (bucket.chunk != c || bucket_sent_[b] || bucket.end > ready) continue;
+          if (bucket.begin < tied_end && tied_begin < bucket.end) continue;
+          bucket_sent_[b] = 1;
+          ready_buckets_.push_back({int(b), fence_record(ctx)});
+        }
+      });
+    }
+    chunk.backward(*saved_[i], dout, din);
+    if (hand_over) chunk.set_grads_ready_hook(nullptr);
+    chunk.release(std::move(saved_[i]));
+    if (!last) {
+      buffer_free(ctx, dout);
+      output_grads_[i] = Inbound();
+    }
+    if (setup_.check_tensors) {
+      if (first) check_finite(op, chunk.grads(), "the parameter gradients");
+      else check_finite(op, din, "the input gradients");
+    }
+    if (first) return std::nullopt;
+    return Outbound{Direction::gradient, (vs - 1 + P) % P, m, (vs - 1) / P, setup_.gradient_out->send(ctx, din)};
+  } catch (const StageOpError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StageOpError(op, e.what());
+  }
+}
+
+double StageWorker::finish() {
+  const Context& ctx = context();
+  double sum = 0;
+  if (last_virtual(setup_.chunks - 1)) {
+    const Tensor host = to_host_f32(ctx, losses_);
+    const int64_t n = host.dim(1);
+    for (int m = 0; m < plan_.microbatches; ++m) {
+      const double s = sum_losses(host.slice(int64_t(m) * n, {n}));
+      if (setup_.check_losses && !std::isfinite(s))
+        throw StageOpError({OpKind::forward, m, setup_.chunks - 1}, "the loss is NaN/Inf");
+      sum += s;
+    }
+  }
+  for (const Tensor& t : tokens_) buffer_free(ctx, t);
+  for (const Tensor& t : targets_) buffer_free(ctx, t);
+  tokens_.clear();
+  targets_.clear();
+  for (size_t i = 0; i < saved_.size(); ++i)
+    if (saved_[i]) model(int(i % size_t(setup_.chunks))).release(std::move(saved_[i]));
+  return sum;
+}
+
+void StageWorker::reduce_tied(std::function<void()> done) {
+  if (!has_tied()) {
+    done();
+    return;
+  }
+  GptChunk& chunk = model(setup_.tied_chunk);
+  setup_.tied->reduce(setup_.tied_rank, context(), chunk.layout().view(chunk.grads(), kTiedName), std::move(done));
+}
+
+GradStats StageWorker::grad_stats() {
+  GradStats total;
+  for (int c = 0; c < setup_.chunks; ++c) {
+    const GradStats s = setup_.optimizers[size_t(c)]->grad_stats(setup_.norm_exclude[size_t(c)]);
+    total.sum_sq += s.sum_sq;
+    total.finite = total.finite && s.finite;
+  }
+  return total;
+}
+
+std::vector<ReadyBucket> StageWorker::take_remaining_buckets() {
+  std::vector<ReadyBucket> out;
+  std::shared_ptr<void> fence;
+  for (size_t b = 0; b < setup_.buckets.size(); ++b) {
+    if (bucket_sent_[b]) continue;
+    bucket_sent_[b] = 1;
+    if (!fence) fence = fence_record(context());
+    out.push_back({int(b), fence});
+  }
+  return out;
+}
+
+void StageWorker::reduce_grads() {
+  for (int c = 0; c < setup_.chunks; ++c) model(c).reduce_sequence_parallel_grads();
+  if (setup_.dp_group == nullptr || setup_.overlap_grad_reduce) return;  // no replicas / the reducer actor did it
+  const int D = setup_.dp_size;
+  for (const GradBucket& b : setup_.buckets) {
+    const Tensor g = model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
+    if (setup_.distributed_optimizer)
+      setup_.dp_group->reduce_scatter(context(), g, g.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}));
+    else
+      setup_.dp_group->all_reduce(context(), g);
+  }
+}
+
+void StageWorker::await_state_readers() {
+  fence_wait(context(), state_readers_);
+  state_readers_.reset();
+}
+
+void StageWorker::apply(float lr, float clip, float loss_scale) {
+  await_state_readers();
+  for (auto& o : setup_.optimizers) o->apply(lr, clip, loss_scale);
+  if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) return;
+  // Every rank updated its shard of each bucket: gather the others'.
+  const int D = setup_.dp_size;
+  for (const GradBucket& b : setup_.buckets) {
+    const Tensor p = model(b.chunk).params().slice(b.begin, {b.end - b.begin});
+    setup_.dp_group->all_gather(context(), p.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}), p);
+  }
+}
+
+void StageWorker::skip_step() {
+  for (auto& o : setup_.optimizers) o->skip();
+}
+
+StepResult StageWorker::step_local() {
+  TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied() && setup_.tp_size == 1 && setup_.dp_size == 1,
+               "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ",
+               setup_.stages, " holds ", setup_.chunks, " chunk(s)");
+  await_state_readers();
+  return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);
+}
+
+}  // namespace troupe::actors

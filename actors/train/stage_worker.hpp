@@ -1,0 +1,246 @@
+// The non-actor half of a pipeline stage: its device context, its V model chunks and their
+// optimizers, the channels to its neighbours, and the per-iteration state (inputs that have
+// arrived, saved activations, losses). The stage actor (stage_actor.cpp) decides WHICH op
+// runs next; this class runs it (enqueues it on the device) and says what goes to a peer.
+// No CAF here, so it can be tested and benchmarked as plain code.
+//
+// Chunk c of stage s holds virtual stage c * P + s; layers are split evenly over the P * V
+// virtual stages. The forward output of virtual stage k feeds k + 1 (stage s + 1, or from the
+// last stage to stage 0's next chunk), the input gradient of k feeds k - 1.
+//
+//   StageWorker w(setup);
+//   w.begin(plan);                                   // tokens/targets of this iteration
+//   w.accept(Direction::activation, mb, chunk, parcel);   // as messages arrive: posts the receive
+//   if (w.ready(op)) {
+//     w.await_inputs(op);                                  // the device waits for the op's input here
+//     std::optional<Outbound> out = w.run(op); ...send out->parcel...
+//   }
+//   double loss_sum = w.finish();                    // last stage: sum of per-token losses
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/fabric/device_services.hpp"
+#include "base/check.hpp"
+#include "kernels/collectives.hpp"
+#include "kernels/grad_norm.hpp"
+#include "model/gpt_chunk.hpp"
+#include "model/train/optimizer.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe::actors {
+
+// One iteration's (or evaluation's) work for the stages.
+struct IterationPlan {
+  int64_t iteration = 0;
+  bool training = true;
+  int microbatches = 0;
+  int64_t batch = 0, seq = 0;    // every microbatch is [batch, seq]
+  float loss_grad_scale = 1.0f;  // loss_scale / tokens of the global batch
+  uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m * dropout_stride
+  uint64_t dropout_stride = 1;   // data parallelism: this rank's microbatches are every D-th of the global batch
+  std::vector<Tensor> tokens;    // host i32 [B, T] per microbatch (for the stage holding virtual stage 0)
+  std::vector<Tensor> targets;   // host i32 [B, T] per microbatch (for the last virtual stage)
+  // One stage holds the whole model (P = 1): its gradient norm is the global one, so it takes
+  // the optimizer step itself right after its last op (Optimizer::step, as the single-device
+  // loop does) instead of a round trip through the trainer and the optimizer actor.
+  bool local_step = false;
+  float lr = 0;
+  float loss_scale = 1;
+};
+
+enum class Direction : uint8_t { activation, gradient };
+
+// What one op sends to another stage.
+struct Outbound {
+  Direction direction = Direction::activation;
+  int stage = 0;  // receiving stage
+  int microbatch = 0;
+  int chunk = 0;  // the receiver's local chunk
+  Parcel parcel;
+};
+
+// An op failed; carries which one so the actor can name it.
+class StageOpError : public Error {
+ public:
+  StageOpError(const schedules::Op& op, const std::string& what) : Error(what), op_(op) {}
+  const schedules::Op& op() const { return op_; }
+
+ private:
+  schedules::Op op_;
+};
+
+// A range of one chunk's flat gradient buffer that the data-parallel group reduces as one
+// collective. With the distributed optimizer, data rank r owns the r-th D-th of each bucket.
+struct GradBucket {
+  int chunk = 0;
+  int64_t begin = 0, end = 0;
+  int64_t shard_size(int dp_size) const { return (end - begin) / dp_size; }
+  int64_t shard_begin(int dp_rank, int dp_size) const { return begin + dp_rank * shard_size(dp_size); }
+};
+
+// Splits the chunks' buffers (sizes multiples of `multiple`) into buckets of about
+// `bucket_elements` (each a multiple of `multiple`), in the order backward finishes them: the
+// last chunk first, each buffer front to back (the layout is in reverse layer order).
+std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
+                                          int64_t multiple);
+
+// A bucket whose gradients are final (enqueued) on the stage's device, behind `fence`.
+struct ReadyBucket {
+  int bucket = 0;
+  std::shared_ptr<void> fence;
+};
+
+struct StageSetup {
+  int stage = 0;
+  int stages = 1;  // P
+  int chunks = 1;  // V
+  // Place in the tensor- and data-parallel groups (Megatron's rank order: TP fastest, then DP,
+  // then PP). The chunks hold the tensor-parallel group; the data-parallel group sums (or,
+  // with the distributed optimizer, reduce-scatters) the gradients and all-gathers the
+  // updated parameter shards.
+  int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1;
+  Collectives* dp_group = nullptr;  // null: no data parallelism
+  bool distributed_optimizer = false;
+  std::vector<GradBucket> buckets;  // the data-parallel reduction's units
+  // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last
+  // microbatch's backward has written it (take_ready_buckets); reduce_grads() leaves it out.
+  bool overlap_grad_reduce = false;
+  bool check_losses = false;  // --check-for-nan-in-loss-and-grad: per-microbatch losses
+  bool check_tensors = false;  // ... and every op's output activations / gradients (off with fp16 scaling)
+  std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
+  std::vector<std::unique_ptr<GptChunk>> models;         // V chunks, chunk c = virtual stage c * P + s
+  std::vector<std::unique_ptr<Optimizer>> optimizers;  // one per chunk
+  // Channels (owned by the run): activations to stage s+1 / from s-1, gradients to s-1 / from s+1
+  // (all modulo P). Null where the pipeline has one stage.
+  Channel* activation_out = nullptr;
+  Channel* activation_in = nullptr;
+  Channel* gradient_out = nullptr;
+  Channel* gradient_in = nullptr;
+  // Tied embeddings split over two stages: this stage's rank in the reduction (-1: none) and
+  // the chunk holding the copy.
+  PairReducer* tied = nullptr;
+  int tied_rank = -1;
+  int tied_chunk = 0;
+  // The parameter each chunk leaves out of the global norm (the tied copy counted elsewhere).
+  std::vector<std::string> norm_exclude;
+  // Op completion: GPU timing for the trace, on the trace clock starting at `epoch`.
+  bool timing = false;
+  std::chrono::steady_clock::time_point epoch;
+};
+
+class StageWorker {
+ public:
+  explicit StageWorker(StageSetup setup);
+  ~StageWorker();
+  StageWorker(const StageWorker&) = delete;
+  StageWorker& operator=(const StageWorker&) = delete;
+
+  // Wiring, before the first iteration (a channel needs both stages' contexts).
+  void connect(Channel* activation_out, Channel* activation_in, Channel* gradient_out, Channel* gradient_in);
+  void connect_tied(PairReducer* reducer, int rank, int chunk);
+
+  int stage() const { return setup_.stage; }
+  int stages() const { return setup_.stages; }
+  int tp_rank() const { return setup_.tp_rank; }
+  int tp_size() const { return setup_.tp_size; }
+  int dp_rank() const { return setup_.dp_rank; }
+  int dp_size() const { return setup_.dp_size; }
+  bool distributed_optimizer() const { return setup_.distributed_optimizer; }
+  Collectives* dp_group() const { return setup_.dp_group; }
+  // "stage 2", or "stage 2 (tensor rank 1, data rank 0)" when there is more than one device per stage.
+  std::string name() const;
+  int chunks() const { return setup_.chunks; }
+  const Context& context() const { return *setup_.context; }
+  GptChunk& model(int chunk) { return *setup_.models[size_t(chunk)]; }
+  Optimizer& optimizer(int chunk) { return *setup_.optimizers[size_t(chunk)]; }
+  int virtual_stage(int chunk) const { return chunk * setup_.stages + setup_.stage; }
+  bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
+  bool last_virtual(int chunk) const { return virtual_stage(chunk) == setup_.stages * setup_.chunks - 1; }
+  int64_t iteration() const { return plan_.iteration; }
+  bool training() const { return plan_.training; }
+  bool local_step() const { return plan_.training && plan_.local_step; }
+  int microbatches() const { return plan_.microbatches; }
+
+  // Starts an iteration: uploads the plan's tokens/targets, resets the per-iteration state.
+  void begin(IterationPlan plan);
+  // A parcel from a neighbour for (microbatch, local chunk) of the current iteration: posts
+  // the receive at once (NCCL needs receives in send order).
+  void accept(Direction direction, int microbatch, int chunk, Parcel& parcel);
+  // Have the op's inputs been announced? (A backward also needs its forward to have run.)
+  // Their data may still be on its way: the device waits for it (await_inputs).
+  bool ready(const schedules::Op& op) const;
+  // Makes the work enqueued from now on wait for the op's received input (run() does it too;
+  // the stage calls it before timing the op, so the op's time excludes the wait). Returns
+  // the transfer for the trace: its timing handle (CompletionQueue::transfer_times; null:
+  // not measured or nothing received) and its size.
+  struct InputTransfer {
+    std::shared_ptr<void> timing;
+    int64_t bytes = 0;
+  };
+  InputTransfer await_inputs(const schedules::Op& op);
+  // Enqueues the op on the device; returns what must go to a neighbour. Throws StageOpError.
+  std::optional<Outbound> run(const schedules::Op& op);
+  // After the last op: the sum of per-token losses on the stage holding the last virtual
+  // stage (0 elsewhere); checks the losses for NaN when asked. Synchronizes the device.
+  double finish();
+
+  // The optimizer's part, between iterations.
+  bool has_tied() const { return setup_.tied != nullptr && setup_.tied_rank >= 0; }
+  // Sums the tied embedding's gradient copies; `done` (any thread) once the sum is enqueued
+  // on this stage's device. No-op (done at once) without a tied copy.
+  void reduce_tied(std::function<void()> done);
+  const std::vector<GradBucket>& buckets() const { return setup_.buckets; }
+  // Overlap: the buckets the last run() made final (each once per iteration). Buckets holding
+  // a tied embedding copy wait for the tied sum (reduce_tied): take_remaining_buckets().
+  std::vector<ReadyBucket> take_ready_buckets() { return std::move(ready_buckets_); }
+  // After the last op (and the tied sum): every bucket not handed over yet, behind a fence now.
+  std::vector<ReadyBucket> take_remaining_buckets();
+  // After the last backward (and the tied sum): sums the sequence-parallel norm gradients over
+  // the tensor-parallel group, then the gradients over the data-parallel group (all-reduce, or
+  // reduce-scatter into this rank's shard with the distributed optimizer). Enqueued on the device.
+  void reduce_grads();
+  GradStats grad_stats();                        // over all chunks, tied duplicate excluded
+  // AdamW on this rank's parameters (its shard, then all-gathered, with the distributed optimizer).
+  void apply(float lr, float clip, float loss_scale);
+  void skip_step();
+  // The whole step of a single stage holding the whole model (IterationPlan::local_step).
+  StepResult step_local();
+  // A checkpoint snapshot reads the optimizers' state on another stream: the next step's
+  // updates wait for `fence` (set between iterations, when the stage is idle).
+  void wait_before_next_step(std::shared_ptr<void> fence) { state_readers_ = std::move(fence); }
+  // Tells when an op enqueued on the device has finished.
+  CompletionQueue& completions() { return *completions_; }
+  // Teardown: waits for the device, then for the completion callbacks (which send to actors).
+  void synchronize() const { setup_.context->synchronize(); }
+  void stop_completions() { completions_.reset(); }
+
+ private:
+  size_t slot(int microbatch, int chunk) const { return size_t(microbatch) * size_t(setup_.chunks) + size_t(chunk); }
+  Shape hidden_shape() const;
+  void check_finite(const schedules::Op& op, const Tensor& t, const char* what);
+
+  StageSetup setup_;
+  std::unique_ptr<CompletionQueue> completions_;
+  IterationPlan plan_;
+  std::vector<Tensor> tokens_, targets_;  // on the device, per microbatch
+  Inbound* input_of(const schedules::Op& op);  // the op's received input; null: none (first/last virtual stage)
+
+  std::vector<Inbound> inputs_;          // received activations, per (microbatch, chunk)
+  std::vector<Inbound> output_grads_;    // received gradients, per (microbatch, chunk)
+  std::vector<ActivationsPtr> saved_;    // forward activations kept for the backward
+  std::vector<char> forward_ran_;
+  Tensor losses_;                        // f32 [M, B*T] on the device (last virtual stage)
+  std::vector<char> bucket_sent_;        // per bucket: handed to the reducer this iteration
+  std::vector<ReadyBucket> ready_buckets_;
+  std::shared_ptr<void> state_readers_;  // see wait_before_next_step
+  void await_state_readers();
+};
+
+}  // namespace troupe::actors

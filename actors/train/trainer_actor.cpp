@@ -1,0 +1,512 @@
+#include "actors/train/trainer_actor.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "actors/fabric/fabric.hpp"
+#include "actors/train/messages.hpp"
+#include "actors/monitor/trace_forwarding.hpp"
+#include "base/check.hpp"
+
+namespace troupe::actors {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+class TrainerActor : public caf::event_based_actor {
+ public:
+  TrainerActor(caf::actor_config& cfg, TrainerSetup setup) : caf::event_based_actor(cfg), s_(std::move(setup)) {}
+
+  caf::behavior make_behavior() override {
+    T_ = s_.tensor_parallel;
+    D_ = s_.data_parallel;
+    P_ = int(s_.stages.size()) / (T_ * D_);
+    if (s_.local_count == 0) s_.local_count = s_.stages.size();
+    for (size_t i = 0; i < s_.stages.size(); ++i) {
+      const caf::actor& a = s_.stages[i];
+      index_[a.address()] = i;
+      monitor(a);  // also the other processes' stages: their process dying fails the run here
+      if (!local(i)) continue;
+      const Rank r = rank_of(i);
+      std::vector<caf::actor> pipeline, followers;
+      for (int s = 0; s < P_; ++s) pipeline.push_back(s_.stages[index(s, r.dp, r.tp)]);
+      if (r.tp == 0)
+        for (int t = 1; t < T_; ++t) followers.push_back(s_.stages[index(r.stage, r.dp, t)]);
+      send(a, peers_atom::value, std::move(pipeline), std::move(followers));
+    }
+    for (const caf::actor& a : s_.reducers) monitor(a);
+    monitor(s_.loader);
+    monitor(s_.optimizer);
+    set_down_handler([this](caf::down_msg& dm) {
+      if (failed_ || !dm.reason) return;
+      fail_run(str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason)));
+    });
+    last_progress_.assign(s_.stages.size(), Clock::now());
+    running_.resize(s_.stages.size());
+    iteration_ = s_.first_iteration;
+    return {
+        [this](train_atom) -> caf::result<TrainerReply> {
+          auto rp = make_response_promise();
+          if (!admit(rp)) return rp;
+          start_train();
+          return rp;
+        },
+        [this](eval_atom, int64_t count) -> caf::result<TrainerReply> {
+          auto rp = make_response_promise();
+          if (!admit(rp)) return rp;
+          start_eval(count);
+          return rp;
+        },
+        [this](report_atom, const StageReport& r) { on_report(r); },
+        [this](progress_atom, const schedules::TraceEvent& e) { on_progress(e); },
+        [this](fail_atom, const std::string& text) { fail_run(text); },
+        [this](tick_atom, uint64_t generation) { on_tick(generation); },
+        // The run's monitor: from now on every traced event also goes there (trace_forwarding.hpp).
+        [this](attach_atom, caf::actor monitor, std::shared_ptr<TraceQueue> queue) {
+          monitor_ = std::move(monitor);
+          monitor_queue_ = std::move(queue);
+        },
+        [this](host_op_atom, const schedules::TraceEvent& e) { emit(e); },
+        // A checkpoint was loaded: the LR schedule and dropout seeds continue from there
+        // (the dropout streams from the checkpoint's seed, unless --no-load-rng).
+        [this](resume_atom, int64_t iteration, uint64_t seed) -> bool {
+          if (pending_.pending() || failed_) return false;
+          iteration_ = iteration;
+          s_.seed = seed;
+          return true;
+        },
+    };
+  }
+
+  void on_exit() override {
+    next_ = Prefetch{};
+    s_.stages.clear();
+    s_.reducers.clear();
+    s_.loader = nullptr;
+    s_.optimizer = nullptr;
+    monitor_ = nullptr;
+    pending_ = caf::response_promise();
+  }
+
+ private:
+  bool admit(caf::response_promise& rp) {
+    if (failed_) {
+      rp.deliver(TrainerReply{str_cat("the run failed earlier: ", failure_), {}, 0});
+      return false;
+    }
+    if (pending_.pending()) {
+      rp.deliver(TrainerReply{"an iteration is already running", {}, 0});
+      return false;
+    }
+    pending_ = rp;
+    return true;
+  }
+
+  struct Rank {
+    int stage = 0, dp = 0, tp = 0;
+  };
+  Rank rank_of(size_t i) const { return {int(i) / (T_ * D_), (int(i) / T_) % D_, int(i) % T_}; }
+  size_t index(int stage, int dp, int tp) const { return size_t(tp + T_ * (dp + D_ * stage)); }
+  std::string stage_name(size_t i) const {
+    const Rank r = rank_of(i);
+    if (T_ == 1 && D_ == 1) return str_cat("stage ", r.stage);
+    return str_cat("stage ", r.stage, " (tensor rank ", r.tp, ", data rank ", r.dp, ")");
+  }
+  bool local(size_t i) const { return i >= s_.first_local && i < s_.first_local + s_.local_count; }
+  // Evaluation runs on data rank 0's devices only (every replica holds the same weights).
+  bool takes_part(size_t i) const { return local(i) && (training_ || rank_of(i).dp == 0); }
+
+  std::string name_of(const caf::actor_addr& a) const {
+    if (auto it = index_.find(a); it != index_.end()) return stage_name(it->second);
+    for (size_t i = 0; i < s_.reducers.size(); ++i)
+      if (a == s_.reducers[i].address()) return str_cat("the gradient reducer of ", stage_name(i));
+    if (a == s_.loader.address()) return "the data loader";
+    if (a == s_.optimizer.address()) return "the optimizer";
+    return "an actor";
+  }
+
+  void fail_run(const std::string& text) {
+    if (failed_) return;
+    failed_ = true;
+    failure_ = text;
+    ++generation_;  // stops the watchdog
+    if (pending_.pending()) pending_.deliver(TrainerReply{text, {}, 0});
+    pending_ = caf::response_promise();
+  }
+
+  int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s_.epoch).count();
+  }
+
+  // A trace event of this iteration from start_ns to end_ns (now when 0), at least 1 ns long.
+  void record(const std::string& actor, schedules::EventKind kind, int64_t start_ns, int64_t end_ns = 0) {
+    if (!s_.trace && !monitor_) return;
+    schedules::TraceEvent e;
+    e.actor = actor;
+    e.kind = kind;
+    e.iteration = iteration_;
+    e.start_ns = start_ns;
+    e.end_ns = std::max(end_ns > 0 ? end_ns : now_ns(), start_ns + 1);
+    emit(e);
+  }
+
+  // A traced event: to the --trace file, and to the monitor with the iteration's batch.
+  void emit(const schedules::TraceEvent& e) {
+    if (s_.trace) s_.trace->append(e);
+    if (monitor_) batch_.push_back(e);
+  }
+
+  // A training iteration ended: its events to the monitor, unless it is too far behind.
+  void forward_batch() {
+    if (!monitor_) return;
+    TraceBatch b{iteration_, now_ns(), std::move(batch_)};
+    batch_ = {};
+    if (monitor_queue_->try_push(int64_t(b.events.size()))) send(monitor_, trace_atom::value, std::move(b));
+  }
+
+
+  void fetch(bool train, int64_t count, std::function<void(BatchList&)> then) {
+    const int64_t t0 = now_ns();
+    request(s_.loader, s_.op_timeout, batch_atom::value, train, count)
+        .then(
+            [=, this](BatchList& batches) {
+              record("data_loader", schedules::EventKind::data, t0);
+              then(batches);
+            },
+            [=, this](caf::error& e) { fail_run(str_cat("the data loader failed: ", system().render(e))); });
+  }
+
+  // The next iteration's batches are asked for as soon as an iteration is dispatched (the
+  // loader answers while the pipeline runs), so that the next train_atom dispatches at once.
+  // A loader error is kept until those batches are needed.
+  void prefetch_train() {
+    next_ = Prefetch{};
+    next_.pending = true;
+    next_.start_ns = now_ns();
+    request(s_.loader, s_.op_timeout, batch_atom::value, true, int64_t(s_.microbatches))
+        .then(
+            [this](BatchList& batches) {
+              next_.batches = std::move(batches);
+              prefetched();
+            },
+            [this](caf::error& e) {
+              next_.error = str_cat("the data loader failed: ", system().render(e));
+              prefetched();
+            });
+  }
+
+  void prefetched() {
+    next_.pending = false;
+    next_.end_ns = now_ns();
+    if (!next_.waiter) return;
+    auto waiter = std::move(next_.waiter);
+    next_.waiter = nullptr;
+    waiter();
+  }
+
+  // The training batches of the iteration starting now: prefetched, or fetched now.
+  void take_train_batches(std::function<void(BatchList&)> then) {
+    if (next_.pending) {
+      next_.waiter = [this, then] { take_train_batches(then); };
+      return;
+    }
+    if (!next_.error.empty()) {
+      const std::string error = std::move(next_.error);
+      next_ = Prefetch{};
+      fail_run(error);
+      return;
+    }
+    if (!next_.batches) {
+      fetch(true, s_.microbatches, std::move(then));
+      return;
+    }
+    record("data_loader", schedules::EventKind::data, next_.start_ns, next_.end_ns);
+    BatchList batches = std::move(*next_.batches);
+    next_ = Prefetch{};
+    then(batches);
+  }
+
+  void start_train() {
+    ++iteration_;
+    training_ = true;
+    take_train_batches([this](BatchList& batches) {
+      stats_ = IterationStats{};
+      stats_.iteration = iteration_;
+      stats_.lr = s_.lr.at(iteration_);
+      stats_.loss_scale = s_.scaler ? s_.scaler->scale() : 1.0f;
+      for (const Batch& b : batches) stats_.tokens += count_targets(b.targets);
+      if (stats_.tokens <= 0) {
+        fail_run(str_cat("iteration ", iteration_, ": every target of the batch is ignored"));
+        return;
+      }
+      const float grad_scale = stats_.loss_scale / float(stats_.tokens);
+      // The same dropout streams as the single-device Trainer: one per (iteration, microbatch).
+      const uint64_t seed = s_.seed * 0x9e3779b97f4a7c15ull + uint64_t(iteration_) * 1024;
+      dispatch(batches, true, grad_scale, seed);
+      prefetch_train();
+    });
+  }
+
+  void start_eval(int64_t count) {
+    training_ = false;
+    fetch(false, count, [this](BatchList& batches) {
+      eval_tokens_ = 0;
+      for (const Batch& b : batches) eval_tokens_ += count_targets(b.targets);
+      if (eval_tokens_ <= 0) {
+        fail_run("evaluate: every target is ignored");
+        return;
+      }
+      dispatch(batches, false, 1.0f, 0);
+    });
+  }
+
+  void dispatch(const BatchList& batches, bool training, float grad_scale, uint64_t seed) {
+    const size_t n = s_.stages.size();
+    IterationPlan base;
+    base.iteration = training ? iteration_ : -iteration_ - 1;  // evaluations get their own numbers
+    base.training = training;
+    base.batch = s_.micro_batch_size;
+    base.seq = s_.seq_length;
+    base.loss_grad_scale = grad_scale;
+    base.dropout_seed = seed;
+    base.local_step = training && n == 1;  // see IterationPlan::local_step
+    base.lr = float(stats_.lr);
+    base.loss_scale = stats_.loss_scale;
+    reports_ = 0;
+    expected_reports_ = 0;
+    loss_sum_ = 0;
+    phase_start_ns_ = now_ns();
+    reported_.assign(n, false);
+    grads_.assign(n, GradStats{});
+    losses_.assign(n, 0.0);
+    counted_.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      running_[i].clear();
+      if (!takes_part(i)) {
+        reported_[i] = true;  // nothing to wait for
+        continue;
+      }
+      const Rank r = rank_of(i);
+      IterationPlan plan = base;
+      // Data rank d takes microbatches d, d + D, ...: Megatron's order, where each step of the
+      // global batch hands consecutive micro-batches to consecutive data ranks.
+      const int stride = training ? D_ : 1;
+      // The dropout streams follow the global microbatch: seed + k for global microbatch k.
+      for (size_t k = size_t(training ? r.dp : 0); k < batches.size(); k += size_t(stride)) {
+        if (plan.microbatches == 0) plan.dropout_seed = seed + k;
+        ++plan.microbatches;
+        if (r.stage == 0) plan.tokens.push_back(batches[k].tokens);
+        if (r.stage == P_ - 1) plan.targets.push_back(batches[k].targets);
+      }
+      plan.dropout_stride = uint64_t(stride);
+      send(s_.stages[i], plan_atom::value, std::move(plan));
+      last_progress_[i] = Clock::now();
+      ++expected_reports_;
+    }
+    arm_watchdog();
+    if (expected_reports_ == 0) phase_done(StageReport{});
+  }
+
+  void on_progress(const schedules::TraceEvent& e) {
+    const auto from = index_.find(caf::actor_cast<caf::actor_addr>(current_sender()));
+    if (from == index_.end()) return;
+    const size_t i = from->second;
+    last_progress_[i] = Clock::now();
+    std::vector<Running>& running = running_[i];
+    if (e.end_ns == 0) {
+      running.push_back(Running{e, Clock::now()});
+      return;
+    }
+    for (auto it = running.begin(); it != running.end(); ++it) {
+      if (it->event.kind == e.kind && it->event.microbatch == e.microbatch && it->event.chunk == e.chunk) {
+        running.erase(it);
+        break;
+      }
+    }
+    // The trace shows one pipeline: data rank 0, tensor rank 0 (the others run the same ops).
+    if (training_ && rank_of(i).dp == 0 && rank_of(i).tp == 0) emit(e);
+  }
+
+  void on_report(const StageReport& r) {
+    if (r.stage < 0 || r.stage >= P_ || r.dp < 0 || r.dp >= D_ || r.tp < 0 || r.tp >= T_) return;
+    const size_t i = index(r.stage, r.dp, r.tp);
+    if (failed_ || reported_[i]) return;
+    reported_[i] = true;
+    // Every tensor rank of a data replica's last stage holds the same losses: count rank 0's.
+    if (r.stage == P_ - 1 && r.tp == 0) losses_[i] = r.loss_sum;
+    // Replicas hold the same (all-reduced) gradients unless each owns a shard of them;
+    // tensor ranks count their own shards (replicated parameters only on rank 0).
+    if (training_ && (s_.distributed_optimizer || r.dp == 0)) {
+      grads_[i] = r.grads;
+      counted_[i] = true;
+    }
+    if (++reports_ < expected_reports_) return;
+    phase_done(r);
+  }
+
+  // Every local stage has reported (or none takes part here: an evaluation runs on data rank
+  // 0, which may live in another process).
+  void phase_done(const StageReport& r) {
+    if (!combine_processes()) return;
+    loss_sum_ = 0;
+    for (double l : losses_) loss_sum_ += l;  // rank order: the same sum every run
+    ++generation_;  // pipeline phase over: the watchdog stops
+    if (!training_) {
+      record("trainer", schedules::EventKind::other, phase_start_ns_);
+      deliver(TrainerReply{"", {}, loss_sum_ / double(eval_tokens_)});
+      return;
+    }
+    stats_.loss = loss_sum_ / double(stats_.tokens);
+    if (r.stepped) {  // a single stage took the step itself
+      record("optimizer", schedules::EventKind::optimizer, r.step_start_ns, r.step_end_ns);
+      finish_step(r.step);
+      return;
+    }
+    const int64_t t0 = now_ns();
+    std::vector<GradStats> parts;  // in rank order: the same sum every run
+    for (size_t k = 0; k < grads_.size(); ++k)
+      if (counted_[k]) parts.push_back(grads_[k]);
+    request(s_.optimizer, infinite_backstop(), step_atom::value,
+            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale, std::move(parts)})
+        .then(
+            [=, this](const StepResult& r) {
+              record("optimizer", schedules::EventKind::optimizer, t0);
+              finish_step(r);
+            },
+            [=, this](caf::error& e) { fail_run(str_cat("the optimizer step failed: ", system().render(e))); });
+  }
+
+  // Several processes: every process's reports, summed in rank order (each rank's numbers come
+  // from one process, the others add zeros). Blocks on the other processes' trainers.
+  bool combine_processes() {
+    if (!s_.fabric || s_.fabric->processes() == 1) return true;
+    const size_t n = s_.stages.size();
+    std::vector<double> v(4 * n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      if (!local(i)) continue;
+      v[i] = losses_[i];
+      v[n + i] = grads_[i].sum_sq;
+      v[2 * n + i] = counted_[i] ? 1.0 : 0.0;
+      v[3 * n + i] = grads_[i].finite ? 0.0 : 1.0;
+    }
+    try {
+      s_.fabric->all_reduce(v, ReduceOp::sum);
+    } catch (const std::exception& e) {
+      fail_run(str_cat("summing the iteration's results over processes failed: ", e.what()));
+      return false;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      losses_[i] = v[i];
+      grads_[i].sum_sq = v[n + i];
+      counted_[i] = v[2 * n + i] > 0;
+      grads_[i].finite = v[3 * n + i] == 0;
+    }
+    return true;
+  }
+
+  void finish_step(const StepResult& r) {
+    stats_.skipped = r.skipped;
+    stats_.grad_norm = r.grad_norm;
+    if (s_.scaler) s_.scaler->update(r.skipped);
+    deliver(TrainerReply{"", stats_, 0});
+  }
+
+  // The optimizer's own requests to the stages time out after op_timeout; this only guards
+  // against a lost reply.
+  std::chrono::milliseconds infinite_backstop() const { return s_.op_timeout * 4 + std::chrono::seconds(10); }
+
+  void deliver(TrainerReply reply) {
+    if (s_.trace) s_.trace->flush();
+    if (training_ && reply.error.empty()) forward_batch();
+    if (pending_.pending()) pending_.deliver(std::move(reply));
+    pending_ = caf::response_promise();
+  }
+
+  void arm_watchdog() {
+    const auto period = std::clamp(s_.op_timeout / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
+    delayed_send(this, period, tick_atom::value, generation_);
+  }
+
+  // A stage running one op longer than op_timeout, or the whole pipeline silent that long, fails the run.
+  void on_tick(uint64_t generation) {
+    if (failed_ || generation != generation_) return;
+    const auto now = Clock::now();
+    const auto ms = [](Clock::duration d) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    };
+    for (size_t s = 0; s < s_.stages.size(); ++s) {
+      // The oldest op the stage started and has not finished (a GPU stage runs a few ahead).
+      if (reported_[s] || running_[s].empty() || now - running_[s].front().since <= s_.op_timeout) continue;
+      const schedules::TraceEvent& e = running_[s].front().event;
+      fail_run(str_cat(stage_name(s), " failed in ", e.kind == schedules::EventKind::forward ? "forward" : "backward",
+                       " of microbatch ", e.microbatch, " (chunk ", e.chunk, "): no answer after ",
+                       ms(now - running_[s].front().since), " ms (op timeout ", s_.op_timeout.count(), " ms)"));
+      return;
+    }
+    bool all_silent = true;
+    size_t oldest = 0;
+    for (size_t s = 0; s < s_.stages.size(); ++s) {
+      if (reported_[s]) continue;
+      if (now - last_progress_[s] <= s_.op_timeout) all_silent = false;
+      if (reported_[oldest] || last_progress_[s] < last_progress_[oldest]) oldest = s;
+    }
+    if (all_silent) {
+      fail_run(str_cat("the pipeline stalled: no stage finished an op for ", ms(now - last_progress_[oldest]),
+                       " ms (op timeout ", s_.op_timeout.count(), " ms); ", stage_name(oldest), " has been silent longest"));
+      return;
+    }
+    arm_watchdog();
+  }
+
+  struct Running {
+    schedules::TraceEvent event;
+    Clock::time_point since;
+  };
+
+  struct Prefetch {
+    bool pending = false;               // asked, no answer yet
+    std::optional<BatchList> batches;   // the answer
+    std::string error;                  // or the loader's failure
+    int64_t start_ns = 0, end_ns = 0;   // for the trace's data event
+    std::function<void()> waiter;       // an iteration waiting for the answer
+  };
+
+  TrainerSetup s_;
+  caf::response_promise pending_;
+  bool failed_ = false;
+  std::string failure_;
+  bool training_ = true;
+  int64_t iteration_ = 0;
+  IterationStats stats_;
+  int64_t eval_tokens_ = 0;
+  size_t reports_ = 0, expected_reports_ = 0;
+  std::vector<bool> reported_;
+  std::vector<GradStats> grads_;  // per stage actor: the reports' gradient statistics
+  std::vector<bool> counted_;     // ... that the global norm sums
+  std::vector<double> losses_;    // per stage actor: its loss sum (last stage, tensor rank 0)
+  int P_ = 1, T_ = 1, D_ = 1;
+  std::map<caf::actor_addr, size_t> index_;  // stage actor -> its rank
+  double loss_sum_ = 0;
+  int64_t phase_start_ns_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<Clock::time_point> last_progress_;
+  std::vector<std::vector<Running>> running_;  // per stage: started, not finished
+  Prefetch next_;                              // the next training iteration's batches
+  caf::actor monitor_;                         // null: no monitor attached
+  std::shared_ptr<TraceQueue> monitor_queue_;
+  std::vector<schedules::TraceEvent> batch_;   // traced since the last forward_batch
+};
+
+}  // namespace
+
+caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup) {
+  // Detached: a message from a stage thread wakes it at once (a condition variable), where a
+  // scheduled actor waits for a worker that polls every 50 us after a while without work;
+  // every hop between the last op of an iteration and the next one's first op is on the
+  // critical path (the GPU idles).
+  return system.spawn<TrainerActor, caf::detached>(std::move(setup));
+}
+
+}  // namespace troupe::actors

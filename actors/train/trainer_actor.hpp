@@ -1,0 +1,52 @@
+// The trainer actor: runs iterations for the blocking TrainingRun API. On train_atom it
+// gets the iteration's microbatches from the data-loader actor (asked for while the previous
+// iteration ran), counts the target tokens
+// (the loss is a per-token mean over the global batch), sends every stage its plan (stage 0
+// the tokens, the last stage the targets), waits for every stage's report, asks the
+// optimizer actor for the step (a single stage takes it itself and reports it) and answers
+// IterationStats. eval_atom runs forward-only
+// microbatches and answers the mean loss. Any failure (a stage's fail message, an actor
+// going down, a stage silent past op_timeout) answers (fail_atom, text) and poisons the run.
+// It monitors every other actor, keeps the watchdog, and writes the trace.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "model/train/loss_scaler.hpp"
+#include "model/train/lr_schedule.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::actors {
+
+class Fabric;
+
+struct TrainerSetup {
+  // One stage actor per device, in Megatron's rank order: index = tp + T * (dp + D * stage).
+  std::vector<caf::actor> stages;
+  // Several processes: each runs a trainer for its own stage actors (ranks [first_local,
+  // first_local + local_count)); the losses and gradient statistics are summed over processes
+  // through the fabric, in rank order, so every process takes the same step.
+  std::shared_ptr<Fabric> fabric;
+  size_t first_local = 0, local_count = 0;  // local_count 0: every stage is local
+  std::vector<caf::actor> reducers;  // gradient reducers (monitored: one going down fails the run)
+  int tensor_parallel = 1, data_parallel = 1;  // T, D
+  bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard
+  caf::actor loader, optimizer;
+  int microbatches = 1;  // of the global batch (each data rank runs microbatches / D of them)
+  int64_t micro_batch_size = 1, seq_length = 1;
+  uint64_t seed = 1234;
+  LrSchedule lr;
+  std::shared_ptr<LossScaler> scaler;  // null: no loss scaling
+  int64_t first_iteration = 0;         // iterations already done (resumed runs)
+  std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};
+  std::shared_ptr<schedules::TraceWriter> trace;  // null: off
+  std::chrono::steady_clock::time_point epoch;
+};
+
+caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup);
+
+}  // namespace troupe::actors

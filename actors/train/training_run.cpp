@@ -1,0 +1,637 @@
+// TrainingRun: builds the stages (contexts, chunks, optimizers, channels) as plain objects,
+// then one CAF actor system with the stage, data-loader, optimizer and trainer actors, and
+// talks to the trainer through a scoped actor.
+#include "actors/train/training_run.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "actors/fabric/collective_groups.hpp"
+#include "actors/fabric/device_services.hpp"
+#include "actors/fabric/fabric.hpp"
+#include "actors/train/grad_reducer_actor.hpp"
+#include "actors/fabric/group_pair_reducer.hpp"
+#include "actors/train/loader_actor.hpp"
+#include "actors/train/messages.hpp"
+#include "actors/train/optimizer_actor.hpp"
+#include "actors/train/stage_actor.hpp"
+#include "actors/train/stage_worker.hpp"
+#include "actors/train/trainer_actor.hpp"
+#include "actors/train/training_run_impl.hpp"
+#include "base/check.hpp"
+#if TROUPE_HAVE_CUDA
+#include "kernels/cuda/runtime.hpp"
+#endif
+
+namespace troupe::actors {
+
+schedules::Schedule effective_schedule(const ParallelConfig& p) {
+  // Megatron picks the schedule from the layout: chunks per stage > 1 means interleaving.
+  return p.virtual_chunks > 1 ? schedules::Schedule::interleaved_1f1b : p.schedule;
+}
+
+namespace {
+
+const char* const kTiedName = "embedding.word_embeddings.weight";
+
+// Microbatches each data-parallel replica runs per iteration.
+int microbatches_of(const TrainingConfig& c) {
+  const int D = c.parallel.data_size;
+  TROUPE_CHECK(c.micro_batch_size >= 1, "--micro-batch-size must be >= 1, got ", c.micro_batch_size);
+  TROUPE_CHECK(c.global_batch_size >= c.micro_batch_size * D && c.global_batch_size % (c.micro_batch_size * D) == 0,
+               "--global-batch-size (", c.global_batch_size, ") must be a multiple of --micro-batch-size (",
+               c.micro_batch_size, ") times the data-parallel size (", D, ")");
+  return int(c.global_batch_size / (c.micro_batch_size * D));
+}
+
+void validate(const TrainingConfig& c) {
+  c.model.validate();
+  const int P = c.parallel.pipeline_size, V = c.parallel.virtual_chunks, L = c.model.num_layers;
+  const int T = c.parallel.tensor_size, D = c.parallel.data_size;
+  TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
+  TROUPE_CHECK(D >= 1, "the data-parallel size must be >= 1, got ", D);
+  TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
+  if (V == 1) {
+    TROUPE_CHECK(L % P == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
+                 "): every stage holds the same number of layers");
+  } else {
+    TROUPE_CHECK(L % (P * V) == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
+                 ") times the chunks per stage (", V, "): --num-layers-per-virtual-pipeline-stage must be ",
+                 "--num-layers / (--pipeline-model-parallel-size * chunks), a whole number");
+  }
+  c.model.validate_tensor_parallel(T);
+  if (c.parallel.sequence_parallel) {
+    TROUPE_CHECK((c.micro_batch_size * c.model.seq_length) % T == 0, "--sequence-parallel: the ",
+                 c.micro_batch_size * c.model.seq_length, " tokens of a microbatch (--micro-batch-size ",
+                 c.micro_batch_size, " x --seq-length ", c.model.seq_length,
+                 ") must be divisible by --tensor-model-parallel-size (", T, ")");
+  }
+  const int M = microbatches_of(c);
+  schedules::validate(effective_schedule(c.parallel), {P, V, M, c.parallel.group_size});
+  if (c.devices.cuda) {
+    TROUPE_CHECK(cuda_available(), "GPU training was asked for, but no GPU is visible (use CPU devices instead)");
+  } else {
+    TROUPE_CHECK(c.devices.compute == DType::f32, "CPU devices compute in f32, not ", dtype_name(c.devices.compute));
+    TROUPE_CHECK(c.devices.cpu_devices >= 0, "--cpu-devices must be >= 0, got ", c.devices.cpu_devices);
+  }
+  TROUPE_CHECK(c.op_timeout.count() > 0, "the op timeout must be positive");
+}
+
+// The device of the `rank`-th local rank of a process that is `node_process`-th on its machine,
+// each process holding `per_process` ranks: GPUs are dealt out round robin over the machine's
+// processes (one process per GPU: process i takes GPU i); CPU devices are per process.
+int device_of_rank(const TrainingConfig& c, int rank, int node_process, int per_process) {
+  if (c.devices.cuda) {
+    int gpus = 1;
+#if TROUPE_HAVE_CUDA
+    gpus = std::max(1, troupe::cuda::device_count());
+#endif
+    return (node_process * per_process + rank) % gpus;
+  }
+  const int ranks = c.parallel.tensor_size * c.parallel.data_size * c.parallel.pipeline_size;
+  const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : ranks;
+  return rank % n;
+}
+
+
+
+}  // namespace
+
+
+bool TrainingRun::Impl::local(size_t r) const { return process_of(r) == fabric->process(); }
+
+void TrainingRun::Impl::build_stages() {
+  const GptConfig& model = config.model;
+  const ParallelConfig& par = config.parallel;
+  const int layers_per_virtual = model.num_layers / (P * V);
+  const bool tied_split = !model.untie_embeddings_and_output_weights && P * V > 1;
+  const bool dist_opt = par.distributed_optimizer && D > 1;
+  const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
+  const size_t ranks = size_t(P * D * T);
+
+  // Devices first: the groups need every member's context.
+  std::vector<std::unique_ptr<Context>> contexts(ranks);
+  for (int s = 0; s < P; ++s)
+    for (int dp = 0; dp < D; ++dp)
+      for (int tp = 0; tp < T; ++tp) {
+        const size_t r = rank(s, dp, tp);
+        if (!local(r)) continue;
+        const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
+        contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
+      }
+  // With overlap each device's reducer drives the data-parallel collectives on a stream of its own.
+  const bool overlap = par.overlap_grad_reduce && D > 1;
+  if (overlap) {
+    comm_contexts.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r) {
+      if (!local(r)) continue;
+      const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
+      comm_contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
+    }
+  }
+  // Tensor-parallel groups (per stage and data rank) and data-parallel groups (per stage and tensor rank).
+  std::vector<Collectives*> tp_member(ranks, nullptr), dp_member(ranks, nullptr);
+  auto build_group = [&](const std::vector<size_t>& members, std::vector<Collectives*>& out, const std::string& name) {
+    const bool on_comm = overlap && &out == &dp_member;
+    std::vector<const Context*> ctxs;
+    std::vector<int> procs;
+    for (size_t r : members) {
+      ctxs.push_back(!local(r) ? nullptr : on_comm ? comm_contexts[r].get() : contexts[r].get());
+      procs.push_back(process_of(r));
+    }
+    // CPU devices: shared memory here, MPI to other processes; GPUs: NCCL. Every process makes
+    // every group, in the same order.
+    std::vector<std::unique_ptr<Collectives>> group =
+        fabric->make_group(procs, ctxs, GroupOptions{name, config.op_timeout});
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!group[i]) continue;
+      out[members[i]] = group[i].get();
+      groups.push_back(std::move(group[i]));
+    }
+  };
+  for (int s = 0; s < P; ++s) {
+    for (int dp = 0; dp < D && T > 1; ++dp) {
+      std::vector<size_t> members;
+      for (int tp = 0; tp < T; ++tp) members.push_back(rank(s, dp, tp));
+      build_group(members, tp_member, str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp));
+    }
+    for (int tp = 0; tp < T && D > 1; ++tp) {
+      std::vector<size_t> members;
+      for (int dp = 0; dp < D; ++dp) members.push_back(rank(s, dp, tp));
+      build_group(members, dp_member, str_cat("the data-parallel group of stage ", s, ", tensor rank ", tp));
+    }
+  }
+
+  workers.resize(ranks);
+  snapshot_contexts.resize(ranks);
+  for (int s = 0; s < P; ++s) {
+    for (int dp = 0; dp < D; ++dp) {
+      for (int tp = 0; tp < T; ++tp) {
+        const size_t r = rank(s, dp, tp);
+        if (!local(r)) continue;
+        StageSetup setup;
+        setup.stage = s;
+        setup.stages = P;
+        setup.chunks = V;
+        setup.tp_rank = tp;
+        setup.tp_size = T;
+        setup.dp_rank = dp;
+        setup.dp_size = D;
+        setup.dp_group = dp_member[r];
+        setup.distributed_optimizer = dist_opt;
+        setup.overlap_grad_reduce = overlap;
+        setup.check_losses = config.check_for_nan;
+        // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
+        setup.check_tensors =
+            config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
+        setup.context = std::move(contexts[r]);
+        const TensorParallel tpar{{tp, T}, par.sequence_parallel, tp_member[r]};
+        // The distributed optimizer gives each data rank a 64-aligned D-th of every bucket.
+        const int64_t multiple = dist_opt ? 64 * int64_t(D) : 1;
+        std::vector<int64_t> sizes;
+        for (int c = 0; c < V; ++c) {
+          const int vs = c * P + s;
+          const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
+          auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple);
+          chunk->init_weights(config.seed);
+          sizes.push_back(chunk->params().numel());
+          setup.models.push_back(std::move(chunk));
+        }
+        if (D > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
+        for (int c = 0; c < V; ++c) {
+          OptimizerShard shard;
+          for (const GradBucket& b : setup.buckets)
+            if (dist_opt && b.chunk == c) shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
+          std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+          setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
+        }
+        setup.norm_exclude.assign(size_t(V), "");
+        setup.timing = !config.trace_path.empty() || config.time_ops;
+        setup.epoch = epoch;
+        if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kTiedName;  // counted on stage 0
+        workers[r] = std::make_shared<StageWorker>(std::move(setup));
+      }
+    }
+  }
+  if (P == 1) return;
+  // Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
+  // interleaving also the wrap from the last stage to the first (activations) and back
+  // (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
+  // process in the same order.
+  const bool timing = !config.trace_path.empty() || config.time_ops;
+  auto link = [&](size_t from, size_t to) -> Channel* {
+    const Context* f = local(from) ? &workers[from]->context() : nullptr;
+    const Context* t = local(to) ? &workers[to]->context() : nullptr;
+    std::unique_ptr<Channel> c = fabric->make_channel(process_of(from), process_of(to), f, t, timing, config.op_timeout);
+    if (!c) return nullptr;
+    channels.push_back(std::move(c));
+    return channels.back().get();
+  };
+  for (int dp = 0; dp < D; ++dp) {
+    for (int tp = 0; tp < T; ++tp) {
+      std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
+      std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
+      for (int s = 0; s < P; ++s) {
+        const int next = (s + 1) % P, prev = (s - 1 + P) % P;
+        if (s < P - 1 || V > 1) act_out[size_t(s)] = act_in[size_t(next)] = link(rank(s, dp, tp), rank(next, dp, tp));
+        if (s > 0 || V > 1) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(rank(s, dp, tp), rank(prev, dp, tp));
+      }
+      for (int s = 0; s < P; ++s) {
+        const size_t r = rank(s, dp, tp);
+        if (local(r)) workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
+      }
+      if (!tied_split) continue;
+      const size_t first = rank(0, dp, tp), last = rank(P - 1, dp, tp);
+      if (local(first) && local(last)) {
+        tied.push_back(make_pair_reducer(workers[first]->context(), workers[last]->context()));
+      } else {
+        const Context* c0 = local(first) ? &workers[first]->context() : nullptr;
+        const Context* c1 = local(last) ? &workers[last]->context() : nullptr;
+        auto pair = fabric->make_group({process_of(first), process_of(last)}, {c0, c1},
+                                       GroupOptions{str_cat("the tied embedding of data rank ", dp, ", tensor rank ", tp),
+                                                    config.op_timeout});
+        if (!c0 && !c1) continue;
+        tied.push_back(std::make_unique<GroupPairReducer>(std::move(pair)));
+      }
+      if (local(first)) workers[first]->connect_tied(tied.back().get(), 0, 0);
+      if (local(last)) workers[last]->connect_tied(tied.back().get(), 1, V - 1);
+    }
+  }
+}
+
+void TrainingRun::Impl::connect_processes() {
+  // Every process publishes a directory of its stage actors on a port of its own; the ports
+  // travel over MPI. Connections go one way only, from each process to every lower-numbered
+  // one (two nodes dialing each other at once can leave the middleman routing over a
+  // connection it then drops): process p hands its stages to q's directory and gets q's back.
+  // Remote handles work like local ones (messages are serialized), and a process dying reaches
+  // whoever monitors its actors.
+  struct Registrations {
+    std::mutex mu;
+    std::map<int, std::vector<caf::actor>> stages;  // from higher-numbered processes
+  };
+  auto registered = std::make_shared<Registrations>();
+  // Weak handles: a published actor outlives the run's shutdown a little, and a strong handle
+  // held here would keep the detached stage actors' threads waiting.
+  std::vector<caf::actor_addr> mine;
+  for (const caf::actor& a : local_stages) mine.push_back(a.address());
+  directory = system->spawn([mine, registered](caf::event_based_actor*) -> caf::behavior {
+    return {[mine, registered](peers_atom, int from, std::vector<caf::actor>& theirs) {
+      {
+        std::lock_guard lock(registered->mu);
+        registered->stages[from] = std::move(theirs);
+      }
+      std::vector<caf::actor> out;
+      for (const caf::actor_addr& a : mine) out.push_back(caf::actor_cast<caf::actor>(a));
+      return out;
+    }};
+  });
+  auto port = system->middleman().publish(directory, 0, nullptr, true);
+  TROUPE_CHECK(port, "process ", fabric->process(), ": publishing the stage directory failed: ",
+               system->render(port.error()));
+  char host[256] = {};
+  TROUPE_SYSCALL(gethostname(host, sizeof host - 1), "the host name other processes connect to");
+  const std::vector<std::string> hosts = fabric->all_gather(host);
+  const std::vector<std::string> ports = fabric->all_gather(std::to_string(*port));
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  const int me = fabric->process();
+  auto take = [&](int q, std::vector<caf::actor>& theirs) {
+    TROUPE_CHECK(int(theirs.size()) == per_process, "process ", me, ": process ", q, " handed out ", theirs.size(),
+                 " stage actors, not ", per_process);
+    for (int i = 0; i < per_process; ++i) stages[size_t(q * per_process + i)] = theirs[size_t(i)];
+  };
+  for (int q = 0; q < me; ++q) {
+    const std::string where = one_host ? "127.0.0.1" : hosts[size_t(q)];
+    auto remote = system->middleman().remote_actor(where, uint16_t(std::stoi(ports[size_t(q)])));
+    TROUPE_CHECK(remote, "process ", me, ": connecting to process ", q, " at ", where, ":", ports[size_t(q)],
+                 " failed: ", system->render(remote.error()));
+    std::vector<caf::actor> theirs;
+    std::string error;
+    (*self)
+        ->request(*remote, config.op_timeout, peers_atom::value, me, local_stages)
+        .receive([&](std::vector<caf::actor>& v) { theirs = std::move(v); },
+                 [&](caf::error& e) { error = system->render(e); });
+    TROUPE_CHECK(error.empty(), "process ", me, ": process ", q, " did not hand out its stage actors: ", error);
+    take(q, theirs);
+  }
+  fabric->barrier();  // every higher-numbered process has registered with this one
+  std::lock_guard lock(registered->mu);
+  for (int q = me + 1; q < fabric->processes(); ++q) {
+    auto it = registered->stages.find(q);
+    TROUPE_CHECK(it != registered->stages.end(), "process ", me, ": process ", q, " never handed over its stages");
+    take(q, it->second);
+  }
+  registered->stages.clear();
+}
+
+template <typename... Ts>
+TrainerReply TrainingRun::Impl::ask(Ts... xs) {
+  TrainerReply reply;
+  bool answered = false;
+  // The trainer's watchdog answers within op_timeout of a stalled op; this bound only guards
+  // against a lost reply.
+  const auto backstop = config.op_timeout * (2 * M * V + 8) + std::chrono::seconds(30);
+  (*self)->request(trainer, backstop, xs...)
+      .receive(
+          [&](TrainerReply& r) {
+            reply = std::move(r);
+            answered = true;
+          },
+          [&](caf::error& e) { reply.error = str_cat("the trainer did not answer: ", system->render(e)); });
+  if (!answered && reply.error.empty()) reply.error = "the trainer did not answer";
+  return reply;
+}
+
+namespace {
+
+// Destroys the actor system, waiting at most `limit`. After a failure of a run over several
+// processes a detached actor can stay referenced (by another process's proxy of it), and the
+// system's destructor then waited for its thread for ever (about one run in three of
+// multiprocess_failure_test): the system is left behind (its remaining thread ends with the
+// process) and the failure goes on to be reported.
+void release_within(std::unique_ptr<caf::actor_system> system, std::chrono::seconds limit) {
+  auto released = std::make_shared<std::promise<void>>();
+  std::future<void> done = released->get_future();
+  std::thread t([sys = std::move(system), released]() mutable {
+    sys.reset();
+    released->set_value();
+  });
+  if (done.wait_for(limit) == std::future_status::ready) {
+    t.join();
+    return;
+  }
+  t.detach();
+  std::fprintf(stderr, "troupe: warning: after the failure, the actor system did not shut down within %lld s "
+                       "(an actor still referenced); leaving it behind\n", static_cast<long long>(limit.count()));
+}
+
+}  // namespace
+
+void TrainingRun::Impl::shutdown() {
+  if (!system) return;
+  const bool failed = !failure.empty();
+  end_monitor();
+  std::vector<caf::actor> all = local_stages;  // remote handles belong to their own processes
+  for (const caf::actor& a : reducers)
+    if (a) all.push_back(a);
+  for (const caf::actor& a : {loader, optimizer, trainer, directory, monitor, checkpoint_writer})
+    if (a) all.push_back(a);
+  // Several processes: another one may still be finishing the step this one has finished (its
+  // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
+  // exit would fail its step. Stop only once every process has its last answer.
+  if (!failed && fabric && fabric->processes() > 1) fabric->barrier();
+  for (const caf::actor& a : all) {
+    (*self)->monitor(a);
+    (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  // Wait for every actor (a stage finishes its current op first); then no thread enqueues
+  // device work any more.
+  size_t down = 0;
+  bool timed_out = false;
+  while (down < all.size() && !timed_out) {
+    (*self)->receive([&](caf::down_msg&) { ++down; },
+                     caf::after(config.op_timeout + std::chrono::seconds(10)) >> [&] { timed_out = true; });
+  }
+  if (failed || timed_out) {
+    for (auto& c : channels) c->abort();
+    for (auto& t : tied) t->abort();
+    for (auto& g : groups) g->abort();
+  }
+  // Pending completion callbacks send to actors of this system: let them run while it exists.
+  for (auto& w : workers) {
+    if (!w) continue;
+    try {
+      w->synchronize();
+    } catch (const std::exception&) {
+      // A device error after a failure: nothing more to do with this device.
+    }
+    if (!timed_out) w->stop_completions();  // else a stage may still be using it
+  }
+  // A detached actor's thread ends only once nothing holds it. Actors known to other processes
+  // are held by the middleman (the registry, and each remote proxy's bookkeeping) until the
+  // other processes drop their proxies: drop ours, wait for everyone, then release the rest.
+  const bool several = fabric && fabric->processes() > 1 && !failed && !timed_out;
+  std::vector<caf::actor_id> ids;
+  for (const caf::actor& a : all) ids.push_back(a->id());
+  if (directory && fabric && fabric->processes() > 1) system->middleman().unpublish(directory);
+  all.clear();
+  stages.clear();
+  local_stages.clear();
+  reducers.clear();
+  directory = nullptr;
+  loader = optimizer = trainer = monitor = checkpoint_writer = nullptr;
+  if (several) {
+    fabric->barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive
+  }
+  for (caf::actor_id id : ids) system->registry().erase(id);
+  self.reset();
+  if ((failed || timed_out) && fabric && fabric->processes() > 1) {
+    release_within(std::move(system), std::chrono::seconds(5));
+  } else {
+    system.reset();
+  }
+}
+
+TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoader> train,
+                         std::unique_ptr<DataLoader> valid)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.config = config;
+  d.config_seed = config.seed;
+  validate(config);
+  d.P = config.parallel.pipeline_size;
+  d.V = config.parallel.virtual_chunks;
+  d.T = config.parallel.tensor_size;
+  d.D = config.parallel.data_size;
+  d.M = microbatches_of(config);
+  TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
+  d.consumed = train->consumed_samples();
+  d.fabric = Fabric::init();
+  const int world = d.P * d.D * d.T, procs = d.fabric->processes();
+  TROUPE_CHECK(world % procs == 0, "the ", world, " ranks (tensor ", d.T, " x data ", d.D, " x pipeline ", d.P,
+               ") do not split evenly over ", procs, " processes");
+  d.per_process = world / procs;
+  d.build_stages();
+  const schedules::Schedule schedule = effective_schedule(config.parallel);
+  if (!config.trace_path.empty()) {
+    schedules::TraceHeader header;
+    header.schedule = schedule;
+    header.shape = {d.P, d.V, d.M, config.parallel.group_size};
+    header.num_layers = config.model.num_layers;
+    header.iteration = 1;
+    // Under mpirun each process records its own stages, into PATH.rankR (one file would be
+    // written by every process at once).
+    const std::string path = procs > 1 ? str_cat(config.trace_path, ".rank", d.fabric->process()) : config.trace_path;
+    d.trace = std::make_shared<schedules::TraceWriter>(path, header);
+  }
+
+  d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
+  if (procs > 1) {
+    // Control messages between processes (parcel announcements, tensor-rank orders, and the
+    // down messages of a process that dies) go through CAF's middleman.
+    d.caf_config.load<caf::io::middleman>();
+    d.caf_config.add_message_type<RemoteParcel>("troupe.RemoteParcel");
+  }
+  d.system = std::make_unique<caf::actor_system>(d.caf_config);
+  d.self = std::make_unique<caf::scoped_actor>(*d.system);
+  try {
+    d.start_actors(std::move(train), std::move(valid), schedule);
+  } catch (const std::exception& e) {
+    d.failure = e.what();  // no goodbye barrier with the other processes
+    d.shutdown();          // the actors already spawned must end before the system goes
+    throw;
+  }
+}
+
+void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
+                                     schedules::Schedule schedule) {
+  Impl& d = *this;
+  const int procs = d.fabric->processes();
+  d.stages.resize(d.workers.size());
+  d.reducers.resize(d.comm_contexts.size());
+  for (size_t r = 0; r < d.comm_contexts.size(); ++r)
+    if (d.local(r))
+      d.reducers[r] = spawn_grad_reducer(*d.system, {d.workers[r], d.comm_contexts[r].get(), d.workers[r]->dp_group()});
+  for (size_t r = 0; r < d.workers.size(); ++r) {
+    if (!d.local(r)) continue;
+    StageOptions o;
+    if (!d.reducers.empty()) o.reducer = d.reducers[r];
+    o.schedule = schedule;
+    o.group_size = config.parallel.group_size;
+    o.device = device_of_rank(config, int(r) % d.per_process, d.fabric->node_process(), d.per_process);
+    o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
+    o.fixed_op_duration = config.fixed_op_duration;
+    o.before_op = config.before_op;
+    o.epoch = d.epoch;
+    d.stages[r] = spawn_stage(*d.system, d.workers[r], std::move(o));
+    d.local_stages.push_back(d.stages[r]);
+  }
+  if (procs > 1) d.connect_processes();
+  d.loader = spawn_loader(*d.system, std::move(train), std::move(valid));
+  OptimizerOptions oo;
+  oo.clip_grad = config.optimizer.clip_grad;
+  oo.timeout = config.op_timeout;
+  d.optimizer = spawn_optimizer(*d.system, d.local_stages, oo);
+  TrainerSetup ts;
+  ts.stages = d.stages;
+  for (const caf::actor& a : d.reducers)
+    if (a) ts.reducers.push_back(a);
+  ts.fabric = d.fabric;
+  ts.first_local = size_t(d.fabric->process() * d.per_process);
+  ts.local_count = size_t(d.per_process);
+  ts.tensor_parallel = d.T;
+  ts.data_parallel = d.D;
+  ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
+  ts.loader = d.loader;
+  ts.optimizer = d.optimizer;
+  ts.microbatches = d.M * d.D;
+  ts.micro_batch_size = config.micro_batch_size;
+  ts.seq_length = config.model.seq_length;
+  ts.seed = config.seed;
+  ts.lr = config.lr;
+  if (config.loss_scale > 0) ts.scaler = std::make_shared<ConstantLossScaler>(config.loss_scale);
+  else if (config.devices.cuda && config.devices.compute == DType::f16) ts.scaler = std::make_shared<DynamicLossScaler>();
+  d.scaler = ts.scaler;
+  ts.op_timeout = config.op_timeout;
+  ts.trace = d.trace;
+  ts.epoch = d.epoch;
+  d.trainer = spawn_trainer(*d.system, ts);
+}
+
+TrainingRun::~TrainingRun() {
+  if (!impl_) return;
+  impl_->shutdown();
+  if (impl_->trace) impl_->trace->close();
+}
+
+IterationStats TrainingRun::train_iteration() {
+  Impl& d = *impl_;
+  if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TrainerReply r = d.ask(train_atom::value);
+  if (!r.error.empty()) {
+    d.failure = r.error;
+    throw Error(r.error);
+  }
+  ++d.iteration;
+  d.consumed += d.config.global_batch_size;
+  return r.stats;
+}
+
+double TrainingRun::evaluate(int64_t iters) {
+  Impl& d = *impl_;
+  if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TROUPE_CHECK(iters >= 1, "evaluate: --eval-iters must be >= 1, got ", iters);
+  TrainerReply r = d.ask(eval_atom::value, iters);
+  if (!r.error.empty()) {
+    d.failure = r.error;
+    throw Error(r.error);
+  }
+  return r.loss;
+}
+
+Tensor TrainingRun::gather_weights() const {
+  // Between iterations the stage actors do not touch their parameters, so read them from here;
+  // the copy waits for each stage's stream (its last optimizer step included).
+  const Impl& d = *impl_;
+  const ParamLayout whole(d.config.model, ChunkSpec::whole_model());
+  Tensor out = Tensor::host(DType::f32, {whole.size()});
+  fill_zero(Context::cpu(), out);
+  for (const auto& w : d.workers) {
+    if (!w || w->dp_rank() != 0) continue;  // every data-parallel replica holds the same weights
+    w->context().activate();
+    for (int c = 0; c < w->chunks(); ++c) {
+      GptChunk& chunk = w->model(c);
+      const Tensor host = to_host_f32(w->context(), chunk.params());
+      for (const ParamInfo& p : chunk.layout().params()) {
+        // Each element from one place (the processes' parts are summed below): a replicated
+        // parameter from tensor rank 0, the tied embedding from the first stage.
+        if (p.replicated() && w->tp_rank() != 0) continue;
+        if (p.name == kTiedName && !chunk.layout().spec().pre_process) continue;
+        const ParamInfo& dst = whole.find(p.name);
+        shard_to_global(p, host.data_as<float>() + p.offset, out.data_as<float>() + dst.offset, dst.global_shape[0]);
+      }
+    }
+  }
+  if (d.fabric->processes() > 1) {
+    std::vector<double> all(out.data_as<float>(), out.data_as<float>() + out.numel());
+    d.fabric->all_reduce(all, ReduceOp::sum);
+    std::copy(all.begin(), all.end(), out.data_as<float>());
+  }
+  return out;
+}
+
+TrainingRun::MemoryReport TrainingRun::memory_report() const {
+  const Impl& d = *impl_;
+  MemoryReport m;
+  for (const auto& w : d.workers) {
+    if (!w) continue;
+    for (int c = 0; c < w->chunks(); ++c) {
+      const GptChunk& chunk = w->model(c);
+      const Optimizer& opt = w->optimizer(c);
+      m.parameters += chunk.layout().size();
+      m.parameter_bytes += int64_t(chunk.params().nbytes());
+      m.gradient_bytes += int64_t(chunk.grads().nbytes());
+      if (opt.master().data() != chunk.params().data()) m.optimizer_bytes += int64_t(opt.master().nbytes());
+      m.optimizer_bytes += int64_t(opt.exp_avg().nbytes() + opt.exp_avg_sq().nbytes());
+    }
+    m.device_in_use = ::troupe::device_memory_in_use(w->context());
+    break;  // the first local device
+  }
+  return m;
+}
+
+int64_t TrainingRun::iteration() const { return impl_->iteration; }
+int64_t TrainingRun::consumed_samples() const { return impl_->consumed; }
+
+}  // namespace troupe::actors

@@ -1,0 +1,266 @@
+// TrainingRun's checkpoints. A save takes a snapshot between iterations (host copies of each
+// local rank's part of the parameters and optimizer state; on a GPU, copies on a side stream
+// into pinned memory that the next optimizer step waits for, so the stall is the enqueueing),
+// hands it to this process's checkpoint writer actor, and commits once every process has
+// written its part: metadata.json, then the tracker. Loading reads, for every local rank, the
+// slices of each stored tensor its shard holds, so any layout loads any other.
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "actors/train/checkpoint_shards.hpp"
+#include "actors/train/checkpoint_writer_actor.hpp"
+#include "actors/fabric/fabric.hpp"
+#include "actors/train/training_run_impl.hpp"
+#include "base/check.hpp"
+#include "storage/checkpoint_reader.hpp"
+#include "storage/checkpoint_writer.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// An outcome as it travels between processes: "" + index, or "!" + error.
+std::string encode(const SaveOutcome& o) { return o.error.empty() ? " " + o.index : "!" + o.error; }
+
+// What a save copies of one chunk's optimizer: master weights, and the moments with `optimizer`.
+std::vector<std::pair<std::string, const Tensor*>> saved_parts(const Optimizer& opt, bool optimizer) {
+  std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
+  if (optimizer) {
+    parts.push_back({kExpAvgPrefix, &opt.exp_avg()});
+    parts.push_back({kExpAvgSqPrefix, &opt.exp_avg_sq()});
+  }
+  return parts;
+}
+
+}  // namespace
+
+CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, int64_t step) const {
+  CheckpointMetadata meta;
+  meta.iteration = iteration;
+  meta.consumed_samples = consumed;
+  meta.model_config = to_json(config.model);
+  meta.parallel_layout = {{"tensor_model_parallel_size", T},
+                          {"pipeline_model_parallel_size", P},
+                          {"virtual_pipeline_chunks", V},
+                          {"pipeline_schedule", schedules::schedule_name(config.parallel.schedule)},
+                          {"data_parallel_size", D},
+                          {"sequence_parallel", config.parallel.sequence_parallel},
+                          {"distributed_optimizer", config.parallel.distributed_optimizer},
+                          {"processes", fabric->processes()}};
+  meta.rng_state = {{"seed", config_seed}};
+  nlohmann::json scaler_state = nullptr;
+  if (auto* dyn = dynamic_cast<DynamicLossScaler*>(scaler.get())) {
+    scaler_state = {{"type", "dynamic"},
+                    {"scale", dyn->state().scale},
+                    {"growth_tracker", dyn->state().growth_tracker},
+                    {"hysteresis_tracker", dyn->state().hysteresis_tracker}};
+  } else if (scaler) {
+    scaler_state = {{"type", "constant"}, {"scale", scaler->scale()}};
+  }
+  meta.training_state = {{"optimizer_step", std::max<int64_t>(step, 0)},
+                         {"optimizer_saved", with_optimizer},
+                         {"loss_scaler", scaler_state}};
+  return meta;
+}
+
+bool TrainingRun::Impl::saves_state(const StageWorker* w) const {
+  // Data-parallel replicas hold the same state, unless the distributed optimizer shards it.
+  return w != nullptr && (w->dp_rank() == 0 || (config.parallel.distributed_optimizer && D > 1));
+}
+
+const Tensor& TrainingRun::Impl::staging_buffer(size_t slot, int64_t numel) {
+  if (staging.size() <= slot) staging.resize(slot + 1);
+  Tensor& buf = staging[slot];
+  if (!buf.defined() || buf.numel() != numel) buf = Tensor::pinned_host(DType::f32, {numel});
+  return buf;
+}
+
+void TrainingRun::reserve_save_buffers(bool optimizer) {
+  Impl& d = *impl_;
+  size_t slot = 0;  // the order start_save uses
+  for (const auto& w : d.workers) {
+    if (!d.saves_state(w.get())) continue;
+    for (int c = 0; c < w->chunks(); ++c)
+      for (const auto& [prefix, src] : saved_parts(w->optimizer(c), optimizer)) d.staging_buffer(slot++, src->numel());
+  }
+}
+
+void TrainingRun::start_save(const std::string& root, const SaveOptions& options) {
+  Impl& d = *impl_;
+  const HostOpSpan traced(d.trainer, d.epoch, d.iteration, "checkpoint", schedules::EventKind::checkpoint);
+  if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  finish_save(/*wait=*/true);  // one save at a time (its pinned buffers are reused)
+  const auto t0 = Clock::now();
+  auto job = std::make_shared<SaveJob>();
+  job->root = root;
+  job->iteration = d.iteration;
+  if (d.fabric->process() == 0) job->files = options.files;
+  int64_t step = -1;
+  size_t slot = 0;  // staging buffers, in a fixed order across saves
+  for (size_t r = 0; r < d.workers.size(); ++r) {
+    const auto& w = d.workers[r];
+    if (!d.saves_state(w.get())) continue;
+    w->context().activate();
+    const size_t first_chunk = job->chunks.size();
+    const Context* copier = &w->context();
+    if (w->context().is_cuda()) {
+      // The copies run on a side stream, after the last optimizer step, while the next
+      // iteration's forward and backward run; the next step waits for them.
+      auto& side = d.snapshot_contexts[r];
+      if (!side) side = std::make_unique<Context>(Context::cuda(w->context().device_index()));
+      fence_wait(*side, fence_record(w->context()));
+      copier = side.get();
+    }
+    for (int c = 0; c < w->chunks(); ++c) {
+      const Optimizer& opt = w->optimizer(c);
+      TROUPE_CHECK(step < 0 || step == opt.iteration(), "save_checkpoint: optimizer steps differ across chunks (",
+                   step, " vs ", opt.iteration(), ")");
+      step = opt.iteration();
+      ChunkState s{.writer_id = int(r), .layout = w->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
+      if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
+      for (const auto& [prefix, src] : saved_parts(opt, options.optimizer)) {
+        const Tensor& buf = d.staging_buffer(slot++, src->numel());
+        copy(*copier, *src, buf);
+        s.tensors.emplace_back(prefix, buf);
+      }
+      job->chunks.push_back(std::move(s));
+      job->ready.push_back(nullptr);
+    }
+    if (copier != &w->context()) {
+      const std::shared_ptr<void> copied = fence_record(*copier);
+      for (size_t i = first_chunk; i < job->ready.size(); ++i) job->ready[i] = copied;
+      w->wait_before_next_step(copied);
+    }
+  }
+  Impl::PendingSave pending;
+  pending.root = root;
+  pending.keep_last = options.keep_last;
+  pending.meta = d.checkpoint_metadata(options.optimizer, step);
+  pending.done = job->outcome.get_future();
+  pending.stall_seconds = seconds_since(t0);
+  pending.started = t0;
+  if (!d.checkpoint_writer) d.checkpoint_writer = spawn_checkpoint_writer(*d.system);
+  caf::anon_send(d.checkpoint_writer, save_atom::value, std::move(job));
+  d.pending_save = std::move(pending);
+}
+
+std::optional<SavedCheckpoint> TrainingRun::finish_save(bool wait) {
+  Impl& d = *impl_;
+  if (!d.pending_save) return std::nullopt;
+  Impl::PendingSave& p = *d.pending_save;
+  bool ready = p.done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  if (!wait && d.fabric->processes() > 1) {  // every process must have written its part
+    std::vector<double> flag = {ready ? 1.0 : 0.0};
+    d.fabric->all_reduce(flag, ReduceOp::sum);
+    ready = flag[0] == double(d.fabric->processes());
+  }
+  if (!wait && !ready) return std::nullopt;
+  const SaveOutcome mine = p.done.get();
+  const std::vector<std::string> parts =
+      d.fabric->processes() > 1 ? d.fabric->all_gather(encode(mine)) : std::vector<std::string>{encode(mine)};
+  std::string result;  // process 0's verdict: "" or the error
+  std::string dir;
+  if (d.fabric->process() == 0) {
+    try {
+      std::vector<std::string> indices;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        TROUPE_CHECK(parts[i][0] == ' ', "process ", i, " could not write its part of the checkpoint: ",
+                     parts[i].substr(1));
+        indices.push_back(parts[i].substr(1));
+      }
+      dir = commit_checkpoint(p.root, p.meta, indices);
+      if (p.keep_last > 0) prune_checkpoints(p.root, p.keep_last);
+    } catch (const std::exception& e) {
+      result = e.what();
+    }
+  }
+  if (d.fabric->processes() > 1) result = d.fabric->all_gather(result)[0];
+  SavedCheckpoint saved{.dir = (std::filesystem::path(p.root) / checkpoint_iteration_dir_name(p.meta.iteration)).string(),
+                        .iteration = p.meta.iteration,
+                        .stall_seconds = p.stall_seconds,
+                        .write_seconds = mine.seconds,
+                        .total_seconds = seconds_since(p.started),
+                        .bytes = mine.bytes};
+  d.pending_save.reset();
+  TROUPE_CHECK(result.empty(), "saving checkpoint iteration ", saved.iteration, " to '", saved.dir,
+               "' failed (the previous checkpoint stays the latest): ", result);
+  return saved;
+}
+
+SavedCheckpoint TrainingRun::save_checkpoint(const std::string& root, const SaveOptions& options) {
+  start_save(root, options);
+  return *finish_save(/*wait=*/true);
+}
+
+void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& options) {
+  Impl& d = *impl_;
+  if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
+  TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ",
+               d.iteration, " iterations");
+  const CheckpointReader r = CheckpointReader::open(root);
+  const CheckpointMetadata& meta = r.metadata();
+  check_model_config(to_json(d.config.model), meta.model_config, r.dir());
+  const bool resume = !options.finetune;
+  TROUPE_CHECK(!resume || meta.consumed_samples == d.consumed, "checkpoint '", r.dir(), "' resumes at ",
+               meta.consumed_samples, " consumed samples, but the training data loader starts at ", d.consumed,
+               " (build it from TrainingRun::read_checkpoint_metadata)");
+  const nlohmann::json& ts = meta.training_state;
+  const bool with_optimizer = options.optimizer && resume;
+  TROUPE_CHECK(!with_optimizer || ts.value("optimizer_saved", false), "checkpoint '", r.dir(),
+               "' holds no optimizer state (saved with --no-save-optim): load it with --no-load-optim");
+  const int64_t step = with_optimizer ? ts.value("optimizer_step", int64_t(0)) : 0;
+
+  for (const auto& w : d.workers) {
+    if (!w) continue;
+    w->context().activate();
+    for (int c = 0; c < w->chunks(); ++c) {
+      const ParamLayout& layout = w->model(c).layout();
+      // Elements the checkpoint does not store (vocabulary padding rows) start from the run's init.
+      const Tensor current = to_host_f32(w->context(), w->model(c).params());  // may be padded past layout.size()
+      Tensor master = Tensor::host(DType::f32, {layout.size()});
+      std::copy_n(current.data_as<float>(), layout.size(), master.data_as<float>());
+      Tensor m = Tensor::host(DType::f32, {layout.size()});
+      Tensor v = Tensor::host(DType::f32, {layout.size()});
+      fill_zero(Context::cpu(), m);
+      fill_zero(Context::cpu(), v);
+      read_chunk_tensor(r, layout, "", master);
+      if (with_optimizer) {
+        read_chunk_tensor(r, layout, kExpAvgPrefix, m);
+        read_chunk_tensor(r, layout, kExpAvgSqPrefix, v);
+      }
+      w->optimizer(c).restore(master, m, v, step);
+    }
+  }
+  if (!resume) return;  // --finetune: weights only, from iteration 0
+  const nlohmann::json scaler = ts.value("loss_scaler", nlohmann::json());
+  if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get()); dyn && scaler.is_object() &&
+                                                                     scaler.value("type", "") == "dynamic") {
+    DynamicLossScaler::State s;
+    s.scale = scaler.at("scale").get<float>();
+    s.growth_tracker = scaler.at("growth_tracker").get<int64_t>();
+    s.hysteresis_tracker = scaler.at("hysteresis_tracker").get<int64_t>();
+    dyn->restore(s);
+  }
+  // The trainer numbers iterations (LR schedule, dropout seeds): continue from the checkpoint's.
+  const uint64_t seed = options.rng ? meta.rng_state.value("seed", d.config_seed) : d.config_seed;
+  std::string error;
+  (*d.self)
+      ->request(d.trainer, d.config.op_timeout, resume_atom::value, meta.iteration, seed)
+      .receive([&](bool ok) { if (!ok) error = "the trainer is busy or failed"; },
+               [&](caf::error& e) { error = d.system->render(e); });
+  TROUPE_CHECK(error.empty(), "load_checkpoint: the trainer did not take iteration ", meta.iteration, ": ", error);
+  d.iteration = meta.iteration;
+  d.config_seed = seed;
+}
+
+CheckpointMetadata TrainingRun::read_checkpoint_metadata(const std::string& root) {
+  return CheckpointReader::open(root).metadata();
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,111 @@
+// TrainingRun's private state, shared by training_run.cpp (construction, iterations) and
+// training_run_checkpoint.cpp (save/load). Between iterations the stage actors leave their
+// chunks and optimizers alone, so these files reach them through `workers` directly.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/train/checkpoint_writer_actor.hpp"
+#include "actors/fabric/device_services.hpp"
+#include "actors/train/messages.hpp"
+#include "actors/train/stage_worker.hpp"
+#include "actors/train/trainer_actor.hpp"
+#include "kernels/collectives.hpp"
+#include "actors/train/training_run.hpp"
+#include "model/train/loss_scaler.hpp"
+
+namespace troupe::actors {
+
+class Fabric;
+
+// The schedule a layout runs: Megatron interleaves whenever a stage holds several chunks.
+schedules::Schedule effective_schedule(const ParallelConfig& p);
+
+struct TrainingRun::Impl {
+  TrainingConfig config;
+  int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
+  int T = 1, D = 1;
+  std::shared_ptr<Fabric> fabric;  // this process among the run's processes (one without mpirun)
+  std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
+  std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
+  std::vector<caf::actor> reducers;                      // ... and the reducer actors, by rank
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<StageWorker>> workers;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<std::unique_ptr<PairReducer>> tied;  // per (data rank, tensor rank) pipeline
+  std::shared_ptr<schedules::TraceWriter> trace;
+  caf::actor_system_config caf_config;
+  std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<caf::scoped_actor> self;
+  std::vector<caf::actor> stages;
+  caf::actor loader, optimizer, trainer;
+  caf::actor monitor;  // null unless start_monitor was called
+  int64_t iteration = 0, consumed = 0;
+  std::string failure;
+  std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
+
+  // Checkpoints (training_run_checkpoint.cpp).
+  uint64_t config_seed = 0;  // the dropout streams' seed: config.seed, or the loaded checkpoint's
+  caf::actor checkpoint_writer;  // spawned by the first save
+  std::vector<std::unique_ptr<Context>> snapshot_contexts;  // per rank: the side stream of GPU snapshots
+  std::vector<Tensor> staging;  // pinned host copies, reused by every save
+  struct PendingSave {
+    std::string root;
+    int keep_last = 0;
+    CheckpointMetadata meta;
+    std::future<SaveOutcome> done;
+    double stall_seconds = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::optional<PendingSave> pending_save;
+  CheckpointMetadata checkpoint_metadata(bool with_optimizer, int64_t step) const;
+  bool saves_state(const StageWorker* w) const;  // writes its state into checkpoints
+  const Tensor& staging_buffer(size_t slot, int64_t numel);  // staging[slot], (re)allocated to numel
+
+  void build_stages();
+  // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).
+  void start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
+                    schedules::Schedule schedule);
+  // Stage actors and workers are indexed by global rank: tp + T * (dp + D * stage). Process p
+  // holds ranks [p * per_process, (p + 1) * per_process); workers, contexts and reducers of
+  // ranks elsewhere are null, their stage actors remote handles.
+  size_t rank(int stage, int dp, int tp) const { return size_t(tp + T * (dp + D * stage)); }
+  int per_process = 0;
+  int process_of(size_t r) const { return int(r) / per_process; }
+  bool local(size_t r) const;
+  std::vector<caf::actor> local_stages;  // this process's stage actors, by rank
+  caf::actor directory;                  // several processes: hands out local_stages to the others
+  void connect_processes();              // several processes: learns every other process's stage actors
+  template <typename... Ts>
+  TrainerReply ask(Ts... xs);
+  void shutdown();
+  // Publishes the run's `end` unless the app did (training_run_monitor.cpp); waits until sent.
+  void end_monitor();
+};
+
+// Traces a host op of the run (a checkpoint save) from construction to destruction, through
+// the trainer (the trace's one writer): into --trace and to the monitor.
+class HostOpSpan {
+ public:
+  // `epoch`: the trace clock's zero; `iteration`: the run's iteration count now.
+  HostOpSpan(caf::actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration, const char* actor,
+             schedules::EventKind kind);
+  ~HostOpSpan();
+  HostOpSpan(const HostOpSpan&) = delete;
+  HostOpSpan& operator=(const HostOpSpan&) = delete;
+
+ private:
+  int64_t now_ns() const;
+  caf::actor trainer_;
+  std::chrono::steady_clock::time_point epoch_;
+  schedules::TraceEvent event_;
+};
+
+}  // namespace troupe::actors

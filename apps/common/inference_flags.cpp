@@ -1,0 +1,111 @@
+#include "apps/common/inference_flags.hpp"
+
+#include "actors/fabric/fabric.hpp"
+#include "data/gpt2_tokenizer.hpp"
+#include "base/check.hpp"
+
+namespace troupe::apps {
+
+void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
+  cmd->add_option("--load", f.load, "Troupe checkpoint directory (its newest checkpoint)");
+  cmd->add_option("--hf", f.hf, "Hugging Face folder: config.json + model.safetensors (GPT-2 or Llama)");
+  cmd->add_option("--vocab-file", f.vocab_file, "GPT-2 vocab.json (default: the one beside the weights)");
+  cmd->add_option("--merge-file", f.merge_file, "GPT-2 merges.txt (default: the one beside the weights)");
+  cmd->add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--dtype", f.dtype, "CUDA compute dtype: bf16, f16, or f32 (slower; exact against an fp32 reference)")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  cmd->add_option("--inference-max-requests", f.max_requests, "requests decoded together at most");
+  cmd->add_option("--inference-max-batch-tokens", f.max_batch_tokens, "tokens per forward step at most");
+  cmd->add_option("--inference-max-seq-length", f.max_seq_length,
+                  "prompt + generated tokens at most (default: the model's positions)");
+  cmd->add_option("--kv-block-size", f.block_size, "tokens per KV-cache block");
+  cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica, over its T devices)");
+  cmd->add_option("--tensor-model-parallel-size", f.tensor_parallel,
+                  "devices per model replica (tensor parallelism: heads, MLP columns and vocabulary split)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--inference-step-timeout", f.step_timeout_s,
+                  "seconds a tensor-parallel replica's step may take before its group is aborted and the step fails");
+  cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "run decode steps op by op instead of replaying CUDA graphs");
+}
+
+namespace {
+
+std::unique_ptr<Tokenizer> tokenizer_for(const InferenceFlags& f, const LoadedModel& m) {
+  TROUPE_CHECK(f.vocab_file.empty() == f.merge_file.empty(), "--vocab-file and --merge-file go together");
+  const std::string vocab = f.vocab_file.empty() ? m.vocab_file : f.vocab_file;
+  const std::string merges = f.merge_file.empty() ? m.merge_file : f.merge_file;
+  TROUPE_CHECK(!vocab.empty(), "no tokenizer: ", f.hf.empty() ? "--load " + f.load : "--hf " + f.hf,
+               " has no vocab.json and merges.txt; pass --vocab-file and --merge-file");
+  auto tok = std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::from_files(vocab, merges));
+  TROUPE_CHECK(tok->vocab_size() <= m.config.vocab_size, "the tokenizer (", vocab, ") has ", tok->vocab_size(),
+               " ids, the model only ", m.config.vocab_size);
+  return tok;
+}
+
+}  // namespace
+
+InferenceSetup load_inference_setup(const InferenceFlags& f) {
+  TROUPE_CHECK(f.load.empty() != f.hf.empty(), "pass exactly one of --load DIR (a Troupe checkpoint) and --hf DIR");
+  InferenceSetup s;
+  s.cuda = f.device == "cuda" || (f.device == "auto" && cuda_available());
+  s.compute = s.cuda ? dtype_from_name(f.dtype) : DType::f32;
+  s.model = f.hf.empty() ? load_checkpoint_model(f.load) : load_hf_model(f.hf);
+  (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
+  s.tokenizer = tokenizer_for(f, s.model);
+  s.max_seq_length = f.max_seq_length > 0 ? f.max_seq_length : s.model.config.max_positions();
+  return s;
+}
+
+InferenceModelOptions inference_model_options(const InferenceFlags& f, int64_t longest) {
+  const int64_t tokens = std::max(f.max_batch_tokens, longest);
+  return {.max_tokens = tokens, .max_sequences = std::min(f.max_requests, tokens), .cuda_graphs = !f.no_cuda_graphs};
+}
+
+EngineOptions engine_options(const InferenceFlags& f, const InferenceSetup& s, int64_t wanted_blocks) {
+  const int64_t budget =
+      KvCache::blocks_in_bytes(s.model.config, s.compute, f.block_size, size_t(f.kv_cache_gb * double(1 << 30)));
+  const int64_t blocks = wanted_blocks > 0 ? std::min(wanted_blocks, budget) : budget;
+  TROUPE_CHECK(f.step_timeout_s > 0, "--inference-step-timeout must be positive, got ", f.step_timeout_s);
+  return {.num_blocks = std::max<int64_t>(1, blocks),
+          .block_size = f.block_size,
+          .max_sequence_length = s.max_seq_length,
+          .step_timeout_s = f.step_timeout_s};
+}
+
+std::vector<InferenceModel*> ReplicaModels::ranks() const {
+  std::vector<InferenceModel*> out;
+  for (const auto& m : models) out.push_back(m.get());
+  return out;
+}
+
+std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, const InferenceSetup& s,
+                                                   int first_device, const InferenceModelOptions& options) {
+  const int T = f.tensor_parallel;
+  auto r = std::make_shared<ReplicaModels>();
+  std::vector<const Context*> members;
+  for (int t = 0; t < T; ++t) {
+    r->contexts.push_back(std::make_unique<const Context>(s.cuda ? Context::cuda(first_device + t) : Context::cpu()));
+    members.push_back(r->contexts.back().get());
+  }
+  if (T > 1) {  // members of this process: memory between CPU devices, NCCL between GPUs
+    r->fabric = actors::Fabric::init();
+    actors::GroupOptions group;
+    group.name = str_cat("inference tp group from device ", first_device);
+    group.launch_together = true;  // the ranks step in lockstep, each on its own thread
+    r->group = r->fabric->make_group(std::vector<int>(size_t(T), r->fabric->process()), members, group);
+  }
+  const ParamLayout whole(s.model.config, ChunkSpec::whole_model());
+  for (int t = 0; t < T; ++t) {
+    const Context& ctx = *r->contexts[size_t(t)];
+    ctx.activate();
+    const TensorParallel tp{{t, T}, false, T > 1 ? r->group[size_t(t)].get() : nullptr};
+    r->models.push_back(std::make_unique<InferenceModel>(ctx, s.model.config, s.compute, options, tp));
+    InferenceModel& m = *r->models.back();
+    m.load_weights(T == 1 ? s.model.weights : shard_params(whole, s.model.weights, m.layout()));
+  }
+  r->contexts[0]->activate();
+  return r;
+}
+
+}  // namespace troupe::apps

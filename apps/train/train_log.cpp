@@ -1,0 +1,42 @@
+#include "apps/train/train_log.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace troupe::apps {
+
+namespace {
+std::string timestamp() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  return buf;
+}
+}  // namespace
+
+std::string iteration_line(const LogWindow& w) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                " [%s] iteration %8ld/%8ld | consumed samples: %12ld | elapsed time per iteration (ms): %.1f | "
+                "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %E | global batch size: %5ld | "
+                "lm loss: %E | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3ld | "
+                "number of nan iterations: %3ld |",
+                timestamp().c_str(), long(w.iteration), long(w.train_iters), long(w.consumed_samples),
+                w.ms_per_iteration, w.tflops_per_device, w.lr, long(w.global_batch_size), w.loss, w.loss_scale,
+                w.grad_norm, long(w.skipped), long(w.nan));
+  return buf;
+}
+
+double perplexity(double loss) { return std::exp(std::min(loss, 20.0)); }
+
+std::string validation_block(const std::string& where, double loss) {
+  char line[256];
+  const int n = std::snprintf(line, sizeof(line), " validation loss at %s | lm loss value: %E | lm loss PPL: %E | ",
+                              where.c_str(), loss, perplexity(loss));
+  const std::string dashes(size_t(n), '-');
+  return dashes + "\n" + line + "\n" + dashes;
+}
+
+}  // namespace troupe::apps

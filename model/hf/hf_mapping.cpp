@@ -1,0 +1,208 @@
+#include "model/hf/hf_mapping.hpp"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/check.hpp"
+
+namespace troupe {
+
+HfArch hf_arch_from_config(const nlohmann::json& j) {
+  const std::string type = j.value("model_type", std::string());
+  if (type == "gpt2") return HfArch::gpt2;
+  if (type == "llama") return HfArch::llama;
+  TROUPE_FAIL("unsupported HF model_type '", type, "' (expected gpt2 or llama)");
+}
+
+HfArch hf_arch_for(const GptConfig& config) {
+  return config.normalization == Normalization::rmsnorm ? HfArch::llama : HfArch::gpt2;
+}
+
+GptConfig gpt_config_from_hf(const nlohmann::json& j) {
+  GptConfig c;
+  try {
+    if (hf_arch_from_config(j) == HfArch::gpt2) {
+      c.num_layers = j.at("n_layer");
+      c.hidden_size = j.at("n_embd");
+      c.num_attention_heads = j.at("n_head");
+      c.max_position_embeddings = j.at("n_positions");
+      c.seq_length = c.max_position_embeddings;
+      c.vocab_size = j.at("vocab_size");
+      c.norm_epsilon = j.value("layer_norm_epsilon", 1e-5f);
+      if (j.contains("n_inner") && !j.at("n_inner").is_null()) c.ffn_hidden_size = j.at("n_inner");
+      const std::string act = j.value("activation_function", std::string("gelu_new"));
+      TROUPE_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
+                   "GPT-2 activation_function '", act, "' is not the tanh GELU we implement");
+      c.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", true);
+    } else {
+      c = GptConfig::llama_style(j.at("num_hidden_layers"), j.at("hidden_size"), j.at("num_attention_heads"),
+                                 j.value("num_key_value_heads", int(j.at("num_attention_heads"))),
+                                 j.at("intermediate_size"));
+      if (j.contains("head_dim") && !j.at("head_dim").is_null()) c.kv_channels = j.at("head_dim");
+      c.max_position_embeddings = j.value("max_position_embeddings", 2048);
+      c.seq_length = c.max_position_embeddings;
+      c.vocab_size = j.at("vocab_size");
+      c.norm_epsilon = j.value("rms_norm_eps", 1e-6f);
+      c.rotary_base = j.value("rope_theta", 10000.0f);
+      c.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", false);
+      TROUPE_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false),
+                   "Llama checkpoints with attention_bias/mlp_bias are not supported");
+      TROUPE_CHECK(!j.contains("rope_scaling") || j.at("rope_scaling").is_null(),
+                   "Llama rope_scaling is not supported");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    TROUPE_FAIL("bad HF config.json: ", e.what());
+  }
+  c.hidden_dropout = 0.0f;
+  c.attention_dropout = 0.0f;
+  return c;
+}
+
+nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
+  if (arch == HfArch::gpt2)
+    return {{"model_type", "gpt2"},
+            {"architectures", {"GPT2LMHeadModel"}},
+            {"n_layer", c.num_layers},
+            {"n_embd", c.hidden_size},
+            {"n_head", c.num_attention_heads},
+            {"n_inner", c.ffn()},
+            {"n_positions", c.max_positions()},
+            {"vocab_size", c.vocab_size},
+            {"layer_norm_epsilon", c.norm_epsilon},
+            {"activation_function", "gelu_new"},
+            {"tie_word_embeddings", !c.untie_embeddings_and_output_weights}};
+  return {{"model_type", "llama"},
+          {"architectures", {"LlamaForCausalLM"}},
+          {"num_hidden_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},
+          {"intermediate_size", c.ffn()},
+          {"num_attention_heads", c.num_attention_heads},
+          {"num_key_value_heads", c.query_groups()},
+          {"head_dim", c.head_dim()},
+          {"max_position_embeddings", c.max_positions()},
+          {"vocab_size", c.vocab_size},
+          {"rms_norm_eps", c.norm_epsilon},
+          {"rope_theta", c.rotary_base},
+          {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
+          {"hidden_act", "silu"}};
+}
+
+namespace {
+
+// "decoder.layers.7.mlp.linear_fc1.weight" -> layer 7, rest "mlp.linear_fc1.weight".
+bool split_layer_name(const std::string& name, int& layer, std::string& rest) {
+  const std::string prefix = "decoder.layers.";
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t dot = name.find('.', prefix.size());
+  layer = std::stoi(name.substr(prefix.size(), dot - prefix.size()));
+  rest = name.substr(dot + 1);
+  return true;
+}
+
+std::vector<HfPiece> gpt2_pieces(const GptConfig& c, const std::string& name, const std::string& p) {
+  const int64_t C = c.hidden_size, V = c.vocab_size, F = c.ffn();
+  int l = 0;
+  std::string rest;
+  if (name == "embedding.word_embeddings.weight") return {{p + "wte.weight", {V, C}}};
+  if (name == "embedding.position_embeddings.weight") return {{p + "wpe.weight", {c.max_positions(), C}}};
+  if (name == "decoder.final_layernorm.weight") return {{p + "ln_f.weight", {C}}};
+  if (name == "decoder.final_layernorm.bias") return {{p + "ln_f.bias", {C}}};
+  if (name == "output_layer.weight") return {{"lm_head.weight", {V, C}}};
+  TROUPE_CHECK(split_layer_name(name, l, rest), "no GPT-2 name for parameter '", name, "'");
+  const std::string h = p + "h." + std::to_string(l) + ".";
+  if (rest == "input_layernorm.weight") return {{h + "ln_1.weight", {C}}};
+  if (rest == "input_layernorm.bias") return {{h + "ln_1.bias", {C}}};
+  if (rest == "self_attention.linear_qkv.weight") return {{h + "attn.c_attn.weight", {C, 3 * C}, true}};
+  if (rest == "self_attention.linear_qkv.bias") return {{h + "attn.c_attn.bias", {3 * C}}};
+  if (rest == "self_attention.linear_proj.weight") return {{h + "attn.c_proj.weight", {C, C}, true}};
+  if (rest == "self_attention.linear_proj.bias") return {{h + "attn.c_proj.bias", {C}}};
+  if (rest == "pre_mlp_layernorm.weight") return {{h + "ln_2.weight", {C}}};
+  if (rest == "pre_mlp_layernorm.bias") return {{h + "ln_2.bias", {C}}};
+  if (rest == "mlp.linear_fc1.weight") return {{h + "mlp.c_fc.weight", {C, F}, true}};
+  if (rest == "mlp.linear_fc1.bias") return {{h + "mlp.c_fc.bias", {F}}};
+  if (rest == "mlp.linear_fc2.weight") return {{h + "mlp.c_proj.weight", {F, C}, true}};
+  if (rest == "mlp.linear_fc2.bias") return {{h + "mlp.c_proj.bias", {C}}};
+  TROUPE_FAIL("no GPT-2 name for parameter '", name, "'");
+}
+
+std::vector<HfPiece> llama_pieces(const GptConfig& c, const std::string& name) {
+  const int64_t C = c.hidden_size, V = c.vocab_size, F = c.ffn(), D = c.head_dim();
+  const int64_t H = c.num_attention_heads, G = c.query_groups();
+  int l = 0;
+  std::string rest;
+  if (name == "embedding.word_embeddings.weight") return {{"model.embed_tokens.weight", {V, C}}};
+  if (name == "decoder.final_layernorm.weight") return {{"model.norm.weight", {C}}};
+  if (name == "output_layer.weight") return {{"lm_head.weight", {V, C}}};
+  TROUPE_CHECK(split_layer_name(name, l, rest), "no Llama name for parameter '", name, "'");
+  const std::string h = "model.layers." + std::to_string(l) + ".";
+  if (rest == "input_layernorm.weight") return {{h + "input_layernorm.weight", {C}}};
+  if (rest == "pre_mlp_layernorm.weight") return {{h + "post_attention_layernorm.weight", {C}}};
+  if (rest == "self_attention.linear_qkv.weight")
+    return {{h + "self_attn.q_proj.weight", {H * D, C}, false, 0},
+            {h + "self_attn.k_proj.weight", {G * D, C}, false, H * D},
+            {h + "self_attn.v_proj.weight", {G * D, C}, false, (H + G) * D}};
+  if (rest == "self_attention.linear_proj.weight") return {{h + "self_attn.o_proj.weight", {C, H * D}}};
+  if (rest == "mlp.linear_fc1.weight")
+    return {{h + "mlp.gate_proj.weight", {F, C}, false, 0}, {h + "mlp.up_proj.weight", {F, C}, false, F}};
+  if (rest == "mlp.linear_fc2.weight") return {{h + "mlp.down_proj.weight", {C, F}}};
+  TROUPE_FAIL("no Llama name for parameter '", name, "'");
+}
+
+// Our parameter seen as [rows, cols] (1-D parameters are [n, 1]).
+void as_matrix(const Shape& s, int64_t& rows, int64_t& cols) {
+  rows = s[0];
+  cols = s.size() > 1 ? s[1] : 1;
+}
+
+}  // namespace
+
+std::vector<HfPiece> hf_pieces(const GptConfig& c, HfArch arch, const std::string& name, const std::string& prefix) {
+  return arch == HfArch::gpt2 ? gpt2_pieces(c, name, prefix) : llama_pieces(c, name);
+}
+
+void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get, const Tensor& host,
+               const std::string& prefix) {
+  TROUPE_CHECK(!host.is_cuda() && host.dtype() == DType::f32 && host.numel() == layout.size(),
+               "import_hf needs a host f32 buffer of ", layout.size(), " elements, got ", host.str());
+  std::memset(host.data(), 0, host.nbytes());
+  for (const ParamInfo& p : layout.params()) {
+    int64_t rows = 0, cols = 0;
+    as_matrix(p.shape, rows, cols);
+    float* dst = host.data_as<float>() + p.offset;
+    for (const HfPiece& piece : hf_pieces(layout.config(), arch, p.name, prefix)) {
+      const Tensor src = get(piece.hf_name, piece.hf_shape);
+      const float* s = src.data_as<float>();
+      const int64_t r0 = piece.hf_shape[0], c0 = piece.hf_shape.size() > 1 ? piece.hf_shape[1] : 1;
+      const int64_t piece_rows = piece.transpose ? c0 : r0;
+      TROUPE_CHECK(piece.row_offset + piece_rows <= rows, "HF tensor ", piece.hf_name, " has more rows than ", p.name);
+      for (int64_t i = 0; i < piece_rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          dst[(piece.row_offset + i) * cols + j] = piece.transpose ? s[j * c0 + i] : s[i * cols + j];
+    }
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> export_hf(const ParamLayout& layout, HfArch arch, const Tensor& host,
+                                                      const std::string& prefix) {
+  TROUPE_CHECK(!host.is_cuda() && host.dtype() == DType::f32 && host.numel() == layout.size(),
+               "export_hf needs a host f32 buffer of ", layout.size(), " elements, got ", host.str());
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const ParamInfo& p : layout.params()) {
+    int64_t rows = 0, cols = 0;
+    as_matrix(p.shape, rows, cols);
+    const float* src = host.data_as<float>() + p.offset;
+    for (const HfPiece& piece : hf_pieces(layout.config(), arch, p.name, prefix)) {
+      Tensor t = Tensor::host(DType::f32, piece.hf_shape);
+      float* d = t.data_as<float>();
+      const int64_t r0 = piece.hf_shape[0], c0 = piece.hf_shape.size() > 1 ? piece.hf_shape[1] : 1;
+      const int64_t piece_rows = piece.transpose ? c0 : r0;
+      for (int64_t i = 0; i < piece_rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          (piece.transpose ? d[j * c0 + i] : d[i * cols + j]) = src[(piece.row_offset + i) * cols + j];
+      out.emplace_back(piece.hf_name, std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace troupe

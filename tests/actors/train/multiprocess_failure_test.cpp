@@ -1,0 +1,44 @@
+// A failure in one process ends the run in every process, with an error, within the op
+// timeout (run under `mpirun -np 2`: multiprocess_failure_test_np2; one process: skipped).
+// Process 1's last pipeline stage throws in a backward; process 0 learns it from the down
+// message of that (remote) stage actor, or at the latest from its watchdog, and both
+// processes' train_iteration throw instead of hanging.
+#include <chrono>
+
+#include "actors/fabric/fabric.hpp"
+#include "tests/actors/train/pipeline_test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+[[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);
+
+TEST(MultiprocessFailure, AFailingStageEndsTheRunInEveryProcess) {
+  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs under mpirun -np 2";
+  actors::TrainingConfig config = tiny_config(false, 2, 1);  // stage 0 in process 0, stage 1 in process 1
+  config.op_timeout = std::chrono::seconds(20);
+  const int process = test_fabric()->process();
+  config.before_op = [process](int stage, const schedules::Op& op) {
+    if (process == 1 && stage == 1 && op.kind == schedules::OpKind::backward && op.microbatch == 2)
+      throw Error("injected fault");
+  };
+  actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run.train_iteration();
+    ADD_FAILURE() << "process " << process << ": no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    std::printf("process %d: %s\n", process, what.c_str());
+    if (process == 1)
+      EXPECT_NE(what.find("injected fault"), std::string::npos) << what;
+    else  // the other process names the stage that went away
+      EXPECT_NE(what.find("stage 1"), std::string::npos) << what;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 20.0) << "process " << process << " took " << seconds << " s to fail";
+  std::printf("process %d failed after %.2f s\n", process, seconds);
+}
+
+}  // namespace
+}  // namespace troupe::test
