@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "apps/commands.hpp"
+#include "base/log.hpp"
 #include "data/preprocess.hpp"
 
 namespace troupe::apps {
@@ -96,8 +97,9 @@ int run_preprocess(PreprocessFlags& flags) {
               opt.workers);
   if (r.blank_lines > 0) std::printf("%lld blank lines ignored\n", static_cast<long long>(r.blank_lines));
   if (r.skipped_lines > 0) {
-    std::fprintf(stderr, "troupe: warning: skipped %lld bad lines, the first:\n", static_cast<long long>(r.skipped_lines));
-    for (const std::string& e : r.skipped_examples) std::fprintf(stderr, "  %s\n", e.c_str());
+    std::string first;
+    for (const std::string& e : r.skipped_examples) first += "\n  " + e;
+    logger("preprocess").warning("skipped ", r.skipped_lines, " bad lines, the first:", first);
   }
   return 0;
 }

@@ -17,6 +17,7 @@
 #include "actors/http/http_server.hpp"
 #include "actors/serve/inference_pool.hpp"
 #include "apps/commands.hpp"
+#include "model/rank_layout.hpp"
 #include "apps/common/inference_flags.hpp"
 #include "apps/common/monitor_flags.hpp"
 #include "apps/serve/serve_monitor.hpp"
@@ -42,11 +43,12 @@ int serve(const ServeOptions& o) {
   const int T = o.model.tensor_parallel;
   TROUPE_CHECK(o.devices >= 1 && o.devices % T == 0, "--devices (", o.devices,
                ") must be a positive multiple of --tensor-model-parallel-size (", T, ")");
-  const int count = o.devices / T;  // replicas: T consecutive devices each
+  const RankLayout layout{.tensor = T, .data = o.devices / T};  // replicas: T consecutive devices each
+  const int count = layout.data;
   std::vector<actors::InferenceReplica> replicas;
   for (int k = 0; k < count; ++k) {
     const std::shared_ptr<ReplicaModels> models =
-        make_replica_models(o.model, s, k * T, inference_model_options(o.model, 0));
+        make_replica_models(o.model, s, layout.rank({.dp = k}), inference_model_options(o.model, 0));
     actors::InferenceReplica r;  // pointers that keep the whole group alive
     r.context = std::shared_ptr<const Context>(models, models->contexts[0].get());
     r.model = std::shared_ptr<InferenceModel>(models, models->models[0].get());

@@ -108,32 +108,32 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   return c;
 }
 
-int train(const TrainOptions& o) {
-  // Under mpirun: one process per node (or per GPU), all running this same command. Process 0
-  // prints; the others stay quiet on stdout (errors still reach stderr).
-  const std::shared_ptr<actors::Fabric> fabric = actors::Fabric::init();
-  if (fabric->process() != 0) TROUPE_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "silencing stdout");
-  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_available());
-  TROUPE_CHECK(!(o.bf16 && o.fp16), "--bf16 and --fp16 are exclusive");
-  TROUPE_CHECK(cuda || (!o.bf16 && !o.fp16), "--bf16/--fp16 need GPUs; CPU devices compute in f32");
-  const int64_t gbs = o.global_batch_size > 0 ? o.global_batch_size : o.micro_batch_size;
-  TROUPE_CHECK(gbs % o.micro_batch_size == 0, "--global-batch-size ", gbs, " is not a multiple of --micro-batch-size ",
-               o.micro_batch_size, " (this node has one data-parallel rank)");
+std::unique_ptr<Tokenizer> make_tokenizer(const TrainOptions& o) {
+  if (o.vocab_file.empty() && o.tokenizer_type != "NullTokenizer") return nullptr;
+  TokenizerOptions topt;
+  topt.type = o.tokenizer_type;
+  topt.vocab_file = o.vocab_file;
+  topt.merge_file = o.merge_file;
+  topt.vocab_size = o.vocab_size;
+  return build_tokenizer(topt);
+}
 
-  // Tokenizer (vocabulary size, EOD, and the text sample).
-  std::unique_ptr<Tokenizer> tokenizer;
-  int64_t vocab = o.vocab_size;
-  if (!o.vocab_file.empty() || o.tokenizer_type == "NullTokenizer") {
-    TokenizerOptions topt;
-    topt.type = o.tokenizer_type;
-    topt.vocab_file = o.vocab_file;
-    topt.merge_file = o.merge_file;
-    topt.vocab_size = o.vocab_size;
-    tokenizer = build_tokenizer(topt);
-    vocab = tokenizer->vocab_size();
-  }
+// What the run trains on: the model's shape, the tokenizer (vocabulary size, EOD, the text
+// sample) and the training and validation loaders.
+struct TrainData {
+  std::unique_ptr<Tokenizer> tokenizer;  // null: --mock-data with --vocab-size
+  GptConfig model;
+  std::unique_ptr<DataLoader> train, valid;
+  bool has_valid_split = false;
+  int64_t resume_iteration = 0;  // the checkpoint's iteration when --load resumes a run
+};
+
+TrainData load_train_data(const TrainOptions& o, int64_t gbs) {
+  TrainData d;
+  d.tokenizer = make_tokenizer(o);
+  const int64_t vocab = d.tokenizer ? d.tokenizer->vocab_size() : o.vocab_size;
   TROUPE_CHECK(vocab > 0, "no vocabulary: pass --vocab-file/--merge-file, or --vocab-size with --mock-data");
-  const GptConfig model = model_config(o, vocab);
+  d.model = model_config(o, vocab);
 
   // Data: Megatron's sample counts per split.
   const int64_t train_samples = o.train_iters * gbs;
@@ -141,14 +141,14 @@ int train(const TrainOptions& o) {
   const int64_t valid_samples = eval_runs * o.eval_iters * o.micro_batch_size;
   std::array<std::shared_ptr<const SampleSource>, 3> splits;
   if (o.mock_data) {
-    splits[0] = std::make_shared<MockDataset>(train_samples, model.seq_length, vocab, o.seed);
-    splits[1] = std::make_shared<MockDataset>(valid_samples, model.seq_length, vocab, o.seed + 1);
+    splits[0] = std::make_shared<MockDataset>(train_samples, d.model.seq_length, vocab, o.seed);
+    splits[1] = std::make_shared<MockDataset>(valid_samples, d.model.seq_length, vocab, o.seed + 1);
   } else {
     TROUPE_CHECK(!o.data_path.empty(), "--data-path is required (or --mock-data)");
     GptDataOptions dopt;
     dopt.data_path = o.data_path;
     dopt.split = o.split;
-    dopt.sequence_length = model.seq_length;
+    dopt.sequence_length = d.model.seq_length;
     dopt.seed = uint32_t(o.seed);
     dopt.cache_path = o.data_cache_path;
     // The test split is not used by training (no --test at the end yet): ask it for nothing.
@@ -157,13 +157,12 @@ int train(const TrainOptions& o) {
   TROUPE_CHECK(splits[0] && splits[0]->size() >= train_samples, "the training split has ",
                splits[0] ? splits[0]->size() : 0, " samples, ", train_samples, " are needed");
   DataLoaderOptions lopt{.micro_batch_size = o.micro_batch_size,
-                         .eod = tokenizer ? tokenizer->eod() : -1,
+                         .eod = d.tokenizer ? d.tokenizer->eod() : -1,
                          .eod_mask_loss = o.eod_mask_loss};
   // A resumed run's loader starts where the checkpoint's stopped (Megatron's consumed_samples).
-  int64_t resume_iteration = 0;
   if (!o.load.empty() && !o.finetune) {  // --finetune: weights only, training from iteration 0
     const CheckpointMetadata meta = actors::TrainingRun::read_checkpoint_metadata(o.load);
-    resume_iteration = meta.iteration;
+    d.resume_iteration = meta.iteration;
     lopt.consumed_samples = meta.consumed_samples;
   }
   TROUPE_CHECK(o.save_interval >= 0, "--save-interval must be >= 0, got ", o.save_interval);
@@ -171,10 +170,16 @@ int train(const TrainOptions& o) {
   TROUPE_CHECK(o.exit_interval >= 0, "--exit-interval must be >= 0, got ", o.exit_interval);
   TROUPE_CHECK(o.most_recent_k >= 0, "--most-recent-k must be >= 0, got ", o.most_recent_k);
   TROUPE_CHECK(!o.finetune || !o.load.empty(), "--finetune needs --load");
-  auto train_loader = std::make_unique<DataLoader>(splits[0], lopt);
+  d.train = std::make_unique<DataLoader>(splits[0], lopt);
   lopt.consumed_samples = 0;  // validation always starts at its beginning
-  auto valid_loader = splits[1] && o.eval_iters > 0 ? std::make_unique<DataLoader>(splits[1], lopt) : nullptr;
+  if (splits[1] && o.eval_iters > 0) d.valid = std::make_unique<DataLoader>(splits[1], lopt);
+  d.has_valid_split = splits[1] != nullptr;
+  return d;
+}
 
+// The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.
+actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& model, int processes, bool cuda,
+                                       int64_t gbs, int& devices) {
   actors::TrainingConfig cfg;
   cfg.model = model;
   cfg.parallel.pipeline_size = o.pipeline_size;
@@ -184,9 +189,9 @@ int train(const TrainOptions& o) {
                ") and --pipeline-model-parallel-size (", o.pipeline_size, ") must be >= 1");
   const int model_parallel = o.tensor_size * o.pipeline_size;
   // --devices counts this process's devices; the run has that many in every process.
-  const int local_devices = o.devices > 0 ? o.devices : std::max(1, model_parallel / fabric->processes());
-  const int devices = local_devices * fabric->processes();
-  TROUPE_CHECK(devices % model_parallel == 0, "--devices (", local_devices, " per process x ", fabric->processes(),
+  const int local_devices = o.devices > 0 ? o.devices : std::max(1, model_parallel / processes);
+  devices = local_devices * processes;
+  TROUPE_CHECK(devices % model_parallel == 0, "--devices (", local_devices, " per process x ", processes,
                " processes) must be a multiple of --tensor-model-parallel-size (", o.tensor_size,
                ") times --pipeline-model-parallel-size (", o.pipeline_size, ")");
   cfg.parallel.data_size = devices / model_parallel;
@@ -221,22 +226,220 @@ int train(const TrainOptions& o) {
   cfg.trace_path = o.trace;
   cfg.time_ops = o.monitor.enabled();  // the monitor gets the trace too
   cfg.op_timeout = std::chrono::milliseconds(int64_t(o.op_timeout_s * 1000));
+  return cfg;
+}
 
+void print_run_header(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices) {
+  const GptConfig& model = cfg.model;
   std::printf("troupe train: %d layers, hidden %d, %d heads (%d query groups), seq %d, vocab %ld (padded %ld), "
               "%.2fM parameters\n",
               model.num_layers, model.hidden_size, model.num_attention_heads, model.query_groups(), model.seq_length,
               long(model.vocab_size), long(model.padded_vocab_size()), double(model.num_parameters()) / 1e6);
   std::printf("  %d %s: tensor %d%s x pipeline %d x %d chunks (%s) x data %d%s, micro batch %ld, global batch %ld, "
               "%ld iterations, %s\n",
-              devices, cuda ? "GPUs" : "CPU devices", o.tensor_size, cfg.parallel.sequence_parallel ? " (sequence)" : "",
-              o.pipeline_size, cfg.parallel.virtual_chunks, schedules::schedule_name(cfg.parallel.schedule),
-              cfg.parallel.data_size, cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "",
-              long(o.micro_batch_size), long(gbs), long(o.train_iters), dtype_name(cfg.devices.compute));
+              devices, cfg.devices.cuda ? "GPUs" : "CPU devices", o.tensor_size,
+              cfg.parallel.sequence_parallel ? " (sequence)" : "", o.pipeline_size, cfg.parallel.virtual_chunks,
+              schedules::schedule_name(cfg.parallel.schedule), cfg.parallel.data_size,
+              cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "", long(o.micro_batch_size),
+              long(cfg.global_batch_size), long(o.train_iters), dtype_name(cfg.devices.compute));
   std::fflush(stdout);
+}
 
-  actors::TrainingRun run(cfg, std::move(train_loader), std::move(valid_loader));
+// --save: saves (synchronous or --async-save) and reports each checkpoint once it is durable.
+class Checkpointer {
+ public:
+  Checkpointer(const TrainOptions& o, actors::TrainingRun& run) : o_(o), run_(run) {
+    // The checkpoint of the iteration just loaded is already there.
+    saved_at_ = !o.load.empty() && o.load == o.save ? run.iteration() : -1;
+    options_ = {.optimizer = !o.no_save_optim, .keep_last = o.most_recent_k, .files = {}};
+    // The tokenizer goes with the weights (`troupe generate` reads it from there).
+    if (!o.vocab_file.empty()) options_.files.emplace_back(o.vocab_file, "vocab.json");
+    if (!o.merge_file.empty()) options_.files.emplace_back(o.merge_file, "merges.txt");
+    if (!o.save.empty()) run.reserve_save_buffers(options_.optimizer);
+  }
+
+  void save_now() {
+    std::printf("saving checkpoint at iteration %ld to %s%s\n", long(run_.iteration()), o_.save.c_str(),
+                o_.async_save ? " (asynchronous)" : "");
+    std::fflush(stdout);
+    if (auto c = run_.finish_save(/*wait=*/true)) report(*c);  // the previous --async-save
+    run_.start_save(o_.save, options_);
+    if (!o_.async_save) report(*run_.finish_save(/*wait=*/true));
+    saved_at_ = run_.iteration();
+  }
+  // An --async-save that has finished (wait: until the pending one has).
+  void finish(bool wait) {
+    if (auto c = run_.finish_save(wait)) report(*c);
+  }
+  // Megatron saves at the end too.
+  void save_at_end() {
+    if (!o_.save.empty() && saved_at_ != run_.iteration()) save_now();
+    finish(/*wait=*/true);
+  }
+
+ private:
+  void report(const actors::SavedCheckpoint& c) {
+    std::printf("  successfully saved checkpoint from iteration %ld to %s: training stalled %.3f s, written in %.3f s "
+                "(%.1f MB/s from this process), committed %.3f s after the snapshot\n",
+                long(c.iteration), o_.save.c_str(), c.stall_seconds, c.write_seconds,
+                double(c.bytes) / 1e6 / std::max(c.write_seconds, 1e-9), c.total_seconds);
+    std::fflush(stdout);
+  }
+
+  const TrainOptions& o_;
+  actors::TrainingRun& run_;
+  actors::SaveOptions options_;
+  int64_t saved_at_ = -1;
+};
+
+// The iterations since the last log line: Megatron's averages over them.
+class LogAccumulator {
+ public:
+  LogAccumulator(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices)
+      : train_iters_(o.train_iters), gbs_(cfg.global_batch_size), seq_(cfg.model.seq_length), devices_(devices) {
+    flops_per_token_ = 6.0 * double(cfg.model.num_parameters()) +
+                       12.0 * cfg.model.num_layers * cfg.model.hidden_size * double(cfg.model.seq_length);
+    reset();
+  }
+
+  void add(const IterationStats& s, double seconds) {
+    seconds_ += seconds;
+    ++count_;
+    if (s.skipped) {
+      ++window_.skipped;
+      if (std::isnan(s.loss)) ++window_.nan;
+    } else {
+      loss_ += s.loss;
+      norm_ += s.grad_norm;
+    }
+  }
+
+  // The window's line numbers, then a fresh window.
+  LogWindow close(const IterationStats& s, int64_t consumed_samples) {
+    LogWindow w = window_;
+    const int64_t counted = count_ - w.skipped;
+    w.iteration = s.iteration;
+    w.consumed_samples = consumed_samples;
+    w.ms_per_iteration = seconds_ / double(count_) * 1e3;
+    w.tflops_per_device =
+        double(gbs_ * seq_) * flops_per_token_ / (seconds_ / double(count_)) / 1e12 / double(devices_);
+    w.lr = s.lr;
+    w.loss = counted > 0 ? loss_ / double(counted) : NAN;
+    w.loss_scale = s.loss_scale;
+    w.grad_norm = counted > 0 ? norm_ / double(counted) : NAN;
+    w.iterations = count_;
+    reset();
+    return w;
+  }
+
+ private:
+  void reset() {
+    window_ = LogWindow{.train_iters = train_iters_, .global_batch_size = gbs_};
+    seconds_ = loss_ = norm_ = 0;
+    count_ = 0;
+  }
+
+  int64_t train_iters_, gbs_, seq_;
+  int devices_;
+  double flops_per_token_ = 0;
+  LogWindow window_;
+  double seconds_ = 0, loss_ = 0, norm_ = 0;
+  int64_t count_ = 0;
+};
+
+// What the iteration loop leaves for the summary.
+struct LoopTotals {
+  double train_seconds = 0;  // inside train_iteration()
+  double last_loss = 0;      // of the last iteration not skipped
+};
+
+// Iterations until --train-iters, --exit-interval or a stop signal: Megatron's log line every
+// --log-interval, validation every --eval-interval, a checkpoint every --save-interval.
+LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices,
+                          actors::TrainingRun& run, bool has_valid_split, Checkpointer& saver,
+                          TrainTensorBoard& tensorboard) {
+  LoopTotals totals;
+  LogAccumulator window(o, cfg, devices);
+  const int64_t gbs = cfg.global_batch_size, tokens_per_iteration = gbs * cfg.model.seq_length;
+  while (run.iteration() < o.train_iters && g_stop_signal == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const IterationStats s = run.train_iteration();
+    saver.finish(/*wait=*/false);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    tensorboard.iteration(s, run.consumed_samples(), gbs);
+    totals.train_seconds += dt;
+    window.add(s, dt);
+    if (!s.skipped) totals.last_loss = s.loss;
+    if (s.iteration % o.log_interval == 0 || s.iteration == o.train_iters) {
+      const LogWindow line = window.close(s, run.consumed_samples());
+      std::printf("%s\n", iteration_line(line).c_str());
+      std::fflush(stdout);
+      publish_log_line(run, line, tokens_per_iteration, o.peak_tflops);
+      tensorboard.log_line(line, run);
+    }
+    if (o.eval_interval > 0 && o.eval_iters > 0 && s.iteration % o.eval_interval == 0 && has_valid_split) {
+      const double valid = run.evaluate(o.eval_iters);
+      std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), valid).c_str());
+      publish_validation(run, s.iteration, valid);
+      tensorboard.validation(s.iteration, valid, run.consumed_samples());
+    }
+    if (o.save_interval > 0 && s.iteration % o.save_interval == 0) saver.save_now();
+    if (o.exit_interval > 0 && s.iteration % o.exit_interval == 0) {
+      std::printf("exiting at iteration %ld (--exit-interval %ld)\n", long(s.iteration), long(o.exit_interval));
+      break;
+    }
+  }
+  return totals;
+}
+
+void print_summary(actors::TrainingRun& run, const actors::TrainingConfig& cfg, const LoopTotals& totals,
+                   double wall_seconds) {
+  std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
+              long(run.iteration()), long(run.consumed_samples()), totals.last_loss, wall_seconds,
+              double(run.iteration() * cfg.global_batch_size * cfg.model.seq_length) /
+                  std::max(totals.train_seconds, 1e-9));
+  const actors::TrainingRun::MemoryReport m = run.memory_report();
+  const double gib = 1024.0 * 1024.0 * 1024.0, n = double(std::max<int64_t>(m.parameters, 1));
+  std::printf("memory of the first device: %.2fM parameters; parameters %.2f GiB, gradients %.2f GiB, optimizer "
+              "state %.2f GiB: %.2f bytes per parameter; device memory in use %.2f GiB\n",
+              double(m.parameters) / 1e6, double(m.parameter_bytes) / gib, double(m.gradient_bytes) / gib,
+              double(m.optimizer_bytes) / gib, double(m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes) / n,
+              double(m.device_in_use) / gib);
+  std::fflush(stdout);
+}
+
+// --sample-tokens: the trained model, gathered onto one device, continues --prompt.
+void print_sample(const TrainOptions& o, const actors::TrainingConfig& cfg, actors::TrainingRun& run,
+                  const Tokenizer& tokenizer) {
+  const Context ctx = cfg.devices.cuda ? Context::cuda(0) : Context::cpu();
+  GptChunk whole(ctx, cfg.model, ChunkSpec::whole_model(), cfg.devices.compute);
+  whole.load_weights(run.gather_weights());
+  const SamplingParams so = training_sample_params(o.sample_tokens, o.seed);
+  const std::vector<int32_t> out = generate(whole, tokenizer.encode(o.prompt), so);
+  std::printf("sample (temperature %.1f, top-k %d):\n%s%s\n", so.temperature, so.top_k, o.prompt.c_str(),
+              tokenizer.decode(out).c_str());
+}
+
+int train(const TrainOptions& o) {
+  // Under mpirun: one process per node (or per GPU), all running this same command. Process 0
+  // prints; the others stay quiet on stdout (errors still reach stderr).
+  const std::shared_ptr<actors::Fabric> fabric = actors::Fabric::init();
+  if (fabric->process() != 0) TROUPE_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "silencing stdout");
+  const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_available());
+  TROUPE_CHECK(!(o.bf16 && o.fp16), "--bf16 and --fp16 are exclusive");
+  TROUPE_CHECK(cuda || (!o.bf16 && !o.fp16), "--bf16/--fp16 need GPUs; CPU devices compute in f32");
+  const int64_t gbs = o.global_batch_size > 0 ? o.global_batch_size : o.micro_batch_size;
+  TROUPE_CHECK(gbs % o.micro_batch_size == 0, "--global-batch-size ", gbs, " is not a multiple of --micro-batch-size ",
+               o.micro_batch_size, " (this node has one data-parallel rank)");
+
+  TrainData data = load_train_data(o, gbs);
+  int devices = 0;
+  const actors::TrainingConfig cfg = training_config(o, data.model, fabric->processes(), cuda, gbs, devices);
+  print_run_header(o, cfg, devices);
+
+  actors::TrainingRun run(cfg, std::move(data.train), std::move(data.valid));
   if (!o.load.empty()) {
-    std::printf("loading checkpoint from %s at iteration %ld%s\n", o.load.c_str(), long(resume_iteration),
+    std::printf("loading checkpoint from %s at iteration %ld%s\n", o.load.c_str(), long(data.resume_iteration),
                 o.finetune ? " (--finetune: weights only)" : "");
     run.load_checkpoint(o.load, {.optimizer = !o.no_load_optim, .rng = !o.no_load_rng, .finetune = o.finetune});
     std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
@@ -248,131 +451,33 @@ int train(const TrainOptions& o) {
                                                   .eval_interval = o.eval_interval, .start_iteration = run.iteration(),
                                                   .peak_tflops = o.peak_tflops}));
   TrainTensorBoard tensorboard(o.tensorboard_dir);
-  // The checkpoint of the iteration just loaded is already there.
-  int64_t saved_at = !o.load.empty() && o.load == o.save ? run.iteration() : -1;
-  actors::SaveOptions save_options{.optimizer = !o.no_save_optim, .keep_last = o.most_recent_k, .files = {}};
-  // The tokenizer goes with the weights (`troupe generate` reads it from there).
-  if (!o.vocab_file.empty()) save_options.files.emplace_back(o.vocab_file, "vocab.json");
-  if (!o.merge_file.empty()) save_options.files.emplace_back(o.merge_file, "merges.txt");
-  auto report_saved = [&](const actors::SavedCheckpoint& c) {
-    std::printf("  successfully saved checkpoint from iteration %ld to %s: training stalled %.3f s, written in %.3f s "
-                "(%.1f MB/s from this process), committed %.3f s after the snapshot\n",
-                long(c.iteration), o.save.c_str(), c.stall_seconds, c.write_seconds,
-                double(c.bytes) / 1e6 / std::max(c.write_seconds, 1e-9), c.total_seconds);
-    std::fflush(stdout);
-  };
-  if (!o.save.empty()) run.reserve_save_buffers(save_options.optimizer);
-  auto save_now = [&] {
-    std::printf("saving checkpoint at iteration %ld to %s%s\n", long(run.iteration()), o.save.c_str(),
-                o.async_save ? " (asynchronous)" : "");
-    std::fflush(stdout);
-    if (auto c = run.finish_save(/*wait=*/true)) report_saved(*c);  // the previous --async-save
-    run.start_save(o.save, save_options);
-    if (!o.async_save) report_saved(*run.finish_save(/*wait=*/true));
-    saved_at = run.iteration();
-  };
+  Checkpointer saver(o, run);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
-  const double flops_per_token = 6.0 * double(model.num_parameters()) +
-                                 12.0 * model.num_layers * model.hidden_size * double(model.seq_length);
-  LogWindow window{.train_iters = o.train_iters, .global_batch_size = gbs};
-  double window_seconds = 0, window_loss = 0, window_norm = 0, total_seconds = 0, last_loss = 0;
-  int64_t window_count = 0;
   const auto start = std::chrono::steady_clock::now();
-  while (run.iteration() < o.train_iters && g_stop_signal == 0) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const IterationStats s = run.train_iteration();
-    if (auto c = run.finish_save(/*wait=*/false)) report_saved(*c);  // an --async-save that has finished
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    tensorboard.iteration(s, run.consumed_samples(), gbs);
-    total_seconds += dt;
-    window_seconds += dt;
-    ++window_count;
-    if (s.skipped) {
-      ++window.skipped;
-      if (std::isnan(s.loss)) ++window.nan;
-    } else {
-      window_loss += s.loss;
-      window_norm += s.grad_norm;
-      last_loss = s.loss;
-    }
-    if (s.iteration % o.log_interval == 0 || s.iteration == o.train_iters) {
-      const int64_t counted = window_count - window.skipped;
-      window.iteration = s.iteration;
-      window.consumed_samples = run.consumed_samples();
-      window.ms_per_iteration = window_seconds / double(window_count) * 1e3;
-      window.tflops_per_device = double(gbs * model.seq_length) * flops_per_token /
-                                 (window_seconds / double(window_count)) / 1e12 / double(devices);
-      window.lr = s.lr;
-      window.loss = counted > 0 ? window_loss / double(counted) : NAN;
-      window.loss_scale = s.loss_scale;
-      window.grad_norm = counted > 0 ? window_norm / double(counted) : NAN;
-      window.iterations = window_count;
-      std::printf("%s\n", iteration_line(window).c_str());
-      std::fflush(stdout);
-      publish_log_line(run, window, gbs * model.seq_length, o.peak_tflops);
-      tensorboard.log_line(window, run);
-      window = LogWindow{.train_iters = o.train_iters, .global_batch_size = gbs};
-      window_seconds = window_loss = window_norm = 0;
-      window_count = 0;
-    }
-    if (o.eval_interval > 0 && o.eval_iters > 0 && s.iteration % o.eval_interval == 0 && splits[1]) {
-      const double valid = run.evaluate(o.eval_iters);
-      std::printf("%s\n", validation_block("iteration " + std::to_string(s.iteration), valid).c_str());
-      publish_validation(run, s.iteration, valid);
-      tensorboard.validation(s.iteration, valid, run.consumed_samples());
-    }
-    if (o.save_interval > 0 && s.iteration % o.save_interval == 0) save_now();
-    if (o.exit_interval > 0 && s.iteration % o.exit_interval == 0) {
-      std::printf("exiting at iteration %ld (--exit-interval %ld)\n", long(s.iteration), long(o.exit_interval));
-      break;
-    }
-  }
-  if (!o.save.empty() && saved_at != run.iteration()) save_now();  // Megatron saves at the end too
-  if (auto c = run.finish_save(/*wait=*/true)) report_saved(*c);
+  const LoopTotals totals = run_iterations(o, cfg, devices, run, data.has_valid_split, saver, tensorboard);
+  saver.save_at_end();
   if (g_stop_signal != 0)
     std::printf("troupe train: stopped by signal %d after iteration %ld\n", int(g_stop_signal), long(run.iteration()));
   // A final validation unless the last iteration just ran one.
   const bool evaluated_last = o.eval_interval > 0 && run.iteration() % o.eval_interval == 0;
-  const double valid_loss = splits[1] && o.eval_iters > 0 && !evaluated_last ? run.evaluate(o.eval_iters) : NAN;
+  const double valid_loss =
+      data.has_valid_split && o.eval_iters > 0 && !evaluated_last ? run.evaluate(o.eval_iters) : NAN;
   if (!std::isnan(valid_loss)) {
     std::printf("%s\n", validation_block("the end of training", valid_loss).c_str());
     publish_validation(run, run.iteration(), valid_loss);
     tensorboard.validation(run.iteration(), valid_loss, run.consumed_samples());
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
-              long(run.iteration()), long(run.consumed_samples()), last_loss, wall,
-              double(run.iteration() * gbs * model.seq_length) / std::max(total_seconds, 1e-9));
-  {
-    const actors::TrainingRun::MemoryReport m = run.memory_report();
-    const double gib = 1024.0 * 1024.0 * 1024.0, n = double(std::max<int64_t>(m.parameters, 1));
-    std::printf("memory of the first device: %.2fM parameters; parameters %.2f GiB, gradients %.2f GiB, optimizer "
-                "state %.2f GiB: %.2f bytes per parameter; device memory in use %.2f GiB\n",
-                double(m.parameters) / 1e6, double(m.parameter_bytes) / gib, double(m.gradient_bytes) / gib,
-                double(m.optimizer_bytes) / gib, double(m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes) / n,
-                double(m.device_in_use) / gib);
-  }
-  std::fflush(stdout);
+  print_summary(run, cfg, totals, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   publish_end(run, g_stop_signal);
-
-  if (o.sample_tokens > 0 && tokenizer) {
-    const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
-    GptChunk whole(ctx, model, ChunkSpec::whole_model(), cfg.devices.compute);
-    whole.load_weights(run.gather_weights());
-    SamplingOptions so;
-    so.max_new_tokens = o.sample_tokens;
-    so.seed = o.seed;
-    const std::vector<int32_t> out = generate(whole, tokenizer->encode(o.prompt), so);
-    std::printf("sample (temperature %.1f, top-k %d):\n%s%s\n", so.temperature, so.top_k, o.prompt.c_str(),
-                tokenizer->decode(out).c_str());
-  }
+  if (o.sample_tokens > 0 && data.tokenizer) print_sample(o, cfg, run, *data.tokenizer);
   return g_stop_signal != 0 ? 130 : 0;
 }
 
 }  // namespace
 
+// Longer than our functions usually are: the flag table, one Megatron flag a line.
 void add_train_command(CLI::App& app, CommandRunner& run) {
   auto* cmd = app.add_subcommand("train", "Pretrain a GPT (Megatron-LM flags) on this node's GPUs or CPU devices");
   auto o = std::make_shared<TrainOptions>();

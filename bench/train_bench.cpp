@@ -197,9 +197,7 @@ int run(const Options& o) {
   chunk.set_profiler(nullptr);
 
   if (tokenizer && o.sample_tokens > 0) {
-    SamplingOptions so;
-    so.max_new_tokens = o.sample_tokens;
-    so.seed = o.seed;
+    const SamplingParams so = training_sample_params(o.sample_tokens, o.seed);
     const std::vector<int32_t> out = generate(chunk, tokenizer->encode(o.prompt), so);
     std::printf("sample (temperature %.1f, top-k %d):\n%s%s\n", so.temperature, so.top_k, o.prompt.c_str(),
                 tokenizer->decode(out).c_str());

@@ -53,7 +53,7 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
 
   // Reverse forward order: what backward finishes first comes first.
   if (spec.post_process) {
-    if (c.untie_embeddings_and_output_weights) vocab("output_layer.weight");
+    if (c.untie_embeddings_and_output_weights) vocab(kOutputLayerName);
     norm("decoder.final_layernorm");
   }
   for (int l = spec.first_layer + num_layers_ - 1; l >= spec.first_layer; --l) {
@@ -73,11 +73,11 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
   if (spec.pre_process) {
     if (c.position_embedding_type == PositionEmbedding::learned_absolute)
       add("embedding.position_embeddings.weight", {c.max_positions(), C}, true, ParamInit::normal);
-    vocab("embedding.word_embeddings.weight");
+    vocab(kWordEmbeddingName);
   }
   // A chunk holding the output layer but not the embedding still needs the tied weight.
   if (spec.post_process && !spec.pre_process && !c.untie_embeddings_and_output_weights)
-    vocab("embedding.word_embeddings.weight");
+    vocab(kWordEmbeddingName);
 }
 
 ParamInfo& ParamLayout::add(const std::string& name, Shape shape, bool decay, ParamInit init) {
@@ -208,11 +208,11 @@ LayerTensors ParamLayout::layer(const Tensor& flat, int l) const {
 
 OuterTensors ParamLayout::outer(const Tensor& flat) const {
   OuterTensors t;
-  t.wte = view_if(flat, "embedding.word_embeddings.weight");
+  t.wte = view_if(flat, kWordEmbeddingName);
   t.wpe = view_if(flat, "embedding.position_embeddings.weight");
   t.lnf_w = view_if(flat, "decoder.final_layernorm.weight");
   t.lnf_b = view_if(flat, "decoder.final_layernorm.bias");
-  t.output = has("output_layer.weight") ? view(flat, "output_layer.weight") : t.wte;
+  t.output = has(kOutputLayerName) ? view(flat, kOutputLayerName) : t.wte;
   return t;
 }
 

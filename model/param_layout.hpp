@@ -28,6 +28,12 @@
 
 namespace troupe {
 
+// The word embedding, and the output layer when it is not tied to it. With tied embeddings
+// and several pipeline stages the last stage holds a copy of the embedding under the
+// embedding's name, whose gradient is summed with the first stage's.
+inline constexpr const char* kWordEmbeddingName = "embedding.word_embeddings.weight";
+inline constexpr const char* kOutputLayerName = "output_layer.weight";
+
 // Which part of the model a chunk holds (Megatron's pre_process / post_process).
 struct ChunkSpec {
   int first_layer = 0;

@@ -10,6 +10,7 @@
 #include "actors/fabric/mpi_channel.hpp"
 #include "actors/fabric/mpi_check.hpp"
 #include "base/check.hpp"
+#include "base/log.hpp"
 #if TROUPE_HAVE_CUDA
 #include "actors/fabric/cuda/cuda_services.hpp"
 #include "actors/fabric/cuda/nccl_group.hpp"
@@ -93,6 +94,9 @@ std::shared_ptr<Fabric> Fabric::init() {
     int found = 0;
     TROUPE_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found), "Fabric::init");
     if (found && tag_ub) mpi.tag_ub = *static_cast<int*>(tag_ub);
+    set_log_process(f->process_, f->processes_);  // every log line names its rank from now on
+    logger("fabric").debug("process ", f->process_, " of ", f->processes_, " (", f->node_process_,
+                           "-th on its machine)");
   }
   g_live = f;
   return f;
@@ -197,6 +201,7 @@ std::vector<std::unique_ptr<Collectives>> Fabric::make_group(const std::vector<i
                      "': agreeing on the kind of its members");
   TROUPE_CHECK(kinds != 3, "make_group '", name, "': CPU and CUDA members in one group");
   if (kinds == 0) return endpoints;  // all its members in one other process
+  logger("fabric").debug("group '", name, "': ", size, " members, ", kinds == 2 ? "NCCL" : one_process ? "shared memory" : "MPI");
 
   if (kinds == 2) {
 #if TROUPE_HAVE_CUDA

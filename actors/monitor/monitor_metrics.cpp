@@ -121,6 +121,7 @@ void MonitorMetrics::set_publisher_counts(uint64_t sent, uint64_t refused, uint6
   sent_ = sent, refused_ = refused, subscriptions_ = subscriptions;
 }
 
+// Longer than our functions usually are: one metric family after another, a table rather than logic.
 std::string MonitorMetrics::prometheus_text() const {
   std::lock_guard<std::mutex> lock(mutex_);
   Exposition x;

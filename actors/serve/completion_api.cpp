@@ -77,6 +77,34 @@ std::string next_completion_id() {
   return str_cat("cmpl-", next_id++);
 }
 
+// The choices of a non-streaming answer, one per prompt (with `echo`, the prompt before the
+// text; with `logprobs`, OpenAI's legacy per-token object).
+json completion_choices(const std::vector<Completion>& done, const std::vector<std::string>& prompts,
+                        const Tokenizer& tok, bool echo, bool want_logprobs) {
+  json choices = json::array();
+  for (size_t i = 0; i < done.size(); ++i) {
+    const Completion& c = done[i];
+    const std::string prefix = echo ? prompts[i] : "";
+    json lp = nullptr;
+    if (want_logprobs) {
+      json toks = json::array(), offsets = json::array();
+      size_t offset = prefix.size();
+      for (int32_t id : c.result.tokens) {
+        const std::string piece = tok.decode(std::vector<int32_t>{id});
+        toks.push_back(piece);
+        offsets.push_back(offset);
+        offset += piece.size();
+      }
+      lp = {{"tokens", toks}, {"token_logprobs", c.result.logprobs}, {"text_offset", offsets}, {"top_logprobs", nullptr}};
+    }
+    choices.push_back({{"index", i},
+                       {"text", prefix + c.text},
+                       {"logprobs", lp},
+                       {"finish_reason", c.result.finish == FinishReason::length ? "length" : "stop"}});
+  }
+  return choices;
+}
+
 }  // namespace
 
 CompletionApi::CompletionApi(InferencePool& pool, const Tokenizer& tokenizer, CompletionApiOptions options)
@@ -166,30 +194,12 @@ HttpReply CompletionApi::completions(const std::string& body) {
                                  .id = next_completion_id(), .model = options_.model_name, .created = unix_seconds()});
     const std::vector<Completion> done = run_all(pool_, *tok, ids, p, "prompt");
 
-    json choices = json::array();
     int64_t prompt_tokens = 0, completion_tokens = 0;
-    for (size_t i = 0; i < done.size(); ++i) {
-      const Completion& c = done[i];
+    for (const Completion& c : done) {
       prompt_tokens += int64_t(c.prompt.size());
       completion_tokens += int64_t(c.result.tokens.size());
-      const std::string prefix = echo ? prompts[i] : "";
-      json lp = nullptr;
-      if (want_logprobs) {
-        json toks = json::array(), offsets = json::array();
-        size_t offset = prefix.size();
-        for (int32_t id : c.result.tokens) {
-          const std::string piece = tok->decode(std::vector<int32_t>{id});
-          toks.push_back(piece);
-          offsets.push_back(offset);
-          offset += piece.size();
-        }
-        lp = {{"tokens", toks}, {"token_logprobs", c.result.logprobs}, {"text_offset", offsets}, {"top_logprobs", nullptr}};
-      }
-      choices.push_back({{"index", i},
-                         {"text", prefix + c.text},
-                         {"logprobs", lp},
-                         {"finish_reason", c.result.finish == FinishReason::length ? "length" : "stop"}});
     }
+    const json choices = completion_choices(done, prompts, *tok, echo, want_logprobs);
     const json out = {{"id", next_completion_id()},
                       {"object", "text_completion"},
                       {"created", unix_seconds()},

@@ -10,12 +10,12 @@ namespace troupe::actors {
 namespace {
 
 bool vocab_rows(const std::string& name) {
-  return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
+  return name == kWordEmbeddingName || name == kOutputLayerName;
 }
 
 // The copy of a tied embedding that a chunk without the embedding keeps for its output layer.
 bool tied_copy(const ParamLayout& layout, const ParamInfo& p) {
-  return p.name == "embedding.word_embeddings.weight" && !layout.spec().pre_process;
+  return p.name == kWordEmbeddingName && !layout.spec().pre_process;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "actors/fabric/device_services.hpp"
 #include "actors/train/messages.hpp"
+#include "kernels/nvtx.hpp"
 #include "base/check.hpp"
 #include "storage/atomic_file.hpp"
 
@@ -13,6 +14,7 @@ namespace troupe::actors {
 namespace fs = std::filesystem;
 
 SaveOutcome write_save_job(SaveJob& job) {
+  const NvtxRange range("checkpoint write iteration ", job.iteration);
   const auto t0 = std::chrono::steady_clock::now();
   SaveOutcome out;
   try {

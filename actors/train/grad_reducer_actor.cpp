@@ -2,6 +2,7 @@
 
 #include "actors/fabric/device_services.hpp"
 #include "actors/train/messages.hpp"
+#include "kernels/nvtx.hpp"
 #include "base/check.hpp"
 
 namespace troupe::actors {
@@ -37,6 +38,7 @@ class GradReducerActor : public caf::event_based_actor {
     const int D = s_.group->size(), rank = s_.group->rank();
     while (next_ < buckets.size() && ready_[next_]) {
       const GradBucket& b = buckets[next_];
+      const NvtxRange range("reduce bucket ", next_);
       fence_wait(*s_.comm, fences_[next_]);
       fences_[next_].reset();
       const Tensor g = s_.worker->model(b.chunk).grads().slice(b.begin, {b.end - b.begin});

@@ -4,16 +4,13 @@
 
 #include "base/check.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/nvtx.hpp"
 #include "model/train/trainer.hpp"
 
 namespace troupe::actors {
 
 using schedules::Op;
 using schedules::OpKind;
-
-namespace {
-const char* const kTiedName = "embedding.word_embeddings.weight";
-}
 
 std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
                                           int64_t multiple) {
@@ -48,8 +45,8 @@ void StageWorker::connect(Channel* activation_out, Channel* activation_in, Chann
 }
 
 void StageWorker::connect_tied(PairReducer* reducer, int rank, int chunk) {
-  TROUPE_CHECK(chunk >= 0 && chunk < setup_.chunks && model(chunk).layout().has(kTiedName), "stage ", stage(),
-               ": chunk ", chunk, " holds no ", kTiedName);
+  TROUPE_CHECK(chunk >= 0 && chunk < setup_.chunks && model(chunk).layout().has(kWordEmbeddingName), "stage ", stage(),
+               ": chunk ", chunk, " holds no ", kWordEmbeddingName);
   setup_.tied = reducer;
   setup_.tied_rank = rank;
   setup_.tied_chunk = chunk;
@@ -142,92 +139,104 @@ void StageWorker::check_finite(const Op& op, const Tensor& t, const char* what) 
 }
 
 std::optional<Outbound> StageWorker::run(const Op& op) {
-  const Context& ctx = context();
-  const int m = op.microbatch, c = op.chunk, P = setup_.stages;
-  TROUPE_CHECK(m >= 0 && m < plan_.microbatches && c >= 0 && c < setup_.chunks, "stage ", stage(), ": no op ",
-               schedules::op_str(op), " in this iteration");
-  const size_t i = slot(m, c);
-  const int vs = virtual_stage(c);
-  GptChunk& chunk = model(c);
+  TROUPE_CHECK(op.microbatch >= 0 && op.microbatch < plan_.microbatches && op.chunk >= 0 && op.chunk < setup_.chunks,
+               "stage ", stage(), ": no op ", schedules::op_str(op), " in this iteration");
+  const NvtxRange range(op.kind == OpKind::forward ? "forward" : "backward", " stage ", stage(), " chunk ", op.chunk,
+                        " mb ", op.microbatch);
   try {
-    if (op.kind == OpKind::forward) {
-      TROUPE_CHECK(!forward_ran_[i], "forward ran twice");
-      TROUPE_CHECK(first_virtual(c) || inputs_[i].tensor.defined(), "the input activation has not arrived");
-      const bool last = last_virtual(c);
-      if (!first_virtual(c)) inbound_wait(ctx, inputs_[i]);
-      const Tensor input = first_virtual(c) ? tokens_[size_t(m)] : inputs_[i].tensor;
-      const Tensor target = last ? targets_[size_t(m)] : Tensor();
-      const Tensor out = last ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
-      ActivationsPtr a = chunk.forward(input, target, out,
-                                       {.training = plan_.training,
-                                        .loss_grad_scale = plan_.loss_grad_scale,
-                                        .dropout_seed = plan_.dropout_seed + uint64_t(m) * plan_.dropout_stride,
-                                        .batch = plan_.batch,
-                                        .seq = plan_.seq});
-      if (!first_virtual(c)) {
-        buffer_free(ctx, inputs_[i].tensor);
-        inputs_[i] = Inbound();
-      }
-      forward_ran_[i] = 1;
-      if (last) {
-        const int64_t n = plan_.batch * plan_.seq;
-        copy(ctx, a->losses, losses_.slice(int64_t(m) * n, {n}));
-        if (setup_.check_losses) check_finite(op, a->losses, "the per-token losses");
-      }
-      if (plan_.training) saved_[i] = std::move(a);
-      else chunk.release(std::move(a));
-      if (last) return std::nullopt;
-      if (setup_.check_tensors) check_finite(op, out, "the output activations");
-      return Outbound{Direction::activation, (vs + 1) % P, m, (vs + 1) / P, setup_.activation_out->send(ctx, out)};
-    }
-    TROUPE_CHECK(plan_.training, "a backward in a forward-only pass");
-    TROUPE_CHECK(forward_ran_[i] && saved_[i], "the forward has not run");
-    const bool last = last_virtual(c), first = first_virtual(c);
-    TROUPE_CHECK(last || output_grads_[i].tensor.defined(), "the output gradient has not arrived");
-    if (!last) inbound_wait(ctx, output_grads_[i]);
-    const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
-    const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
-    // The last microbatch's backward writes each gradient for the last time: buckets go to
-    // the reducer as soon as their layers are done.
-    const bool hand_over = setup_.overlap_grad_reduce && setup_.dp_group && m == plan_.microbatches - 1;
-    if (hand_over) {
-      // A tied embedding's copy is summed with the other stage's first (reduce_tied), so its
-      // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
-      // optimizer) must see the sum.
-      int64_t tied_begin = -1, tied_end = -1;
-      if (has_tied() && c == setup_.tied_chunk) {
-        const ParamInfo& t = chunk.layout().find(kTiedName);
-        tied_begin = t.offset;
-        tied_end = t.offset + t.numel();
-      }
-      chunk.set_grads_ready_hook([this, c, &ctx, tied_begin, tied_end](int64_t ready) {
-        for (size_t b = 0; b < setup_.buckets.size(); ++b) {
-          const GradBucket& bucket = setup_.buckets[b];
-          if (bucket.chunk != c || bucket_sent_[b] || bucket.end > ready) continue;
-          if (bucket.begin < tied_end && tied_begin < bucket.end) continue;
-          bucket_sent_[b] = 1;
-          ready_buckets_.push_back({int(b), fence_record(ctx)});
-        }
-      });
-    }
-    chunk.backward(*saved_[i], dout, din);
-    if (hand_over) chunk.set_grads_ready_hook(nullptr);
-    chunk.release(std::move(saved_[i]));
-    if (!last) {
-      buffer_free(ctx, dout);
-      output_grads_[i] = Inbound();
-    }
-    if (setup_.check_tensors) {
-      if (first) check_finite(op, chunk.grads(), "the parameter gradients");
-      else check_finite(op, din, "the input gradients");
-    }
-    if (first) return std::nullopt;
-    return Outbound{Direction::gradient, (vs - 1 + P) % P, m, (vs - 1) / P, setup_.gradient_out->send(ctx, din)};
+    return op.kind == OpKind::forward ? run_forward(op) : run_backward(op);
   } catch (const StageOpError&) {
     throw;
   } catch (const std::exception& e) {
     throw StageOpError(op, e.what());
   }
+}
+
+std::optional<Outbound> StageWorker::run_forward(const Op& op) {
+  const Context& ctx = context();
+  const int m = op.microbatch, c = op.chunk, P = setup_.stages;
+  const size_t i = slot(m, c);
+  const int vs = virtual_stage(c);
+  GptChunk& chunk = model(c);
+  TROUPE_CHECK(!forward_ran_[i], "forward ran twice");
+  TROUPE_CHECK(first_virtual(c) || inputs_[i].tensor.defined(), "the input activation has not arrived");
+  const bool last = last_virtual(c);
+  if (!first_virtual(c)) inbound_wait(ctx, inputs_[i]);
+  const Tensor input = first_virtual(c) ? tokens_[size_t(m)] : inputs_[i].tensor;
+  const Tensor target = last ? targets_[size_t(m)] : Tensor();
+  const Tensor out = last ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
+  ActivationsPtr a = chunk.forward(input, target, out,
+                                   {.training = plan_.training,
+                                    .loss_grad_scale = plan_.loss_grad_scale,
+                                    .dropout_seed = plan_.dropout_seed + uint64_t(m) * plan_.dropout_stride,
+                                    .batch = plan_.batch,
+                                    .seq = plan_.seq});
+  if (!first_virtual(c)) {
+    buffer_free(ctx, inputs_[i].tensor);
+    inputs_[i] = Inbound();
+  }
+  forward_ran_[i] = 1;
+  if (last) {
+    const int64_t n = plan_.batch * plan_.seq;
+    copy(ctx, a->losses, losses_.slice(int64_t(m) * n, {n}));
+    if (setup_.check_losses) check_finite(op, a->losses, "the per-token losses");
+  }
+  if (plan_.training) saved_[i] = std::move(a);
+  else chunk.release(std::move(a));
+  if (last) return std::nullopt;
+  if (setup_.check_tensors) check_finite(op, out, "the output activations");
+  return Outbound{Direction::activation, (vs + 1) % P, m, (vs + 1) / P, setup_.activation_out->send(ctx, out)};
+}
+
+std::optional<Outbound> StageWorker::run_backward(const Op& op) {
+  const Context& ctx = context();
+  const int m = op.microbatch, c = op.chunk, P = setup_.stages;
+  const size_t i = slot(m, c);
+  const int vs = virtual_stage(c);
+  GptChunk& chunk = model(c);
+  TROUPE_CHECK(plan_.training, "a backward in a forward-only pass");
+  TROUPE_CHECK(forward_ran_[i] && saved_[i], "the forward has not run");
+  const bool last = last_virtual(c), first = first_virtual(c);
+  TROUPE_CHECK(last || output_grads_[i].tensor.defined(), "the output gradient has not arrived");
+  if (!last) inbound_wait(ctx, output_grads_[i]);
+  const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
+  const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
+  // The last microbatch's backward writes each gradient for the last time: buckets go to
+  // the reducer as soon as their layers are done.
+  const bool hand_over = setup_.overlap_grad_reduce && setup_.dp_group && m == plan_.microbatches - 1;
+  if (hand_over) {
+    // A tied embedding's copy is summed with the other stage's first (reduce_tied), so its
+    // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
+    // optimizer) must see the sum.
+    int64_t tied_begin = -1, tied_end = -1;
+    if (has_tied() && c == setup_.tied_chunk) {
+      const ParamInfo& t = chunk.layout().find(kWordEmbeddingName);
+      tied_begin = t.offset;
+      tied_end = t.offset + t.numel();
+    }
+    chunk.set_grads_ready_hook([this, c, &ctx, tied_begin, tied_end](int64_t ready) {
+      for (size_t b = 0; b < setup_.buckets.size(); ++b) {
+        const GradBucket& bucket = setup_.buckets[b];
+        if (bucket.chunk != c || bucket_sent_[b] || bucket.end > ready) continue;
+        if (bucket.begin < tied_end && tied_begin < bucket.end) continue;
+        bucket_sent_[b] = 1;
+        ready_buckets_.push_back({int(b), fence_record(ctx)});
+      }
+    });
+  }
+  chunk.backward(*saved_[i], dout, din);
+  if (hand_over) chunk.set_grads_ready_hook(nullptr);
+  chunk.release(std::move(saved_[i]));
+  if (!last) {
+    buffer_free(ctx, dout);
+    output_grads_[i] = Inbound();
+  }
+  if (setup_.check_tensors) {
+    if (first) check_finite(op, chunk.grads(), "the parameter gradients");
+    else check_finite(op, din, "the input gradients");
+  }
+  if (first) return std::nullopt;
+  return Outbound{Direction::gradient, (vs - 1 + P) % P, m, (vs - 1) / P, setup_.gradient_out->send(ctx, din)};
 }
 
 double StageWorker::finish() {
@@ -258,7 +267,7 @@ void StageWorker::reduce_tied(std::function<void()> done) {
     return;
   }
   GptChunk& chunk = model(setup_.tied_chunk);
-  setup_.tied->reduce(setup_.tied_rank, context(), chunk.layout().view(chunk.grads(), kTiedName), std::move(done));
+  setup_.tied->reduce(setup_.tied_rank, context(), chunk.layout().view(chunk.grads(), kWordEmbeddingName), std::move(done));
 }
 
 GradStats StageWorker::grad_stats() {
@@ -284,6 +293,7 @@ std::vector<ReadyBucket> StageWorker::take_remaining_buckets() {
 }
 
 void StageWorker::reduce_grads() {
+  const NvtxRange range("reduce grads stage ", stage());
   for (int c = 0; c < setup_.chunks; ++c) model(c).reduce_sequence_parallel_grads();
   if (setup_.dp_group == nullptr || setup_.overlap_grad_reduce) return;  // no replicas / the reducer actor did it
   const int D = setup_.dp_size;
@@ -303,6 +313,7 @@ void StageWorker::await_state_readers() {
 
 void StageWorker::apply(float lr, float clip, float loss_scale) {
   await_state_readers();
+  const NvtxRange range("optimizer step stage ", stage());
   for (auto& o : setup_.optimizers) o->apply(lr, clip, loss_scale);
   if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) return;
   // Every rank updated its shard of each bucket: gather the others'.
@@ -322,6 +333,7 @@ StepResult StageWorker::step_local() {
                "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ",
                setup_.stages, " holds ", setup_.chunks, " chunk(s)");
   await_state_readers();
+  const NvtxRange range("optimizer step stage ", stage());
   return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);
 }
 

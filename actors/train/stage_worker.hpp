@@ -225,6 +225,9 @@ class StageWorker {
   size_t slot(int microbatch, int chunk) const { return size_t(microbatch) * size_t(setup_.chunks) + size_t(chunk); }
   Shape hidden_shape() const;
   void check_finite(const schedules::Op& op, const Tensor& t, const char* what);
+  // run()'s two halves (throw; run() turns what they throw into a StageOpError).
+  std::optional<Outbound> run_forward(const schedules::Op& op);
+  std::optional<Outbound> run_backward(const schedules::Op& op);
 
   StageSetup setup_;
   std::unique_ptr<CompletionQueue> completions_;

@@ -20,20 +20,21 @@ class TrainerActor : public caf::event_based_actor {
   TrainerActor(caf::actor_config& cfg, TrainerSetup setup) : caf::event_based_actor(cfg), s_(std::move(setup)) {}
 
   caf::behavior make_behavior() override {
-    T_ = s_.tensor_parallel;
-    D_ = s_.data_parallel;
-    P_ = int(s_.stages.size()) / (T_ * D_);
+    TROUPE_CHECK(size_t(s_.layout.world()) == s_.stages.size(), "trainer: ", s_.stages.size(),
+                 " stage actors for a layout of ", s_.layout.world(), " ranks");
+    P_ = s_.layout.pipeline;
+    D_ = s_.layout.data;
     if (s_.local_count == 0) s_.local_count = s_.stages.size();
     for (size_t i = 0; i < s_.stages.size(); ++i) {
       const caf::actor& a = s_.stages[i];
       index_[a.address()] = i;
       monitor(a);  // also the other processes' stages: their process dying fails the run here
       if (!local(i)) continue;
-      const Rank r = rank_of(i);
       std::vector<caf::actor> pipeline, followers;
-      for (int s = 0; s < P_; ++s) pipeline.push_back(s_.stages[index(s, r.dp, r.tp)]);
-      if (r.tp == 0)
-        for (int t = 1; t < T_; ++t) followers.push_back(s_.stages[index(r.stage, r.dp, t)]);
+      for (int p : s_.layout.pipeline_group(int(i))) pipeline.push_back(s_.stages[size_t(p)]);
+      if (rank_of(i).tp == 0)
+        for (int t : s_.layout.tensor_group(int(i)))
+          if (size_t(t) != i) followers.push_back(s_.stages[size_t(t)]);
       send(a, peers_atom::value, std::move(pipeline), std::move(followers));
     }
     for (const caf::actor& a : s_.reducers) monitor(a);
@@ -104,16 +105,8 @@ class TrainerActor : public caf::event_based_actor {
     return true;
   }
 
-  struct Rank {
-    int stage = 0, dp = 0, tp = 0;
-  };
-  Rank rank_of(size_t i) const { return {int(i) / (T_ * D_), (int(i) / T_) % D_, int(i) % T_}; }
-  size_t index(int stage, int dp, int tp) const { return size_t(tp + T_ * (dp + D_ * stage)); }
-  std::string stage_name(size_t i) const {
-    const Rank r = rank_of(i);
-    if (T_ == 1 && D_ == 1) return str_cat("stage ", r.stage);
-    return str_cat("stage ", r.stage, " (tensor rank ", r.tp, ", data rank ", r.dp, ")");
-  }
+  RankCoord rank_of(size_t i) const { return s_.layout.coord(int(i)); }
+  std::string stage_name(size_t i) const { return s_.layout.stage_name(int(i)); }
   bool local(size_t i) const { return i >= s_.first_local && i < s_.first_local + s_.local_count; }
   // Evaluation runs on data rank 0's devices only (every replica holds the same weights).
   bool takes_part(size_t i) const { return local(i) && (training_ || rank_of(i).dp == 0); }
@@ -288,7 +281,7 @@ class TrainerActor : public caf::event_based_actor {
         reported_[i] = true;  // nothing to wait for
         continue;
       }
-      const Rank r = rank_of(i);
+      const RankCoord r = rank_of(i);
       IterationPlan plan = base;
       // Data rank d takes microbatches d, d + D, ...: Megatron's order, where each step of the
       // global batch hands consecutive micro-batches to consecutive data ranks.
@@ -297,8 +290,8 @@ class TrainerActor : public caf::event_based_actor {
       for (size_t k = size_t(training ? r.dp : 0); k < batches.size(); k += size_t(stride)) {
         if (plan.microbatches == 0) plan.dropout_seed = seed + k;
         ++plan.microbatches;
-        if (r.stage == 0) plan.tokens.push_back(batches[k].tokens);
-        if (r.stage == P_ - 1) plan.targets.push_back(batches[k].targets);
+        if (r.pp == 0) plan.tokens.push_back(batches[k].tokens);
+        if (r.pp == P_ - 1) plan.targets.push_back(batches[k].targets);
       }
       plan.dropout_stride = uint64_t(stride);
       send(s_.stages[i], plan_atom::value, std::move(plan));
@@ -330,8 +323,9 @@ class TrainerActor : public caf::event_based_actor {
   }
 
   void on_report(const StageReport& r) {
-    if (r.stage < 0 || r.stage >= P_ || r.dp < 0 || r.dp >= D_ || r.tp < 0 || r.tp >= T_) return;
-    const size_t i = index(r.stage, r.dp, r.tp);
+    const RankLayout& L = s_.layout;
+    if (r.stage < 0 || r.stage >= L.pipeline || r.dp < 0 || r.dp >= L.data || r.tp < 0 || r.tp >= L.tensor) return;
+    const size_t i = size_t(L.rank({.pp = r.stage, .dp = r.dp, .tp = r.tp}));
     if (failed_ || reported_[i]) return;
     reported_[i] = true;
     // Every tensor rank of a data replica's last stage holds the same losses: count rank 0's.
@@ -486,7 +480,7 @@ class TrainerActor : public caf::event_based_actor {
   std::vector<GradStats> grads_;  // per stage actor: the reports' gradient statistics
   std::vector<bool> counted_;     // ... that the global norm sums
   std::vector<double> losses_;    // per stage actor: its loss sum (last stage, tensor rank 0)
-  int P_ = 1, T_ = 1, D_ = 1;
+  int P_ = 1, D_ = 1;  // s_.layout's pipeline and data sizes
   std::map<caf::actor_addr, size_t> index_;  // stage actor -> its rank
   double loss_sum_ = 0;
   int64_t phase_start_ns_ = 0;

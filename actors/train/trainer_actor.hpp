@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/rank_layout.hpp"
 #include "model/train/loss_scaler.hpp"
 #include "model/train/lr_schedule.hpp"
 #include "schedules/trace.hpp"
@@ -25,15 +26,15 @@ namespace troupe::actors {
 class Fabric;
 
 struct TrainerSetup {
-  // One stage actor per device, in Megatron's rank order: index = tp + T * (dp + D * stage).
+  // One stage actor per device, indexed by global rank (layout: Megatron's rank order).
   std::vector<caf::actor> stages;
+  RankLayout layout;
   // Several processes: each runs a trainer for its own stage actors (ranks [first_local,
   // first_local + local_count)); the losses and gradient statistics are summed over processes
   // through the fabric, in rank order, so every process takes the same step.
   std::shared_ptr<Fabric> fabric;
   size_t first_local = 0, local_count = 0;  // local_count 0: every stage is local
   std::vector<caf::actor> reducers;  // gradient reducers (monitored: one going down fails the run)
-  int tensor_parallel = 1, data_parallel = 1;  // T, D
   bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard
   caf::actor loader, optimizer;
   int microbatches = 1;  // of the global batch (each data rank runs microbatches / D of them)

@@ -29,6 +29,7 @@
 #include "actors/train/trainer_actor.hpp"
 #include "actors/train/training_run_impl.hpp"
 #include "base/check.hpp"
+#include "base/log.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
 #endif
@@ -41,8 +42,6 @@ schedules::Schedule effective_schedule(const ParallelConfig& p) {
 }
 
 namespace {
-
-const char* const kTiedName = "embedding.word_embeddings.weight";
 
 // Microbatches each data-parallel replica runs per iteration.
 int microbatches_of(const TrainingConfig& c) {
@@ -110,43 +109,43 @@ int device_of_rank(const TrainingConfig& c, int rank, int node_process, int per_
 
 bool TrainingRun::Impl::local(size_t r) const { return process_of(r) == fabric->process(); }
 
-void TrainingRun::Impl::build_stages() {
-  const GptConfig& model = config.model;
-  const ParallelConfig& par = config.parallel;
-  const int layers_per_virtual = model.num_layers / (P * V);
-  const bool tied_split = !model.untie_embeddings_and_output_weights && P * V > 1;
-  const bool dist_opt = par.distributed_optimizer && D > 1;
-  const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
-  const size_t ranks = size_t(P * D * T);
+std::unique_ptr<Context> TrainingRun::Impl::make_context(size_t r) const {
+  const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
+  return std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
+}
 
+void TrainingRun::Impl::build_stages() {
+  const size_t ranks = size_t(layout.world());
   // Devices first: the groups need every member's context.
   std::vector<std::unique_ptr<Context>> contexts(ranks);
-  for (int s = 0; s < P; ++s)
-    for (int dp = 0; dp < D; ++dp)
-      for (int tp = 0; tp < T; ++tp) {
-        const size_t r = rank(s, dp, tp);
-        if (!local(r)) continue;
-        const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
-        contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
-      }
+  for (size_t r = 0; r < ranks; ++r)
+    if (local(r)) contexts[r] = make_context(r);
   // With overlap each device's reducer drives the data-parallel collectives on a stream of its own.
-  const bool overlap = par.overlap_grad_reduce && D > 1;
-  if (overlap) {
+  if (config.parallel.overlap_grad_reduce && D > 1) {
     comm_contexts.resize(ranks);
-    for (size_t r = 0; r < ranks; ++r) {
-      if (!local(r)) continue;
-      const int device = device_of_rank(config, int(r) % per_process, fabric->node_process(), per_process);
-      comm_contexts[r] = std::make_unique<Context>(config.devices.cuda ? Context::cuda(device) : Context::cpu());
-    }
+    for (size_t r = 0; r < ranks; ++r)
+      if (local(r)) comm_contexts[r] = make_context(r);
   }
-  // Tensor-parallel groups (per stage and data rank) and data-parallel groups (per stage and tensor rank).
-  std::vector<Collectives*> tp_member(ranks, nullptr), dp_member(ranks, nullptr);
-  auto build_group = [&](const std::vector<size_t>& members, std::vector<Collectives*>& out, const std::string& name) {
-    const bool on_comm = overlap && &out == &dp_member;
+  const StageGroups member = make_groups(contexts);
+  workers.resize(ranks);
+  snapshot_contexts.resize(ranks);
+  for (size_t r = 0; r < ranks; ++r)
+    if (local(r)) workers[r] = make_worker(r, std::move(contexts[r]), member);
+  if (P > 1) link_pipelines();
+}
+
+// Tensor-parallel groups (per stage and data rank) and data-parallel groups (per stage and
+// tensor rank; on the reducers' streams with overlap).
+TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<std::unique_ptr<Context>>& contexts) {
+  StageGroups member{std::vector<Collectives*>(contexts.size(), nullptr),
+                     std::vector<Collectives*>(contexts.size(), nullptr)};
+  auto build_group = [&](const std::vector<int>& members, bool data_parallel, const std::string& name) {
     std::vector<const Context*> ctxs;
     std::vector<int> procs;
-    for (size_t r : members) {
-      ctxs.push_back(!local(r) ? nullptr : on_comm ? comm_contexts[r].get() : contexts[r].get());
+    for (int m : members) {
+      const size_t r = size_t(m);
+      ctxs.push_back(!local(r) ? nullptr : data_parallel && !comm_contexts.empty() ? comm_contexts[r].get()
+                                                                                  : contexts[r].get());
       procs.push_back(process_of(r));
     }
     // CPU devices: shared memory here, MPI to other processes; GPUs: NCCL. Every process makes
@@ -155,79 +154,82 @@ void TrainingRun::Impl::build_stages() {
         fabric->make_group(procs, ctxs, GroupOptions{name, config.op_timeout});
     for (size_t i = 0; i < members.size(); ++i) {
       if (!group[i]) continue;
-      out[members[i]] = group[i].get();
+      (data_parallel ? member.dp : member.tp)[size_t(members[i])] = group[i].get();
       groups.push_back(std::move(group[i]));
     }
   };
   for (int s = 0; s < P; ++s) {
-    for (int dp = 0; dp < D && T > 1; ++dp) {
-      std::vector<size_t> members;
-      for (int tp = 0; tp < T; ++tp) members.push_back(rank(s, dp, tp));
-      build_group(members, tp_member, str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp));
-    }
-    for (int tp = 0; tp < T && D > 1; ++tp) {
-      std::vector<size_t> members;
-      for (int dp = 0; dp < D; ++dp) members.push_back(rank(s, dp, tp));
-      build_group(members, dp_member, str_cat("the data-parallel group of stage ", s, ", tensor rank ", tp));
-    }
+    for (int dp = 0; dp < D && T > 1; ++dp)
+      build_group(layout.tensor_group(int(rank(s, dp, 0))), false,
+                  str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp));
+    for (int tp = 0; tp < T && D > 1; ++tp)
+      build_group(layout.data_group(int(rank(s, 0, tp))), true,
+                  str_cat("the data-parallel group of stage ", s, ", tensor rank ", tp));
   }
+  return member;
+}
 
-  workers.resize(ranks);
-  snapshot_contexts.resize(ranks);
-  for (int s = 0; s < P; ++s) {
-    for (int dp = 0; dp < D; ++dp) {
-      for (int tp = 0; tp < T; ++tp) {
-        const size_t r = rank(s, dp, tp);
-        if (!local(r)) continue;
-        StageSetup setup;
-        setup.stage = s;
-        setup.stages = P;
-        setup.chunks = V;
-        setup.tp_rank = tp;
-        setup.tp_size = T;
-        setup.dp_rank = dp;
-        setup.dp_size = D;
-        setup.dp_group = dp_member[r];
-        setup.distributed_optimizer = dist_opt;
-        setup.overlap_grad_reduce = overlap;
-        setup.check_losses = config.check_for_nan;
-        // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
-        setup.check_tensors =
-            config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
-        setup.context = std::move(contexts[r]);
-        const TensorParallel tpar{{tp, T}, par.sequence_parallel, tp_member[r]};
-        // The distributed optimizer gives each data rank a 64-aligned D-th of every bucket.
-        const int64_t multiple = dist_opt ? 64 * int64_t(D) : 1;
-        std::vector<int64_t> sizes;
-        for (int c = 0; c < V; ++c) {
-          const int vs = c * P + s;
-          const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
-          auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple);
-          chunk->init_weights(config.seed);
-          sizes.push_back(chunk->params().numel());
-          setup.models.push_back(std::move(chunk));
-        }
-        if (D > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
-        for (int c = 0; c < V; ++c) {
-          OptimizerShard shard;
-          for (const GradBucket& b : setup.buckets)
-            if (dist_opt && b.chunk == c) shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
-          std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
-          setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
-        }
-        setup.norm_exclude.assign(size_t(V), "");
-        setup.timing = !config.trace_path.empty() || config.time_ops;
-        setup.epoch = epoch;
-        if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kTiedName;  // counted on stage 0
-        workers[r] = std::make_shared<StageWorker>(std::move(setup));
-      }
-    }
+// Rank r's worker: its chunks (virtual stages s, s + P, ...), their gradient buckets and
+// optimizers (each data rank a shard of every bucket with the distributed optimizer).
+std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::unique_ptr<Context> context,
+                                                            const StageGroups& member) {
+  const GptConfig& model = config.model;
+  const ParallelConfig& par = config.parallel;
+  const RankCoord at = layout.coord(int(r));
+  const int s = at.pp, dp = at.dp, tp = at.tp;
+  const int layers_per_virtual = model.num_layers / (P * V);
+  const bool tied_split = !model.untie_embeddings_and_output_weights && P * V > 1;
+  const bool dist_opt = par.distributed_optimizer && D > 1;
+  const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
+  StageSetup setup;
+  setup.stage = s;
+  setup.stages = P;
+  setup.chunks = V;
+  setup.tp_rank = tp;
+  setup.tp_size = T;
+  setup.dp_rank = dp;
+  setup.dp_size = D;
+  setup.dp_group = member.dp[r];
+  setup.distributed_optimizer = dist_opt;
+  setup.overlap_grad_reduce = !comm_contexts.empty();
+  setup.check_losses = config.check_for_nan;
+  // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
+  setup.check_tensors = config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
+  setup.context = std::move(context);
+  const TensorParallel tpar{{tp, T}, par.sequence_parallel, member.tp[r]};
+  // The distributed optimizer gives each data rank a 64-aligned D-th of every bucket.
+  const int64_t multiple = dist_opt ? 64 * int64_t(D) : 1;
+  std::vector<int64_t> sizes;
+  for (int c = 0; c < V; ++c) {
+    const int vs = c * P + s;
+    const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
+    auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple);
+    chunk->init_weights(config.seed);
+    sizes.push_back(chunk->params().numel());
+    setup.models.push_back(std::move(chunk));
   }
-  if (P == 1) return;
-  // Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
-  // interleaving also the wrap from the last stage to the first (activations) and back
-  // (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
-  // process in the same order.
+  if (D > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
+  for (int c = 0; c < V; ++c) {
+    OptimizerShard shard;
+    for (const GradBucket& b : setup.buckets)
+      if (dist_opt && b.chunk == c) shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
+    std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+    setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
+  }
+  setup.norm_exclude.assign(size_t(V), "");
+  setup.timing = !config.trace_path.empty() || config.time_ops;
+  setup.epoch = epoch;
+  if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kWordEmbeddingName;  // counted on stage 0
+  return std::make_shared<StageWorker>(std::move(setup));
+}
+
+// Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
+// interleaving also the wrap from the last stage to the first (activations) and back
+// (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
+// process in the same order. With tied embeddings the first and last stage sum the
+// embedding's gradient through a pair reducer.
+void TrainingRun::Impl::link_pipelines() {
+  const bool tied_split = !config.model.untie_embeddings_and_output_weights && P * V > 1;
   const bool timing = !config.trace_path.empty() || config.time_ops;
   auto link = [&](size_t from, size_t to) -> Channel* {
     const Context* f = local(from) ? &workers[from]->context() : nullptr;
@@ -243,8 +245,10 @@ void TrainingRun::Impl::build_stages() {
       std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
       for (int s = 0; s < P; ++s) {
         const int next = (s + 1) % P, prev = (s - 1 + P) % P;
-        if (s < P - 1 || V > 1) act_out[size_t(s)] = act_in[size_t(next)] = link(rank(s, dp, tp), rank(next, dp, tp));
-        if (s > 0 || V > 1) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(rank(s, dp, tp), rank(prev, dp, tp));
+        const size_t r = rank(s, dp, tp);
+        if (s < P - 1 || V > 1)
+          act_out[size_t(s)] = act_in[size_t(next)] = link(r, size_t(layout.pipeline_next(int(r))));
+        if (s > 0 || V > 1) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(r, size_t(layout.pipeline_prev(int(r))));
       }
       for (int s = 0; s < P; ++s) {
         const size_t r = rank(s, dp, tp);
@@ -371,8 +375,8 @@ void release_within(std::unique_ptr<caf::actor_system> system, std::chrono::seco
     return;
   }
   t.detach();
-  std::fprintf(stderr, "troupe: warning: after the failure, the actor system did not shut down within %lld s "
-                       "(an actor still referenced); leaving it behind\n", static_cast<long long>(limit.count()));
+  logger("train").warning("after the failure, the actor system did not shut down within ", limit.count(),
+                          " s (an actor still referenced); leaving it behind");
 }
 
 }  // namespace
@@ -454,6 +458,8 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.V = config.parallel.virtual_chunks;
   d.T = config.parallel.tensor_size;
   d.D = config.parallel.data_size;
+  d.layout = RankLayout{.tensor = d.T, .data = d.D, .pipeline = d.P};
+  d.layout.validate();
   d.M = microbatches_of(config);
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
   d.consumed = train->consumed_samples();
@@ -530,8 +536,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   ts.fabric = d.fabric;
   ts.first_local = size_t(d.fabric->process() * d.per_process);
   ts.local_count = size_t(d.per_process);
-  ts.tensor_parallel = d.T;
-  ts.data_parallel = d.D;
+  ts.layout = d.layout;
   ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
   ts.loader = d.loader;
   ts.optimizer = d.optimizer;
@@ -597,7 +602,7 @@ Tensor TrainingRun::gather_weights() const {
         // Each element from one place (the processes' parts are summed below): a replicated
         // parameter from tensor rank 0, the tied embedding from the first stage.
         if (p.replicated() && w->tp_rank() != 0) continue;
-        if (p.name == kTiedName && !chunk.layout().spec().pre_process) continue;
+        if (p.name == kWordEmbeddingName && !chunk.layout().spec().pre_process) continue;
         const ParamInfo& dst = whole.find(p.name);
         shard_to_global(p, host.data_as<float>() + p.offset, out.data_as<float>() + dst.offset, dst.global_shape[0]);
       }

@@ -19,6 +19,7 @@
 #include "actors/train/trainer_actor.hpp"
 #include "kernels/collectives.hpp"
 #include "actors/train/training_run.hpp"
+#include "model/rank_layout.hpp"
 #include "model/train/loss_scaler.hpp"
 
 namespace troupe::actors {
@@ -32,6 +33,7 @@ struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
+  RankLayout layout;  // {T, D, P}: every rank computation goes through it
   std::shared_ptr<Fabric> fabric;  // this process among the run's processes (one without mpirun)
   std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
@@ -69,14 +71,22 @@ struct TrainingRun::Impl {
   bool saves_state(const StageWorker* w) const;  // writes its state into checkpoints
   const Tensor& staging_buffer(size_t slot, int64_t numel);  // staging[slot], (re)allocated to numel
 
+  // The stage workers of this process, their groups and the links between them (training_run.cpp).
   void build_stages();
+  struct StageGroups {
+    std::vector<Collectives*> tp, dp;  // per rank: its member of the tensor- / data-parallel group (null: none)
+  };
+  std::unique_ptr<Context> make_context(size_t r) const;  // rank r's device (r in this process)
+  StageGroups make_groups(const std::vector<std::unique_ptr<Context>>& contexts);
+  std::shared_ptr<StageWorker> make_worker(size_t r, std::unique_ptr<Context> context, const StageGroups& groups);
+  void link_pipelines();  // activation and gradient channels, and the tied embedding's pair reducers
   // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).
   void start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
                     schedules::Schedule schedule);
-  // Stage actors and workers are indexed by global rank: tp + T * (dp + D * stage). Process p
+  // Stage actors and workers are indexed by global rank (layout.rank: Megatron's order). Process p
   // holds ranks [p * per_process, (p + 1) * per_process); workers, contexts and reducers of
   // ranks elsewhere are null, their stage actors remote handles.
-  size_t rank(int stage, int dp, int tp) const { return size_t(tp + T * (dp + D * stage)); }
+  size_t rank(int stage, int dp, int tp) const { return size_t(layout.rank({.pp = stage, .dp = dp, .tp = tp})); }
   int per_process = 0;
   int process_of(size_t r) const { return int(r) / per_process; }
   bool local(size_t r) const;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "base/check.hpp"
+#include "base/log.hpp"
 
 namespace troupe::apps {
 
@@ -19,10 +20,9 @@ void add_monitor_flags(CLI::App* cmd, actors::MonitorOptions& o) {
 }
 
 void print_monitor_addresses(const actors::MonitorAddresses& at) {
-  if (!at.endpoint.empty())
-    std::printf("monitor: publishing on %s (attach with: troupe monitor %s)\n", at.endpoint.c_str(), at.endpoint.c_str());
-  if (!at.metrics_url.empty()) std::printf("monitor: Prometheus metrics on %s\n", at.metrics_url.c_str());
-  std::fflush(stdout);
+  const Logger& log = logger("monitor");
+  if (!at.endpoint.empty()) log.info("publishing on ", at.endpoint, " (attach with: troupe monitor ", at.endpoint, ")");
+  if (!at.metrics_url.empty()) log.info("Prometheus metrics on ", at.metrics_url);
 }
 
 void stamp_monitor_hello(actors::MonitorHello& h) {

@@ -1,13 +1,13 @@
 #include "apps/train/train_tensorboard.hpp"
 
-#include <cstdio>
+#include "base/log.hpp"
 
 namespace troupe::apps {
 
 TrainTensorBoard::TrainTensorBoard(const std::string& dir) {
   if (dir.empty()) return;
   writer_ = std::make_unique<TensorBoardWriter>(dir);
-  std::printf("tensorboard: writing %s\n", writer_->path().c_str());
+  logger("tensorboard").info("writing ", writer_->path());
 }
 
 void TrainTensorBoard::both(const std::string& tag, double value, int64_t step, int64_t samples) {

@@ -103,11 +103,11 @@ std::vector<HfPiece> gpt2_pieces(const GptConfig& c, const std::string& name, co
   const int64_t C = c.hidden_size, V = c.vocab_size, F = c.ffn();
   int l = 0;
   std::string rest;
-  if (name == "embedding.word_embeddings.weight") return {{p + "wte.weight", {V, C}}};
+  if (name == kWordEmbeddingName) return {{p + "wte.weight", {V, C}}};
   if (name == "embedding.position_embeddings.weight") return {{p + "wpe.weight", {c.max_positions(), C}}};
   if (name == "decoder.final_layernorm.weight") return {{p + "ln_f.weight", {C}}};
   if (name == "decoder.final_layernorm.bias") return {{p + "ln_f.bias", {C}}};
-  if (name == "output_layer.weight") return {{"lm_head.weight", {V, C}}};
+  if (name == kOutputLayerName) return {{"lm_head.weight", {V, C}}};
   TROUPE_CHECK(split_layer_name(name, l, rest), "no GPT-2 name for parameter '", name, "'");
   const std::string h = p + "h." + std::to_string(l) + ".";
   if (rest == "input_layernorm.weight") return {{h + "ln_1.weight", {C}}};
@@ -130,9 +130,9 @@ std::vector<HfPiece> llama_pieces(const GptConfig& c, const std::string& name) {
   const int64_t H = c.num_attention_heads, G = c.query_groups();
   int l = 0;
   std::string rest;
-  if (name == "embedding.word_embeddings.weight") return {{"model.embed_tokens.weight", {V, C}}};
+  if (name == kWordEmbeddingName) return {{"model.embed_tokens.weight", {V, C}}};
   if (name == "decoder.final_layernorm.weight") return {{"model.norm.weight", {C}}};
-  if (name == "output_layer.weight") return {{"lm_head.weight", {V, C}}};
+  if (name == kOutputLayerName) return {{"lm_head.weight", {V, C}}};
   TROUPE_CHECK(split_layer_name(name, l, rest), "no Llama name for parameter '", name, "'");
   const std::string h = "model.layers." + std::to_string(l) + ".";
   if (rest == "input_layernorm.weight") return {{h + "input_layernorm.weight", {C}}};

@@ -16,6 +16,7 @@
 
 #include "kernels/argmax.hpp"
 #include "base/check.hpp"
+#include "base/log.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace troupe {
@@ -168,8 +169,7 @@ class InferenceEngine::RankThreads {
       lock.lock();
       // Aborted collectives return; a rank stuck elsewhere would leave the caller waiting for ever.
       if (!watch_.wait_for(lock, std::chrono::seconds(30), [&] { return stop_ || step_over(); })) {
-        std::fprintf(stderr, "troupe: %s The late ranks did not return within 30 s of the abort; exiting.\n",
-                     error_message(e).c_str());
+        logger("serve").error(error_message(e), " The late ranks did not return within 30 s of the abort; exiting.");
         std::_Exit(70);
       }
     }
