@@ -1,14 +1,29 @@
-// Times the CUDA causal attention forward and backward (bf16) and prints ms and TFLOP/s.
-// Causal FLOPs: forward 2 B H T^2 D (half of the full 4 B H T^2 D), backward 2.5x that.
-// bench/attention_torch_reference.py times torch's SDPA flash kernel on the same shapes.
+// CUDA causal attention forward and backward (bf16) as Google Benchmark cases, on the shapes of
+// GPT-2 124M, GPT-2 350M and a Llama-style GQA layer (Args B, T, H, G, D: batch, sequence,
+// query heads, key/value heads, head size). One iteration is kCallsPerEvent (10) back-to-back
+// calls between two CUDA events on the context's stream, reported per call (manual time), after
+// 3 warm-up calls; a lone call would also time its ~5 us launch. --iters N calls in all
+// (default 50, as the reference script times them; 0: as many as --benchmark_min_time needs).
+// The counter FLOP is the throughput: causal forward 2 B H T^2 D (half of the full
+// 4 B H T^2 D), backward 2.5x that.
 //
-//   attention_bench [--iters 50]
+// The ratio to PyTorch comes from bench/attention_torch_reference.py (torch's SDPA flash kernel
+// on the same shapes, printed in the same units) run beside this on the GPU machine:
+//   attention_bench --benchmark_out=attention.json --benchmark_out_format=json
+//   python3 bench/attention_torch_reference.py
+//
+//   attention_bench [--iters 50] [--benchmark_* flags]
+// Without a GPU every case is skipped ("no GPU").
+#include <functional>
+#include <memory>
+
 #include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
 
-#include <chrono>
-#include <cstdio>
-#include <random>
-
+#include "base/check.hpp"
+#include "bench/common/bench_main.hpp"
+#include "bench/common/cuda_timing.hpp"
+#include "bench/common/random_tensor.hpp"
 #include "kernels/attention.hpp"
 
 namespace {
@@ -17,60 +32,94 @@ using troupe::Context;
 using troupe::DType;
 using troupe::Tensor;
 
-struct BenchCase {
-  int64_t B, T;
-  int H, G, D;
+struct AttentionShape {
+  int64_t B, T, H, G, D;
 };
 
-Tensor random_device(const Context& ctx, troupe::Shape shape, uint64_t seed) {
-  Tensor h = Tensor::host(DType::f32, std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t i = 0; i < h.numel(); ++i) h.data_as<float>()[i] = normal(rng);
-  return troupe::to_device(ctx, h, DType::bf16);
-}
+constexpr int kCallsPerEvent = 10;
 
-// Mean milliseconds per call of f over `iters` calls, after a few warm-up calls.
-template <typename F>
-double time_ms(const Context& ctx, int iters, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  ctx.synchronize();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) f();
-  ctx.synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
-}
+constexpr AttentionShape kShapes[] = {
+    {16, 1024, 12, 12, 64},  // GPT-2 124M
+    {8, 1024, 16, 16, 64},   // GPT-2 350M
+    {4, 2048, 32, 8, 128},   // Llama-style GQA
+};
+
+// The inputs of one case: qkv [B, T, (H + 2G) D] and dout [B, T, H D] random; out [B, T, H D],
+// lse f32 [B, H, T] and dqkv like qkv. Forward runs once, so backward sees real out and lse.
+struct AttentionTensors {
+  AttentionTensors(const Context& ctx, const AttentionShape& s, const troupe::AttentionConfig& cfg)
+      : qkv(troupe::bench::random_normal(ctx, DType::bf16, {s.B, s.T, (s.H + 2 * s.G) * s.D}, 1)),
+        dout(troupe::bench::random_normal(ctx, DType::bf16, {s.B, s.T, s.H * s.D}, 2)),
+        out(Tensor::empty(ctx, DType::bf16, dout.shape())),
+        lse(Tensor::empty(ctx, DType::f32, {s.B, s.H, s.T})),
+        dqkv(Tensor::empty(ctx, DType::bf16, qkv.shape())) {
+    troupe::attention_forward(ctx, qkv, cfg, out, lse);
+  }
+  Tensor qkv, dout, out, lse, dqkv;
+};
+
+// Runs the cases on one GPU. A shape's forward and backward share its tensors, kept until a
+// case of another shape comes (or Google Benchmark enters a case again).
+class AttentionBench {
+ public:
+  explicit AttentionBench(const Context* ctx) : ctx_(ctx) {}
+
+  void run(benchmark::State& state, bool backward) {
+    if (ctx_ == nullptr) {
+      state.SkipWithError("no GPU");
+      return;
+    }
+    const Context& ctx = *ctx_;
+    const AttentionShape s{state.range(0), state.range(1), state.range(2), state.range(3), state.range(4)};
+    const troupe::AttentionConfig cfg{int(s.H), int(s.G), int(s.D)};
+    try {
+      if (!tensors_ || tensors_->qkv.shape() != troupe::Shape{s.B, s.T, (s.H + 2 * s.G) * s.D} ||
+          tensors_->lse.dim(1) != s.H) {
+        tensors_.reset();  // free the last shape's first
+        tensors_ = std::make_unique<AttentionTensors>(ctx, s, cfg);
+      }
+    } catch (const troupe::Error& e) {
+      state.SkipWithError(e.what());
+      return;
+    }
+    const AttentionTensors& t = *tensors_;
+    std::function<void()> call = [&] { troupe::attention_forward(ctx, t.qkv, cfg, t.out, t.lse); };
+    if (backward) call = [&] { troupe::attention_backward(ctx, t.dout, t.qkv, t.out, t.lse, cfg, t.dqkv); };
+    for (int i = 0; i < 3; ++i) call();  // warm-up
+    ctx.synchronize();
+    troupe::bench::time_on_stream(state, ctx, call, kCallsPerEvent);
+    const double forward_flop = 2.0 * double(s.B * s.H) * double(s.T) * double(s.T) * double(s.D);
+    state.counters["FLOP"] =
+        benchmark::Counter((backward ? 2.5 : 1.0) * forward_flop, benchmark::Counter::kIsIterationInvariantRate);
+  }
+
+ private:
+  const Context* ctx_;
+  std::unique_ptr<AttentionTensors> tensors_;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Causal attention forward/backward timings (bf16)"};
+  CLI::App app{"Causal attention forward/backward (CUDA, bf16), on Google Benchmark"};
   int iters = 50;
-  app.add_option("--iters", iters, "timed calls per measurement");
-  CLI11_PARSE(app, argc, argv);
-  if (!troupe::cuda_available()) {
-    std::printf("attention_bench: no CUDA device\n");
-    return 77;
-  }
-  const Context ctx = Context::cuda(0);
-  const BenchCase cases[] = {
-      {16, 1024, 12, 12, 64},  // GPT-2 124M
-      {8, 1024, 16, 16, 64},   // GPT-2 350M
-      {4, 2048, 32, 8, 128},   // Llama-style GQA
-  };
-  for (const BenchCase& c : cases) {
-    const troupe::AttentionConfig cfg{c.H, c.G, c.D};
-    const Tensor qkv = random_device(ctx, {c.B, c.T, int64_t(c.H + 2 * c.G) * c.D}, 1);
-    const Tensor dout = random_device(ctx, {c.B, c.T, int64_t(c.H) * c.D}, 2);
-    const Tensor out = Tensor::empty(ctx, DType::bf16, dout.shape());
-    const Tensor lse = Tensor::empty(ctx, DType::f32, {c.B, c.H, c.T});
-    const Tensor dqkv = Tensor::empty(ctx, DType::bf16, qkv.shape());
-    const double fwd = time_ms(ctx, iters, [&] { troupe::attention_forward(ctx, qkv, cfg, out, lse); });
-    const double bwd = time_ms(ctx, iters, [&] { troupe::attention_backward(ctx, dout, qkv, out, lse, cfg, dqkv); });
-    const double fwd_flop = 2.0 * c.B * c.H * double(c.T) * c.T * c.D;
-    std::printf("B=%-3lld T=%-5lld H=%-3d G=%-3d D=%-4d fwd %7.3f ms %6.1f TFLOP/s   bwd %7.3f ms %6.1f TFLOP/s\n",
-                (long long)c.B, (long long)c.T, c.H, c.G, c.D, fwd, fwd_flop / fwd * 1e-9, bwd,
-                2.5 * fwd_flop / bwd * 1e-9);
-  }
-  return 0;
+  app.add_option("--iters", iters, "timed calls per case; 0: as many as --benchmark_min_time needs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  return troupe::bench::bench_main(app, argc, argv, "attention_bench", [&] {
+    const troupe::bench::Gpu gpu = troupe::bench::gpu_open();
+    AttentionBench bench(gpu.ctx.get());
+    for (const AttentionShape& s : kShapes)  // forward then backward of a shape, on the same tensors
+      for (const bool backward : {false, true}) {
+        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+            backward ? "attention/backward" : "attention/forward",
+            [&bench, backward](benchmark::State& state) { bench.run(state, backward); });
+        b->Args({s.B, s.T, s.H, s.G, s.D})->ArgNames({"B", "T", "H", "G", "D"});
+        b->UseManualTime()->Unit(benchmark::kMicrosecond);
+        if (iters > 0) b->Iterations((iters + kCallsPerEvent - 1) / kCallsPerEvent);
+      }
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  });
 }

@@ -1,33 +1,52 @@
-// GEMM throughput of the linear layer on CUDA, on GPT-2 124M's shapes: forward (with the bias
-// epilogue), dx, dw (f32, accumulating), the bias gradient, and dw with cuBLASLt's BGRADB
-// epilogue for comparison. CUDA-event timings, median of --reps after warm-up. With --tune,
-// each GEMM is then autotuned (matmul_lt_tune) and timed again. --json writes the numbers for
-// bench/gemm_torch_reference.py, which times the same GEMMs in PyTorch and prints the ratios.
+// GEMM throughput of the linear layer on CUDA (cuBLASLt), on GPT-2 124M's shapes, as Google
+// Benchmark cases. Per shape: the forward (with the bias epilogue), dx, dw (f32, accumulating),
+// the whole linear_backward (dx + dw + the bias's column sums) and dw with cuBLASLt's BGRADB
+// epilogue for comparison. One iteration is one call timed with CUDA events on the context's
+// stream (manual time, after 3 warm-up calls), --reps calls per case (default 20, as the
+// reference script times them). A sustained run (--reps 0: as many as --benchmark_min_time
+// needs) reads slower: under continuous GEMMs an H100 lowers its clocks at the power limit
+// (lm_head ~15%). The counter FLOP is the throughput (2 M K N per GEMM). With --tune each fwd/dx/dw GEMM is then autotuned (matmul_lt_tune) and timed again
+// (.../tuned, the candidates' medians in the label). After the run: the sum of one GPT-2 124M
+// step's linear GEMMs (12 layers x 4 + the output layer, fwd + dx + dw).
 //
-// --square N times one N x N x N GEMM instead and prints its throughput as the device's matmul
-// peak (the MFU denominator of bench/three_d_scaling.sh).
+// --square N times one N x N x N GEMM (fwd, dx, dw) instead and prints the best as the device's
+// matmul peak, the MFU denominator of bench/three_d_scaling.sh (which greps this line):
+//   matmul peak: 812.3 TFLOP/s (bf16, 8192^3, best of fwd/dx/dw, NVIDIA H200)
 //
-//   gemm_bench [--m 16384] [--dtype bf16] [--reps 20] [--tune] [--json out.json]
-//   gemm_bench --square 8192   # "matmul peak: 812.3 TFLOP/s (bf16, 8192^3, best of fwd/dx/dw)"
+// The ratio to PyTorch comes from the reference script, on the GPU machine:
+//   gemm_bench --benchmark_out=gemm.json --benchmark_out_format=json
+//   python3 bench/gemm_torch_reference.py --troupe gemm.json
+//
+//   gemm_bench [--m 16384] [--dtype bf16] [--reps R] [--tune] [--benchmark_* flags]
+//   gemm_bench --square 8192 --reps 30
+// Without a GPU every case is skipped ("no GPU").
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
+#include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include "base/check.hpp"
+#include "bench/common/bench_main.hpp"
+#include "bench/common/cuda_timing.hpp"
 #include "kernels/linear.hpp"
 
 #if TROUPE_HAVE_CUDA
-#include "kernels/cuda/cuda_state.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
 #endif
 
 namespace {
+
+using troupe::Context;
+using troupe::DType;
+using troupe::Tensor;
 
 // One linear layer of GPT-2 124M: x[M, K] -> y[M, N].
 struct GemmShape {
@@ -42,10 +61,19 @@ constexpr GemmShape kGpt2Shapes[] = {
     {"mlp_proj", 3072, 768, true, 12}, {"lm_head", 768, 50304, false, 1},
 };
 
+// What one case times.
+enum class GemmOp { fwd, dx, dw, backward, dw_bgradb };
+const char* op_name(GemmOp op) {
+  constexpr const char* names[] = {"fwd", "dx", "dw", "backward", "dw_bgradb"};
+  return names[int(op)];
+}
+
+// Case names: gemm/<shape>/<op>[/tuned], then Google Benchmark's M:../K:../N:.. and /manual_time.
+std::string case_name(const char* shape, GemmOp op, bool tuned) {
+  return std::string("gemm/") + shape + "/" + op_name(op) + (tuned ? "/tuned" : "");
+}
+
 #if TROUPE_HAVE_CUDA
-using troupe::Context;
-using troupe::DType;
-using troupe::Tensor;
 using troupe::cuda::MatmulEpilogue;
 using troupe::cuda::MatmulProblem;
 
@@ -65,175 +93,222 @@ void fill_random(const Context& ctx, const Tensor& t, uint64_t seed, float scale
   }
 }
 
-// Median milliseconds of `reps` runs of fn on ctx's stream, after 3 warm-up runs.
-float median_ms(const Context& ctx, int reps, const std::function<void()>& fn) {
-  cudaStream_t stream = troupe::cuda::stream_of(ctx);
-  cudaEvent_t start, stop;
-  TROUPE_CUDA_CHECK(cudaEventCreate(&start));
-  TROUPE_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> ms(static_cast<size_t>(reps));
-  for (float& t : ms) {
-    TROUPE_CUDA_CHECK(cudaEventRecord(start, stream));
-    fn();
-    TROUPE_CUDA_CHECK(cudaEventRecord(stop, stream));
-    TROUPE_CUDA_CHECK(cudaEventSynchronize(stop));
-    TROUPE_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+// The tensors of one linear layer x[M, K] -> y[M, N], random values.
+struct LinearTensors {
+  LinearTensors(const Context& ctx, DType t, int64_t m, int64_t k, int64_t n)
+      : x(Tensor::empty(ctx, t, {m, k})), w(Tensor::empty(ctx, t, {n, k})), b(Tensor::empty(ctx, t, {n})),
+        y(Tensor::empty(ctx, t, {m, n})), dy(Tensor::empty(ctx, t, {m, n})), dx(Tensor::empty(ctx, t, {m, k})),
+        dw(Tensor::zeros(ctx, DType::f32, {n, k})), db(Tensor::zeros(ctx, DType::f32, {n})),
+        db_scratch(Tensor::zeros(ctx, DType::f32, {n})) {
+    fill_random(ctx, x, 1, 1.0f);
+    fill_random(ctx, w, 2, 0.05f);
+    fill_random(ctx, b, 3, 0.1f);
+    fill_random(ctx, dy, 4, 1e-3f);
   }
-  TROUPE_CUDA_CHECK(cudaEventDestroy(start));
-  TROUPE_CUDA_CHECK(cudaEventDestroy(stop));
-  std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
-  return ms[size_t(reps / 2)];
-}
-
-double tflops(int64_t m, int64_t k, int64_t n, float ms) { return 2.0 * double(m) * k * n / (ms * 1e-3) / 1e12; }
-
-std::string candidates_str(const std::vector<float>& ms) {
-  std::string s;
-  for (float v : ms) s += troupe::str_cat(s.empty() ? "" : " ", v);
-  return s;
-}
-
-nlohmann::json bench_shape(const Context& ctx, const GemmShape& shape, int64_t m, DType t, int reps, bool tune) {
-  const int64_t k = shape.k, n = shape.n;
-  Tensor x = Tensor::empty(ctx, t, {m, k}), w = Tensor::empty(ctx, t, {n, k}), b = Tensor::empty(ctx, t, {n});
-  Tensor y = Tensor::empty(ctx, t, {m, n}), dy = Tensor::empty(ctx, t, {m, n}), dx = Tensor::empty(ctx, t, {m, k});
-  Tensor dw = Tensor::zeros(ctx, DType::f32, {n, k}), db = Tensor::zeros(ctx, DType::f32, {n});
-  Tensor db_scratch = Tensor::zeros(ctx, DType::f32, {n});
-  fill_random(ctx, x, 1, 1.0f);
-  fill_random(ctx, w, 2, 0.05f);
-  fill_random(ctx, b, 3, 0.1f);
-  fill_random(ctx, dy, 4, 1e-3f);
-  const Tensor bias = shape.bias ? b : Tensor();
-
-  // The same problems linear_forward / linear_backward hand to matmul_lt.
-  MatmulProblem fwd{&x, false, &w, true, &y};
-  if (shape.bias) {
-    fwd.epilogue = MatmulEpilogue::bias;
-    fwd.vec = &b;
-  }
-  const MatmulProblem dgrad{&dy, false, &w, false, &dx, 0.0f};
-  const MatmulProblem wgrad{&dy, true, &x, false, &dw, 1.0f};
-  const MatmulProblem wgrad_bgradb{&dy, true, &x, false, &dw, 1.0f, MatmulEpilogue::row_sums_of_a, &db_scratch};
-
-  auto time_gemms = [&](nlohmann::json& out) {
-    out["fwd_ms"] = median_ms(ctx, reps, [&] { troupe::linear_forward(ctx, x, w, bias, y); });
-    out["dx_ms"] = median_ms(ctx, reps, [&] { troupe::cuda::matmul_lt(ctx, dgrad); });
-    out["dw_ms"] = median_ms(ctx, reps, [&] { troupe::cuda::matmul_lt(ctx, wgrad); });
-  };
-  nlohmann::json r = {{"name", shape.name}, {"m", m}, {"k", k}, {"n", n}, {"bias", shape.bias},
-                      {"per_step", shape.per_step}};
-  time_gemms(r);
-  if (shape.bias) {
-    r["backward_ms"] = median_ms(ctx, reps, [&] { troupe::linear_backward(ctx, dy, x, w, dx, dw, db); });
-    r["db_ms"] = r["backward_ms"].get<float>() - r["dx_ms"].get<float>() - r["dw_ms"].get<float>();
-    try {
-      r["dw_bgradb_ms"] = median_ms(ctx, reps, [&] { troupe::cuda::matmul_lt(ctx, wgrad_bgradb); });
-    } catch (const troupe::Error& e) {  // not every cuBLASLt version has BGRADB for this case
-      std::printf("%s: dw with BGRADB failed: %s\n", shape.name, e.what());
-      r["dw_bgradb_ms"] = -1.0f;
-    }
-  }
-  if (tune) {
-    r["fwd_candidates_ms"] = troupe::cuda::matmul_lt_tune(ctx, fwd);
-    r["dx_candidates_ms"] = troupe::cuda::matmul_lt_tune(ctx, dgrad);
-    r["dw_candidates_ms"] = troupe::cuda::matmul_lt_tune(ctx, wgrad);
-    nlohmann::json tuned;
-    time_gemms(tuned);
-    r["tuned"] = tuned;
-  }
-  return r;
-}
-
-void print_row(const char* label, const nlohmann::json& r, const nlohmann::json& times) {
-  const int64_t m = r["m"], k = r["k"], n = r["n"];
-  const float f = times["fwd_ms"], dx = times["dx_ms"], dw = times["dw_ms"];
-  std::printf("%-10s %-6s M=%-6ld K=%-5ld N=%-6ld  fwd %7.3f ms %6.1f TF/s | dx %7.3f ms %6.1f TF/s | dw %7.3f ms %6.1f TF/s\n",
-              r["name"].get<std::string>().c_str(), label, long(m), long(k), long(n), f, tflops(m, k, n, f), dx,
-              tflops(m, k, n, dx), dw, tflops(m, k, n, dw));
-}
+  Tensor x, w, b;              // [M, K], [N, K], [N]
+  Tensor y, dy, dx;            // [M, N], [M, N], [M, K]
+  Tensor dw, db, db_scratch;  // f32 [N, K], [N], [N]
+};
 #endif
+
+// Runs the cases on one GPU. The cases of a shape run one after another and share its tensors,
+// kept until a case of another shape comes (or Google Benchmark enters a case again).
+class GemmBench {
+ public:
+  GemmBench(const Context* ctx, DType dtype) : ctx_(ctx), dtype_(dtype) {}
+
+  void run(benchmark::State& state, const GemmShape& shape, GemmOp op, bool tuned) {
+    if (ctx_ == nullptr) {
+      state.SkipWithError("no GPU");
+      return;
+    }
+#if TROUPE_HAVE_CUDA
+    const Context& ctx = *ctx_;
+    const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+    const LinearTensors* tensors_of_shape = nullptr;
+    try {
+      tensors_of_shape = &tensors(m, k, n);
+    } catch (const troupe::Error& e) {  // out of memory, say
+      state.SkipWithError(e.what());
+      return;
+    }
+    const LinearTensors& t = *tensors_of_shape;
+    const Tensor bias = shape.bias ? t.b : Tensor();
+    // The same problems linear_forward / linear_backward hand to matmul_lt.
+    MatmulProblem fwd{&t.x, false, &t.w, true, &t.y};
+    if (shape.bias) {
+      fwd.epilogue = MatmulEpilogue::bias;
+      fwd.vec = &t.b;
+    }
+    const MatmulProblem dgrad{&t.dy, false, &t.w, false, &t.dx, 0.0f};
+    const MatmulProblem wgrad{&t.dy, true, &t.x, false, &t.dw, 1.0f};
+    const MatmulProblem wgrad_bgradb{&t.dy, true, &t.x, false, &t.dw, 1.0f, MatmulEpilogue::row_sums_of_a,
+                                     &t.db_scratch};
+    const std::map<GemmOp, std::function<void()>> calls = {
+        {GemmOp::fwd, [&] { troupe::linear_forward(ctx, t.x, t.w, bias, t.y); }},
+        {GemmOp::dx, [&] { troupe::cuda::matmul_lt(ctx, dgrad); }},
+        {GemmOp::dw, [&] { troupe::cuda::matmul_lt(ctx, wgrad); }},
+        {GemmOp::backward, [&] { troupe::linear_backward(ctx, t.dy, t.x, t.w, t.dx, t.dw, t.db); }},
+        {GemmOp::dw_bgradb, [&] { troupe::cuda::matmul_lt(ctx, wgrad_bgradb); }},
+    };
+    const std::function<void()>& call = calls.at(op);
+    try {
+      if (tuned) state.SetLabel(tune(shape, op, op == GemmOp::fwd ? fwd : op == GemmOp::dx ? dgrad : wgrad));
+      for (int i = 0; i < 3; ++i) call();  // warm-up; fails here if cuBLASLt lacks BGRADB for this case
+      ctx.synchronize();
+    } catch (const troupe::Error& e) {
+      state.SkipWithError(e.what());
+      return;
+    }
+    troupe::bench::time_on_stream(state, ctx, call, 1);  // a GEMM call is long enough to time alone
+    // The bias's column sums are not a GEMM: backward counts the two GEMMs' FLOPs.
+    const double gemms = op == GemmOp::backward ? 2.0 : 1.0;
+    state.counters["FLOP"] = benchmark::Counter(gemms * 2.0 * double(m) * double(k) * double(n),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+#else
+    (void)shape, (void)op, (void)tuned;
+#endif
+  }
+
+ private:
+#if TROUPE_HAVE_CUDA
+  const LinearTensors& tensors(int64_t m, int64_t k, int64_t n) {
+    if (!tensors_ || tensors_->x.dim(0) != m || tensors_->x.dim(1) != k || tensors_->w.dim(0) != n) {
+      tensors_.reset();  // free the last shape's first
+      tensors_ = std::make_unique<LinearTensors>(*ctx_, dtype_, m, k, n);
+    }
+    return *tensors_;
+  }
+
+  // Autotunes the problem once (the choice is cached by matmul_lt); returns the candidates'
+  // median milliseconds, for the label.
+  std::string tune(const GemmShape& shape, GemmOp op, const MatmulProblem& problem) {
+    std::string& label = tuned_[case_name(shape.name, op, true)];
+    if (label.empty()) {
+      label = "candidates ms:";
+      for (float ms : troupe::cuda::matmul_lt_tune(*ctx_, problem)) label += troupe::str_cat(" ", ms);
+    }
+    return label;
+  }
+
+  std::unique_ptr<LinearTensors> tensors_;
+  std::map<std::string, std::string> tuned_;
+#endif
+  const Context* ctx_;
+  DType dtype_;
+};
+
+// Console output as usual; keeps each case's microseconds and FLOP/s for the summary lines.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  SummaryReporter() : ConsoleReporter(::isatty(STDOUT_FILENO) ? OO_Color : OO_None) {}
+  struct Result {
+    double us = 0, flops = 0;
+  };
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs)
+      if (r.run_type == Run::RT_Iteration && !r.error_occurred)
+        results_[r.run_name.function_name] = {r.GetAdjustedRealTime(), r.counters.at("FLOP").value};
+  }
+  const Result* find(const std::string& name) const {
+    const auto it = results_.find(name);
+    return it == results_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, Result> results_;
+};
+
+benchmark::internal::Benchmark* add_case(GemmBench& bench, const GemmShape& shape, int64_t m, GemmOp op, bool tuned) {
+  return benchmark::RegisterBenchmark(case_name(shape.name, op, tuned).c_str(),
+                                      [&bench, shape, op, tuned](benchmark::State& s) { bench.run(s, shape, op, tuned); })
+      ->Args({m, shape.k, shape.n})
+      ->ArgNames({"M", "K", "N"})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+
+// Per layer with a bias: the bias gradient's cost, backward - dx - dw (column sums of dy).
+void print_bias_grads(const SummaryReporter& results) {
+  for (const GemmShape& shape : kGpt2Shapes) {
+    const SummaryReporter::Result* backward = results.find(case_name(shape.name, GemmOp::backward, false));
+    const SummaryReporter::Result* dx = results.find(case_name(shape.name, GemmOp::dx, false));
+    const SummaryReporter::Result* dw = results.find(case_name(shape.name, GemmOp::dw, false));
+    if (backward && dx && dw)
+      std::printf("%-10s db %.3f ms (column sums: backward %.3f ms - dx - dw)\n", shape.name,
+                  (backward->us - dx->us - dw->us) * 1e-3, backward->us * 1e-3);
+  }
+}
+
+// Prints the sum of one GPT-2 124M step's linear GEMMs, when every case of it ran.
+void print_step(const SummaryReporter& results, int64_t m, bool tuned) {
+  double step_ms = 0;
+  for (const GemmShape& shape : kGpt2Shapes)
+    for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) {
+      const SummaryReporter::Result* r = results.find(case_name(shape.name, op, tuned));
+      if (r == nullptr) return;
+      step_ms += shape.per_step * r->us * 1e-3;
+    }
+  std::printf("GPT-2 124M step, all linear GEMMs (fwd+dx+dw, M=%ld%s): %.2f ms\n", long(m), tuned ? ", tuned" : "",
+              step_ms);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Linear-layer GEMM throughput on GPT-2 124M shapes (CUDA)"};
-  int64_t m = 16384;
-  std::string dtype_name = "bf16", json_path;
-  int reps = 20;
+  CLI::App app{"Linear-layer GEMM throughput on GPT-2 124M shapes (CUDA), on Google Benchmark"};
+  int64_t m = 16384, square = 0, reps = 20;
+  std::string dtype_name = "bf16";
   bool tune = false;
-  int64_t square = 0;
   app.add_option("--m", m, "rows (tokens = batch x sequence)")->check(CLI::PositiveNumber);
   app.add_option("--square", square, "time one N x N x N GEMM and print the matmul peak instead")
       ->check(CLI::PositiveNumber);
-  app.add_option("--dtype", dtype_name, "bf16 or f16");
-  app.add_option("--reps", reps, "timed runs per GEMM (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--dtype", dtype_name, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
+  app.add_option("--reps", reps, "timed calls per case; 0: as many as --benchmark_min_time needs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--tune", tune, "also autotune each GEMM and time it again");
-  app.add_option("--json", json_path, "write the results here");
-  CLI11_PARSE(app, argc, argv);
-
-#if TROUPE_HAVE_CUDA
-  try {
-    if (!troupe::cuda_available()) {
-      std::printf("gemm_bench: no CUDA device visible\n");
-      return 1;
-    }
-    const Context ctx = Context::cuda(0);
-    const DType t = troupe::dtype_from_name(dtype_name);
-    cudaDeviceProp prop;
-    TROUPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return troupe::bench::bench_main(app, argc, argv, "gemm_bench", [&] {
+    const troupe::bench::Gpu gpu = troupe::bench::gpu_open();
+    benchmark::AddCustomContext("dtype", dtype_name);
+    GemmBench bench(gpu.ctx.get(), troupe::dtype_from_name(dtype_name));
+    const GemmShape square_shape{"square", square, square, false, 0};
+    std::vector<benchmark::internal::Benchmark*> cases;
     if (square > 0) {
-      const GemmShape shape{"square", square, square, false, 0};
-      const nlohmann::json r = bench_shape(ctx, shape, square, t, reps, false);
-      print_row("", r, r);
-      const double peak = std::max({tflops(square, square, square, r["fwd_ms"].get<float>()),
-                                    tflops(square, square, square, r["dx_ms"].get<float>()),
-                                    tflops(square, square, square, r["dw_ms"].get<float>())});
+      for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) cases.push_back(add_case(bench, square_shape, square, op, false));
+    } else {
+      for (const GemmShape& shape : kGpt2Shapes)
+        for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw, GemmOp::backward, GemmOp::dw_bgradb})
+          if (shape.bias || (op != GemmOp::backward && op != GemmOp::dw_bgradb))
+            cases.push_back(add_case(bench, shape, m, op, false));
+      if (tune)  // after every untuned case: tuning changes what matmul_lt picks from then on
+        for (const GemmShape& shape : kGpt2Shapes)
+          for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) cases.push_back(add_case(bench, shape, m, op, true));
+    }
+    if (reps > 0)
+      for (benchmark::internal::Benchmark* c : cases) c->Iterations(reps);
+
+    SummaryReporter reporter;
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+    benchmark::Shutdown();
+
+    if (square > 0) {
+      double peak = 0;
+      for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw})
+        if (const SummaryReporter::Result* r = reporter.find(case_name("square", op, false)))
+          peak = std::max(peak, r->flops / 1e12);
+      if (peak == 0) {
+        std::printf("gemm_bench: no matmul peak measured (%s)\n", gpu.name.c_str());
+        return 1;
+      }
       std::printf("matmul peak: %.1f TFLOP/s (%s, %ld^3, best of fwd/dx/dw, %s)\n", peak, dtype_name.c_str(),
-                  long(square), prop.name);
+                  long(square), gpu.name.c_str());
       return 0;
     }
-    nlohmann::json out = {{"device", prop.name}, {"dtype", dtype_name}, {"m", m}, {"reps", reps}};
-    double step_ms = 0, step_tuned_ms = 0;
-    for (const GemmShape& shape : kGpt2Shapes) {
-      nlohmann::json r = bench_shape(ctx, shape, m, t, reps, tune);
-      print_row("", r, r);
-      if (shape.bias)
-        std::printf("%-10s        db %.3f ms (column sums, from backward %.3f ms); dw with BGRADB epilogue %.3f ms\n",
-                    shape.name, r["db_ms"].get<float>(), r["backward_ms"].get<float>(),
-                    r["dw_bgradb_ms"].get<float>());
-      const float gemm_ms = r["fwd_ms"].get<float>() + r["dx_ms"].get<float>() + r["dw_ms"].get<float>();
-      step_ms += shape.per_step * gemm_ms;
-      if (tune) {
-        print_row("tuned", r, r["tuned"]);
-        std::printf("%-10s        candidates ms: fwd [%s] dx [%s] dw [%s]\n", shape.name,
-                    candidates_str(r["fwd_candidates_ms"]).c_str(), candidates_str(r["dx_candidates_ms"]).c_str(),
-                    candidates_str(r["dw_candidates_ms"]).c_str());
-        const auto& tt = r["tuned"];
-        step_tuned_ms += shape.per_step * (tt["fwd_ms"].get<float>() + tt["dx_ms"].get<float>() +
-                                           tt["dw_ms"].get<float>());
-      }
-      out["shapes"].push_back(r);
-    }
-    out["step_gemm_ms"] = step_ms;
-    std::printf("GPT-2 124M step, all linear GEMMs (fwd+dx+dw, M=%ld): %.2f ms", long(m), step_ms);
-    if (tune) {
-      out["step_gemm_tuned_ms"] = step_tuned_ms;
-      std::printf(", tuned %.2f ms", step_tuned_ms);
-    }
-    std::printf("\n");
-    if (!json_path.empty()) {
-      std::ofstream f(json_path);
-      TROUPE_CHECK(bool(f), "gemm_bench: cannot write ", json_path);
-      f << out.dump(2) << "\n";
-    }
-  } catch (const troupe::Error& e) {
-    std::fprintf(stderr, "gemm_bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
-#else
-  std::printf("gemm_bench: this build has no CUDA backend\n");
-  return 1;
-#endif
+    print_bias_grads(reporter);
+    print_step(reporter, m, false);
+    if (tune) print_step(reporter, m, true);
+    return 0;
+  });
 }

@@ -4,9 +4,12 @@
 Same shapes (GPT-2 124M's linear layers, M = B*T rows), same dtype, CUDA-event medians:
   fwd = F.linear(x, w, b)   dx = dy @ w   dw = dy.T @ x (bf16 out, as under autocast)
   db  = dy.sum(0) in f32
-With --troupe gemm_bench.json, prints troupe/torch throughput ratios (> 1: Troupe faster).
+With --troupe FILE (gemm_bench's Google Benchmark JSON), prints troupe/torch throughput ratios
+(> 1: Troupe faster); Troupe's time per GEMM is the case's median over --benchmark_repetitions
+when there are several, else its mean.
 
-  python3 bench/gemm_torch_reference.py [--m 16384] [--dtype bf16] [--troupe out.json]
+  build/bench/gemm_bench --benchmark_out=gemm.json --benchmark_out_format=json [--tune]
+  python3 bench/gemm_torch_reference.py [--m 16384] [--dtype bf16] [--troupe gemm.json]
 """
 import argparse
 import json
@@ -37,6 +40,34 @@ def median_ms(fn, reps):
     return sorted(times)[reps // 2]
 
 
+def read_troupe(path, m):
+    """gemm_bench's Google Benchmark JSON -> {shape: {"fwd_ms": .., "dx_ms": .., "dw_ms": .., "tuned": {..}}}.
+
+    Case names are gemm/<shape>/<op>[/tuned]/M:<m>/K:<k>/N:<n>/..., times in each case's time_unit.
+    """
+    to_ms = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    with open(path) as f:
+        runs = json.load(f)["benchmarks"]
+    medians = {r["run_name"] for r in runs if r.get("aggregate_name") == "median"}
+    out = {}
+    for r in runs:
+        if r.get("error_occurred") or r.get("skipped"):
+            continue
+        if r["run_name"] in medians and r.get("aggregate_name") != "median":
+            continue  # several repetitions: the median stands for them
+        if r["run_type"] == "aggregate" and r.get("aggregate_name") != "median":
+            continue
+        parts = r["run_name"].split("/")
+        if parts[0] != "gemm" or f"M:{m}" not in parts:
+            continue
+        shape, op, tuned = parts[1], parts[2], parts[3] == "tuned"
+        entry = out.setdefault(shape, {})
+        if tuned:
+            entry = entry.setdefault("tuned", {})
+        entry[f"{op}_ms"] = r["real_time"] * to_ms[r["time_unit"]]
+    return out
+
+
 def tflops(m, k, n, ms):
     return 2.0 * m * k * n / (ms * 1e-3) / 1e12
 
@@ -46,13 +77,14 @@ def main():
     ap.add_argument("--m", type=int, default=16384)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--troupe", help="gemm_bench --json output to compare against")
+    ap.add_argument("--troupe", help="gemm_bench's --benchmark_out JSON to compare against")
     args = ap.parse_args()
     dt = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     troupe = {}
     if args.troupe:
-        with open(args.troupe) as f:
-            troupe = {s["name"]: s for s in json.load(f)["shapes"]}
+        troupe = read_troupe(args.troupe, args.m)
+        if not troupe:
+            print(f"warning: no gemm/<shape> cases with M={args.m} in {args.troupe}")
 
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, {args.dtype}, M={args.m}")
     m = args.m
@@ -77,7 +109,7 @@ def main():
         step["torch"] += per_step * sum(t.values())
         for label in ("troupe", "tuned"):
             ours = troupe.get(name, {}) if label == "troupe" else troupe.get(name, {}).get("tuned")
-            if not ours:
+            if not ours or any(key not in ours for key in t):
                 continue
             ratios = " ".join(f"{key[:-3]} {t[key] / ours[key]:.3f}" for key in t)
             print(f"{'':<10} {label}/torch throughput: {ratios}")

@@ -4,11 +4,18 @@
 // (model/train/trainer.hpp Trainer) on the same kernels, in alternating rounds; prints ms per
 // iteration of each and their ratio (target: within 1% on a GPU). The headline is the median
 // of the per-round ratios: each round's pair runs back to back, so drift of the GPU's clocks
-// between rounds cancels. (2) The round trip of one actor message.
+// between rounds cancels. (2) The round trip of one actor message, as a Google Benchmark case
+// (message_round_trip/round_trips:N): each iteration is one measure_message_latency(N) call
+// (actors/fabric/message_latency.hpp: a fresh actor system, N ping-pongs between two scheduled
+// actors, then N between two detached ones); the counters scheduled_us and detached_us are
+// the mean microseconds per round trip. (1) prints its own lines and stays outside Google
+// Benchmark: its paired rounds are the measurement.
 //
 //   runtime_overhead                                   # GPU if there is one: GPT-2 124M shape, bf16
 //   runtime_overhead --device cpu --num-layers 2 --hidden-size 64 --seq-length 64
+//   runtime_overhead --latency-only --benchmark_out=latency.json --benchmark_out_format=json
 #include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +28,7 @@
 #include "data/data_loader.hpp"
 #include "kernels/op_profiler.hpp"
 #include "base/check.hpp"
+#include "bench/common/bench_main.hpp"
 #include "model/train/trainer.hpp"
 #include "schedules/trace.hpp"
 
@@ -50,11 +58,35 @@ class RandomTokens final : public SampleSource {
 
 double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+void message_round_trip(benchmark::State& state) {
+  double scheduled_us = 0, detached_us = 0;
+  for (auto _ : state) {
+    const actors::MessageLatency lat = actors::measure_message_latency(state.range(0));
+    scheduled_us += lat.scheduled_us;
+    detached_us += lat.detached_us;
+  }
+  state.counters["scheduled_us"] = benchmark::Counter(scheduled_us, benchmark::Counter::kAvgIterations);
+  state.counters["detached_us"] = benchmark::Counter(detached_us, benchmark::Counter::kAvgIterations);
+}
+
+// (2): the message-latency case, run by Google Benchmark.
+int run_message_latency(int64_t round_trips) {
+  benchmark::RegisterBenchmark("message_round_trip", message_round_trip)
+      ->Arg(round_trips)
+      ->ArgName("round_trips")
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string device = "auto", dtype = "bf16", trace_path;
   int max_outstanding = 0;
+  bool latency_only = false;
   int layers = 0, hidden = 0, heads = 0, seq = 0;
   int64_t mbs = 0, microbatches = 4, rounds = 11, iters_per_round = 5, warmup = 3, round_trips = 100000;
   CLI::App app{"actor runtime overhead: TrainingRun (P=1) vs the plain Trainer loop, and message latency"};
@@ -69,12 +101,14 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "alternating measurement rounds");
   app.add_option("--iters-per-round", iters_per_round);
   app.add_option("--warmup", warmup, "untimed iterations of each before measuring");
-  app.add_option("--round-trips", round_trips, "message round trips to time");
+  app.add_option("--round-trips", round_trips, "message round trips per measurement")->check(CLI::PositiveNumber);
+  app.add_flag("--latency-only", latency_only, "skip (1), the training comparison");
   app.add_option("--trace", trace_path, "trace the actor run; prints where its iteration time goes");
   app.add_option("--max-outstanding-ops", max_outstanding, "ops a GPU stage enqueues ahead (0: default)");
-  CLI11_PARSE(app, argc, argv);
-
-  try {
+  app.footer("Google Benchmark's flags (for the message latency) pass through: --benchmark_min_time=SECONDS "
+             "--benchmark_repetitions=N --benchmark_out=FILE --benchmark_out_format=json");
+  return troupe::bench::bench_main(app, argc, argv, "runtime_overhead", [&] {
+    if (latency_only) return run_message_latency(round_trips);
     const bool cuda = device == "cuda" || (device == "auto" && cuda_available());
     GptConfig c = GptConfig::gpt2_124m();
     c.num_layers = layers > 0 ? layers : (cuda ? 12 : 2);
@@ -228,13 +262,6 @@ int main(int argc, char** argv) {
     }
 
     model.set_profiler(nullptr);
-
-    const actors::MessageLatency lat = actors::measure_message_latency(round_trips);
-    std::printf("actor message round trip (%ld trips): scheduled actors %.2f us, detached actors %.2f us\n",
-                long(lat.round_trips), lat.scheduled_us, lat.detached_us);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "runtime_overhead: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return run_message_latency(round_trips);
+  });
 }

@@ -1,28 +1,36 @@
-// GPT-2 tokenizer throughput over the texts of a JSON-lines corpus: load time, then MB/s and
-// tokens/s for a cold pass (empty word cache), warm passes, and the pre-tokenizer alone; with
-// --threads N each thread encodes a share of the documents with its own clone().
+// GPT-2 tokenizer throughput over the texts of a JSON-lines corpus, as Google Benchmark cases
+// (wall time):
+//   tokenizer/load                   Gpt2Tokenizer::from_files (vocab.json + merges.txt)
+//   tokenizer/pretokenize            the pre-tokenizer alone (pieces)
+//   tokenizer/encode_cold/threads:N  every text once, N threads, each with its own clone() made
+//                                    fresh (empty word cache) before the timed pass
+//   tokenizer/encode_warm/threads:N  the same with the clones' caches warmed by an earlier pass
+//   tokenizer/decode                 all the corpus's ids back to text
+// Counters: bytes (of text; of decoded text for decode), tokens, pieces, per second. --threads
+// takes a list (1,4); each thread encodes every N-th document.
 //
-//   tokenizer_bench [--corpus assets/corpora/sotu.jsonl] [--repeats 3] [--threads 1]
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
+// There is no reference script for this one: scripts/bench_tokenizers_hf.py compares HF
+// `tokenizers` with bench/preprocess_bench's tokenize cases, on the same corpora.
+//
+//   tokenizer_bench [--corpus assets/corpora/sotu.jsonl] [--threads 1] [--benchmark_* flags]
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
+#include "base/check.hpp"
+#include "bench/common/bench_main.hpp"
 #include "data/gpt2_pretokenize.hpp"
 #include "data/gpt2_tokenizer.hpp"
-#include "base/check.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using benchmark::Counter;
 
 std::vector<std::string> read_texts(const std::string& path, const std::string& key) {
   std::ifstream in(path);
@@ -34,20 +42,28 @@ std::vector<std::string> read_texts(const std::string& path, const std::string& 
   return texts;
 }
 
-// Encodes all texts with `threads` clones of `tok` (fresh caches); returns the token count.
-int64_t encode_all(const troupe::Tokenizer& tok, const std::vector<std::string>& texts, int threads,
-                   std::vector<std::unique_ptr<troupe::Tokenizer>>& workers) {
-  std::vector<int64_t> counts(size_t(threads), 0);
-  auto work = [&](int t) {
+// What every case reads: the tokenizer's files, the corpus's texts and their sizes.
+struct Corpus {
+  std::string vocab_file, merge_file;
+  std::vector<std::string> texts;
+  int64_t bytes = 0;
+};
+
+// Encodes all texts with one tokenizer per thread (thread t takes documents t, t + N, ...);
+// returns the token count.
+int64_t encode_all(const Corpus& corpus, const std::vector<std::unique_ptr<troupe::Tokenizer>>& workers) {
+  const size_t threads = workers.size();
+  std::vector<int64_t> counts(threads, 0);
+  auto work = [&](size_t t) {
     std::vector<int32_t> ids;
-    for (size_t d = size_t(t); d < texts.size(); d += size_t(threads)) {
+    for (size_t d = t; d < corpus.texts.size(); d += threads) {
       ids.clear();
-      workers[size_t(t)]->encode_append(texts[d], ids);
-      counts[size_t(t)] += int64_t(ids.size());
+      workers[t]->encode_append(corpus.texts[d], ids);
+      counts[t] += int64_t(ids.size());
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
   work(0);
   for (auto& th : pool) th.join();
   int64_t total = 0;
@@ -55,70 +71,96 @@ int64_t encode_all(const troupe::Tokenizer& tok, const std::vector<std::string>&
   return total;
 }
 
-}  // namespace
+std::vector<std::unique_ptr<troupe::Tokenizer>> clones(const troupe::Tokenizer& tok, int64_t n) {
+  std::vector<std::unique_ptr<troupe::Tokenizer>> out;
+  for (int64_t t = 0; t < n; ++t) out.push_back(tok.clone());
+  return out;
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"GPT-2 tokenizer throughput"};
-  std::string vocab_file = "assets/gpt2/gpt2-vocab.json", merge_file = "assets/gpt2/gpt2-merges.txt";
-  std::string corpus = "assets/corpora/sotu.jsonl", key = "text";
-  int repeats = 3, threads = 1;
-  app.add_option("--vocab-file", vocab_file, "vocab.json");
-  app.add_option("--merge-file", merge_file, "merges.txt");
-  app.add_option("--corpus", corpus, "JSON lines file");
-  app.add_option("--key", key, "the field holding the text");
-  app.add_option("--repeats", repeats, "warm passes")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "encoding threads, one tokenizer clone each")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+void load(benchmark::State& state, const Corpus& corpus) {
+  for (auto _ : state)
+    benchmark::DoNotOptimize(troupe::Gpt2Tokenizer::from_files(corpus.vocab_file, corpus.merge_file).vocab_size());
+}
 
-  try {
-    auto t0 = Clock::now();
-    const troupe::Gpt2Tokenizer tok = troupe::Gpt2Tokenizer::from_files(vocab_file, merge_file);
-    const double load_s = seconds_since(t0);
-    const std::vector<std::string> texts = read_texts(corpus, key);
-    size_t bytes = 0;
-    for (const auto& t : texts) bytes += t.size();
-    const double mb = double(bytes) / 1e6;
-    std::printf("corpus %s: %zu documents, %.2f MB; vocab %lld, merges %lld, load %.1f ms; %d thread(s)\n",
-                corpus.c_str(), texts.size(), mb, static_cast<long long>(tok.vocab_size()),
-                static_cast<long long>(tok.model().num_merges()), load_s * 1e3, threads);
-
-    t0 = Clock::now();
-    int64_t pieces = 0;
-    for (const auto& t : texts) {
-      troupe::Gpt2Pretokenizer it(t);
+void pretokenize(benchmark::State& state, const Corpus& corpus) {
+  int64_t pieces = 0;
+  for (auto _ : state) {
+    pieces = 0;
+    for (const std::string& text : corpus.texts) {
+      troupe::Gpt2Pretokenizer it(text);
       std::string_view piece;
       while (it.next(piece)) ++pieces;
     }
-    double s = seconds_since(t0);
-    std::printf("%-22s %8.1f MB/s %12.0f pieces/s\n", "pre-tokenizer only", mb / s, double(pieces) / s);
-
-    std::vector<std::unique_ptr<troupe::Tokenizer>> workers;
-    for (int t = 0; t < threads; ++t) workers.push_back(tok.clone());
-    t0 = Clock::now();
-    int64_t tokens = encode_all(tok, texts, threads, workers);
-    s = seconds_since(t0);
-    std::printf("%-22s %8.1f MB/s %12.0f tokens/s  (%lld tokens, %.2f bytes/token)\n", "encode, cold cache",
-                mb / s, double(tokens) / s, static_cast<long long>(tokens), double(bytes) / double(tokens));
-
-    double best = 1e30;
-    for (int r = 0; r < repeats; ++r) {
-      t0 = Clock::now();
-      tokens = encode_all(tok, texts, threads, workers);
-      best = std::min(best, seconds_since(t0));
-    }
-    std::printf("%-22s %8.1f MB/s %12.0f tokens/s  (best of %d)\n", "encode, warm cache", mb / best,
-                double(tokens) / best, repeats);
-
-    std::vector<int32_t> all;
-    for (const auto& t : texts) tok.encode_append(t, all);
-    t0 = Clock::now();
-    const std::string decoded = tok.decode(all);
-    s = seconds_since(t0);
-    std::printf("%-22s %8.1f MB/s %12.0f tokens/s\n", "decode", double(decoded.size()) / 1e6 / s,
-                double(all.size()) / s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tokenizer_bench: %s\n", e.what());
-    return 1;
   }
-  return 0;
+  state.counters["bytes"] = Counter(double(corpus.bytes), Counter::kIsIterationInvariantRate);
+  state.counters["pieces"] = Counter(double(pieces), Counter::kIsIterationInvariantRate);
+}
+
+void encode(benchmark::State& state, const Corpus& corpus, const troupe::Tokenizer& tok, bool warm) {
+  auto workers = clones(tok, state.range(0));
+  int64_t tokens = 0;
+  if (warm) encode_all(corpus, workers);
+  for (auto _ : state) {
+    if (!warm) {
+      state.PauseTiming();
+      workers = clones(tok, state.range(0));
+      state.ResumeTiming();
+    }
+    tokens = encode_all(corpus, workers);
+  }
+  state.counters["bytes"] = Counter(double(corpus.bytes), Counter::kIsIterationInvariantRate);
+  state.counters["tokens"] = Counter(double(tokens), Counter::kIsIterationInvariantRate);
+}
+
+void decode(benchmark::State& state, const Corpus& corpus, const troupe::Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (const std::string& text : corpus.texts) tok.encode_append(text, ids);
+  size_t decoded_bytes = 0;
+  for (auto _ : state) decoded_bytes = tok.decode(ids).size();
+  state.counters["bytes"] = Counter(double(decoded_bytes), Counter::kIsIterationInvariantRate);
+  state.counters["tokens"] = Counter(double(ids.size()), Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"GPT-2 tokenizer throughput, on Google Benchmark"};
+  Corpus corpus{"assets/gpt2/gpt2-vocab.json", "assets/gpt2/gpt2-merges.txt", {}, 0};
+  std::string corpus_file = "assets/corpora/sotu.jsonl", key = "text";
+  std::vector<int64_t> threads = {1};
+  app.add_option("--vocab-file", corpus.vocab_file, "vocab.json");
+  app.add_option("--merge-file", corpus.merge_file, "merges.txt");
+  app.add_option("--corpus", corpus_file, "JSON lines file");
+  app.add_option("--key", key, "the field holding the text");
+  app.add_option("--threads", threads, "encoding threads, one tokenizer clone each (a list: 1,4)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  return troupe::bench::bench_main(app, argc, argv, "tokenizer_bench", [&] {
+    const troupe::Gpt2Tokenizer tok = troupe::Gpt2Tokenizer::from_files(corpus.vocab_file, corpus.merge_file);
+    corpus.texts = read_texts(corpus_file, key);
+    for (const std::string& t : corpus.texts) corpus.bytes += int64_t(t.size());
+    benchmark::AddCustomContext("corpus", corpus_file);
+    benchmark::AddCustomContext("corpus_documents", std::to_string(corpus.texts.size()));
+    benchmark::AddCustomContext("corpus_bytes", std::to_string(corpus.bytes));
+
+    benchmark::RegisterBenchmark("tokenizer/load", [&](benchmark::State& s) { load(s, corpus); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("tokenizer/pretokenize", [&](benchmark::State& s) { pretokenize(s, corpus); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    for (const bool warm : {false, true}) {
+      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+          warm ? "tokenizer/encode_warm" : "tokenizer/encode_cold",
+          [&, warm](benchmark::State& s) { encode(s, corpus, tok, warm); });
+      for (int64_t n : threads) b->Arg(n);
+      b->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+    }
+    benchmark::RegisterBenchmark("tokenizer/decode", [&](benchmark::State& s) { decode(s, corpus, tok); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  });
 }
