@@ -3,6 +3,7 @@
 // lines otherwise.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -17,7 +18,7 @@ namespace {
 
 std::string format_duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";
-  const long s = long(seconds + 0.5);
+  const long s = std::lround(seconds);
   char buf[32];
   if (s >= 3600) std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
   else std::snprintf(buf, sizeof(buf), "%ld:%02ld", s / 60, s % 60);

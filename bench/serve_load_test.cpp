@@ -164,7 +164,7 @@ double percentile(std::vector<double> v, double q) {
 // Writes a random-weight HF folder of `model` (tiny, gpt2-124m, gpt2-350m) with GPT-2's tokenizer.
 std::string write_model(const std::string& model, const test::TempDir& dir) {
   GptConfig c = model == "tiny" ? test::tiny_inference_config(false, 64, 256, 50257) : GptConfig::preset(model);
-  const std::string hf = dir / "hf";
+  std::string hf = dir / "hf";
   const ParamLayout layout(c, ChunkSpec::whole_model());
   save_hf_checkpoint(hf, layout, HfArch::gpt2, test::random_normal({layout.size()}, 4, model == "tiny" ? 0.3f : 0.02f));
   std::filesystem::copy_file(test::source_path("assets/gpt2/gpt2-vocab.json"), hf + "/vocab.json");

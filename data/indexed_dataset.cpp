@@ -46,6 +46,7 @@ void convert(std::span<const int32_t> in, std::vector<uint8_t>& out, const std::
 template <typename T>
 void widen(const uint8_t* src, int64_t n, int32_t* out) {
   const T* p = reinterpret_cast<const T*>(src);  // aligned: open() checks pointers % itemsize
+  // NOLINTNEXTLINE(bugprone-signed-char-misuse): an int8 dataset holds signed token ids
   for (int64_t i = 0; i < n; ++i) out[i] = int32_t(p[i]);
 }
 

@@ -169,7 +169,7 @@ std::string CheckpointWriter::commit(const CheckpointMetadata& meta) {
 
 std::string commit_checkpoint(const std::string& root_dir, const CheckpointMetadata& meta,
                               const std::vector<std::string>& indices) {
-  const std::string dir = (fs::path(root_dir) / checkpoint_iteration_dir_name(meta.iteration)).string();
+  std::string dir = (fs::path(root_dir) / checkpoint_iteration_dir_name(meta.iteration)).string();
   const std::string meta_path = (fs::path(dir) / kCheckpointMetadataName).string();
 
   // 1. The writers' indices merged (their shard files are durable already).

@@ -58,7 +58,7 @@ std::vector<GenerationRequest> engine_requests(bool greedy) {
     if (greedy) p.temperature = 0.0f;
     else if (i == 1) p.top_k = 5;
     else if (i == 3) p.top_p = 0.9f;
-    out.push_back({random_token_list(lens[i], uint64_t(10 + i), 50), p});
+    out.push_back({random_token_list(lens[i], 10 + uint64_t(i), 50), p});
   }
   return out;
 }

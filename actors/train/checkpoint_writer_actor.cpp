@@ -33,8 +33,8 @@ SaveOutcome write_save_job(SaveJob& job) {
   return out;
 }
 
-caf::actor spawn_checkpoint_writer(caf::actor_system& system) {
-  auto writer_fn = []() -> caf::behavior {
+checkpoint_writer_actor spawn_checkpoint_writer(caf::actor_system& system) {
+  auto writer_fn = []() -> checkpoint_writer_actor::behavior_type {
     return {
         [](save_atom, const std::shared_ptr<SaveJob>& job) { job->outcome.set_value(write_save_job(*job)); },
     };

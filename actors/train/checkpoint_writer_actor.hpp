@@ -2,7 +2,7 @@
 // copies of every local rank's parameters and optimizer state) into the checkpoint's shard
 // files while training goes on, then hands back this process's part of the index. Committing
 // (metadata.json, then the tracker) happens once every process's part is durable; see
-// TrainingRun::save_checkpoint.
+// TrainingRun::save_checkpoint. Protocol: checkpoint_writer_actor (protocols.hpp).
 //
 //   auto job = std::make_shared<SaveJob>(...);            // snapshot taken, copies in flight
 //   std::future<SaveOutcome> done = job->outcome.get_future();
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "actors/train/checkpoint_shards.hpp"
+#include "actors/train/protocols.hpp"
 
 namespace troupe::actors {
 
@@ -45,8 +46,7 @@ struct SaveJob {
 SaveOutcome write_save_job(SaveJob& job);
 
 // Detached: file writes and fsyncs block its thread, not the scheduler's.
-caf::actor spawn_checkpoint_writer(caf::actor_system& system);
+checkpoint_writer_actor spawn_checkpoint_writer(caf::actor_system& system);
 
 }  // namespace troupe::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::actors::SaveJob>)

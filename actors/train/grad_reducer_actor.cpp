@@ -2,6 +2,7 @@
 
 #include "actors/fabric/device_services.hpp"
 #include "actors/train/messages.hpp"
+#include "actors/train/run_error.hpp"
 #include "kernels/nvtx.hpp"
 #include "base/check.hpp"
 
@@ -9,12 +10,24 @@ namespace troupe::actors {
 
 namespace {
 
-class GradReducerActor : public caf::event_based_actor {
+class GradReducerActor : public grad_reducer_actor::base {
  public:
   GradReducerActor(caf::actor_config& cfg, GradReducerSetup setup)
-      : caf::event_based_actor(cfg), s_(std::move(setup)) {}
+      : grad_reducer_actor::base(cfg), s_(std::move(setup)) {}
 
-  caf::behavior make_behavior() override {
+  behavior_type make_behavior() override {
+    // A failed collective (or a bucket handed over twice) ends the reducer with the error's
+    // text, which its monitors report ("the gradient reducer of stage 1 stopped: ...").
+    set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(eptr);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      return make_run_error(RunError::reduction, what);
+    });
     return {
         [this](bucket_atom, const BucketReady& r) { on_ready(r); },
     };
@@ -49,7 +62,9 @@ class GradReducerActor : public caf::event_based_actor {
       ++next_;
     }
     if (next_ == buckets.size()) {
-      auto stage = caf::actor_cast<caf::actor>(current_sender());
+      // The answer goes to whoever handed over the last bucket (the stage, which is spawned
+      // after its reducer and so is not known to it before): a sender is untyped in CAF.
+      auto stage = caf::actor_cast<reduced_listener>(current_sender());
       send(stage, reduced_atom::value, BucketsReduced{iteration_, fence_record(*s_.comm)});
     }
   }
@@ -63,7 +78,8 @@ class GradReducerActor : public caf::event_based_actor {
 
 }  // namespace
 
-caf::actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup) {
+grad_reducer_actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup, SpawnMode mode) {
+  if (mode == SpawnMode::scheduled) return system.spawn<GradReducerActor>(std::move(setup));
   // Detached: a CPU collective blocks its thread until every data rank has arrived.
   return system.spawn<GradReducerActor, caf::detached>(std::move(setup));
 }

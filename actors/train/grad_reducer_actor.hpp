@@ -7,9 +7,9 @@
 // data rank issues the same sequence of collectives. Once the last bucket is under way it
 // answers the stage with a fence after all of them.
 //
-// Protocol: (bucket_atom, BucketReady) from the stage; (reduced_atom, BucketsReduced) back to
-// the sender of the last bucket.
-// A failed collective ends the actor with the error (the trainer sees it go down).
+// Protocol: grad_reducer_actor (protocols.hpp): (bucket_atom, BucketReady) from the stage;
+// (reduced_atom, BucketsReduced) back to the sender of the last bucket.
+// A failed collective ends the actor with the error, RunError::reduction (the trainer sees it go down).
 #pragma once
 
 #include <caf/all.hpp>
@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/train/protocols.hpp"
 #include "actors/train/stage_worker.hpp"
 #include "kernels/collectives.hpp"
 
@@ -28,6 +29,7 @@ struct GradReducerSetup {
   Collectives* group = nullptr;         // the data-parallel group, used from this actor only
 };
 
-caf::actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup);
+grad_reducer_actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup,
+                                      SpawnMode mode = SpawnMode::detached);
 
 }  // namespace troupe::actors

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "actors/train/messages.hpp"
+#include "actors/train/run_error.hpp"
 #include "actors/train/training_run.hpp"
 #include "base/check.hpp"
 
@@ -21,12 +22,12 @@ Batch to_batch(const MicroBatch& mb) {
 
 namespace {
 
-class LoaderActor : public caf::event_based_actor {
+class LoaderActor : public loader_actor::base {
  public:
   LoaderActor(caf::actor_config& cfg, std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid)
-      : caf::event_based_actor(cfg), train_(std::move(train)), valid_(std::move(valid)) {}
+      : loader_actor::base(cfg), train_(std::move(train)), valid_(std::move(valid)) {}
 
-  caf::behavior make_behavior() override {
+  behavior_type make_behavior() override {
     return {
         [this](batch_atom, bool train, int64_t count) -> caf::result<BatchList> {
           try {
@@ -35,7 +36,7 @@ class LoaderActor : public caf::event_based_actor {
             if (prefetched_ && int64_t(prefetched_->size()) == count) batches = std::move(*prefetched_);
             else batches = fetch(train_.get(), "training", count);
             prefetched_.reset();
-            auto rp = make_response_promise();
+            auto rp = make_response_promise<BatchList>();
             rp.deliver(std::move(batches));
             try {
               prefetched_ = fetch(train_.get(), "training", count);  // while the pipeline runs
@@ -44,7 +45,7 @@ class LoaderActor : public caf::event_based_actor {
             }
             return rp;
           } catch (const std::exception& e) {
-            return caf::make_error(caf::sec::runtime_error, str_cat("data loader: ", e.what()));
+            return make_run_error(RunError::data, str_cat("data loader: ", e.what()));
           }
         },
     };
@@ -69,8 +70,9 @@ class LoaderActor : public caf::event_based_actor {
 
 }  // namespace
 
-caf::actor spawn_loader(caf::actor_system& system, std::unique_ptr<DataLoader> train,
-                        std::unique_ptr<DataLoader> valid) {
+loader_actor spawn_loader(caf::actor_system& system, std::unique_ptr<DataLoader> train,
+                          std::unique_ptr<DataLoader> valid, SpawnMode mode) {
+  if (mode == SpawnMode::scheduled) return system.spawn<LoaderActor>(std::move(train), std::move(valid));
   return system.spawn<LoaderActor, caf::detached>(std::move(train), std::move(valid));
 }
 

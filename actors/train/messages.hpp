@@ -18,17 +18,20 @@
 
 namespace troupe::actors {
 
+// The typed interfaces that use these: protocols.hpp.
 // TrainingRun -> trainer
-using train_atom = caf::atom_constant<caf::atom("train")>;    // one iteration -> TrainerReply
-using eval_atom = caf::atom_constant<caf::atom("eval")>;      // (int64 microbatches) -> TrainerReply
+using train_atom = caf::atom_constant<caf::atom("train")>;    // one iteration -> IterationStats
+using eval_atom = caf::atom_constant<caf::atom("eval")>;      // (int64 microbatches) -> double (mean loss)
 // trainer -> data loader
 using batch_atom = caf::atom_constant<caf::atom("batch")>;    // (bool train, int64 count) -> BatchList
 // trainer -> stages, stages -> trainer
-using peers_atom = caf::atom_constant<caf::atom("peers")>;    // (vector<actor> stages)
+// (trainer, pipeline stages, followers); between the processes' directories of their stages
+// (training_run.cpp): (int process, vector<actor> its stages) -> vector<actor> ours
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using plan_atom = caf::atom_constant<caf::atom("plan")>;      // (IterationPlan)
 using report_atom = caf::atom_constant<caf::atom("report")>;  // (StageReport)
 using progress_atom = caf::atom_constant<caf::atom("progress")>;  // (TraceEvent) after every op
-using fail_atom = caf::atom_constant<caf::atom("fail")>;      // (string) a stage failed
+using fail_atom = caf::atom_constant<caf::atom("fail")>;      // (caf::error, RunError::stage_failed) a stage failed
 // stage -> stage
 using parcel_atom = caf::atom_constant<caf::atom("parcel")>;  // (TensorMessage)
 using pump_atom = caf::atom_constant<caf::atom("pump")>;      // to self: pick the next op
@@ -70,13 +73,6 @@ struct StageReport {
   int64_t step_start_ns = 0, step_end_ns = 0;
 };
 
-// The trainer's answer to train_atom / eval_atom.
-struct TrainerReply {
-  std::string error;     // non-empty: the run failed (names the stage and op)
-  IterationStats stats;  // train_atom
-  double loss = 0;       // eval_atom: mean per-token loss
-};
-
 // A TensorMessage for a stage actor in another process (through CAF's middleman): the
 // tensor itself travels over the channel (MPI or NCCL); this says what to receive.
 struct RemoteParcel {
@@ -105,6 +101,9 @@ struct BucketsReduced {
   std::shared_ptr<void> fence;  // after every bucket's reduction (null on a CPU device)
 };
 
+// A checkpoint snapshot for the writer (defined in checkpoint_writer_actor.hpp).
+struct SaveJob;
+
 struct StepRequest {
   int64_t iteration = 0;
   float lr = 0;
@@ -121,8 +120,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StageReport)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StepRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BucketReady)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::BucketsReduced)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::TrainerReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::GradStats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::IterationStats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::schedules::TraceEvent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::actors::SaveJob>)

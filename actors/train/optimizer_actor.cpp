@@ -5,22 +5,23 @@
 #include <memory>
 
 #include "actors/train/messages.hpp"
+#include "actors/train/run_error.hpp"
 
 namespace troupe::actors {
 
 namespace {
 
-class OptimizerActor : public caf::event_based_actor {
+class OptimizerActor : public optimizer_actor::base {
  public:
-  OptimizerActor(caf::actor_config& cfg, std::vector<caf::actor> stages, OptimizerOptions options)
-      : caf::event_based_actor(cfg), stages_(std::move(stages)), options_(std::move(options)) {}
+  OptimizerActor(caf::actor_config& cfg, std::vector<stage_update_actor> stages, OptimizerOptions options)
+      : optimizer_actor::base(cfg), stages_(std::move(stages)), options_(std::move(options)) {}
 
-  caf::behavior make_behavior() override {
+  behavior_type make_behavior() override {
     return {
         [this](step_atom, const StepRequest& req) -> caf::result<StepResult> {
-          auto rp = make_response_promise();
+          auto rp = make_response_promise<StepResult>();
           if (req.grads.empty()) {
-            rp.deliver(caf::make_error(caf::sec::runtime_error, "optimizer step: no gradient statistics"));
+            rp.deliver(make_run_error(RunError::optimizer, "optimizer step: no gradient statistics"));
             return rp;
           }
           decide(req, rp);
@@ -32,7 +33,7 @@ class OptimizerActor : public caf::event_based_actor {
   void on_exit() override { stages_.clear(); }
 
  private:
-  using Promise = caf::response_promise;
+  using Promise = caf::typed_response_promise<StepResult>;
 
   // Counts replies; runs `then` after the last one, or answers the promise with the first error.
   struct Gather {
@@ -41,7 +42,7 @@ class OptimizerActor : public caf::event_based_actor {
   };
 
   void fail(Promise rp, const std::string& what, const caf::error& e) {
-    rp.deliver(caf::make_error(caf::sec::runtime_error, str_cat("optimizer step: ", what, ": ", system().render(e))));
+    rp.deliver(make_run_error(RunError::optimizer, str_cat("optimizer step: ", what, ": ", system().render(e))));
   }
 
   // Optimizer::step's arithmetic over all stages (stage order, so runs are reproducible).
@@ -78,13 +79,14 @@ class OptimizerActor : public caf::event_based_actor {
     }
   }
 
-  std::vector<caf::actor> stages_;
+  std::vector<stage_update_actor> stages_;
   OptimizerOptions options_;
 };
 
 }  // namespace
 
-caf::actor spawn_optimizer(caf::actor_system& system, std::vector<caf::actor> stages, OptimizerOptions options) {
+optimizer_actor spawn_optimizer(caf::actor_system& system, std::vector<stage_update_actor> stages,
+                                OptimizerOptions options) {
   return system.spawn<OptimizerActor, caf::detached>(std::move(stages), std::move(options));  // see spawn_trainer
 }
 

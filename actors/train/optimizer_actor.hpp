@@ -4,12 +4,15 @@
 // tied copy counted once, as on one device), (2) decides skip (inf/nan) or the clip
 // coefficient, and (3) has every stage apply AdamW with it. Answers StepResult {skipped,
 // grad_norm (unscaled)}. It only coordinates; the stage actors do the device work.
+// Protocol: optimizer_actor (protocols.hpp); a failed update answers RunError::optimizer.
 #pragma once
 
 #include <caf/all.hpp>
 
 #include <chrono>
 #include <vector>
+
+#include "actors/train/protocols.hpp"
 
 namespace troupe::actors {
 
@@ -18,6 +21,7 @@ struct OptimizerOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // per request to a stage
 };
 
-caf::actor spawn_optimizer(caf::actor_system& system, std::vector<caf::actor> stages, OptimizerOptions options);
+optimizer_actor spawn_optimizer(caf::actor_system& system, std::vector<stage_update_actor> stages,
+                                OptimizerOptions options);
 
 }  // namespace troupe::actors

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actors/train/messages.hpp"
+#include "actors/train/run_error.hpp"
 #include "base/check.hpp"
 
 namespace troupe::actors {
@@ -23,12 +24,12 @@ std::string describe(const std::string& stage, const Op& op, const std::string& 
                  " of microbatch ", op.microbatch, " (chunk ", op.chunk, "): ", what);
 }
 
-class StageActor : public caf::event_based_actor {
+class StageActor : public stage_actor::base {
  public:
   StageActor(caf::actor_config& cfg, std::shared_ptr<StageWorker> worker, StageOptions options)
-      : caf::event_based_actor(cfg), worker_(std::move(worker)), options_(std::move(options)) {}
+      : stage_actor::base(cfg), worker_(std::move(worker)), options_(std::move(options)) {}
 
-  caf::behavior make_behavior() override {
+  behavior_type make_behavior() override {
     set_exception_handler([this](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
       std::string what = "unknown exception";
       try {
@@ -37,15 +38,16 @@ class StageActor : public caf::event_based_actor {
         what = e.what();
       } catch (...) {
       }
-      const std::string text = str_cat(worker_->name(), " failed: ", what);
-      if (trainer_) send(trainer_, fail_atom::value, text);
-      return caf::make_error(caf::sec::runtime_error, text);
+      const caf::error error = make_run_error(RunError::stage_failed, str_cat(worker_->name(), " failed: ", what));
+      if (trainer_) send(trainer_, fail_atom::value, error);
+      return error;
     });
     return {
-        [this](peers_atom, std::vector<caf::actor>& peers, std::vector<caf::actor>& followers) {
+        [this](peers_atom, stage_listener& trainer, std::vector<stage_peer_actor>& peers,
+               std::vector<stage_peer_actor>& followers) {
+          trainer_ = std::move(trainer);
           peers_ = std::move(peers);
           followers_ = std::move(followers);
-          trainer_ = caf::actor_cast<caf::actor>(current_sender());
         },
         // A follower (tensor rank > 0) runs its ops in the order its leader (rank 0) chose.
         [this](order_atom, int64_t iteration, int kind, int microbatch, int chunk) {
@@ -78,7 +80,7 @@ class StageActor : public caf::event_based_actor {
           if (failed_) return;
           worker_->context().activate();
           worker_->completions().op_end(
-              [self = caf::actor_cast<caf::actor>(this)](OpTimes) { caf::anon_send(self, stats_atom::value); });
+              [self = stage_actor{this}](OpTimes) { caf::anon_send(self, stats_atom::value); });
         },
         [this](stats_atom) { after_tied(); },
         [this](reduced_atom, const BucketsReduced& r) {
@@ -92,7 +94,7 @@ class StageActor : public caf::event_based_actor {
                 if (skip) worker_->skip_step();
                 else worker_->apply(req.lr, clip, req.loss_scale);
               }))
-            return caf::make_error(caf::sec::runtime_error, failure_);
+            return make_run_error(RunError::stage_failed, failure_);
           return true;
         },
     };
@@ -130,8 +132,9 @@ class StageActor : public caf::event_based_actor {
     if (failed_) return;
     failed_ = true;
     failure_ = text;
-    if (trainer_) send(trainer_, fail_atom::value, text);
-    quit(caf::make_error(caf::sec::runtime_error, text));
+    const caf::error error = make_run_error(RunError::stage_failed, text);
+    if (trainer_) send(trainer_, fail_atom::value, error);
+    quit(error);
   }
 
   void start(IterationPlan plan) {
@@ -237,7 +240,7 @@ class StageActor : public caf::event_based_actor {
     Running& r = running_[id];
     r.op = op;
     ++ops_run_;
-    for (const caf::actor& f : followers_)
+    for (const stage_peer_actor& f : followers_)
       send(f, order_atom::value, worker_->iteration(), op.kind == OpKind::forward ? 0 : 1, op.microbatch, op.chunk);
     try {
       const Context& ctx = worker_->context();
@@ -256,7 +259,7 @@ class StageActor : public caf::event_based_actor {
       if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);
       if (out) {
         r.bytes = out->parcel.bytes();
-        const caf::actor& peer = peers_.at(size_t(out->stage));
+        const stage_peer_actor& peer = peers_.at(size_t(out->stage));
         if (peer.node() != node())
           send(peer, parcel_atom::value,
                RemoteParcel{worker_->iteration(), int32_t(out->direction), out->microbatch, out->chunk,
@@ -267,7 +270,7 @@ class StageActor : public caf::event_based_actor {
       }
       ++in_flight_;
       // On a GPU the times are the device's (start: when the stream reached the op).
-      completions.op_end([self = caf::actor_cast<caf::actor>(this), id](OpTimes t) {
+      completions.op_end([self = stage_actor{this}, id](OpTimes t) {
         caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
       });
     } catch (const StageOpError& e) {
@@ -346,7 +349,7 @@ class StageActor : public caf::event_based_actor {
     }
     guarded("the tied-embedding gradient reduction", [&] {
       worker_->context().activate();
-      worker_->reduce_tied([self = caf::actor_cast<caf::actor>(this)] { caf::anon_send(self, tied_atom::value); });
+      worker_->reduce_tied([self = stage_actor{this}] { caf::anon_send(self, tied_atom::value); });
     });
   }
 
@@ -415,13 +418,13 @@ class StageActor : public caf::event_based_actor {
 
   std::shared_ptr<StageWorker> worker_;
   StageOptions options_;
-  std::vector<caf::actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
-  std::vector<caf::actor> followers_;  // tensor ranks 1.. of this stage (tensor rank 0 only)
+  std::vector<stage_peer_actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
+  std::vector<stage_peer_actor> followers_;  // tensor ranks 1.. of this stage (tensor rank 0 only)
   std::string name_ = worker_->name();
   std::deque<Op> orders_;              // follower: the leader's ops not yet run
   std::vector<std::pair<int64_t, Op>> early_orders_;  // follower: orders of an iteration not started yet
   int ops_run_ = 0, ops_total_ = 0;
-  caf::actor trainer_;
+  stage_listener trainer_;
   std::optional<schedules::StagePolicy> policy_;
   std::vector<Op> eval_order_;
   size_t eval_next_ = 0;
@@ -440,7 +443,7 @@ class StageActor : public caf::event_based_actor {
 
 }  // namespace
 
-caf::actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options) {
+stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options) {
   return system.spawn<StageActor, caf::detached>(std::move(worker), std::move(options));
 }
 

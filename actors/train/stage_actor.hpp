@@ -5,14 +5,14 @@
 // virtual stage or the input gradient to the previous one, and learns of the op's completion
 // as a message (a CUDA host callback on a GPU; at once on a CPU device).
 //
-// Protocol: (peers_atom, vector<actor>) once, from the trainer (its sender becomes the
-// trainer); (plan_atom, IterationPlan) starts an iteration, answered by (report_atom,
+// Protocol: stage_actor (protocols.hpp). (peers_atom, trainer, pipeline, followers) once,
+// from the trainer; (plan_atom, IterationPlan) starts an iteration, answered by (report_atom,
 // StageReport) when every op has finished (training: after summing a tied embedding's
 // gradient copies with the other holder, and with this stage's gradient statistics);
 // (progress_atom, TraceEvent) to the trainer when an op starts (end_ns == 0) and ends, and
-// with tracing a recv event for each received input; any failure -> (fail_atom, "stage s
-// failed in ...") to the trainer, then the actor quits. Optimizer request: (apply_atom,
-// StepRequest, clip, skip) -> bool.
+// with tracing a recv event for each received input; any failure -> (fail_atom, error) to
+// the trainer (RunError::stage_failed, "stage s failed in ..."), then the actor quits with
+// that error. Optimizer request: (apply_atom, StepRequest, clip, skip) -> bool.
 #pragma once
 
 #include <caf/all.hpp>
@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 
+#include "actors/train/protocols.hpp"
 #include "actors/train/stage_worker.hpp"
 #include "schedules/schedule.hpp"
 
@@ -36,9 +37,9 @@ struct StageOptions {
   std::chrono::microseconds fixed_op_duration{0};
   std::function<void(int stage, const schedules::Op& op)> before_op;  // tests: may throw or sleep
   std::chrono::steady_clock::time_point epoch;  // the trace clock's zero
-  caf::actor reducer;  // --overlap-grad-reduce: this device's gradient reducer (else null)
+  grad_reducer_actor reducer;  // --overlap-grad-reduce: this device's gradient reducer (else null)
 };
 
-caf::actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options);
+stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options);
 
 }  // namespace troupe::actors

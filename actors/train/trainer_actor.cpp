@@ -6,6 +6,7 @@
 
 #include "actors/fabric/fabric.hpp"
 #include "actors/train/messages.hpp"
+#include "actors/train/run_error.hpp"
 #include "actors/monitor/trace_forwarding.hpp"
 #include "base/check.hpp"
 
@@ -15,54 +16,56 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-class TrainerActor : public caf::event_based_actor {
+class TrainerActor : public trainer_actor::base {
  public:
-  TrainerActor(caf::actor_config& cfg, TrainerSetup setup) : caf::event_based_actor(cfg), s_(std::move(setup)) {}
+  TrainerActor(caf::actor_config& cfg, TrainerSetup setup) : trainer_actor::base(cfg), s_(std::move(setup)) {}
 
-  caf::behavior make_behavior() override {
+  behavior_type make_behavior() override {
     TROUPE_CHECK(size_t(s_.layout.world()) == s_.stages.size(), "trainer: ", s_.stages.size(),
                  " stage actors for a layout of ", s_.layout.world(), " ranks");
     P_ = s_.layout.pipeline;
     D_ = s_.layout.data;
     if (s_.local_count == 0) s_.local_count = s_.stages.size();
     for (size_t i = 0; i < s_.stages.size(); ++i) {
-      const caf::actor& a = s_.stages[i];
+      const stage_actor& a = s_.stages[i];
       index_[a.address()] = i;
       monitor(a);  // also the other processes' stages: their process dying fails the run here
       if (!local(i)) continue;
-      std::vector<caf::actor> pipeline, followers;
+      std::vector<stage_peer_actor> pipeline, followers;
       for (int p : s_.layout.pipeline_group(int(i))) pipeline.push_back(s_.stages[size_t(p)]);
       if (rank_of(i).tp == 0)
         for (int t : s_.layout.tensor_group(int(i)))
           if (size_t(t) != i) followers.push_back(s_.stages[size_t(t)]);
-      send(a, peers_atom::value, std::move(pipeline), std::move(followers));
+      send(a, peers_atom::value, stage_listener{this}, std::move(pipeline), std::move(followers));
     }
-    for (const caf::actor& a : s_.reducers) monitor(a);
+    for (const grad_reducer_actor& a : s_.reducers) monitor(a);
     monitor(s_.loader);
     monitor(s_.optimizer);
     set_down_handler([this](caf::down_msg& dm) {
       if (failed_ || !dm.reason) return;
-      fail_run(str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason)));
+      fail_run(make_run_error(RunError::stopped, str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason))));
     });
     last_progress_.assign(s_.stages.size(), Clock::now());
     running_.resize(s_.stages.size());
     iteration_ = s_.first_iteration;
     return {
-        [this](train_atom) -> caf::result<TrainerReply> {
-          auto rp = make_response_promise();
-          if (!admit(rp)) return rp;
+        [this](train_atom) -> caf::result<IterationStats> {
+          if (caf::error refused = refusal()) return refused;
+          auto rp = make_response_promise<IterationStats>();
+          pending_train_ = rp;
           start_train();
           return rp;
         },
-        [this](eval_atom, int64_t count) -> caf::result<TrainerReply> {
-          auto rp = make_response_promise();
-          if (!admit(rp)) return rp;
+        [this](eval_atom, int64_t count) -> caf::result<double> {
+          if (caf::error refused = refusal()) return refused;
+          auto rp = make_response_promise<double>();
+          pending_eval_ = rp;
           start_eval(count);
           return rp;
         },
         [this](report_atom, const StageReport& r) { on_report(r); },
         [this](progress_atom, const schedules::TraceEvent& e) { on_progress(e); },
-        [this](fail_atom, const std::string& text) { fail_run(text); },
+        [this](fail_atom, const caf::error& e) { fail_run(e); },
         [this](tick_atom, uint64_t generation) { on_tick(generation); },
         // The run's monitor: from now on every traced event also goes there (trace_forwarding.hpp).
         [this](attach_atom, caf::actor monitor, std::shared_ptr<TraceQueue> queue) {
@@ -73,7 +76,7 @@ class TrainerActor : public caf::event_based_actor {
         // A checkpoint was loaded: the LR schedule and dropout seeds continue from there
         // (the dropout streams from the checkpoint's seed, unless --no-load-rng).
         [this](resume_atom, int64_t iteration, uint64_t seed) -> bool {
-          if (pending_.pending() || failed_) return false;
+          if (busy() || failed_) return false;
           iteration_ = iteration;
           s_.seed = seed;
           return true;
@@ -88,21 +91,18 @@ class TrainerActor : public caf::event_based_actor {
     s_.loader = nullptr;
     s_.optimizer = nullptr;
     monitor_ = nullptr;
-    pending_ = caf::response_promise();
+    pending_train_ = {};
+    pending_eval_ = {};
   }
 
  private:
-  bool admit(caf::response_promise& rp) {
-    if (failed_) {
-      rp.deliver(TrainerReply{str_cat("the run failed earlier: ", failure_), {}, 0});
-      return false;
-    }
-    if (pending_.pending()) {
-      rp.deliver(TrainerReply{"an iteration is already running", {}, 0});
-      return false;
-    }
-    pending_ = rp;
-    return true;
+  bool busy() const { return pending_train_.pending() || pending_eval_.pending(); }
+
+  // Why a train or eval request cannot start now (no error: it can).
+  caf::error refusal() {
+    if (failed_) return make_run_error(RunError::rejected, str_cat("the run failed earlier: ", system().render(failure_)));
+    if (busy()) return make_run_error(RunError::rejected, "an iteration is already running");
+    return caf::error{};
   }
 
   RankCoord rank_of(size_t i) const { return s_.layout.coord(int(i)); }
@@ -120,13 +120,16 @@ class TrainerActor : public caf::event_based_actor {
     return "an actor";
   }
 
-  void fail_run(const std::string& text) {
+  // The run failed: the pending request is answered with the error, and so is every later one.
+  void fail_run(caf::error error) {
     if (failed_) return;
     failed_ = true;
-    failure_ = text;
+    failure_ = std::move(error);
     ++generation_;  // stops the watchdog
-    if (pending_.pending()) pending_.deliver(TrainerReply{text, {}, 0});
-    pending_ = caf::response_promise();
+    if (pending_train_.pending()) pending_train_.deliver(failure_);
+    if (pending_eval_.pending()) pending_eval_.deliver(failure_);
+    pending_train_ = {};
+    pending_eval_ = {};
   }
 
   int64_t now_ns() const {
@@ -156,7 +159,8 @@ class TrainerActor : public caf::event_based_actor {
     if (!monitor_) return;
     TraceBatch b{iteration_, now_ns(), std::move(batch_)};
     batch_ = {};
-    if (monitor_queue_->try_push(int64_t(b.events.size()))) send(monitor_, trace_atom::value, std::move(b));
+    // The monitor actor is untyped, which a typed actor reaches only anonymously (no answer is due).
+    if (monitor_queue_->try_push(int64_t(b.events.size()))) caf::anon_send(monitor_, trace_atom::value, std::move(b));
   }
 
 
@@ -168,7 +172,9 @@ class TrainerActor : public caf::event_based_actor {
               record("data_loader", schedules::EventKind::data, t0);
               then(batches);
             },
-            [=, this](caf::error& e) { fail_run(str_cat("the data loader failed: ", system().render(e))); });
+            [=, this](caf::error& e) {
+              fail_run(make_run_error(RunError::data, str_cat("the data loader failed: ", system().render(e))));
+            });
   }
 
   // The next iteration's batches are asked for as soon as an iteration is dispatched (the
@@ -185,7 +191,7 @@ class TrainerActor : public caf::event_based_actor {
               prefetched();
             },
             [this](caf::error& e) {
-              next_.error = str_cat("the data loader failed: ", system().render(e));
+              next_.error = make_run_error(RunError::data, str_cat("the data loader failed: ", system().render(e)));
               prefetched();
             });
   }
@@ -205,10 +211,10 @@ class TrainerActor : public caf::event_based_actor {
       next_.waiter = [this, then] { take_train_batches(then); };
       return;
     }
-    if (!next_.error.empty()) {
-      const std::string error = std::move(next_.error);
+    if (next_.error) {
+      caf::error error = std::move(next_.error);
       next_ = Prefetch{};
-      fail_run(error);
+      fail_run(std::move(error));
       return;
     }
     if (!next_.batches) {
@@ -231,7 +237,7 @@ class TrainerActor : public caf::event_based_actor {
       stats_.loss_scale = s_.scaler ? s_.scaler->scale() : 1.0f;
       for (const Batch& b : batches) stats_.tokens += count_targets(b.targets);
       if (stats_.tokens <= 0) {
-        fail_run(str_cat("iteration ", iteration_, ": every target of the batch is ignored"));
+        fail_run(make_run_error(RunError::data, str_cat("iteration ", iteration_, ": every target of the batch is ignored")));
         return;
       }
       const float grad_scale = stats_.loss_scale / float(stats_.tokens);
@@ -248,7 +254,7 @@ class TrainerActor : public caf::event_based_actor {
       eval_tokens_ = 0;
       for (const Batch& b : batches) eval_tokens_ += count_targets(b.targets);
       if (eval_tokens_ <= 0) {
-        fail_run("evaluate: every target is ignored");
+        fail_run(make_run_error(RunError::data, "evaluate: every target is ignored"));
         return;
       }
       dispatch(batches, false, 1.0f, 0);
@@ -349,7 +355,7 @@ class TrainerActor : public caf::event_based_actor {
     ++generation_;  // pipeline phase over: the watchdog stops
     if (!training_) {
       record("trainer", schedules::EventKind::other, phase_start_ns_);
-      deliver(TrainerReply{"", {}, loss_sum_ / double(eval_tokens_)});
+      deliver_eval(loss_sum_ / double(eval_tokens_));
       return;
     }
     stats_.loss = loss_sum_ / double(stats_.tokens);
@@ -369,7 +375,9 @@ class TrainerActor : public caf::event_based_actor {
               record("optimizer", schedules::EventKind::optimizer, t0);
               finish_step(r);
             },
-            [=, this](caf::error& e) { fail_run(str_cat("the optimizer step failed: ", system().render(e))); });
+            [=, this](caf::error& e) {
+              fail_run(make_run_error(RunError::optimizer, str_cat("the optimizer step failed: ", system().render(e))));
+            });
   }
 
   // Several processes: every process's reports, summed in rank order (each rank's numbers come
@@ -388,7 +396,8 @@ class TrainerActor : public caf::event_based_actor {
     try {
       s_.fabric->all_reduce(v, ReduceOp::sum);
     } catch (const std::exception& e) {
-      fail_run(str_cat("summing the iteration's results over processes failed: ", e.what()));
+      fail_run(make_run_error(RunError::reduction,
+                              str_cat("summing the iteration's results over processes failed: ", e.what())));
       return false;
     }
     for (size_t i = 0; i < n; ++i) {
@@ -404,18 +413,25 @@ class TrainerActor : public caf::event_based_actor {
     stats_.skipped = r.skipped;
     stats_.grad_norm = r.grad_norm;
     if (s_.scaler) s_.scaler->update(r.skipped);
-    deliver(TrainerReply{"", stats_, 0});
+    deliver_train(stats_);
   }
 
   // The optimizer's own requests to the stages time out after op_timeout; this only guards
   // against a lost reply.
   std::chrono::milliseconds infinite_backstop() const { return s_.op_timeout * 4 + std::chrono::seconds(10); }
 
-  void deliver(TrainerReply reply) {
+  // The answer of an iteration that succeeded: after the trace is flushed and (training) the
+  // iteration's events went to the monitor.
+  void deliver_train(const IterationStats& stats) {
     if (s_.trace) s_.trace->flush();
-    if (training_ && reply.error.empty()) forward_batch();
-    if (pending_.pending()) pending_.deliver(std::move(reply));
-    pending_ = caf::response_promise();
+    forward_batch();
+    if (pending_train_.pending()) pending_train_.deliver(stats);
+    pending_train_ = {};
+  }
+  void deliver_eval(double loss) {
+    if (s_.trace) s_.trace->flush();
+    if (pending_eval_.pending()) pending_eval_.deliver(loss);
+    pending_eval_ = {};
   }
 
   void arm_watchdog() {
@@ -434,9 +450,11 @@ class TrainerActor : public caf::event_based_actor {
       // The oldest op the stage started and has not finished (a GPU stage runs a few ahead).
       if (reported_[s] || running_[s].empty() || now - running_[s].front().since <= s_.op_timeout) continue;
       const schedules::TraceEvent& e = running_[s].front().event;
-      fail_run(str_cat(stage_name(s), " failed in ", e.kind == schedules::EventKind::forward ? "forward" : "backward",
-                       " of microbatch ", e.microbatch, " (chunk ", e.chunk, "): no answer after ",
-                       ms(now - running_[s].front().since), " ms (op timeout ", s_.op_timeout.count(), " ms)"));
+      fail_run(make_run_error(
+          RunError::timeout,
+          str_cat(stage_name(s), " failed in ", e.kind == schedules::EventKind::forward ? "forward" : "backward",
+                  " of microbatch ", e.microbatch, " (chunk ", e.chunk, "): no answer after ",
+                  ms(now - running_[s].front().since), " ms (op timeout ", s_.op_timeout.count(), " ms)")));
       return;
     }
     bool all_silent = true;
@@ -447,8 +465,10 @@ class TrainerActor : public caf::event_based_actor {
       if (reported_[oldest] || last_progress_[s] < last_progress_[oldest]) oldest = s;
     }
     if (all_silent) {
-      fail_run(str_cat("the pipeline stalled: no stage finished an op for ", ms(now - last_progress_[oldest]),
-                       " ms (op timeout ", s_.op_timeout.count(), " ms); ", stage_name(oldest), " has been silent longest"));
+      fail_run(make_run_error(RunError::timeout,
+                              str_cat("the pipeline stalled: no stage finished an op for ",
+                                      ms(now - last_progress_[oldest]), " ms (op timeout ", s_.op_timeout.count(),
+                                      " ms); ", stage_name(oldest), " has been silent longest")));
       return;
     }
     arm_watchdog();
@@ -462,15 +482,16 @@ class TrainerActor : public caf::event_based_actor {
   struct Prefetch {
     bool pending = false;               // asked, no answer yet
     std::optional<BatchList> batches;   // the answer
-    std::string error;                  // or the loader's failure
+    caf::error error;                   // or the loader's failure
     int64_t start_ns = 0, end_ns = 0;   // for the trace's data event
     std::function<void()> waiter;       // an iteration waiting for the answer
   };
 
   TrainerSetup s_;
-  caf::response_promise pending_;
+  caf::typed_response_promise<IterationStats> pending_train_;  // the running request, if any
+  caf::typed_response_promise<double> pending_eval_;
   bool failed_ = false;
-  std::string failure_;
+  caf::error failure_;
   bool training_ = true;
   int64_t iteration_ = 0;
   IterationStats stats_;
@@ -488,14 +509,15 @@ class TrainerActor : public caf::event_based_actor {
   std::vector<Clock::time_point> last_progress_;
   std::vector<std::vector<Running>> running_;  // per stage: started, not finished
   Prefetch next_;                              // the next training iteration's batches
-  caf::actor monitor_;                         // null: no monitor attached
+  caf::actor monitor_;                         // null: no monitor attached (the monitor actor is untyped)
   std::shared_ptr<TraceQueue> monitor_queue_;
   std::vector<schedules::TraceEvent> batch_;   // traced since the last forward_batch
 };
 
 }  // namespace
 
-caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup) {
+trainer_actor spawn_trainer(caf::actor_system& system, TrainerSetup setup, SpawnMode mode) {
+  if (mode == SpawnMode::scheduled) return system.spawn<TrainerActor>(std::move(setup));
   // Detached: a message from a stage thread wakes it at once (a condition variable), where a
   // scheduled actor waits for a worker that polls every 50 us after a while without work;
   // every hop between the last op of an iteration and the next one's first op is on the

@@ -6,8 +6,9 @@
 // optimizer actor for the step (a single stage takes it itself and reports it) and answers
 // IterationStats. eval_atom runs forward-only
 // microbatches and answers the mean loss. Any failure (a stage's fail message, an actor
-// going down, a stage silent past op_timeout) answers (fail_atom, text) and poisons the run.
-// It monitors every other actor, keeps the watchdog, and writes the trace.
+// going down, a stage silent past op_timeout) answers the request with a caf::error
+// (run_error.hpp) and poisons the run. It monitors every other actor, keeps the watchdog, and
+// writes the trace. Protocol: trainer_actor (protocols.hpp).
 #pragma once
 
 #include <caf/all.hpp>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/train/protocols.hpp"
 #include "model/rank_layout.hpp"
 #include "model/train/loss_scaler.hpp"
 #include "model/train/lr_schedule.hpp"
@@ -27,16 +29,17 @@ class Fabric;
 
 struct TrainerSetup {
   // One stage actor per device, indexed by global rank (layout: Megatron's rank order).
-  std::vector<caf::actor> stages;
+  std::vector<stage_actor> stages;
   RankLayout layout;
   // Several processes: each runs a trainer for its own stage actors (ranks [first_local,
   // first_local + local_count)); the losses and gradient statistics are summed over processes
   // through the fabric, in rank order, so every process takes the same step.
   std::shared_ptr<Fabric> fabric;
   size_t first_local = 0, local_count = 0;  // local_count 0: every stage is local
-  std::vector<caf::actor> reducers;  // gradient reducers (monitored: one going down fails the run)
+  std::vector<grad_reducer_actor> reducers;  // gradient reducers (monitored: one going down fails the run)
   bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard
-  caf::actor loader, optimizer;
+  loader_actor loader;
+  optimizer_actor optimizer;
   int microbatches = 1;  // of the global batch (each data rank runs microbatches / D of them)
   int64_t micro_batch_size = 1, seq_length = 1;
   uint64_t seed = 1234;
@@ -48,6 +51,6 @@ struct TrainerSetup {
   std::chrono::steady_clock::time_point epoch;
 };
 
-caf::actor spawn_trainer(caf::actor_system& system, TrainerSetup setup);
+trainer_actor spawn_trainer(caf::actor_system& system, TrainerSetup setup, SpawnMode mode = SpawnMode::detached);
 
 }  // namespace troupe::actors

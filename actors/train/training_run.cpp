@@ -24,6 +24,7 @@
 #include "actors/train/loader_actor.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/optimizer_actor.hpp"
+#include "actors/train/run_error.hpp"
 #include "actors/train/stage_actor.hpp"
 #include "actors/train/stage_worker.hpp"
 #include "actors/train/trainer_actor.hpp"
@@ -288,7 +289,7 @@ void TrainingRun::Impl::connect_processes() {
   // Weak handles: a published actor outlives the run's shutdown a little, and a strong handle
   // held here would keep the detached stage actors' threads waiting.
   std::vector<caf::actor_addr> mine;
-  for (const caf::actor& a : local_stages) mine.push_back(a.address());
+  for (const stage_actor& a : local_stages) mine.push_back(a.address());
   directory = system->spawn([mine, registered](caf::event_based_actor*) -> caf::behavior {
     return {[mine, registered](peers_atom, int from, std::vector<caf::actor>& theirs) {
       {
@@ -309,11 +310,16 @@ void TrainingRun::Impl::connect_processes() {
   const std::vector<std::string> ports = fabric->all_gather(std::to_string(*port));
   const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
   const int me = fabric->process();
+  // The handles travel between processes untyped (the directory's message is the same on
+  // every node whatever the stage's interface): they are stage actors again here.
   auto take = [&](int q, std::vector<caf::actor>& theirs) {
     TROUPE_CHECK(int(theirs.size()) == per_process, "process ", me, ": process ", q, " handed out ", theirs.size(),
                  " stage actors, not ", per_process);
-    for (int i = 0; i < per_process; ++i) stages[size_t(q * per_process + i)] = theirs[size_t(i)];
+    for (int i = 0; i < per_process; ++i)
+      stages[size_t(q * per_process + i)] = caf::actor_cast<stage_actor>(theirs[size_t(i)]);
   };
+  std::vector<caf::actor> ours;
+  for (const stage_actor& a : local_stages) ours.push_back(caf::actor_cast<caf::actor>(a));
   for (int q = 0; q < me; ++q) {
     const std::string where = one_host ? "127.0.0.1" : hosts[size_t(q)];
     auto remote = system->middleman().remote_actor(where, uint16_t(std::stoi(ports[size_t(q)])));
@@ -322,7 +328,7 @@ void TrainingRun::Impl::connect_processes() {
     std::vector<caf::actor> theirs;
     std::string error;
     (*self)
-        ->request(*remote, config.op_timeout, peers_atom::value, me, local_stages)
+        ->request(*remote, config.op_timeout, peers_atom::value, me, ours)
         .receive([&](std::vector<caf::actor>& v) { theirs = std::move(v); },
                  [&](caf::error& e) { error = system->render(e); });
     TROUPE_CHECK(error.empty(), "process ", me, ": process ", q, " did not hand out its stage actors: ", error);
@@ -338,22 +344,23 @@ void TrainingRun::Impl::connect_processes() {
   registered->stages.clear();
 }
 
-template <typename... Ts>
-TrainerReply TrainingRun::Impl::ask(Ts... xs) {
-  TrainerReply reply;
-  bool answered = false;
+template <typename Answer, typename... Ts>
+Answer TrainingRun::Impl::ask(Ts... xs) {
+  std::optional<Answer> answer;
+  std::string error;
   // The trainer's watchdog answers within op_timeout of a stalled op; this bound only guards
   // against a lost reply.
   const auto backstop = config.op_timeout * (2 * M * V + 8) + std::chrono::seconds(30);
   (*self)->request(trainer, backstop, xs...)
-      .receive(
-          [&](TrainerReply& r) {
-            reply = std::move(r);
-            answered = true;
-          },
-          [&](caf::error& e) { reply.error = str_cat("the trainer did not answer: ", system->render(e)); });
-  if (!answered && reply.error.empty()) reply.error = "the trainer did not answer";
-  return reply;
+      .receive([&](Answer& a) { answer = std::move(a); },
+               [&](caf::error& e) {
+                 // A run error is the trainer's answer (the run's failure); any other: no answer.
+                 error = is_run_error(e) ? system->render(e) : str_cat("the trainer did not answer: ", system->render(e));
+               });
+  if (answer) return std::move(*answer);
+  if (error.empty()) error = "the trainer did not answer";
+  failure = error;
+  throw Error(error);
 }
 
 namespace {
@@ -385,10 +392,14 @@ void TrainingRun::Impl::shutdown() {
   if (!system) return;
   const bool failed = !failure.empty();
   end_monitor();
-  std::vector<caf::actor> all = local_stages;  // remote handles belong to their own processes
-  for (const caf::actor& a : reducers)
-    if (a) all.push_back(a);
-  for (const caf::actor& a : {loader, optimizer, trainer, directory, monitor, checkpoint_writer})
+  // Exits and down messages are for any actor: the typed handles are cast to plain ones here.
+  std::vector<caf::actor> all;  // remote stages belong to their own processes
+  for (const stage_actor& a : local_stages) all.push_back(caf::actor_cast<caf::actor>(a));
+  for (const grad_reducer_actor& a : reducers)
+    if (a) all.push_back(caf::actor_cast<caf::actor>(a));
+  for (const caf::actor& a : {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
+                              caf::actor_cast<caf::actor>(trainer), directory, monitor,
+                              caf::actor_cast<caf::actor>(checkpoint_writer)})
     if (a) all.push_back(a);
   // Several processes: another one may still be finishing the step this one has finished (its
   // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
@@ -433,7 +444,11 @@ void TrainingRun::Impl::shutdown() {
   local_stages.clear();
   reducers.clear();
   directory = nullptr;
-  loader = optimizer = trainer = monitor = checkpoint_writer = nullptr;
+  loader = nullptr;
+  optimizer = nullptr;
+  checkpoint_writer = nullptr;
+  trainer = nullptr;
+  monitor = nullptr;
   if (several) {
     fabric->barrier();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive
@@ -483,6 +498,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   }
 
   d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
+  add_run_error_category(d.caf_config);  // system->render(e) gives a run error's sentence
   if (procs > 1) {
     // Control messages between processes (parcel announcements, tensor-rank orders, and the
     // down messages of a process that dies) go through CAF's middleman.
@@ -528,10 +544,10 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   OptimizerOptions oo;
   oo.clip_grad = config.optimizer.clip_grad;
   oo.timeout = config.op_timeout;
-  d.optimizer = spawn_optimizer(*d.system, d.local_stages, oo);
+  d.optimizer = spawn_optimizer(*d.system, std::vector<stage_update_actor>(d.local_stages.begin(), d.local_stages.end()), oo);
   TrainerSetup ts;
   ts.stages = d.stages;
-  for (const caf::actor& a : d.reducers)
+  for (const grad_reducer_actor& a : d.reducers)
     if (a) ts.reducers.push_back(a);
   ts.fabric = d.fabric;
   ts.first_local = size_t(d.fabric->process() * d.per_process);
@@ -563,26 +579,17 @@ TrainingRun::~TrainingRun() {
 IterationStats TrainingRun::train_iteration() {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
-  TrainerReply r = d.ask(train_atom::value);
-  if (!r.error.empty()) {
-    d.failure = r.error;
-    throw Error(r.error);
-  }
+  const IterationStats stats = d.ask<IterationStats>(train_atom::value);
   ++d.iteration;
   d.consumed += d.config.global_batch_size;
-  return r.stats;
+  return stats;
 }
 
 double TrainingRun::evaluate(int64_t iters) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(iters >= 1, "evaluate: --eval-iters must be >= 1, got ", iters);
-  TrainerReply r = d.ask(eval_atom::value, iters);
-  if (!r.error.empty()) {
-    d.failure = r.error;
-    throw Error(r.error);
-  }
-  return r.loss;
+  return d.ask<double>(eval_atom::value, iters);
 }
 
 Tensor TrainingRun::gather_weights() const {

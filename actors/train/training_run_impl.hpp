@@ -15,6 +15,7 @@
 #include "actors/train/checkpoint_writer_actor.hpp"
 #include "actors/fabric/device_services.hpp"
 #include "actors/train/messages.hpp"
+#include "actors/train/protocols.hpp"
 #include "actors/train/stage_worker.hpp"
 #include "actors/train/trainer_actor.hpp"
 #include "kernels/collectives.hpp"
@@ -37,7 +38,7 @@ struct TrainingRun::Impl {
   std::shared_ptr<Fabric> fabric;  // this process among the run's processes (one without mpirun)
   std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
-  std::vector<caf::actor> reducers;                      // ... and the reducer actors, by rank
+  std::vector<grad_reducer_actor> reducers;              // ... and the reducer actors, by rank
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<StageWorker>> workers;
   std::vector<std::unique_ptr<Channel>> channels;
@@ -46,8 +47,10 @@ struct TrainingRun::Impl {
   caf::actor_system_config caf_config;
   std::unique_ptr<caf::actor_system> system;
   std::unique_ptr<caf::scoped_actor> self;
-  std::vector<caf::actor> stages;
-  caf::actor loader, optimizer, trainer;
+  std::vector<stage_actor> stages;
+  loader_actor loader;
+  optimizer_actor optimizer;
+  trainer_actor trainer;
   caf::actor monitor;  // null unless start_monitor was called
   int64_t iteration = 0, consumed = 0;
   std::string failure;
@@ -55,7 +58,7 @@ struct TrainingRun::Impl {
 
   // Checkpoints (training_run_checkpoint.cpp).
   uint64_t config_seed = 0;  // the dropout streams' seed: config.seed, or the loaded checkpoint's
-  caf::actor checkpoint_writer;  // spawned by the first save
+  checkpoint_writer_actor checkpoint_writer;  // spawned by the first save
   std::vector<std::unique_ptr<Context>> snapshot_contexts;  // per rank: the side stream of GPU snapshots
   std::vector<Tensor> staging;  // pinned host copies, reused by every save
   struct PendingSave {
@@ -90,11 +93,12 @@ struct TrainingRun::Impl {
   int per_process = 0;
   int process_of(size_t r) const { return int(r) / per_process; }
   bool local(size_t r) const;
-  std::vector<caf::actor> local_stages;  // this process's stage actors, by rank
+  std::vector<stage_actor> local_stages;  // this process's stage actors, by rank
   caf::actor directory;                  // several processes: hands out local_stages to the others
   void connect_processes();              // several processes: learns every other process's stage actors
-  template <typename... Ts>
-  TrainerReply ask(Ts... xs);
+  // The trainer's answer to (xs...); throws troupe::Error with the run's failure (kept in `failure`).
+  template <typename Answer, typename... Ts>
+  Answer ask(Ts... xs);
   void shutdown();
   // Publishes the run's `end` unless the app did (training_run_monitor.cpp); waits until sent.
   void end_monitor();
@@ -105,7 +109,7 @@ struct TrainingRun::Impl {
 class HostOpSpan {
  public:
   // `epoch`: the trace clock's zero; `iteration`: the run's iteration count now.
-  HostOpSpan(caf::actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration, const char* actor,
+  HostOpSpan(trainer_actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration, const char* actor,
              schedules::EventKind kind);
   ~HostOpSpan();
   HostOpSpan(const HostOpSpan&) = delete;
@@ -113,7 +117,7 @@ class HostOpSpan {
 
  private:
   int64_t now_ns() const;
-  caf::actor trainer_;
+  trainer_actor trainer_;
   std::chrono::steady_clock::time_point epoch_;
   schedules::TraceEvent event_;
 };

@@ -50,7 +50,7 @@ std::vector<int64_t> TrainingRun::device_memory_in_use() const {
   return bytes;
 }
 
-HostOpSpan::HostOpSpan(caf::actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration,
+HostOpSpan::HostOpSpan(trainer_actor trainer, std::chrono::steady_clock::time_point epoch, int64_t iteration,
                        const char* actor, schedules::EventKind kind)
     : trainer_(std::move(trainer)), epoch_(epoch) {
   event_.actor = actor;

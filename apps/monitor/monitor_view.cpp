@@ -35,7 +35,7 @@ std::string truncate(const std::string& line, int width) {
 }
 
 std::string progress_bar(double fraction, int width) {
-  const int filled = std::isnan(fraction) ? 0 : int(std::clamp(fraction, 0.0, 1.0) * width + 0.5);
+  const int filled = std::isnan(fraction) ? 0 : int(std::lround(std::clamp(fraction, 0.0, 1.0) * width));
   std::string bar(size_t(width) + 2, '-');  // built in place: GCC 12 misreads the concatenation (-Wrestrict)
   bar.front() = '[', bar.back() = ']';
   std::fill_n(bar.begin() + 1, filled, '#');
@@ -123,7 +123,7 @@ double MonitorView::eta_seconds() const {
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = int64_t(seconds + 0.5);
+  const int64_t s = int64_t(std::llround(seconds));
   if (s >= 86400) return format("%ldd%02ldh", long(s / 86400), long(s % 86400 / 3600));
   if (s >= 3600) return format("%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));
   if (s >= 60) return format("%ldm%02lds", long(s / 60), long(s % 60));

@@ -64,7 +64,7 @@ TEST(MonitorView, OlderRepeatsFillTheHistoryButNotTheLatest) {
   EXPECT_EQ(v.iteration->iteration, 90);
   EXPECT_EQ(v.losses.size(), 2u);
   EXPECT_EQ(v.losses.begin()->first, 30);
-  for (int i = 0; i < int(MonitorView::kHistory) + 5; ++i) v.apply(fresh(uint64_t(3 + i), iteration(100 + i, 1.0)));
+  for (int i = 0; i < int(MonitorView::kHistory) + 5; ++i) v.apply(fresh(3 + uint64_t(i), iteration(100 + i, 1.0)));
   EXPECT_EQ(v.losses.size(), MonitorView::kHistory);
   EXPECT_EQ(v.missed, 0u);
 }
@@ -142,7 +142,7 @@ TEST(MonitorView, TerminalViewFitsTheWidth) {
   MonitorView v;
   EXPECT_NE(render_terminal(v, "tcp://h:1", 80, 0).find("waiting for the run"), std::string::npos);
   v.apply(fresh(1, hello("a-very-long-run-id-that-goes-on-and-on-and-on-and-on-and-on-and-on-and-on")));
-  for (int i = 1; i <= 30; ++i) v.apply(fresh(uint64_t(1 + i), iteration(i * 10, 8.0 / i)));
+  for (int i = 1; i <= 30; ++i) v.apply(fresh(1 + uint64_t(i), iteration(i * 10, 8.0 / i)));
   v.apply(fresh(32, MonitorValidation{.iteration = 300, .lm_loss = 1.5, .ppl = std::exp(1.5)}));
   const std::string text = render_terminal(v, "tcp://127.0.0.1:5555", 80, 0.5);
   std::printf("%s", text.c_str());

@@ -265,7 +265,7 @@ TEST(GptDataset, CacheFilesAreNpyInMegatronsDtypes) {
   cfg.sequence_length = 4;
   cfg.cache_dir = dir / "c";
   GptDataset ds(data, Split::train, 0, 3, 5, cfg);
-  const std::string base = ds.cache_path_prefix();
+  const std::string& base = ds.cache_path_prefix();
   EXPECT_NE(base.find("-GPTDataset-train"), std::string::npos);
   const NpyArray doc = NpyArray::open(base + "-document_index.npy");
   const NpyArray smp = NpyArray::open(base + "-sample_index.npy");

@@ -114,7 +114,7 @@ TEST(TensorParallelLayout, RefusesShapesThatDoNotSplit) {
   GptConfig c = tiny(false);
   c.num_attention_heads = 4;
   try {
-    ParamLayout(c, ChunkSpec::whole_model(), {0, 8});
+    [[maybe_unused]] const ParamLayout layout(c, ChunkSpec::whole_model(), {0, 8});
     FAIL() << "8 ranks for 4 heads";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--num-attention-heads (4) must be divisible by --tensor-model-parallel-size (8)"),

@@ -119,7 +119,7 @@ TEST(Fabric, HostHelpers) {
   fabric().all_reduce(sum, ReduceOp::sum);
   double want = 0.1;
   for (int p = 1; p < P; ++p) want += 0.1 * (p + 1);  // in process order
-  EXPECT_EQ(sum[0], double(P * (P + 1) / 2));
+  EXPECT_EQ(sum[0], double(P) * (P + 1) / 2);
   EXPECT_EQ(sum[1], want);
   EXPECT_EQ(sum[2], -double(P));
   std::vector<double> max = {double(me), -double(me)};
@@ -182,7 +182,7 @@ TEST(Fabric, GroupsSideBySide) {
   const int size = 2 * P;
   for (int m = 0; m < size; ++m)
     if (a[size_t(m)]) {
-      EXPECT_EQ(seen[size_t(m)], float(size * (size - 1) / 2) + 49.0f);
+      EXPECT_EQ(seen[size_t(m)], float(size) * float(size - 1) / 2 + 49.0f);
     }
 }
 

@@ -50,7 +50,7 @@ TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
     std::vector<std::vector<int32_t>> prompts;
     for (int s = 0; s < S; ++s) prompts.push_back(prompt(5 + 17 * s, uint64_t(10 * S + s)));
     std::vector<std::vector<int32_t>> feed;
-    for (int step = 0; step < 6; ++step) feed.push_back(prompt(S, uint64_t(100 + step)));
+    for (int step = 0; step < 6; ++step) feed.push_back(prompt(S, 100 + uint64_t(step)));
     const std::vector<Tensor> ref = run_steps(on_cpu, prompts, feed);
     const std::vector<Tensor> e = run_steps(eager, prompts, feed);
     const std::vector<Tensor> g = run_steps(graphs, prompts, feed);

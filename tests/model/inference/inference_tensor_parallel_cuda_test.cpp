@@ -98,7 +98,7 @@ TEST(InferenceTensorParallelCuda, GraphReplaysEqualOpByOpDecode) {
           std::vector<SequenceInput> batch;
           for (size_t s = 0; s < 3; ++s)
             batch.push_back({std::span(tokens[s]).subspan(size_t(cached[s])), cached[s], blocks[s]});
-          mine[size_t(r * 6 + step)] = to_host_f32(m.context(), m.forward(batch, cache));
+          mine[size_t(r) * 6 + size_t(step)] = to_host_f32(m.context(), m.forward(batch, cache));
           for (size_t s = 0; s < 3; ++s) {
             cached[s] = int64_t(tokens[s].size());
             tokens[s].push_back(int32_t((step * 7 + int(s) * 13) % 1000));

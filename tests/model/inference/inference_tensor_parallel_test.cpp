@@ -62,7 +62,8 @@ Tensor columns(const Tensor& t, int64_t from, int64_t n) {
 class InferenceTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int>> {};
 
 TEST_P(InferenceTensorParallel, RanksHoldTheirColumnsOfTheWholeLogits) {
-  const auto [llama, T] = GetParam();
+  const auto [llama, tensor_parallel] = GetParam();
+  const int T = tensor_parallel;  // a plain variable: lambdas capture it (clang 14 cannot capture a binding)
   const GptConfig c = tiny(llama);
   const ParamLayout whole(c, ChunkSpec::whole_model());
   const Tensor w = random_normal({whole.size()}, 5, 0.3f);
