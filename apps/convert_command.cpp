@@ -22,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ConvertOptions {
-  std::string to, from;     // "hf"
-  std::string load, input;  // sources: a Troupe checkpoint root / an HF folder
+  std::string to, from;      // "hf"
+  std::string load, input;   // sources: a Troupe checkpoint root / an HF folder
   std::string output, save;  // destinations: an HF folder / a Troupe checkpoint root
 };
 
@@ -45,8 +45,8 @@ int to_hf(const ConvertOptions& o) {
   const GptConfig config = gpt_config_from_json(r.metadata().model_config);
   const ParamLayout layout(config, ChunkSpec::whole_model());
   std::printf("converting %s (iteration %ld, %.2fM parameters) to a Hugging Face %s folder in %s\n", r.dir().c_str(),
-              long(r.iteration()), double(config.num_parameters()) / 1e6, hf_arch_for(config) == HfArch::llama ? "Llama" : "GPT-2",
-              o.output.c_str());
+              long(r.iteration()), double(config.num_parameters()) / 1e6,
+              hf_arch_for(config) == HfArch::llama ? "Llama" : "GPT-2", o.output.c_str());
   const Tensor params = actors::read_checkpoint_params(o.load, layout);
   fs::create_directories(o.output);
   save_hf_checkpoint(o.output, layout, hf_arch_for(config), params);

@@ -30,9 +30,9 @@ std::atomic<int> g_detach{0};  // SIGINT/SIGTERM: detach
 extern "C" void on_detach_signal(int sig) { g_detach = sig; }
 
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kPoll{100};         // how often a wait checks for Ctrl-C
-constexpr std::chrono::milliseconds kRedraw{250};        // at most 4 redraws a second
-constexpr std::chrono::milliseconds kOnceSettle{300};    // --once: let the rest of the snapshot arrive
+constexpr std::chrono::milliseconds kPoll{100};        // how often a wait checks for Ctrl-C
+constexpr std::chrono::milliseconds kRedraw{250};      // at most 4 redraws a second
+constexpr std::chrono::milliseconds kOnceSettle{300};  // --once: let the rest of the snapshot arrive
 
 struct MonitorFlags {
   std::string endpoint;
@@ -97,10 +97,13 @@ int monitor_once(actors::MonitorSubscriber& sub, const MonitorFlags& f, TraceRec
   while (g_detach == 0) {
     if (complete_at && Clock::now() - *complete_at >= kOnceSettle) break;
     if (!complete_at && seconds_since(start) > f.timeout_s) {
-      std::fprintf(stderr, "troupe monitor: %s within %.0f s from %s: is `troupe train` or `troupe serve` with "
+      std::fprintf(stderr,
+                   "troupe monitor: %s within %.0f s from %s: is `troupe train` or `troupe serve` with "
                    "--monitor-endpoint running there?\n",
-                   !view.hello ? "nothing" : view.serve() ? "no serving record" : "no log line", f.timeout_s,
-                   sub.endpoint().c_str());
+                   !view.hello    ? "nothing"
+                   : view.serve() ? "no serving record"
+                                  : "no log line",
+                   f.timeout_s, sub.endpoint().c_str());
       return 1;
     }
     if (auto m = receive(sub, recorder)) view.apply(*m);
@@ -125,18 +128,23 @@ int monitor_live(actors::MonitorSubscriber& sub, const MonitorFlags& f, TraceRec
       if (view.apply(*m) && !tty && view.hello) {
         // Lines start with the run's hello; what came before it (fresh records can overtake
         // the first snapshot) follows it as the current state.
-        if (!had_hello || std::holds_alternative<actors::MonitorHello>(m->body)) print_state(view);
-        else print_line(render_line(view, *m));
+        if (!had_hello || std::holds_alternative<actors::MonitorHello>(m->body))
+          print_state(view);
+        else
+          print_line(render_line(view, *m));
       }
     } else if (seconds_since(last_message) > f.timeout_s) {
       if (tty) screen.draw(view, sub.endpoint(), seconds_since(last_message));
       if (!view.hello)
-        std::fprintf(stderr, "troupe monitor: nothing from %s within %.0f s: is `troupe train` or `troupe serve` "
-                     "with --monitor-endpoint running there?\n", sub.endpoint().c_str(), f.timeout_s);
+        std::fprintf(stderr,
+                     "troupe monitor: nothing from %s within %.0f s: is `troupe train` or `troupe serve` "
+                     "with --monitor-endpoint running there?\n",
+                     sub.endpoint().c_str(), f.timeout_s);
       else
-        std::fprintf(stderr, "troupe monitor: no message from %s for %.0f s (the run sends one every 2 s): the run is "
-                     "gone or unreachable; last seen at iteration %ld\n", sub.endpoint().c_str(), f.timeout_s,
-                     long(view.iteration ? view.iteration->iteration : 0));
+        std::fprintf(stderr,
+                     "troupe monitor: no message from %s for %.0f s (the run sends one every 2 s): the run is "
+                     "gone or unreachable; last seen at iteration %ld\n",
+                     sub.endpoint().c_str(), f.timeout_s, long(view.iteration ? view.iteration->iteration : 0));
       return 1;
     }
     // Redrawn on a clock, not per message: "last message ... ago" moves, and a fast run
@@ -180,17 +188,19 @@ int run_monitor(const MonitorFlags& f) {
 void add_monitor_command(CLI::App& app, CommandRunner& run) {
   auto flags = std::make_shared<MonitorFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "monitor", "Attach to a live troupe train or troupe serve (--monitor-endpoint): progress, ETA, the latest log "
-                 "values, a loss chart; for serve requests/s, tokens/s, queue, batch, TTFT/TPOT; --once prints one JSON "
-                 "snapshot");
+      "monitor",
+      "Attach to a live troupe train or troupe serve (--monitor-endpoint): progress, ETA, the latest log "
+      "values, a loss chart; for serve requests/s, tokens/s, queue, batch, TTFT/TPOT; --once prints one JSON "
+      "snapshot");
   cmd->add_option("ENDPOINT", flags->endpoint, "the run's --monitor-endpoint, e.g. tcp://host:5555 (or host:5555)")
       ->required();
   cmd->add_flag("--once", flags->once, "print one JSON snapshot (the run's hello and latest records) and exit");
   cmd->add_option("--record", flags->record,
                   "write the run's trace as it arrives to this file, for troupe replay (the latest iterations "
                   "when attaching mid-run, then every one), and its other records to FILE.records.jsonl");
-  cmd->add_option("--timeout", flags->timeout_s,
-                  "seconds to wait for the run (--once), or of silence after which the run counts as gone (default 30)");
+  cmd->add_option(
+      "--timeout", flags->timeout_s,
+      "seconds to wait for the run (--once), or of silence after which the run counts as gone (default 30)");
   cmd->callback([&run, flags] { run = [flags] { return run_monitor(*flags); }; });
 }
 

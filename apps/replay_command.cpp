@@ -46,9 +46,12 @@ int run_replay(const ReplayFlags& flags) {
 void add_replay_command(CLI::App& app, CommandRunner& run) {
   auto flags = std::make_shared<ReplayFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "replay", "Analyse a pipeline trace (troupe train --trace): busy/idle per stage, bubble vs theory, critical "
-                "path; export Chrome-trace JSON or an SVG timeline; predict other schedules with --what-if");
-  cmd->add_option("FILE", flags->path, "Trace file (msgpack, see README \"Traces\")")->required()->check(CLI::ExistingFile);
+      "replay",
+      "Analyse a pipeline trace (troupe train --trace): busy/idle per stage, bubble vs theory, critical "
+      "path; export Chrome-trace JSON or an SVG timeline; predict other schedules with --what-if");
+  cmd->add_option("FILE", flags->path, "Trace file (msgpack, see README \"Traces\")")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--chrome", flags->chrome_path, "Write Chrome-trace JSON (Perfetto, chrome://tracing)");
   cmd->add_option("--svg", flags->svg_path, "Write an SVG timeline of one iteration (the last analysed)");
   cmd->add_option("--iteration", flags->iteration,

@@ -68,10 +68,11 @@ int serve(const ServeOptions& o) {
     // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
     const int64_t threads = o.http_threads > 0 ? o.http_threads : pool.stats().capacity + 16;
     actors::HttpServer http(o.host, o.port, api.routes(), int(threads));
-    std::printf("serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/models, GET /health), "
-                "%d %s replica%s%s\n",
-                o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(), count,
-                s.cuda ? "GPU" : "CPU", count > 1 ? "s" : "", T > 1 ? str_cat(" of ", T, " devices").c_str() : "");
+    std::printf(
+        "serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/models, GET /health), "
+        "%d %s replica%s%s\n",
+        o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(), count,
+        s.cuda ? "GPU" : "CPU", count > 1 ? "s" : "", T > 1 ? str_cat(" of ", T, " devices").c_str() : "");
     std::fflush(stdout);
     std::signal(SIGINT, on_serve_signal);
     std::signal(SIGTERM, on_serve_signal);

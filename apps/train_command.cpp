@@ -60,7 +60,7 @@ struct TrainOptions {
   bool no_save_optim = false, no_load_optim = false, no_load_rng = false, finetune = false, async_save = false;
   int most_recent_k = 0;      // keep this many checkpoints (0: all)
   int64_t exit_interval = 0;  // save (with --save) and exit at multiples of this iteration
-  int devices = 0;  // 0: tensor x pipeline size (data-parallel size 1)
+  int devices = 0;            // 0: tensor x pipeline size (data-parallel size 1)
   int64_t eval_interval = 1000, eval_iters = 10, log_interval = 10;
   uint64_t seed = 1234;
   std::string trace;
@@ -99,8 +99,7 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   if (o.swiglu) c.swiglu = true;
   if (o.disable_bias_linear) c.disable_bias_linear = true;
   if (o.untie) c.untie_embeddings_and_output_weights = true;
-  TROUPE_CHECK(!o.group_query_attention || o.num_query_groups > 0,
-               "--group-query-attention needs --num-query-groups");
+  TROUPE_CHECK(!o.group_query_attention || o.num_query_groups > 0, "--group-query-attention needs --num-query-groups");
   if (o.max_position_embeddings == 0 && c.position_embedding_type == PositionEmbedding::learned_absolute)
     c.max_position_embeddings = c.seq_length;
   c.vocab_size = vocab;
@@ -212,10 +211,16 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.devices.cuda = cuda;
   cfg.devices.cpu_devices = cuda ? 0 : local_devices;
   cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
-  cfg.optimizer.adam = {.lr = 0, .beta1 = float(o.adam_beta1), .beta2 = float(o.adam_beta2),
-                        .eps = float(o.adam_eps), .weight_decay = float(o.weight_decay)};
+  cfg.optimizer.adam = {.lr = 0,
+                        .beta1 = float(o.adam_beta1),
+                        .beta2 = float(o.adam_beta2),
+                        .eps = float(o.adam_eps),
+                        .weight_decay = float(o.weight_decay)};
   cfg.optimizer.clip_grad = float(o.clip_grad);
-  cfg.lr = {.lr = o.lr, .min_lr = o.min_lr, .warmup_init = o.lr_warmup_init, .warmup_iters = o.lr_warmup_iters,
+  cfg.lr = {.lr = o.lr,
+            .min_lr = o.min_lr,
+            .warmup_init = o.lr_warmup_init,
+            .warmup_iters = o.lr_warmup_iters,
             .decay_iters = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.train_iters,
             .style = lr_decay_style_from_name(o.lr_decay_style)};
   cfg.loss_scale = o.loss_scale;
@@ -231,17 +236,19 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
 
 void print_run_header(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices) {
   const GptConfig& model = cfg.model;
-  std::printf("troupe train: %d layers, hidden %d, %d heads (%d query groups), seq %d, vocab %ld (padded %ld), "
-              "%.2fM parameters\n",
-              model.num_layers, model.hidden_size, model.num_attention_heads, model.query_groups(), model.seq_length,
-              long(model.vocab_size), long(model.padded_vocab_size()), double(model.num_parameters()) / 1e6);
-  std::printf("  %d %s: tensor %d%s x pipeline %d x %d chunks (%s) x data %d%s, micro batch %ld, global batch %ld, "
-              "%ld iterations, %s\n",
-              devices, cfg.devices.cuda ? "GPUs" : "CPU devices", o.tensor_size,
-              cfg.parallel.sequence_parallel ? " (sequence)" : "", o.pipeline_size, cfg.parallel.virtual_chunks,
-              schedules::schedule_name(cfg.parallel.schedule), cfg.parallel.data_size,
-              cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "", long(o.micro_batch_size),
-              long(cfg.global_batch_size), long(o.train_iters), dtype_name(cfg.devices.compute));
+  std::printf(
+      "troupe train: %d layers, hidden %d, %d heads (%d query groups), seq %d, vocab %ld (padded %ld), "
+      "%.2fM parameters\n",
+      model.num_layers, model.hidden_size, model.num_attention_heads, model.query_groups(), model.seq_length,
+      long(model.vocab_size), long(model.padded_vocab_size()), double(model.num_parameters()) / 1e6);
+  std::printf(
+      "  %d %s: tensor %d%s x pipeline %d x %d chunks (%s) x data %d%s, micro batch %ld, global batch %ld, "
+      "%ld iterations, %s\n",
+      devices, cfg.devices.cuda ? "GPUs" : "CPU devices", o.tensor_size,
+      cfg.parallel.sequence_parallel ? " (sequence)" : "", o.pipeline_size, cfg.parallel.virtual_chunks,
+      schedules::schedule_name(cfg.parallel.schedule), cfg.parallel.data_size,
+      cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "", long(o.micro_batch_size),
+      long(cfg.global_batch_size), long(o.train_iters), dtype_name(cfg.devices.compute));
   std::fflush(stdout);
 }
 
@@ -279,10 +286,11 @@ class Checkpointer {
 
  private:
   void report(const actors::SavedCheckpoint& c) {
-    std::printf("  successfully saved checkpoint from iteration %ld to %s: training stalled %.3f s, written in %.3f s "
-                "(%.1f MB/s from this process), committed %.3f s after the snapshot\n",
-                long(c.iteration), o_.save.c_str(), c.stall_seconds, c.write_seconds,
-                double(c.bytes) / 1e6 / std::max(c.write_seconds, 1e-9), c.total_seconds);
+    std::printf(
+        "  successfully saved checkpoint from iteration %ld to %s: training stalled %.3f s, written in %.3f s "
+        "(%.1f MB/s from this process), committed %.3f s after the snapshot\n",
+        long(c.iteration), o_.save.c_str(), c.stall_seconds, c.write_seconds,
+        double(c.bytes) / 1e6 / std::max(c.write_seconds, 1e-9), c.total_seconds);
     std::fflush(stdout);
   }
 
@@ -394,17 +402,18 @@ LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& c
 
 void print_summary(actors::TrainingRun& run, const actors::TrainingConfig& cfg, const LoopTotals& totals,
                    double wall_seconds) {
-  std::printf("summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n",
-              long(run.iteration()), long(run.consumed_samples()), totals.last_loss, wall_seconds,
-              double(run.iteration() * cfg.global_batch_size * cfg.model.seq_length) /
-                  std::max(totals.train_seconds, 1e-9));
+  std::printf(
+      "summary: %ld iterations, %ld samples, last lm loss %.4f, %.1f s (%.0f tokens/s)\n", long(run.iteration()),
+      long(run.consumed_samples()), totals.last_loss, wall_seconds,
+      double(run.iteration() * cfg.global_batch_size * cfg.model.seq_length) / std::max(totals.train_seconds, 1e-9));
   const actors::TrainingRun::MemoryReport m = run.memory_report();
   const double gib = 1024.0 * 1024.0 * 1024.0, n = double(std::max<int64_t>(m.parameters, 1));
-  std::printf("memory of the first device: %.2fM parameters; parameters %.2f GiB, gradients %.2f GiB, optimizer "
-              "state %.2f GiB: %.2f bytes per parameter; device memory in use %.2f GiB\n",
-              double(m.parameters) / 1e6, double(m.parameter_bytes) / gib, double(m.gradient_bytes) / gib,
-              double(m.optimizer_bytes) / gib, double(m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes) / n,
-              double(m.device_in_use) / gib);
+  std::printf(
+      "memory of the first device: %.2fM parameters; parameters %.2f GiB, gradients %.2f GiB, optimizer "
+      "state %.2f GiB: %.2f bytes per parameter; device memory in use %.2f GiB\n",
+      double(m.parameters) / 1e6, double(m.parameter_bytes) / gib, double(m.gradient_bytes) / gib,
+      double(m.optimizer_bytes) / gib, double(m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes) / n,
+      double(m.device_in_use) / gib);
   std::fflush(stdout);
 }
 
@@ -447,8 +456,11 @@ int train(const TrainOptions& o) {
   }
   if (o.monitor.enabled() && fabric->process() == 0)  // one publisher per run: process 0's numbers are the run's
     start_train_monitor(run, o.monitor,
-                        train_monitor_hello(cfg, {.model = o.model, .devices = devices, .log_interval = o.log_interval,
-                                                  .eval_interval = o.eval_interval, .start_iteration = run.iteration(),
+                        train_monitor_hello(cfg, {.model = o.model,
+                                                  .devices = devices,
+                                                  .log_interval = o.log_interval,
+                                                  .eval_interval = o.eval_interval,
+                                                  .start_iteration = run.iteration(),
                                                   .peak_tflops = o.peak_tflops}));
   TrainTensorBoard tensorboard(o.tensorboard_dir);
   Checkpointer saver(o, run);
@@ -483,7 +495,8 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   auto o = std::make_shared<TrainOptions>();
   static std::string config_help;  // --config is expanded by main() before parsing; listed here for --help
   cmd->add_option("--config", config_help, "read flags from a file of `key = value` lines (command-line flags win)");
-  cmd->add_option("--model", o->model, "preset the shape flags start from: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny");
+  cmd->add_option("--model", o->model,
+                  "preset the shape flags start from: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny");
   cmd->add_option("--num-layers", o->num_layers);
   cmd->add_option("--hidden-size", o->hidden_size);
   cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "default 4 * hidden");
@@ -534,13 +547,15 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size);
   cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage, "interleaved 1F1B");
   cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size);
-  cmd->add_option("--pipeline-schedule", o->schedule, "1f1b (default) or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
+  cmd->add_option("--pipeline-schedule", o->schedule, "1f1b (default) or gpipe")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}));
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--devices,--cpu-devices", o->devices,
                   "devices of each process (GPUs or CPU devices); data-parallel size = processes x devices / "
                   "(TP x PP); default TP x PP / processes");
   cmd->add_option("--tensor-model-parallel-size", o->tensor_size);
-  cmd->add_flag("--sequence-parallel", o->sequence_parallel, "shard norms/dropout/residuals along the sequence (TP > 1)");
+  cmd->add_flag("--sequence-parallel", o->sequence_parallel,
+                "shard norms/dropout/residuals along the sequence (TP > 1)");
   cmd->add_flag("--use-distributed-optimizer", o->distributed_optimizer,
                 "shard fp32 master weights and Adam moments over the data-parallel ranks (ZeRO-1)");
   cmd->add_flag("--overlap-grad-reduce", o->overlap_grad_reduce,
@@ -550,7 +565,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--eval-iters", o->eval_iters);
   cmd->add_option("--log-interval", o->log_interval);
   cmd->add_option("--seed", o->seed);
-  cmd->add_option("--trace", o->trace, "record every op of every actor to this msgpack file (see troupe replay; under mpirun one file per process, FILE.rankR)");
+  cmd->add_option("--trace", o->trace,
+                  "record every op of every actor to this msgpack file (see troupe replay; under mpirun one file per "
+                  "process, FILE.rankR)");
   cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails");
   cmd->add_option("--save", o->save, "checkpoint directory to save to (at --save-interval and at the end)");
   cmd->add_option("--save-interval", o->save_interval, "iterations between checkpoints (0: only at the end)");
@@ -567,7 +584,8 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                   "exit when the iteration is a multiple of this (saving first with --save)");
   add_monitor_flags(cmd, o->monitor);
   cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)");
-  cmd->add_option("--tensorboard-dir", o->tensorboard_dir, "write Megatron's TensorBoard scalars to an event file here");
+  cmd->add_option("--tensorboard-dir", o->tensorboard_dir,
+                  "write Megatron's TensorBoard scalars to an event file here");
   cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
   cmd->callback([&run, o] { run = [o] { return train(*o); }; });

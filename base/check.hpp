@@ -23,21 +23,20 @@ std::string str_cat(const Args&... args) {
   return os.str();
 }
 
-[[noreturn]] void fail(const char* kind, const char* expr, const char* file, int line,
-                       const std::string& hint);
+[[noreturn]] void fail(const char* kind, const char* expr, const char* file, int line, const std::string& hint);
 
 }  // namespace troupe
 
-#define TROUPE_CHECK(cond, ...)                                                              \
-  do {                                                                                       \
+#define TROUPE_CHECK(cond, ...)                                                                      \
+  do {                                                                                               \
     if (!(cond)) ::troupe::fail("check", #cond, __FILE__, __LINE__, ::troupe::str_cat(__VA_ARGS__)); \
   } while (0)
 
 #define TROUPE_FAIL(...) ::troupe::fail("error", "", __FILE__, __LINE__, ::troupe::str_cat(__VA_ARGS__))
 
 // Checks a POSIX call that returns -1 and sets errno.
-#define TROUPE_SYSCALL(call, ...)                                                            \
-  do {                                                                                       \
+#define TROUPE_SYSCALL(call, ...)                                                                      \
+  do {                                                                                                 \
     if ((call) == -1) ::troupe::fail_errno(#call, __FILE__, __LINE__, ::troupe::str_cat(__VA_ARGS__)); \
   } while (0)
 

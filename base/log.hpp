@@ -39,15 +39,25 @@ class Logger {
   bool enabled(LogLevel level) const { return level >= log_level(); }
 
   template <typename... Args>
-  void trace(const Args&... args) const { if (enabled(LogLevel::trace)) write(LogLevel::trace, str_cat(args...)); }
+  void trace(const Args&... args) const {
+    if (enabled(LogLevel::trace)) write(LogLevel::trace, str_cat(args...));
+  }
   template <typename... Args>
-  void debug(const Args&... args) const { if (enabled(LogLevel::debug)) write(LogLevel::debug, str_cat(args...)); }
+  void debug(const Args&... args) const {
+    if (enabled(LogLevel::debug)) write(LogLevel::debug, str_cat(args...));
+  }
   template <typename... Args>
-  void info(const Args&... args) const { if (enabled(LogLevel::info)) write(LogLevel::info, str_cat(args...)); }
+  void info(const Args&... args) const {
+    if (enabled(LogLevel::info)) write(LogLevel::info, str_cat(args...));
+  }
   template <typename... Args>
-  void warning(const Args&... args) const { if (enabled(LogLevel::warning)) write(LogLevel::warning, str_cat(args...)); }
+  void warning(const Args&... args) const {
+    if (enabled(LogLevel::warning)) write(LogLevel::warning, str_cat(args...));
+  }
   template <typename... Args>
-  void error(const Args&... args) const { if (enabled(LogLevel::error)) write(LogLevel::error, str_cat(args...)); }
+  void error(const Args&... args) const {
+    if (enabled(LogLevel::error)) write(LogLevel::error, str_cat(args...));
+  }
 
   const std::string& role() const { return role_; }
 

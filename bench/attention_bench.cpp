@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
     AttentionBench bench(gpu.ctx.get());
     for (const AttentionShape& s : kShapes)  // forward then backward of a shape, on the same tensors
       for (const bool backward : {false, true}) {
-        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-            backward ? "attention/backward" : "attention/forward",
-            [&bench, backward](benchmark::State& state) { bench.run(state, backward); });
+        benchmark::internal::Benchmark* b =
+            benchmark::RegisterBenchmark(backward ? "attention/backward" : "attention/forward",
+                                         [&bench, backward](benchmark::State& state) { bench.run(state, backward); });
         b->Args({s.B, s.T, s.H, s.G, s.D})->ArgNames({"B", "T", "H", "G", "D"});
         b->UseManualTime()->Unit(benchmark::kMicrosecond);
         if (iters > 0) b->Iterations((iters + kCallsPerEvent - 1) / kCallsPerEvent);

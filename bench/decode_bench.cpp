@@ -65,8 +65,7 @@ double generate_s(const InferenceModel& model, InferenceEngine& engine, int64_t 
 // Decode steps op by op with every op timed (CUDA events): the table of where a step goes,
 // and the wall time of a whole engine step beside the ops' sum (the rest: host work, syncs,
 // launch gaps, choosing the tokens).
-void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n,
-                    int top_k) {
+void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, int64_t prompt, int64_t n, int top_k) {
   add_requests(model, engine, b, prompt, n, top_k);
   engine.step();  // the prefill
   OpProfiler profiler(model.context(), true);
@@ -113,15 +112,16 @@ int run(const Options& o) {
   setup.model.weights =
       test::random_normal({ParamLayout(setup.model.config, ChunkSpec::whole_model()).size()}, 1, 0.02f);
   setup.max_seq_length = setup.model.config.max_positions();
-  const auto replica = apps::make_replica_models(
-      flags, setup, 0, {.max_tokens = std::max<int64_t>(2048, most * o.prompt), .max_sequences = most,
-                        .cuda_graphs = !o.no_cuda_graphs});
+  const auto replica = apps::make_replica_models(flags, setup, 0,
+                                                 {.max_tokens = std::max<int64_t>(2048, most * o.prompt),
+                                                  .max_sequences = most,
+                                                  .cuda_graphs = !o.no_cuda_graphs});
   const InferenceModel& model = *replica->models[0];
   constexpr int kBlockSize = 16;
   for (int64_t b : batches) {
-    InferenceEngine engine(replica->ranks(),
-                           {.num_blocks = b * ((o.prompt + o.new_tokens + kBlockSize - 1) / kBlockSize),
-                            .block_size = kBlockSize});
+    InferenceEngine engine(
+        replica->ranks(),
+        {.num_blocks = b * ((o.prompt + o.new_tokens + kBlockSize - 1) / kBlockSize), .block_size = kBlockSize});
     generate_s(model, engine, b, o.prompt, o.new_tokens, o.top_k);  // warm-up: allocations, graph capture
     const double tn = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, o.new_tokens, o.top_k); });
     const double t1 = median_s(o.reps, [&] { return generate_s(model, engine, b, o.prompt, 1, o.top_k); });

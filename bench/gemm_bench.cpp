@@ -5,7 +5,8 @@
 // stream (manual time, after 3 warm-up calls), --reps calls per case (default 20, as the
 // reference script times them). A sustained run (--reps 0: as many as --benchmark_min_time
 // needs) reads slower: under continuous GEMMs an H100 lowers its clocks at the power limit
-// (lm_head ~15%). The counter FLOP is the throughput (2 M K N per GEMM). With --tune each fwd/dx/dw GEMM is then autotuned (matmul_lt_tune) and timed again
+// (lm_head ~15%). The counter FLOP is the throughput (2 M K N per GEMM). With --tune each fwd/dx/dw GEMM is then
+// autotuned (matmul_lt_tune) and timed again
 // (.../tuned, the candidates' medians in the label). After the run: the sum of one GPT-2 124M
 // step's linear GEMMs (12 layers x 4 + the output layer, fwd + dx + dw).
 //
@@ -96,17 +97,22 @@ void fill_random(const Context& ctx, const Tensor& t, uint64_t seed, float scale
 // The tensors of one linear layer x[M, K] -> y[M, N], random values.
 struct LinearTensors {
   LinearTensors(const Context& ctx, DType t, int64_t m, int64_t k, int64_t n)
-      : x(Tensor::empty(ctx, t, {m, k})), w(Tensor::empty(ctx, t, {n, k})), b(Tensor::empty(ctx, t, {n})),
-        y(Tensor::empty(ctx, t, {m, n})), dy(Tensor::empty(ctx, t, {m, n})), dx(Tensor::empty(ctx, t, {m, k})),
-        dw(Tensor::zeros(ctx, DType::f32, {n, k})), db(Tensor::zeros(ctx, DType::f32, {n})),
+      : x(Tensor::empty(ctx, t, {m, k})),
+        w(Tensor::empty(ctx, t, {n, k})),
+        b(Tensor::empty(ctx, t, {n})),
+        y(Tensor::empty(ctx, t, {m, n})),
+        dy(Tensor::empty(ctx, t, {m, n})),
+        dx(Tensor::empty(ctx, t, {m, k})),
+        dw(Tensor::zeros(ctx, DType::f32, {n, k})),
+        db(Tensor::zeros(ctx, DType::f32, {n})),
         db_scratch(Tensor::zeros(ctx, DType::f32, {n})) {
     fill_random(ctx, x, 1, 1.0f);
     fill_random(ctx, w, 2, 0.05f);
     fill_random(ctx, b, 3, 0.1f);
     fill_random(ctx, dy, 4, 1e-3f);
   }
-  Tensor x, w, b;              // [M, K], [N, K], [N]
-  Tensor y, dy, dx;            // [M, N], [M, N], [M, K]
+  Tensor x, w, b;             // [M, K], [N, K], [N]
+  Tensor y, dy, dx;           // [M, N], [M, N], [M, K]
   Tensor dw, db, db_scratch;  // f32 [N, K], [N], [N]
 };
 #endif
@@ -142,7 +148,7 @@ class GemmBench {
     }
     const MatmulProblem dgrad{&t.dy, false, &t.w, false, &t.dx, 0.0f};
     const MatmulProblem wgrad{&t.dy, true, &t.x, false, &t.dw, 1.0f};
-    const MatmulProblem wgrad_bgradb{&t.dy, true, &t.x, false, &t.dw, 1.0f, MatmulEpilogue::row_sums_of_a,
+    const MatmulProblem wgrad_bgradb{&t.dy,        true, &t.x, false, &t.dw, 1.0f, MatmulEpilogue::row_sums_of_a,
                                      &t.db_scratch};
     const std::map<GemmOp, std::function<void()>> calls = {
         {GemmOp::fwd, [&] { troupe::linear_forward(ctx, t.x, t.w, bias, t.y); }},
@@ -221,8 +227,9 @@ class SummaryReporter : public benchmark::ConsoleReporter {
 };
 
 benchmark::internal::Benchmark* add_case(GemmBench& bench, const GemmShape& shape, int64_t m, GemmOp op, bool tuned) {
-  return benchmark::RegisterBenchmark(case_name(shape.name, op, tuned).c_str(),
-                                      [&bench, shape, op, tuned](benchmark::State& s) { bench.run(s, shape, op, tuned); })
+  return benchmark::RegisterBenchmark(
+             case_name(shape.name, op, tuned).c_str(),
+             [&bench, shape, op, tuned](benchmark::State& s) { bench.run(s, shape, op, tuned); })
       ->Args({m, shape.k, shape.n})
       ->ArgNames({"M", "K", "N"})
       ->UseManualTime()
@@ -276,7 +283,8 @@ int main(int argc, char** argv) {
     const GemmShape square_shape{"square", square, square, false, 0};
     std::vector<benchmark::internal::Benchmark*> cases;
     if (square > 0) {
-      for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) cases.push_back(add_case(bench, square_shape, square, op, false));
+      for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw})
+        cases.push_back(add_case(bench, square_shape, square, op, false));
     } else {
       for (const GemmShape& shape : kGpt2Shapes)
         for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw, GemmOp::backward, GemmOp::dw_bgradb})

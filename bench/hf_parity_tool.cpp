@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < B * T; ++r)
       std::copy_n(logits_padded.data_as<float>() + r * vp, V, logits.data_as<float>() + r * V);
 
-    ActivationsPtr train = chunk.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = 1.0f / float(counted)});
+    ActivationsPtr train =
+        chunk.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = 1.0f / float(counted)});
     const Tensor losses = to_host_f32(ctx, train->losses);
     chunk.backward(*train, Tensor(), Tensor());
     chunk.release(std::move(train));
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
     Tensor loss = Tensor::host_f32({1}, {float(loss_sum / double(counted))});
 
     std::vector<std::pair<std::string, Tensor>> outputs{{"logits", logits}, {"loss", loss}};
-    for (auto& [name, g] : export_hf(chunk.layout(), ck.arch, to_host_f32(ctx, chunk.grads()))) outputs.emplace_back("grad." + name, g);
+    for (auto& [name, g] : export_hf(chunk.layout(), ck.arch, to_host_f32(ctx, chunk.grads())))
+      outputs.emplace_back("grad." + name, g);
     write_safetensors(out, outputs);
     std::printf("loss %.6f over %ld tokens on %s\n", loss.at(0), long(counted), device.c_str());
   } catch (const std::exception& e) {

@@ -147,8 +147,7 @@ int main(int argc, char** argv) {
     actors::MonitorHello hello;
     hello.run_id = "monitor_overhead";
     hello.train_iters = iterations;
-    const actors::MonitorAddresses at =
-        run.start_monitor({.endpoint = "tcp://127.0.0.1:*", .metrics_port = 0}, hello);
+    const actors::MonitorAddresses at = run.start_monitor({.endpoint = "tcp://127.0.0.1:*", .metrics_port = 0}, hello);
     std::printf("monitor: publishing on %s, metrics on %s; a subscriber reads everything\n", at.endpoint.c_str(),
                 at.metrics_url.c_str());
     Reader reader(at.endpoint);
@@ -168,8 +167,10 @@ int main(int argc, char** argv) {
     std::vector<double> ratios, on_ms, off_ms;
     for (int64_t r = 0; r < rounds; ++r) {
       double on = 0, off = 0;
-      if (r % 2 == 0) on = time_block(true), off = time_block(false);
-      else off = time_block(false), on = time_block(true);
+      if (r % 2 == 0)
+        on = time_block(true), off = time_block(false);
+      else
+        off = time_block(false), on = time_block(true);
       on_ms.push_back(on), off_ms.push_back(off), ratios.push_back(on / off);
     }
     std::vector<double> sorted = ratios;
@@ -195,9 +196,10 @@ int main(int argc, char** argv) {
       pub.send(actors::monitor_encode({.seq = uint64_t(i + 1), .unix_ms = 0, .body = rec}));
     const double send_us = seconds_since(t1) / double(publishes) * 1e6;
     const double iteration_us = median(off_ms) * 1e3;
-    std::printf("per record: %.2f us on the training thread (%.4f%% of an iteration), %.2f us encode + send on the "
-                "monitor's thread (%.4f%%)\n",
-                publish_us, publish_us / iteration_us * 100, send_us, send_us / iteration_us * 100);
+    std::printf(
+        "per record: %.2f us on the training thread (%.4f%% of an iteration), %.2f us encode + send on the "
+        "monitor's thread (%.4f%%)\n",
+        publish_us, publish_us / iteration_us * 100, send_us, send_us / iteration_us * 100);
     // The trace on the monitor's thread, per iteration of a P=8, M=32 pipeline.
     const int P = 8, M = 32, traced = 2000;
     const std::vector<schedules::TraceEvent> events = synthetic_iteration(P, M);
@@ -213,8 +215,10 @@ int main(int argc, char** argv) {
       pub.send(actors::monitor_encode({.seq = uint64_t(2 * i + 2), .unix_ms = 0, .body = std::move(stages)}));
     }
     const double trace_us = seconds_since(t2) / traced * 1e6;
-    std::printf("per traced iteration of P=%d, M=%d (%zu events): %.1f us on the monitor's thread (stage times, encode, "
-                "send)\n", P, M, events.size(), trace_us);
+    std::printf(
+        "per traced iteration of P=%d, M=%d (%zu events): %.1f us on the monitor's thread (stage times, encode, "
+        "send)\n",
+        P, M, events.size(), trace_us);
     std::printf("the attached subscriber received %lu messages\n", static_cast<unsigned long>(reader.received()));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "monitor_overhead: %s\n", e.what());

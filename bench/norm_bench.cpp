@@ -51,11 +51,16 @@ constexpr float kEps = 1e-5f;
 // One norm layer's tensors on ctx: x, y, dy, dx [N, C]; w, b [C]; mean, rstd f32 [N]; dw, db f32 [C].
 struct NormTensors {
   NormTensors(const Context& ctx, DType t, const NormShape& s)
-      : x(random_normal(ctx, t, {s.n, s.c}, 1, 0.0f, 1.0f)), y(Tensor::empty(ctx, t, {s.n, s.c})),
-        dy(random_normal(ctx, t, {s.n, s.c}, 2, 0.0f, 1e-2f)), dx(Tensor::zeros(ctx, t, {s.n, s.c})),
-        w(random_normal(ctx, t, {s.c}, 3, 1.0f, 0.1f)), b(random_normal(ctx, t, {s.c}, 4, 0.0f, 0.1f)),
-        mean(Tensor::empty(ctx, DType::f32, {s.n})), rstd(Tensor::empty(ctx, DType::f32, {s.n})),
-        dw(Tensor::zeros(ctx, DType::f32, {s.c})), db(Tensor::zeros(ctx, DType::f32, {s.c})) {}
+      : x(random_normal(ctx, t, {s.n, s.c}, 1, 0.0f, 1.0f)),
+        y(Tensor::empty(ctx, t, {s.n, s.c})),
+        dy(random_normal(ctx, t, {s.n, s.c}, 2, 0.0f, 1e-2f)),
+        dx(Tensor::zeros(ctx, t, {s.n, s.c})),
+        w(random_normal(ctx, t, {s.c}, 3, 1.0f, 0.1f)),
+        b(random_normal(ctx, t, {s.c}, 4, 0.0f, 0.1f)),
+        mean(Tensor::empty(ctx, DType::f32, {s.n})),
+        rstd(Tensor::empty(ctx, DType::f32, {s.n})),
+        dw(Tensor::zeros(ctx, DType::f32, {s.c})),
+        db(Tensor::zeros(ctx, DType::f32, {s.c})) {}
   Tensor x, y, dy, dx, w, b, mean, rstd, dw, db;
 };
 
@@ -123,8 +128,10 @@ void add_cases(NormBench& bench, const char* device, bool cuda) {
         benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
             name.c_str(), [&bench, norm, pass](benchmark::State& state) { bench.run(state, norm, pass); });
         b->Args({s.n, s.c})->ArgNames({"N", "C"});
-        if (cuda) b->UseManualTime()->Unit(benchmark::kMicrosecond);
-        else b->UseRealTime()->Unit(benchmark::kMillisecond);
+        if (cuda)
+          b->UseManualTime()->Unit(benchmark::kMicrosecond);
+        else
+          b->UseRealTime()->Unit(benchmark::kMillisecond);
       }
 }
 

@@ -147,7 +147,10 @@ int main(int argc, char** argv) {
   app.add_option("--copies", copies, "Times the corpora are repeated in the input")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--threads", threads, "Thread counts")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--threads", threads, "Thread counts")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   return troupe::bench::bench_main(app, argc, argv, "preprocess_bench", [&] {
     const Input input(corpora, copies);
     std::printf("input: %zu documents, %.1f MB of JSON lines, %.1f MB of text (%d copies of %zu corpora)\n",
@@ -161,9 +164,15 @@ int main(int argc, char** argv) {
 
     for (int64_t n : threads) {
       benchmark::RegisterBenchmark("preprocess", [&](benchmark::State& s) { preprocess(s, input); })
-          ->Arg(n)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+          ->Arg(n)
+          ->ArgName("threads")
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark("tokenize", [&](benchmark::State& s) { tokenize(s, input, *tok); })
-          ->Arg(n)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+          ->Arg(n)
+          ->ArgName("threads")
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
     }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

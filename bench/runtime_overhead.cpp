@@ -105,8 +105,9 @@ int main(int argc, char** argv) {
   app.add_flag("--latency-only", latency_only, "skip (1), the training comparison");
   app.add_option("--trace", trace_path, "trace the actor run; prints where its iteration time goes");
   app.add_option("--max-outstanding-ops", max_outstanding, "ops a GPU stage enqueues ahead (0: default)");
-  app.footer("Google Benchmark's flags (for the message latency) pass through: --benchmark_min_time=SECONDS "
-             "--benchmark_repetitions=N --benchmark_out=FILE --benchmark_out_format=json");
+  app.footer(
+      "Google Benchmark's flags (for the message latency) pass through: --benchmark_min_time=SECONDS "
+      "--benchmark_repetitions=N --benchmark_out=FILE --benchmark_out_format=json");
   return troupe::bench::bench_main(app, argc, argv, "runtime_overhead", [&] {
     if (latency_only) return run_message_latency(round_trips);
     const bool cuda = device == "cuda" || (device == "auto" && cuda_available());
@@ -199,9 +200,10 @@ int main(int argc, char** argv) {
     };
     const double p = median(plain_ms), a = median(actor_ms);
     const double tokens = double(config.global_batch_size) * c.seq_length;
-    std::printf("median: plain loop %.3f ms/iter (%.0f tokens/s), actor runtime %.3f ms/iter (%.0f tokens/s): "
-                "runtime/plain = %.4f (%+.2f%%)\n",
-                p, tokens / p * 1e3, a, tokens / a * 1e3, a / p, 100.0 * (a / p - 1.0));
+    std::printf(
+        "median: plain loop %.3f ms/iter (%.0f tokens/s), actor runtime %.3f ms/iter (%.0f tokens/s): "
+        "runtime/plain = %.4f (%+.2f%%)\n",
+        p, tokens / p * 1e3, a, tokens / a * 1e3, a / p, 100.0 * (a / p - 1.0));
     std::vector<double> ratios;
     for (size_t r = 0; r < plain_ms.size(); ++r) ratios.push_back(actor_ms[r] / plain_ms[r]);
     const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
@@ -248,13 +250,15 @@ int main(int argc, char** argv) {
         ++gaps;
       }
       if (n > 0)
-        std::printf("trace (%d iterations): ops %.3f ms of a %.3f ms op span (gaps %.3f ms), optimizer phase %.3f ms, "
-                    "per iteration\n",
-                    n, busy / n, span / n, (span - busy) / n, optimizer / n);
+        std::printf(
+            "trace (%d iterations): ops %.3f ms of a %.3f ms op span (gaps %.3f ms), optimizer phase %.3f ms, "
+            "per iteration\n",
+            n, busy / n, span / n, (span - busy) / n, optimizer / n);
       if (gaps > 0)
-        std::printf("between iterations (%d): last op end -> optimizer %.3f ms, optimizer %.3f ms, "
-                    "-> next first op %.3f ms\n",
-                    gaps, to_opt / gaps, optimizer / n, to_next / gaps);
+        std::printf(
+            "between iterations (%d): last op end -> optimizer %.3f ms, optimizer %.3f ms, "
+            "-> next first op %.3f ms\n",
+            gaps, to_opt / gaps, optimizer / n, to_next / gaps);
       double plain_ops = 0;
       for (const auto& [name, ms] : profiler.totals_ms()) plain_ops += ms;
       std::printf("plain loop: model ops %.3f ms per iteration (profiled; the actor stage's ops above)\n",

@@ -62,7 +62,7 @@ struct Request {
 
 struct Outcome {
   int status = 0;
-  std::string error;                // why the answer is wrong ("" when right)
+  std::string error;  // why the answer is wrong ("" when right)
   std::string text, finish;
   int tokens = 0;
   double latency_s = 0, ttft_s = -1, tpot_s = -1;
@@ -80,8 +80,10 @@ double rss_mb(pid_t pid) {
 
 json body_of(const Request& r) {
   json b = {{"prompt", r.prompt}, {"max_tokens", r.max_tokens}, {"seed", 7}};
-  if (r.greedy) b["temperature"] = 0;
-  else b["top_k"] = 20;
+  if (r.greedy)
+    b["temperature"] = 0;
+  else
+    b["top_k"] = 20;
   if (r.stream) b["stream"] = true;
   return b;
 }
@@ -173,8 +175,8 @@ std::string write_model(const std::string& model, const test::TempDir& dir) {
 }
 
 std::vector<Request> make_requests(const Options& o) {
-  static const char* kWords[] = {"the", "sea", "was", "calm", "and", "a", "ship", "sailed", "north", "under",
-                                 "grey", "sky", "while", "gulls", "cried", "over", "its", "wake", "at", "dawn"};
+  static const char* kWords[] = {"the",  "sea", "was",   "calm",  "and",   "a",    "ship", "sailed", "north", "under",
+                                 "grey", "sky", "while", "gulls", "cried", "over", "its",  "wake",   "at",    "dawn"};
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<int> words(1, o.max_prompt_words), out(1, o.max_output), word(0, 19);
   std::uniform_real_distribution<double> u(0, 1);
@@ -195,11 +197,21 @@ std::vector<Request> make_requests(const Options& o) {
 int run(const Options& o) {
   const test::TempDir dir("serve-load");
   const std::string hf = o.hf.empty() ? write_model(o.model, dir) : o.hf;
-  std::vector<std::string> args{"serve", "--hf", hf, "--device", o.device, "--port", "0",
-                                "--http-threads", std::to_string(o.http_threads),
-                                "--max-queued-requests", std::to_string(o.max_queued),
-                                "--inference-max-requests", std::to_string(o.max_running),
-                                "--kv-cache-gb", std::to_string(o.kv_cache_gb)};
+  std::vector<std::string> args{"serve",
+                                "--hf",
+                                hf,
+                                "--device",
+                                o.device,
+                                "--port",
+                                "0",
+                                "--http-threads",
+                                std::to_string(o.http_threads),
+                                "--max-queued-requests",
+                                std::to_string(o.max_queued),
+                                "--inference-max-requests",
+                                std::to_string(o.max_running),
+                                "--kv-cache-gb",
+                                std::to_string(o.kv_cache_gb)};
   std::istringstream extra(o.serve_args);
   for (std::string a; extra >> a;) args.push_back(a);
   // glibc gives each of the server's hundreds of threads up to 8 arenas per core, whose
@@ -276,25 +288,32 @@ int run(const Options& o) {
   server.signal(SIGTERM);
   const std::optional<int> code = server.wait(std::chrono::seconds(60));
 
-  std::printf("requests %d: ok %d, refused (503) %d, wrong %d; greedy checked alone %d, differing %d\n", o.requests,
-              ok, refused, wrong, verified, mismatched);
+  std::printf("requests %d: ok %d, refused (503) %d, wrong %d; greedy checked alone %d, differing %d\n", o.requests, ok,
+              refused, wrong, verified, mismatched);
   std::printf("last wave: wall %.2f s, output tokens %lld, %.1f tokens/s\n", wall_s, (long long)tokens,
               double(tokens) / wall_s);
   std::printf("latency p50 %.1f ms p99 %.1f ms; TTFT p50 %.1f ms p99 %.1f ms; TPOT p50 %.2f ms p99 %.2f ms\n",
               1e3 * percentile(latency, 0.5), 1e3 * percentile(latency, 0.99), 1e3 * percentile(ttft, 0.5),
               1e3 * percentile(ttft, 0.99), 1e3 * percentile(tpot, 0.5), 1e3 * percentile(tpot, 0.99));
-  std::printf("server RSS before %.1f MB, after %.1f MB (growth %.1f MB, of which %.1f MB after the first wave; "
-              "bound %.0f MB); exit %d\n",
-              rss_before, rss_after, rss_after - rss_before, wave_growth, o.max_rss_growth_mb, code.value_or(-1));
-  std::printf("RESULT %s\n",
-              json{{"requests", o.requests}, {"ok", ok}, {"refused", refused}, {"wrong", wrong},
-                   {"mismatched", mismatched}, {"tokens_per_s", double(tokens) / wall_s},
-                   {"ttft_p50_ms", 1e3 * percentile(ttft, 0.5)}, {"ttft_p99_ms", 1e3 * percentile(ttft, 0.99)},
-                   {"tpot_p50_ms", 1e3 * percentile(tpot, 0.5)}, {"tpot_p99_ms", 1e3 * percentile(tpot, 0.99)},
-                   {"rss_before_mb", rss_before}, {"rss_after_mb", rss_after},
-                   {"rss_growth_after_wave1_mb", wave_growth}}
-                  .dump()
-                  .c_str());
+  std::printf(
+      "server RSS before %.1f MB, after %.1f MB (growth %.1f MB, of which %.1f MB after the first wave; "
+      "bound %.0f MB); exit %d\n",
+      rss_before, rss_after, rss_after - rss_before, wave_growth, o.max_rss_growth_mb, code.value_or(-1));
+  std::printf("RESULT %s\n", json{{"requests", o.requests},
+                                  {"ok", ok},
+                                  {"refused", refused},
+                                  {"wrong", wrong},
+                                  {"mismatched", mismatched},
+                                  {"tokens_per_s", double(tokens) / wall_s},
+                                  {"ttft_p50_ms", 1e3 * percentile(ttft, 0.5)},
+                                  {"ttft_p99_ms", 1e3 * percentile(ttft, 0.99)},
+                                  {"tpot_p50_ms", 1e3 * percentile(tpot, 0.5)},
+                                  {"tpot_p99_ms", 1e3 * percentile(tpot, 0.99)},
+                                  {"rss_before_mb", rss_before},
+                                  {"rss_after_mb", rss_after},
+                                  {"rss_growth_after_wave1_mb", wave_growth}}
+                                 .dump()
+                                 .c_str());
   const bool answers_ok = wrong == 0 && mismatched == 0 && ok > 0 && refused >= o.min_refused;
   const bool memory_ok = rss_after - rss_before <= o.max_rss_growth_mb && wave_growth <= o.max_rss_growth_mb / 4;
   const bool pass = answers_ok && memory_ok && code == std::optional<int>(0);

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
 
   try {
     const troupe::Gpt2Tokenizer tok = troupe::Gpt2Tokenizer::from_files(
-        vocab_file, merge_file, special == "as_text" ? troupe::SpecialTokens::as_text : troupe::SpecialTokens::recognize);
+        vocab_file, merge_file,
+        special == "as_text" ? troupe::SpecialTokens::as_text : troupe::SpecialTokens::recognize);
     std::ifstream in(input);
     TROUPE_CHECK(bool(in), "cannot open ", input);
     std::string line, out;

@@ -150,9 +150,9 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     for (const bool warm : {false, true}) {
-      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-          warm ? "tokenizer/encode_warm" : "tokenizer/encode_cold",
-          [&, warm](benchmark::State& s) { encode(s, corpus, tok, warm); });
+      benchmark::internal::Benchmark* b =
+          benchmark::RegisterBenchmark(warm ? "tokenizer/encode_warm" : "tokenizer/encode_cold",
+                                       [&, warm](benchmark::State& s) { encode(s, corpus, tok, warm); });
       for (int64_t n : threads) b->Arg(n);
       b->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
     }

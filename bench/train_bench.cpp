@@ -102,7 +102,10 @@ int run(const Options& o) {
   GptChunk chunk(ctx, cfg, ChunkSpec::whole_model(), compute);
   chunk.init_weights(o.seed);
   OptimizerConfig ocfg;
-  ocfg.adam = {.lr = 0, .beta1 = float(o.adam_beta1), .beta2 = float(o.adam_beta2), .eps = 1e-8f,
+  ocfg.adam = {.lr = 0,
+               .beta1 = float(o.adam_beta1),
+               .beta2 = float(o.adam_beta2),
+               .eps = 1e-8f,
                .weight_decay = float(o.weight_decay)};
   ocfg.clip_grad = float(o.clip_grad);
   Optimizer optimizer(chunk, ocfg);
@@ -183,11 +186,12 @@ int run(const Options& o) {
                   100.0 * tps * flops_per_token / (peak * 1e12), peak, flops_per_token);
     if (use_cuda)
       std::printf("peak device memory: %.2f GiB in use by the run\n", double(mem_peak - mem0) / double(1ull << 30));
-    std::printf("RESULT {\"model\": \"%s\", \"device\": \"%s\", \"batch\": %ld, \"seq\": %ld, \"tokens_per_s\": %.0f, "
-                "\"mfu\": %.4f, \"peak_mem_GiB\": %.2f, \"final_loss\": %.4f}\n",
-                model.c_str(), use_cuda ? "cuda" : "cpu", long(gbs), long(T), tps,
-                peak > 0 ? tps * flops_per_token / (peak * 1e12) : 0.0, double(mem_peak - mem0) / double(1ull << 30),
-                last_loss);
+    std::printf(
+        "RESULT {\"model\": \"%s\", \"device\": \"%s\", \"batch\": %ld, \"seq\": %ld, \"tokens_per_s\": %.0f, "
+        "\"mfu\": %.4f, \"peak_mem_GiB\": %.2f, \"final_loss\": %.4f}\n",
+        model.c_str(), use_cuda ? "cuda" : "cpu", long(gbs), long(T), tps,
+        peak > 0 ? tps * flops_per_token / (peak * 1e12) : 0.0, double(mem_peak - mem0) / double(1ull << 30),
+        last_loss);
   }
 
   if (o.profile) {
@@ -214,7 +218,8 @@ int main(int argc, char** argv) {
   o.data_path = src + "/assets/corpora/moby-dick.jsonl";
   o.vocab_file = src + "/assets/gpt2/gpt2-vocab.json";
   o.merge_file = src + "/assets/gpt2/gpt2-merges.txt";
-  app.add_option("--model", o.model, "preset: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny (auto: 124m on GPU, tiny on CPU)");
+  app.add_option("--model", o.model,
+                 "preset: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny (auto: 124m on GPU, tiny on CPU)");
   app.add_option("--device", o.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--dtype", o.dtype, "CUDA compute dtype: bf16 or f16 (f16 uses dynamic loss scaling)")
       ->check(CLI::IsMember({"bf16", "f16"}));

@@ -83,8 +83,8 @@ BpeModel BpeModel::parse(std::string_view vocab_json, std::string_view merges_tx
     const size_t space = line.find(' ');
     TROUPE_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
                      line.find(' ', space + 1) == std::string_view::npos,
-                 "merge file ", merges_name, ":", line_no, ": expected two tokens separated by one space, got \"",
-                 line, "\"");
+                 "merge file ", merges_name, ":", line_no, ": expected two tokens separated by one space, got \"", line,
+                 "\"");
     const std::string_view left = line.substr(0, space), right = line.substr(space + 1);
     const int32_t l = m.token_id(left), r = m.token_id(right);
     TROUPE_CHECK(l >= 0, "merge file ", merges_name, ":", line_no, ": token \"", left, "\" is not in vocab file ",

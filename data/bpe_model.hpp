@@ -44,12 +44,13 @@ class BpeModel {
   bool has_id(int64_t id) const { return id >= 0 && id < vocab_size() && present_[size_t(id)]; }
   // The raw bytes of token `id` (has_id(id) must hold).
   std::string_view token_bytes(int32_t id) const {
-    return std::string_view(bytes_).substr(bytes_offset_[size_t(id)], bytes_offset_[size_t(id) + 1] - bytes_offset_[size_t(id)]);
+    return std::string_view(bytes_).substr(bytes_offset_[size_t(id)],
+                                           bytes_offset_[size_t(id) + 1] - bytes_offset_[size_t(id)]);
   }
 
  private:
   struct Pair {
-    uint64_t key;    // left id << 32 | right id; kEmptyKey when the slot is free
+    uint64_t key;  // left id << 32 | right id; kEmptyKey when the slot is free
     int32_t rank;
     int32_t merged;  // the id of left + right
   };

@@ -45,7 +45,8 @@ class BpeWordCache {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.hash == 0) return false;
-      if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+      if (s.hash == h && s.key_len == word.size() &&
+          std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
         ids = std::span<const int32_t>(values_.data() + s.value_off, s.value_len);
         return true;
       }

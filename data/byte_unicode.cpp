@@ -98,8 +98,10 @@ std::string unicode_string_to_bytes(std::string_view spelled) {
       continue;
     }
     const int b = unicode_to_byte(cp);
-    if (b >= 0) out += char(b);
-    else out.append(spelled.substr(i, size_t(len)));
+    if (b >= 0)
+      out += char(b);
+    else
+      out.append(spelled.substr(i, size_t(len)));
     i += size_t(len);
   }
   return out;

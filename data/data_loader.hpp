@@ -31,17 +31,17 @@ struct DataLoaderOptions {
   int64_t micro_batch_size = 1;
   int64_t data_parallel_rank = 0;
   int64_t data_parallel_size = 1;
-  int64_t consumed_samples = 0;  // global samples already trained on (all ranks)
-  int32_t eod = -1;              // the tokenizer's EOD id (needed by the two options below)
-  bool eod_mask_loss = false;    // --eod-mask-loss
+  int64_t consumed_samples = 0;     // global samples already trained on (all ranks)
+  int32_t eod = -1;                 // the tokenizer's EOD id (needed by the two options below)
+  bool eod_mask_loss = false;       // --eod-mask-loss
   bool reset_position_ids = false;  // --reset-position-ids
 };
 
 struct MicroBatch {
-  Tensor tokens;        // host i32 [B, T]
-  Tensor labels;        // host i32 [B, T]
-  Tensor loss_mask;     // host f32 [B, T]
-  Tensor position_ids;  // host i32 [B, T]
+  Tensor tokens;                        // host i32 [B, T]
+  Tensor labels;                        // host i32 [B, T]
+  Tensor loss_mask;                     // host f32 [B, T]
+  Tensor position_ids;                  // host i32 [B, T]
   std::vector<int64_t> sample_indices;  // [B] the global sample index of each row
 };
 

@@ -43,9 +43,12 @@ std::optional<double> parse_float(const std::string& s) {
 
 const char* split_name(Split s) {
   switch (s) {
-    case Split::train: return "train";
-    case Split::valid: return "valid";
-    case Split::test: return "test";
+    case Split::train:
+      return "train";
+    case Split::valid:
+      return "valid";
+    case Split::test:
+      return "test";
   }
   return "?";
 }
@@ -93,8 +96,10 @@ SplitMatrix split_matrix(const std::array<double, 3>& split) {
   double begin = 0;  // Python's int 0, then float sums: 0 + w0 == w0 exactly
   for (size_t k = 0; k < 3; ++k) {
     const double end = begin + split[k];
-    if (end <= begin) m[k] = std::nullopt;
-    else m[k] = std::make_pair(begin, end);
+    if (end <= begin)
+      m[k] = std::nullopt;
+    else
+      m[k] = std::make_pair(begin, end);
     begin = end;
   }
   return m;
@@ -123,13 +128,13 @@ Blend parse_blend(const std::vector<std::string>& data_path) {
       prefixes.push_back(data_path[i + 1]);
     }
     if (numeric == weights.size() && numeric == data_path.size() / 2) {
-      for (double w : weights)
-        TROUPE_CHECK(w > 0, "--data-path: weight ", w, " must be positive");
+      for (double w : weights) TROUPE_CHECK(w > 0, "--data-path: weight ", w, " must be positive");
       blend.prefixes = std::move(prefixes);
       blend.weights = std::move(weights);
     } else {
-      TROUPE_CHECK(numeric == 0, "--data-path mixes weights and prefixes: give 'W1 PREFIX1 W2 PREFIX2 ...' or "
-                                 "'PREFIX1 PREFIX2 ...'");
+      TROUPE_CHECK(numeric == 0,
+                   "--data-path mixes weights and prefixes: give 'W1 PREFIX1 W2 PREFIX2 ...' or "
+                   "'PREFIX1 PREFIX2 ...'");
       blend.prefixes = data_path;
     }
   } else {

@@ -23,19 +23,15 @@ struct ClassRange {
   CharClass cls;
 };
 constexpr ClassRange kUnicode16Additions[] = {
-    {0x1C89, 0x1C8A, CharClass::letter}, {0xA7CB, 0xA7CD, CharClass::letter}, {0xA7DA, 0xA7DC, CharClass::letter},
-    {0x105C0, 0x105F3, CharClass::letter}, {0x10D40, 0x10D49, CharClass::number},
-    {0x10D4A, 0x10D65, CharClass::letter}, {0x10D6F, 0x10D85, CharClass::letter},
-    {0x10EC2, 0x10EC4, CharClass::letter}, {0x11380, 0x11389, CharClass::letter},
-    {0x1138B, 0x1138B, CharClass::letter}, {0x1138E, 0x1138E, CharClass::letter},
-    {0x11390, 0x113B5, CharClass::letter}, {0x113B7, 0x113B7, CharClass::letter},
-    {0x113D1, 0x113D1, CharClass::letter}, {0x113D3, 0x113D3, CharClass::letter},
-    {0x116D0, 0x116E3, CharClass::number}, {0x11BC0, 0x11BE0, CharClass::letter},
-    {0x11BF0, 0x11BF9, CharClass::number}, {0x13460, 0x143FA, CharClass::letter},
-    {0x16100, 0x1611D, CharClass::letter}, {0x16130, 0x16139, CharClass::number},
-    {0x16D40, 0x16D6C, CharClass::letter}, {0x16D70, 0x16D79, CharClass::number},
-    {0x18CFF, 0x18CFF, CharClass::letter}, {0x1CCF0, 0x1CCF9, CharClass::number},
-    {0x1E5D0, 0x1E5ED, CharClass::letter}, {0x1E5F0, 0x1E5F0, CharClass::letter},
+    {0x1C89, 0x1C8A, CharClass::letter},   {0xA7CB, 0xA7CD, CharClass::letter},   {0xA7DA, 0xA7DC, CharClass::letter},
+    {0x105C0, 0x105F3, CharClass::letter}, {0x10D40, 0x10D49, CharClass::number}, {0x10D4A, 0x10D65, CharClass::letter},
+    {0x10D6F, 0x10D85, CharClass::letter}, {0x10EC2, 0x10EC4, CharClass::letter}, {0x11380, 0x11389, CharClass::letter},
+    {0x1138B, 0x1138B, CharClass::letter}, {0x1138E, 0x1138E, CharClass::letter}, {0x11390, 0x113B5, CharClass::letter},
+    {0x113B7, 0x113B7, CharClass::letter}, {0x113D1, 0x113D1, CharClass::letter}, {0x113D3, 0x113D3, CharClass::letter},
+    {0x116D0, 0x116E3, CharClass::number}, {0x11BC0, 0x11BE0, CharClass::letter}, {0x11BF0, 0x11BF9, CharClass::number},
+    {0x13460, 0x143FA, CharClass::letter}, {0x16100, 0x1611D, CharClass::letter}, {0x16130, 0x16139, CharClass::number},
+    {0x16D40, 0x16D6C, CharClass::letter}, {0x16D70, 0x16D79, CharClass::number}, {0x18CFF, 0x18CFF, CharClass::letter},
+    {0x1CCF0, 0x1CCF9, CharClass::number}, {0x1E5D0, 0x1E5ED, CharClass::letter}, {0x1E5F0, 0x1E5F0, CharClass::letter},
     {0x1E5F1, 0x1E5FA, CharClass::number}, {0x2EBF0, 0x2EE5D, CharClass::letter},
 };
 

@@ -52,8 +52,8 @@ Splits build_gpt_datasets(const GptDataOptions& options, const SplitSizes& sizes
   std::vector<std::array<int64_t, 3>> targets, buffers;
   if (blend.weights) {
     for (size_t k = 0; k < 3; ++k)
-      TROUPE_CHECK(!matrix[k] || sizes[k], "a weighted --data-path needs a sample count for the ",
-                   split_name(Split(k)), " split");
+      TROUPE_CHECK(!matrix[k] || sizes[k], "a weighted --data-path needs a sample count for the ", split_name(Split(k)),
+                   " split");
     weights = normalize_weights(*blend.weights);
     targets = samples_per_dataset(*weights, sizes);
     buffers = samples_per_dataset(*weights, sizes, options.mid_level_dataset_surplus);

@@ -50,8 +50,8 @@ GptEpochPlan gpt_epoch_plan(int64_t tokens_per_epoch, std::optional<int64_t> num
   return plan;
 }
 
-std::vector<int32_t> build_document_index(std::span<const int32_t> documents, int64_t num_epochs,
-                                          NumpyRandomState& rng, bool separate_final_epoch) {
+std::vector<int32_t> build_document_index(std::span<const int32_t> documents, int64_t num_epochs, NumpyRandomState& rng,
+                                          bool separate_final_epoch) {
   if (!separate_final_epoch || num_epochs == 1) {
     std::vector<int32_t> index;
     index.reserve(size_t(num_epochs) * documents.size());
@@ -73,9 +73,8 @@ std::vector<int64_t> build_sample_index(std::span<const int32_t> sizes, std::spa
   TROUPE_CHECK(!document_index.empty(), "build_sample_index: empty document index");
   const int64_t total = num_epochs * tokens_per_epoch - add_extra_token;
   // helpers.cpp computes the partial-sequence count in single precision; so do we.
-  const int64_t num_samples = drop_last_partial_sequence
-                                  ? total / sequence_length
-                                  : int64_t(std::ceil(float(total) / float(sequence_length)));
+  const int64_t num_samples =
+      drop_last_partial_sequence ? total / sequence_length : int64_t(std::ceil(float(total) / float(sequence_length)));
   std::vector<int64_t> index(size_t(2 * (num_samples + 1)));
   int64_t row = 0;
   int64_t doc_pos = 0;     // position in document_index
@@ -112,8 +111,7 @@ std::vector<int64_t> build_sample_index(std::span<const int32_t> sizes, std::spa
 }
 
 std::vector<int64_t> build_shuffle_index(int64_t num_samples, int64_t total_size, NumpyRandomState& rng) {
-  TROUPE_CHECK(0 <= num_samples && num_samples <= total_size, "build_shuffle_index: ", num_samples, " of ",
-               total_size);
+  TROUPE_CHECK(0 <= num_samples && num_samples <= total_size, "build_shuffle_index: ", num_samples, " of ", total_size);
   std::vector<int64_t> index(static_cast<size_t>(total_size));
   for (int64_t i = 0; i < total_size; ++i) index[size_t(i)] = i;
   rng.shuffle(std::span<int64_t>(index.data(), size_t(num_samples)));
@@ -138,7 +136,11 @@ std::string description_hash(const std::string& text) {
 
 GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, Split split, int64_t begin, int64_t end,
                        std::optional<int64_t> num_samples, GptDatasetConfig config)
-    : dataset_(std::move(dataset)), split_(split), begin_(begin), end_(end), num_samples_(num_samples),
+    : dataset_(std::move(dataset)),
+      split_(split),
+      begin_(begin),
+      end_(end),
+      num_samples_(num_samples),
       config_(std::move(config)) {
   TROUPE_CHECK(dataset_ != nullptr, "GptDataset: no indexed dataset");
   const std::string& prefix = dataset_->path_prefix();
@@ -181,8 +183,7 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, Split spli
 
   const GptEpochPlan plan = gpt_epoch_plan(tokens_per_epoch, num_samples_, config_.sequence_length);
   if (config_.use_cache) {
-    const std::string dir =
-        config_.cache_dir.empty() ? prefix + "/cache/GPTDataset_indices" : config_.cache_dir;
+    const std::string dir = config_.cache_dir.empty() ? prefix + "/cache/GPTDataset_indices" : config_.cache_dir;
     cache_prefix_ = str_cat(dir, "/", description_hash(description_), "-GPTDataset-", split_name(split_));
     if (load_cache(plan.num_epochs * (end_ - begin_))) {
       loaded_from_cache_ = true;
@@ -190,8 +191,8 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, Split spli
     }
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    TROUPE_CHECK(!ec, "GPT dataset '", prefix, "': cannot create the index cache directory '", dir, "': ",
-                 ec.message(), " (choose another with --data-cache-path)");
+    TROUPE_CHECK(!ec, "GPT dataset '", prefix, "': cannot create the index cache directory '", dir, "': ", ec.message(),
+                 " (choose another with --data-cache-path)");
   }
   build_indices(sizes, tokens_per_epoch);
 }
@@ -286,9 +287,10 @@ void GptDataset::sample(int64_t index, int32_t* out) const {
     const int64_t doc = document_index_[pos];
     TROUPE_CHECK(doc >= begin_ && doc < end_, "GPT dataset '", prefix, "': corrupt document index at ", pos);
     const int64_t offset = pos == first ? first_offset : 0;
-    const int64_t length = pos == last ? last_offset + kAddExtraToken - offset : dataset_->sequence_length(doc) - offset;
-    TROUPE_CHECK(length >= 0 && n + length <= want, "GPT dataset '", prefix, "': sample ", index,
-                 " spans more than ", want, " tokens (corrupt index)");
+    const int64_t length =
+        pos == last ? last_offset + kAddExtraToken - offset : dataset_->sequence_length(doc) - offset;
+    TROUPE_CHECK(length >= 0 && n + length <= want, "GPT dataset '", prefix, "': sample ", index, " spans more than ",
+                 want, " tokens (corrupt index)");
     dataset_->read(doc, offset, length, out + n);
     n += length;
   }

@@ -73,8 +73,8 @@ struct GptEpochPlan {
 GptEpochPlan gpt_epoch_plan(int64_t tokens_per_epoch, std::optional<int64_t> num_samples, int64_t sequence_length);
 
 // _build_document_index: `documents` (sequence ids) repeated num_epochs times, shuffled.
-std::vector<int32_t> build_document_index(std::span<const int32_t> documents, int64_t num_epochs,
-                                          NumpyRandomState& rng, bool separate_final_epoch);
+std::vector<int32_t> build_document_index(std::span<const int32_t> documents, int64_t num_epochs, NumpyRandomState& rng,
+                                          bool separate_final_epoch);
 
 // helpers.cpp build_sample_idx: rows (document-index position, offset), flattened,
 // (num_samples + 1) * 2 entries. `sizes` is indexed by sequence id.

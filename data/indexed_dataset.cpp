@@ -54,24 +54,40 @@ void widen(const uint8_t* src, int64_t n, int32_t* out) {
 
 size_t token_dtype_size(TokenDtype t) {
   switch (t) {
-    case TokenDtype::u8: case TokenDtype::i8: return 1;
-    case TokenDtype::i16: case TokenDtype::u16: return 2;
-    case TokenDtype::i32: case TokenDtype::f32: return 4;
-    case TokenDtype::i64: case TokenDtype::f64: return 8;
+    case TokenDtype::u8:
+    case TokenDtype::i8:
+      return 1;
+    case TokenDtype::i16:
+    case TokenDtype::u16:
+      return 2;
+    case TokenDtype::i32:
+    case TokenDtype::f32:
+      return 4;
+    case TokenDtype::i64:
+    case TokenDtype::f64:
+      return 8;
   }
   TROUPE_FAIL("unknown token dtype code ", int(t));
 }
 
 const char* token_dtype_name(TokenDtype t) {
   switch (t) {
-    case TokenDtype::u8: return "uint8";
-    case TokenDtype::i8: return "int8";
-    case TokenDtype::i16: return "int16";
-    case TokenDtype::i32: return "int32";
-    case TokenDtype::i64: return "int64";
-    case TokenDtype::f64: return "float64";
-    case TokenDtype::f32: return "float32";
-    case TokenDtype::u16: return "uint16";
+    case TokenDtype::u8:
+      return "uint8";
+    case TokenDtype::i8:
+      return "int8";
+    case TokenDtype::i16:
+      return "int16";
+    case TokenDtype::i32:
+      return "int32";
+    case TokenDtype::i64:
+      return "int64";
+    case TokenDtype::f64:
+      return "float64";
+    case TokenDtype::f32:
+      return "float32";
+    case TokenDtype::u16:
+      return "uint16";
   }
   return "unknown";
 }
@@ -94,13 +110,26 @@ IndexedDatasetBuilder::IndexedDatasetBuilder(std::string path_prefix, TokenDtype
 
 void IndexedDatasetBuilder::write_tokens(std::span<const int32_t> tokens) {
   switch (dtype_) {
-    case TokenDtype::u8: convert<uint8_t>(tokens, scratch_, prefix_); break;
-    case TokenDtype::i8: convert<int8_t>(tokens, scratch_, prefix_); break;
-    case TokenDtype::i16: convert<int16_t>(tokens, scratch_, prefix_); break;
-    case TokenDtype::u16: convert<uint16_t>(tokens, scratch_, prefix_); break;
-    case TokenDtype::i32: convert<int32_t>(tokens, scratch_, prefix_); break;
-    case TokenDtype::i64: convert<int64_t>(tokens, scratch_, prefix_); break;
-    default: TROUPE_FAIL("unreachable");
+    case TokenDtype::u8:
+      convert<uint8_t>(tokens, scratch_, prefix_);
+      break;
+    case TokenDtype::i8:
+      convert<int8_t>(tokens, scratch_, prefix_);
+      break;
+    case TokenDtype::i16:
+      convert<int16_t>(tokens, scratch_, prefix_);
+      break;
+    case TokenDtype::u16:
+      convert<uint16_t>(tokens, scratch_, prefix_);
+      break;
+    case TokenDtype::i32:
+      convert<int32_t>(tokens, scratch_, prefix_);
+      break;
+    case TokenDtype::i64:
+      convert<int64_t>(tokens, scratch_, prefix_);
+      break;
+    default:
+      TROUPE_FAIL("unreachable");
   }
   bin_.write(scratch_.data(), scratch_.size());
   tokens_ += int64_t(tokens.size());
@@ -185,8 +214,8 @@ IndexedDataset IndexedDataset::open(const std::string& path_prefix) {
   TROUPE_CHECK(size >= 9 && std::memcmp(p, kIndexMagic, 9) == 0, what,
                " is not a Megatron indexed dataset index: it does not start with the magic \"MMIDIDX\\0\\0\"",
                size < 9 ? str_cat(" (the file has only ", size, " bytes)") : std::string());
-  TROUPE_CHECK(size >= kIndexHeaderBytes, what, " is truncated: ", size, " bytes, shorter than the ",
-               kIndexHeaderBytes, "-byte header");
+  TROUPE_CHECK(size >= kIndexHeaderBytes, what, " is truncated: ", size, " bytes, shorter than the ", kIndexHeaderBytes,
+               "-byte header");
   const uint64_t version = load<uint64_t>(p + 9);
   TROUPE_CHECK(version == 1, what, ": unsupported index version ", version, " (only version 1 exists)");
   const uint8_t code = p[17];
@@ -209,8 +238,7 @@ IndexedDataset IndexedDataset::open(const std::string& path_prefix) {
   ds.documents_at_ = ds.pointers_at_ + S * 8;
 
   TROUPE_CHECK(D >= 1, what, ": the document index is empty (it must hold at least the leading 0)");
-  TROUPE_CHECK(ds.document_index(0) == 0, what, ": the document index starts at ", ds.document_index(0),
-               ", not 0");
+  TROUPE_CHECK(ds.document_index(0) == 0, what, ": the document index starts at ", ds.document_index(0), ", not 0");
   for (int64_t j = 1; j < int64_t(D); ++j) {
     const int64_t prev = ds.document_index(j - 1), cur = ds.document_index(j);
     TROUPE_CHECK(cur >= prev, what, ": the document index decreases at entry ", j, " (", prev, " then ", cur, ")");
@@ -258,17 +286,29 @@ void IndexedDataset::read(int64_t i, int64_t offset, int64_t length, int32_t* ou
   TROUPE_CHECK(i >= 0 && i < num_sequences_, "indexed dataset '", prefix_, "': sequence ", i, " out of range [0, ",
                num_sequences_, ")");
   const int64_t n = sequence_length(i);
-  TROUPE_CHECK(offset >= 0 && length >= 0 && offset + length <= n, "indexed dataset '", prefix_, "': tokens [",
-               offset, ", ", offset + length, ") of sequence ", i, " out of its ", n);
+  TROUPE_CHECK(offset >= 0 && length >= 0 && offset + length <= n, "indexed dataset '", prefix_, "': tokens [", offset,
+               ", ", offset + length, ") of sequence ", i, " out of its ", n);
   const uint8_t* src = bin_.data() + sequence_pointer(i) + offset * int64_t(token_dtype_size(dtype_));
   if (length == 0) return;
   switch (dtype_) {
-    case TokenDtype::u8: widen<uint8_t>(src, length, out); break;
-    case TokenDtype::i8: widen<int8_t>(src, length, out); break;
-    case TokenDtype::i16: widen<int16_t>(src, length, out); break;
-    case TokenDtype::u16: widen<uint16_t>(src, length, out); break;
-    case TokenDtype::i32: std::memcpy(out, src, size_t(length) * 4); break;
-    case TokenDtype::i64: widen<int64_t>(src, length, out); break;
+    case TokenDtype::u8:
+      widen<uint8_t>(src, length, out);
+      break;
+    case TokenDtype::i8:
+      widen<int8_t>(src, length, out);
+      break;
+    case TokenDtype::i16:
+      widen<int16_t>(src, length, out);
+      break;
+    case TokenDtype::u16:
+      widen<uint16_t>(src, length, out);
+      break;
+    case TokenDtype::i32:
+      std::memcpy(out, src, size_t(length) * 4);
+      break;
+    case TokenDtype::i64:
+      widen<int64_t>(src, length, out);
+      break;
     default:
       TROUPE_FAIL("indexed dataset '", prefix_, "' holds ", token_dtype_name(dtype_), " values, not token ids");
   }

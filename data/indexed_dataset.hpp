@@ -50,9 +50,9 @@ inline constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0',
 inline constexpr size_t kIndexHeaderBytes = 34;
 
 // Writes a dataset. Tokens go to a temporary file beside `{prefix}.bin` as they come;
-// finalize() writes the .idx under a temporary name too, then removes any old `{prefix}.idx`, renames the .bin and last the .idx,
-// so at no moment do a .bin and .idx that do not belong together both exist. Destroyed
-// without finalize() (an error upstream), it leaves no file behind.
+// finalize() writes the .idx under a temporary name too, then removes any old `{prefix}.idx`, renames the .bin and last
+// the .idx, so at no moment do a .bin and .idx that do not belong together both exist. Destroyed without finalize() (an
+// error upstream), it leaves no file behind.
 class IndexedDatasetBuilder {
  public:
   // Integer dtypes only; throws on a token outside the dtype's range.

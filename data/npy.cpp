@@ -17,19 +17,27 @@ constexpr size_t kAlign = 64;  // numpy pads the header so that the data starts 
 
 const char* npy_descr(NpyDtype t) {
   switch (t) {
-    case NpyDtype::i16: return "<i2";
-    case NpyDtype::i32: return "<i4";
-    case NpyDtype::u32: return "<u4";
-    case NpyDtype::i64: return "<i8";
+    case NpyDtype::i16:
+      return "<i2";
+    case NpyDtype::i32:
+      return "<i4";
+    case NpyDtype::u32:
+      return "<u4";
+    case NpyDtype::i64:
+      return "<i8";
   }
   return "?";
 }
 
 size_t npy_dtype_size(NpyDtype t) {
   switch (t) {
-    case NpyDtype::i16: return 2;
-    case NpyDtype::i32: case NpyDtype::u32: return 4;
-    case NpyDtype::i64: return 8;
+    case NpyDtype::i16:
+      return 2;
+    case NpyDtype::i32:
+    case NpyDtype::u32:
+      return 4;
+    case NpyDtype::i64:
+      return 8;
   }
   return 0;
 }
@@ -83,11 +91,16 @@ NpyArray NpyArray::open(const std::string& path) {
   };
   const auto descr = field("descr", '\'', '\'');
   TROUPE_CHECK(descr.has_value(), "'", path, "': no 'descr' in the header");
-  if (*descr == "<i2") a.dtype_ = NpyDtype::i16;
-  else if (*descr == "<i4") a.dtype_ = NpyDtype::i32;
-  else if (*descr == "<u4") a.dtype_ = NpyDtype::u32;
-  else if (*descr == "<i8") a.dtype_ = NpyDtype::i64;
-  else TROUPE_FAIL("'", path, "': dtype '", *descr, "' is not supported (<i2, <i4, <u4, <i8)");
+  if (*descr == "<i2")
+    a.dtype_ = NpyDtype::i16;
+  else if (*descr == "<i4")
+    a.dtype_ = NpyDtype::i32;
+  else if (*descr == "<u4")
+    a.dtype_ = NpyDtype::u32;
+  else if (*descr == "<i8")
+    a.dtype_ = NpyDtype::i64;
+  else
+    TROUPE_FAIL("'", path, "': dtype '", *descr, "' is not supported (<i2, <i4, <u4, <i8)");
   const size_t fo = header.find("'fortran_order'");
   TROUPE_CHECK(fo != std::string::npos && header.compare(header.find(':', fo) + 1, 6, " False") == 0, "'", path,
                "': only C-order arrays are supported");

@@ -38,10 +38,14 @@ class NpyArray {
   // Element i of the flattened array, widened to int64.
   int64_t at(int64_t i) const {
     switch (dtype_) {
-      case NpyDtype::i16: return static_cast<const int16_t*>(data_)[i];
-      case NpyDtype::i32: return static_cast<const int32_t*>(data_)[i];
-      case NpyDtype::u32: return static_cast<const uint32_t*>(data_)[i];
-      case NpyDtype::i64: return static_cast<const int64_t*>(data_)[i];
+      case NpyDtype::i16:
+        return static_cast<const int16_t*>(data_)[i];
+      case NpyDtype::i32:
+        return static_cast<const int32_t*>(data_)[i];
+      case NpyDtype::u32:
+        return static_cast<const uint32_t*>(data_)[i];
+      case NpyDtype::i64:
+        return static_cast<const int64_t*>(data_)[i];
     }
     return 0;
   }

@@ -30,8 +30,8 @@ void NullTokenizer::encode_append(std::string_view text, std::vector<int32_t>& i
     const size_t skip = token.size() > 1 && token[0] == '+' ? 1 : 0;
     int64_t id = 0;
     const auto [ptr, ec] = std::from_chars(token.data() + skip, token.data() + token.size(), id);
-    TROUPE_CHECK(ec != std::errc::invalid_argument && ptr == token.data() + token.size(),
-                 "NullTokenizer: \"", token, "\" at byte ", i, " is not an integer id");
+    TROUPE_CHECK(ec != std::errc::invalid_argument && ptr == token.data() + token.size(), "NullTokenizer: \"", token,
+                 "\" at byte ", i, " is not an integer id");
     TROUPE_CHECK(ec == std::errc() && id >= 0 && id < vocab_size(), "NullTokenizer: id ", token, " at byte ", i,
                  " is outside [0, ", vocab_size(), ")");
     ids.push_back(int32_t(id));

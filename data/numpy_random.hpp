@@ -44,11 +44,9 @@ class NumpyRandomState {
     mask |= mask >> 32;
     uint64_t value;
     if (max <= 0xffffffffULL) {
-      while ((value = (next_uint32() & mask)) > max) {
-      }
+      while ((value = (next_uint32() & mask)) > max) {}
     } else {
-      while ((value = (next_uint64() & mask)) > max) {
-      }
+      while ((value = (next_uint64() & mask)) > max) {}
     }
     return value;
   }

@@ -37,15 +37,24 @@ size_t invalid_utf8_at(std::string_view s) {
     }
     size_t len;
     unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) len = 3, hi = 0x9F;  // no surrogates
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    else return i;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c == 0xE0)
+      len = 3, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC)
+      len = 3;
+    else if (c == 0xED)
+      len = 3, hi = 0x9F;  // no surrogates
+    else if (c >= 0xEE && c <= 0xEF)
+      len = 3;
+    else if (c == 0xF0)
+      len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      len = 4;
+    else if (c == 0xF4)
+      len = 4, hi = 0x8F;
+    else
+      return i;
     if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return i;
     for (size_t k = 2; k < len; ++k)
       if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
@@ -118,7 +127,8 @@ class LineEncoder {
       }
     }
     std::vector<std::array<size_t, 3>> marks;  // to roll back if a tokenizer throws
-    for (const auto& kt : out) marks.push_back({kt.tokens.size(), kt.sequence_lengths.size(), kt.sequences_per_document.size()});
+    for (const auto& kt : out)
+      marks.push_back({kt.tokens.size(), kt.sequence_lengths.size(), kt.sequences_per_document.size()});
     try {
       for (size_t k = 0; k < texts.size(); ++k) {
         KeyTokens& kt = out[k];
@@ -213,7 +223,8 @@ class ChunkQueue {
   // The next result in input order; nullopt after the last one.
   std::optional<ChunkResult> next_result() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return error_ || done_.count(written_) || (total_ >= 0 && written_ >= total_) || size_ == 0; });
+    cv_.wait(lock,
+             [&] { return error_ || done_.count(written_) || (total_ >= 0 && written_ >= total_) || size_ == 0; });
     if (error_) std::rethrow_exception(error_);
     const auto it = done_.find(written_);
     if (it == done_.end()) return std::nullopt;

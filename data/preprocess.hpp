@@ -32,9 +32,9 @@
 namespace troupe {
 
 struct PreprocessOptions {
-  std::string input;                            // --input (JSON lines)
+  std::string input;                           // --input (JSON lines)
   std::vector<std::string> json_keys{"text"};  // --json-keys
-  std::string output_prefix;                    // --output-prefix
+  std::string output_prefix;                   // --output-prefix
   // --tokenizer-type, --vocab-file, --merge-file, --vocab-size. "<|endoftext|>" inside the
   // text is the EOD id by default, as in Megatron-LM since its tokenizers moved to HF's
   // GPT2TokenizerFast (Feb 2026); SpecialTokens::as_text gives older Megatron's behaviour.
@@ -62,7 +62,7 @@ struct PreprocessOutput {
 };
 
 struct PreprocessResult {
-  int64_t documents = 0;     // lines written (to every output)
+  int64_t documents = 0;  // lines written (to every output)
   int64_t blank_lines = 0;
   int64_t skipped_lines = 0;                  // with skip_bad_lines
   std::vector<std::string> skipped_examples;  // the first few skipped lines' errors

@@ -15,8 +15,10 @@ void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
   expect_device(op, "y", ctx, y);
   expect_shape(op, "y", y, x.shape());
   expect_dtype(op, "y", y, x.dtype());
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::gelu_forward(ctx, x, y));
-  else cpu::gelu_forward(x, y);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::gelu_forward(ctx, x, y));
+  else
+    cpu::gelu_forward(x, y);
 }
 
 void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {
@@ -27,8 +29,10 @@ void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const 
     expect_shape(op, name, *t, x.shape());
     expect_dtype(op, name, *t, x.dtype());
   }
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::gelu_backward(ctx, dy, x, dx));
-  else cpu::gelu_backward(dy, x, dx);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::gelu_backward(ctx, dy, x, dx));
+  else
+    cpu::gelu_backward(dy, x, dx);
 }
 
 void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
@@ -38,8 +42,10 @@ void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
   expect_device(op, "y", ctx, y);
   expect_shape(op, "y", y, {x.dim(0), x.dim(1) / 2});
   expect_dtype(op, "y", y, x.dtype());
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::swiglu_forward(ctx, x, y));
-  else cpu::swiglu_forward(x, y);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::swiglu_forward(ctx, x, y));
+  else
+    cpu::swiglu_forward(x, y);
 }
 
 void swiglu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {
@@ -52,8 +58,10 @@ void swiglu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, cons
   expect_device(op, "dx", ctx, dx);
   expect_shape(op, "dx", dx, x.shape());
   expect_dtype(op, "dx", dx, x.dtype());
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::swiglu_backward(ctx, dy, x, dx));
-  else cpu::swiglu_backward(dy, x, dx);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::swiglu_backward(ctx, dy, x, dx));
+  else
+    cpu::swiglu_backward(dy, x, dx);
 }
 
 }  // namespace troupe

@@ -35,8 +35,8 @@ void check_segments(const std::vector<ParamSegment>& segments, int64_t numel) {
 }  // namespace
 
 void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad,
-                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg,
-                int64_t step, float grad_scale) {
+                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step,
+                float grad_scale) {
   expect_device(kOp, "master", ctx, master);
   expect_dtype(kOp, "master", master, DType::f32);
   TROUPE_CHECK(master.ndim() == 1, kOp, ": master must be a flat [P] buffer, got ", master.str());
@@ -52,8 +52,10 @@ void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const
   }
   check_config(cfg, step);
   check_segments(segments, master.numel());
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::adamw_step(ctx, master, m, v, grad, params, segments, cfg, step, grad_scale));
-  else cpu::adamw_step(master, m, v, grad, params, segments, cfg, step, grad_scale);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::adamw_step(ctx, master, m, v, grad, params, segments, cfg, step, grad_scale));
+  else
+    cpu::adamw_step(master, m, v, grad, params, segments, cfg, step, grad_scale);
 }
 
 }  // namespace troupe

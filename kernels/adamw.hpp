@@ -33,14 +33,17 @@ struct ParamSegment {
 // master, m, v, grad: f32 [P]; params: [P] in the model dtype, or undefined. step >= 1.
 // Elements outside every segment are left untouched.
 void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad,
-                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg,
-                int64_t step, float grad_scale);
+                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step,
+                float grad_scale);
 
 namespace cpu {
-void adamw_step(const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad, const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step, float grad_scale);
+void adamw_step(const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad, const Tensor& params,
+                const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step, float grad_scale);
 }
 namespace cuda {
-void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad, const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step, float grad_scale);
+void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad,
+                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step,
+                float grad_scale);
 }
 
 }  // namespace troupe

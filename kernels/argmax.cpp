@@ -23,8 +23,10 @@ void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, con
   expect_per_row("tokens", tokens, DType::i32);
   expect_per_row("logprobs", logprobs, DType::f32);
   if (maxes.defined()) expect_per_row("maxes", maxes, DType::f32);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::argmax_logprob(ctx, logits, vocab, tokens, logprobs, maxes));
-  else cpu::argmax_logprob(logits, vocab, tokens, logprobs, maxes);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::argmax_logprob(ctx, logits, vocab, tokens, logprobs, maxes));
+  else
+    cpu::argmax_logprob(logits, vocab, tokens, logprobs, maxes);
 }
 
 }  // namespace troupe

@@ -12,10 +12,10 @@ namespace {
 std::pair<int64_t, int64_t> expect_qkv(const Context& ctx, const char* op, const Tensor& qkv,
                                        const AttentionConfig& cfg) {
   TROUPE_CHECK(cfg.n_heads > 0 && cfg.n_kv_heads > 0 && cfg.head_dim > 0, op,
-               ": config needs positive n_heads, n_kv_heads and head_dim, got H=", cfg.n_heads,
-               " G=", cfg.n_kv_heads, " D=", cfg.head_dim);
-  TROUPE_CHECK(cfg.n_heads % cfg.n_kv_heads == 0, op, ": n_kv_heads (", cfg.n_kv_heads,
-               ") must divide n_heads (", cfg.n_heads, ")");
+               ": config needs positive n_heads, n_kv_heads and head_dim, got H=", cfg.n_heads, " G=", cfg.n_kv_heads,
+               " D=", cfg.head_dim);
+  TROUPE_CHECK(cfg.n_heads % cfg.n_kv_heads == 0, op, ": n_kv_heads (", cfg.n_kv_heads, ") must divide n_heads (",
+               cfg.n_heads, ")");
   TROUPE_CHECK(cfg.scale >= 0.0f, op, ": scale must be positive (or 0 for 1/sqrt(D)), got ", cfg.scale);
   expect_device(op, "qkv", ctx, qkv);
   TROUPE_CHECK(qkv.ndim() == 3, op, ": qkv must be [B, T, (H + 2G) * D], got ", qkv.str());
@@ -46,12 +46,14 @@ void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionCon
   expect_like(ctx, op, "out", out, {B, T, int64_t(cfg.n_heads) * cfg.head_dim}, qkv.dtype());
   expect_like(ctx, op, "lse", lse, {B, cfg.n_heads, T}, DType::f32);
   TROUPE_CHECK(out.data() != qkv.data(), op, ": out must not alias qkv");
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::attention_forward(ctx, qkv, cfg, out, lse));
-  else cpu::attention_forward(qkv, cfg, out, lse);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::attention_forward(ctx, qkv, cfg, out, lse));
+  else
+    cpu::attention_forward(qkv, cfg, out, lse);
 }
 
-void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv) {
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        const AttentionConfig& cfg, const Tensor& dqkv) {
   constexpr const char* op = "attention_backward";
   const auto [B, T] = expect_qkv(ctx, op, qkv, cfg);
   const Shape out_shape{B, T, int64_t(cfg.n_heads) * cfg.head_dim};
@@ -62,8 +64,10 @@ void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qk
   // dqkv is written while the inputs are still read (and the CUDA path keeps scratch in it).
   for (auto [name, t] : {std::pair{"qkv", &qkv}, std::pair{"out", &out}, std::pair{"dout", &dout}})
     TROUPE_CHECK(dqkv.data() != t->data(), op, ": dqkv must not alias ", name);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::attention_backward(ctx, dout, qkv, out, lse, cfg, dqkv));
-  else cpu::attention_backward(dout, qkv, out, lse, cfg, dqkv);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::attention_backward(ctx, dout, qkv, out, lse, cfg, dqkv));
+  else
+    cpu::attention_backward(dout, qkv, out, lse, cfg, dqkv);
 }
 
 }  // namespace troupe

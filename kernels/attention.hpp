@@ -22,16 +22,19 @@ struct AttentionConfig {
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
                        const Tensor& lse);
 // dout [B, T, H*D] -> dqkv [B, T, (H + 2G) * D] (overwrite). Needs the forward's out and lse.
-void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv);
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        const AttentionConfig& cfg, const Tensor& dqkv);
 
 namespace cpu {
 void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out, const Tensor& lse);
-void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv);
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        const AttentionConfig& cfg, const Tensor& dqkv);
 }  // namespace cpu
 namespace cuda {
-void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out, const Tensor& lse);
-void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv);
+void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
+                       const Tensor& lse);
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        const AttentionConfig& cfg, const Tensor& dqkv);
 }  // namespace cuda
 
 }  // namespace troupe

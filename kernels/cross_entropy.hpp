@@ -17,16 +17,19 @@ namespace troupe {
 void cross_entropy_forward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size,
                            const Tensor& losses);
 // As above, then logits <- dlogits (in place).
-void cross_entropy_forward_backward(const Context& ctx, const Tensor& logits, const Tensor& targets,
-                                    int64_t vocab_size, float grad_scale, const Tensor& losses);
+void cross_entropy_forward_backward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size,
+                                    float grad_scale, const Tensor& losses);
 
 namespace cpu {
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab_size, const Tensor& losses);
-void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, int64_t vocab_size, float grad_scale, const Tensor& losses);
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, int64_t vocab_size, float grad_scale,
+                                    const Tensor& losses);
 }  // namespace cpu
 namespace cuda {
-void cross_entropy_forward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size, const Tensor& losses);
-void cross_entropy_forward_backward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size, float grad_scale, const Tensor& losses);
+void cross_entropy_forward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size,
+                           const Tensor& losses);
+void cross_entropy_forward_backward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size,
+                                    float grad_scale, const Tensor& losses);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -17,15 +17,18 @@ static void check_dropout_args(const Context& ctx, const char* op, const char* i
 
 void dropout_forward(const Context& ctx, const Tensor& x, const Tensor& y, float p, uint64_t seed, uint64_t offset) {
   check_dropout_args(ctx, "dropout_forward", "x", x, "y", y, p);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::dropout_forward(ctx, x, y, p, seed, offset));
-  else cpu::dropout_forward(x, y, p, seed, offset);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::dropout_forward(ctx, x, y, p, seed, offset));
+  else
+    cpu::dropout_forward(x, y, p, seed, offset);
 }
 
-void dropout_backward(const Context& ctx, const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
-                      uint64_t offset) {
+void dropout_backward(const Context& ctx, const Tensor& dy, const Tensor& dx, float p, uint64_t seed, uint64_t offset) {
   check_dropout_args(ctx, "dropout_backward", "dy", dy, "dx", dx, p);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::dropout_backward(ctx, dy, dx, p, seed, offset));
-  else cpu::dropout_backward(dy, dx, p, seed, offset);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::dropout_backward(ctx, dy, dx, p, seed, offset));
+  else
+    cpu::dropout_backward(dy, dx, p, seed, offset);
 }
 
 }  // namespace troupe

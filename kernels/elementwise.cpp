@@ -26,14 +26,18 @@ void add(const Context& ctx, const Tensor& a, const Tensor& b, const Tensor& out
     expect_shape(op, name, *t, a.shape());
     expect_dtype(op, name, *t, a.dtype());
   }
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::add(ctx, a, b, out));
-  else cpu::add(a, b, out);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::add(ctx, a, b, out));
+  else
+    cpu::add(a, b, out);
 }
 
 void scale_inplace(const Context& ctx, const Tensor& x, float s) {
   expect_float_operand(ctx, "scale_inplace", "x", x);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::scale_inplace(ctx, x, s));
-  else cpu::scale_inplace(x, s);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::scale_inplace(ctx, x, s));
+  else
+    cpu::scale_inplace(x, s);
 }
 
 // Any pair of f32 / bf16 / f16 on either backend: host bf16/f16 tensors are how data
@@ -44,10 +48,11 @@ void convert(const Context& ctx, const Tensor& src, const Tensor& dst) {
     expect_device(op, name, ctx, *t);
     TROUPE_CHECK(is_float(t->dtype()), op, ": argument '", name, "' must be f32, bf16 or f16, got ", t->str());
   }
-  TROUPE_CHECK(src.numel() == dst.numel(), op, ": src ", src.str(), " and dst ", dst.str(),
-               " differ in element count");
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::convert(ctx, src, dst));
-  else cpu::convert(src, dst);
+  TROUPE_CHECK(src.numel() == dst.numel(), op, ": src ", src.str(), " and dst ", dst.str(), " differ in element count");
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::convert(ctx, src, dst));
+  else
+    cpu::convert(src, dst);
 }
 
 }  // namespace troupe

@@ -25,8 +25,8 @@ void expect_positions(const char* op, const Tensor& table, int64_t seq_len, int6
 }
 
 void expect_shard(const char* op, const VocabShard& shard) {
-  TROUPE_CHECK(!shard.sharded || shard.start >= 0, op, ": a vocabulary shard must start at a row >= 0, got start = ",
-               shard.start);
+  TROUPE_CHECK(!shard.sharded || shard.start >= 0, op,
+               ": a vocabulary shard must start at a row >= 0, got start = ", shard.start);
 }
 
 }  // namespace
@@ -49,8 +49,10 @@ void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& w
   expect_shape(op, "out", out, {tokens.dim(0), tokens.dim(1), c});
   expect_dtype(op, "out", out, wte.dtype());
   expect_shard(op, shard);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::embedding_forward(ctx, tokens, wte, wpe, out, pos_offset, shard));
-  else cpu::embedding_forward(tokens, wte, wpe, out, pos_offset, shard);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::embedding_forward(ctx, tokens, wte, wpe, out, pos_offset, shard));
+  else
+    cpu::embedding_forward(tokens, wte, wpe, out, pos_offset, shard);
 }
 
 void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
@@ -70,8 +72,10 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
     expect_positions(op, dwpe, tokens.dim(1), pos_offset);
   }
   expect_shard(op, shard);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::embedding_backward(ctx, tokens, dout, dwte, dwpe, pos_offset, shard));
-  else cpu::embedding_backward(tokens, dout, dwte, dwpe, pos_offset, shard);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::embedding_backward(ctx, tokens, dout, dwte, dwpe, pos_offset, shard));
+  else
+    cpu::embedding_backward(tokens, dout, dwte, dwpe, pos_offset, shard);
 }
 
 }  // namespace troupe

@@ -34,12 +34,16 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
                         const Tensor& dwpe, int64_t pos_offset = 0, const VocabShard& shard = {});
 
 namespace cpu {
-void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& out, int64_t pos_offset, const VocabShard& shard);
-void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte, const Tensor& dwpe, int64_t pos_offset, const VocabShard& shard);
+void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& out,
+                       int64_t pos_offset, const VocabShard& shard);
+void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte, const Tensor& dwpe,
+                        int64_t pos_offset, const VocabShard& shard);
 }  // namespace cpu
 namespace cuda {
-void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& out, int64_t pos_offset, const VocabShard& shard);
-void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& dout, const Tensor& dwte, const Tensor& dwpe, int64_t pos_offset, const VocabShard& shard);
+void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                       const Tensor& out, int64_t pos_offset, const VocabShard& shard);
+void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                        const Tensor& dwpe, int64_t pos_offset, const VocabShard& shard);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -11,8 +11,8 @@ uint16_t f32_to_f16_bits(float f) {
   const uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (absx < 0x38800000u) {  // subnormal or zero in f16
-    const float a = std::fabs(f) * 16777216.0f;  // 2^24: one f16 subnormal ulp = 2^-24
+  if (absx < 0x38800000u) {                                  // subnormal or zero in f16
+    const float a = std::fabs(f) * 16777216.0f;              // 2^24: one f16 subnormal ulp = 2^-24
     return uint16_t(sign | uint32_t(std::nearbyint(a)));
   }
   uint32_t mant = absx & 0x7fffffu;

@@ -26,8 +26,8 @@ struct LinearDims {
 LinearDims expect_input_and_weight(const Context& ctx, const char* op, const Tensor& x, const Tensor& w) {
   expect_activation_dtype(ctx, op, "x", x, x.dtype());
   TROUPE_CHECK(x.ndim() == 2, op, ": argument 'x' must be [M, K], got ", x.str());
-  TROUPE_CHECK(w.ndim() == 2 && w.dim(1) == x.dim(1), op, ": argument 'w' must be [N, K] with K = ", x.dim(1),
-               ", got ", w.str());
+  TROUPE_CHECK(w.ndim() == 2 && w.dim(1) == x.dim(1), op, ": argument 'w' must be [N, K] with K = ", x.dim(1), ", got ",
+               w.str());
   expect_activation_dtype(ctx, op, "w", w, x.dtype());
   return {x.dim(0), x.dim(1), w.dim(0)};
 }
@@ -49,8 +49,10 @@ void expect_forward_args(const Context& ctx, const char* op, const Tensor& x, co
 void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
                     bool accumulate) {
   expect_forward_args(ctx, "linear_forward", x, w, b, y);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::linear_forward(ctx, x, w, b, y, accumulate));
-  else cpu::linear_forward(x, w, b, y, accumulate);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::linear_forward(ctx, x, w, b, y, accumulate));
+  else
+    cpu::linear_forward(x, w, b, y, accumulate);
 }
 
 void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
@@ -82,8 +84,10 @@ void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, cons
     expect_dtype(op, "db", db, DType::f32);
     expect_shape(op, "db", db, {n});
   }
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::linear_backward(ctx, dy, x, w, dx, dw, db, accumulate_dx));
-  else cpu::linear_backward(dy, x, w, dx, dw, db, accumulate_dx);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::linear_backward(ctx, dy, x, w, dx, dw, db, accumulate_dx));
+  else
+    cpu::linear_backward(dy, x, w, dx, dw, db, accumulate_dx);
 }
 
 }  // namespace troupe

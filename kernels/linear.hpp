@@ -24,12 +24,15 @@ void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, cons
 
 namespace cpu {
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate);
-void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                     const Tensor& db, bool accumulate_dx);
 }  // namespace cpu
 namespace cuda {
-void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate);
+void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                    bool accumulate);
 void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
-void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw, const Tensor& db, bool accumulate_dx);
+void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
+                     const Tensor& dw, const Tensor& db, bool accumulate_dx);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -38,13 +38,14 @@ void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, con
   expect_f32(ctx, op, "mean", mean, {n});
   expect_f32(ctx, op, "rstd", rstd, {n});
   TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
-  else cpu::layernorm_forward(x, w, b, eps, y, mean, rstd);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
+  else
+    cpu::layernorm_forward(x, w, b, eps, y, mean, rstd);
 }
 
-void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw,
-                        const Tensor& db) {
+void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
   constexpr const char* op = "layernorm_backward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -55,8 +56,10 @@ void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, c
   expect_like(ctx, op, "dx", dx, x.shape(), x.dtype());
   expect_f32(ctx, op, "dw", dw, {c});
   if (db.defined()) expect_f32(ctx, op, "db", db, {c});  // undefined: the layer has no bias
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db));
-  else cpu::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db));
+  else
+    cpu::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db);
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
@@ -68,8 +71,10 @@ void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float
   expect_like(ctx, op, "y", y, x.shape(), x.dtype());
   expect_f32(ctx, op, "rstd", rstd, {n});
   TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::rmsnorm_forward(ctx, x, w, eps, y, rstd));
-  else cpu::rmsnorm_forward(x, w, eps, y, rstd);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::rmsnorm_forward(ctx, x, w, eps, y, rstd));
+  else
+    cpu::rmsnorm_forward(x, w, eps, y, rstd);
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
@@ -82,8 +87,10 @@ void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, con
   expect_f32(ctx, op, "rstd", rstd, {n});
   expect_like(ctx, op, "dx", dx, x.shape(), x.dtype());
   expect_f32(ctx, op, "dw", dw, {c});
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::rmsnorm_backward(ctx, dy, x, w, rstd, dx, dw));
-  else cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::rmsnorm_backward(ctx, dy, x, w, rstd, dx, dw));
+  else
+    cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw);
 }
 
 }  // namespace troupe

@@ -46,8 +46,10 @@ void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttention
   constexpr const char* op = "paged_kv_append";
   const int64_t n = expect_paged(ctx, op, qkv, cfg, k_cache, v_cache);
   expect_i32(ctx, op, "slots", slots, {n});
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::paged_kv_append(ctx, qkv, cfg, slots, k_cache, v_cache));
-  else cpu::paged_kv_append(qkv, cfg, slots, k_cache, v_cache);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::paged_kv_append(ctx, qkv, cfg, slots, k_cache, v_cache));
+  else
+    cpu::paged_kv_append(qkv, cfg, slots, k_cache, v_cache);
 }
 
 void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch,
@@ -65,8 +67,10 @@ void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttention
   expect_shape(op, "out", out, {n, int64_t(cfg.n_heads) * cfg.head_dim});
   expect_dtype(op, "out", out, qkv.dtype());
   TROUPE_CHECK(out.data() != qkv.data(), op, ": out must not alias qkv");
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::paged_attention(ctx, qkv, cfg, batch, k_cache, v_cache, out));
-  else cpu::paged_attention(qkv, cfg, batch, k_cache, v_cache, out);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::paged_attention(ctx, qkv, cfg, batch, k_cache, v_cache, out));
+  else
+    cpu::paged_attention(qkv, cfg, batch, k_cache, v_cache, out);
 }
 
 }  // namespace troupe

@@ -41,12 +41,16 @@ void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttention
                      const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
 
 namespace cpu {
-void paged_kv_append(const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots, const Tensor& k_cache, const Tensor& v_cache);
-void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch, const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
+void paged_kv_append(const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots, const Tensor& k_cache,
+                     const Tensor& v_cache);
+void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch, const Tensor& k_cache,
+                     const Tensor& v_cache, const Tensor& out);
 }  // namespace cpu
 namespace cuda {
-void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots, const Tensor& k_cache, const Tensor& v_cache);
-void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch, const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
+void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots,
+                     const Tensor& k_cache, const Tensor& v_cache);
+void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch,
+                     const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -33,8 +33,7 @@ constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // key schedule 
 TROUPE_HOST_DEVICE PhiloxWords mix_round(const PhiloxWords& c, uint32_t k0, uint32_t k1) {
   const uint64_t p0 = uint64_t(kMul0) * c.w[0];
   const uint64_t p1 = uint64_t(kMul1) * c.w[2];
-  return PhiloxWords{{uint32_t(p1 >> 32) ^ c.w[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c.w[3] ^ k1,
-                      uint32_t(p0)}};
+  return PhiloxWords{{uint32_t(p1 >> 32) ^ c.w[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c.w[3] ^ k1, uint32_t(p0)}};
 }
 }  // namespace philox_detail
 

@@ -15,8 +15,7 @@ void rope_dispatch(const char* op, const Context& ctx, const Tensor& qkv, const 
   TROUPE_CHECK(cfg.pos_offset >= 0, op, ": pos_offset must not be negative, got ", cfg.pos_offset);
   expect_device(op, "qkv", ctx, qkv);
   TROUPE_CHECK(qkv.ndim() == 3, op, ": qkv must be [B, T, (H + 2G) * D], got ", qkv.str());
-  expect_shape(op, "qkv", qkv,
-               {qkv.dim(0), qkv.dim(1), int64_t(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim});
+  expect_shape(op, "qkv", qkv, {qkv.dim(0), qkv.dim(1), int64_t(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim});
   if (ctx.is_cuda()) {
     TROUPE_CHECK(is_float(qkv.dtype()), op, ": CUDA rope needs bf16, f16 or f32 qkv, got ", dtype_name(qkv.dtype()));
     TROUPE_ON_CUDA(cuda::rope_apply(ctx, qkv, positions, cfg, inverse));

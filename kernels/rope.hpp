@@ -23,8 +23,7 @@ struct RopeConfig {
 void rope_apply(const Context& ctx, const Tensor& qkv, const RopeConfig& cfg, bool inverse);
 // The same with a position per token instead of pos_offset + t (inference: a flattened batch
 // of sequences at different positions). positions: i32 [B * T] on ctx's device, >= 0.
-void rope_apply_at(const Context& ctx, const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg,
-                   bool inverse);
+void rope_apply_at(const Context& ctx, const Tensor& qkv, const Tensor& positions, const RopeConfig& cfg, bool inverse);
 
 // positions: undefined (pos_offset + t) or i32 [B * T].
 namespace cpu {

@@ -249,8 +249,8 @@ void copy(const Context& ctx, const Tensor& src, const Tensor& dst) {
 void copy_columns(const Context& ctx, const Tensor& src, int64_t from, const Tensor& dst, int64_t to, int64_t n) {
   TROUPE_CHECK(src.dtype() == dst.dtype() && src.ndim() == 2 && dst.ndim() == 2 && src.dim(0) == dst.dim(0) && n >= 0 &&
                    from >= 0 && from + n <= src.dim(1) && to >= 0 && to + n <= dst.dim(1),
-               "copy_columns: ", n, " columns of ", src.str(), " from column ", from, " into ", dst.str(), " at column ",
-               to, " (2-D, the same dtype and rows, the columns inside both)");
+               "copy_columns: ", n, " columns of ", src.str(), " from column ", from, " into ", dst.str(),
+               " at column ", to, " (2-D, the same dtype and rows, the columns inside both)");
   const size_t item = dtype_size(src.dtype()), width = size_t(n) * item, rows = size_t(src.dim(0));
   const size_t src_pitch = size_t(src.dim(1)) * item, dst_pitch = size_t(dst.dim(1)) * item;
   const char* in = static_cast<const char*>(src.data()) + size_t(from) * item;
@@ -297,8 +297,8 @@ void expect_dtype(const char* op, const char* arg, const Tensor& t, DType dtype)
 
 void expect_device(const char* op, const char* arg, const Context& ctx, const Tensor& t) {
   expect_defined(op, arg, t);
-  TROUPE_CHECK(t.device() == ctx.kind() && (!t.is_cuda() || t.device_index() == ctx.device_index()), op,
-               ": argument '", arg, "' lives on ", t.str(), " but the context is ",
+  TROUPE_CHECK(t.device() == ctx.kind() && (!t.is_cuda() || t.device_index() == ctx.device_index()), op, ": argument '",
+               arg, "' lives on ", t.str(), " but the context is ",
                ctx.is_cuda() ? "cuda:" + std::to_string(ctx.device_index()) : std::string("cpu"));
 }
 

@@ -45,7 +45,9 @@ class Tensor {
   bool defined() const { return data_ != nullptr || storage_ != nullptr; }
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   DType dtype() const { return dtype_; }
   DeviceKind device() const { return device_; }
   int device_index() const { return device_index_; }

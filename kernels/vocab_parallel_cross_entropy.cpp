@@ -37,8 +37,10 @@ void vocab_parallel_max(const Context& ctx, const Tensor& logits, int64_t valid,
   constexpr const char* op = "vocab_parallel_max";
   const int64_t n = expect_logits(ctx, op, logits, valid);
   expect_row_stat(ctx, op, "row_max", row_max, n);
-  if (ctx.is_cuda()) TROUPE_ON_CUDA(cuda::vocab_parallel_max(ctx, logits, valid, row_max));
-  else cpu::vocab_parallel_max(logits, valid, row_max);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::vocab_parallel_max(ctx, logits, valid, row_max));
+  else
+    cpu::vocab_parallel_max(logits, valid, row_max);
 }
 
 void vocab_parallel_sum_exp(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
@@ -50,8 +52,10 @@ void vocab_parallel_sum_exp(const Context& ctx, const Tensor& logits, const Tens
   expect_row_stat(ctx, op, "sum_exp", sum_exp, n);
   expect_row_stat(ctx, op, "target_logit", target_logit, n);
   if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::vocab_parallel_sum_exp(ctx, logits, targets, vocab_start, valid, row_max, sum_exp, target_logit));
-  else cpu::vocab_parallel_sum_exp(logits, targets, vocab_start, valid, row_max, sum_exp, target_logit);
+    TROUPE_ON_CUDA(
+        cuda::vocab_parallel_sum_exp(ctx, logits, targets, vocab_start, valid, row_max, sum_exp, target_logit));
+  else
+    cpu::vocab_parallel_sum_exp(logits, targets, vocab_start, valid, row_max, sum_exp, target_logit);
 }
 
 void vocab_parallel_loss(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
@@ -67,8 +71,9 @@ void vocab_parallel_loss(const Context& ctx, const Tensor& logits, const Tensor&
   if (ctx.is_cuda())
     TROUPE_ON_CUDA(cuda::vocab_parallel_loss(ctx, logits, targets, vocab_start, valid, row_max, sum_exp, target_logit,
                                              grad_scale, backward, losses));
-  else cpu::vocab_parallel_loss(logits, targets, vocab_start, valid, row_max, sum_exp, target_logit, grad_scale,
-                                backward, losses);
+  else
+    cpu::vocab_parallel_loss(logits, targets, vocab_start, valid, row_max, sum_exp, target_logit, grad_scale, backward,
+                             losses);
 }
 
 }  // namespace troupe

@@ -48,13 +48,19 @@ void vocab_parallel_loss(const Context& ctx, const Tensor& logits, const Tensor&
 
 namespace cpu {
 void vocab_parallel_max(const Tensor& logits, int64_t valid, const Tensor& row_max);
-void vocab_parallel_sum_exp(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t valid, const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit);
-void vocab_parallel_loss(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t valid, const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit, float grad_scale, bool backward, const Tensor& losses);
+void vocab_parallel_sum_exp(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t valid,
+                            const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit);
+void vocab_parallel_loss(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t valid,
+                         const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit, float grad_scale,
+                         bool backward, const Tensor& losses);
 }  // namespace cpu
 namespace cuda {
 void vocab_parallel_max(const Context& ctx, const Tensor& logits, int64_t valid, const Tensor& row_max);
-void vocab_parallel_sum_exp(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t valid, const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit);
-void vocab_parallel_loss(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t valid, const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit, float grad_scale, bool backward, const Tensor& losses);
+void vocab_parallel_sum_exp(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                            int64_t valid, const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit);
+void vocab_parallel_loss(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                         int64_t valid, const Tensor& row_max, const Tensor& sum_exp, const Tensor& target_logit,
+                         float grad_scale, bool backward, const Tensor& losses);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -21,15 +21,15 @@ struct LayerActivations {
 };
 
 struct ChunkActivations {
-  int64_t batch = 0, seq = 0;       // B, T; N = B * T rows
-  Tensor tokens, targets;           // i32 [B, T] on the device (pre/post-process chunks)
-  std::vector<Tensor> residual;     // num_layers + 1 tensors [N, C]: input of each layer, then the output
+  int64_t batch = 0, seq = 0;    // B, T; N = B * T rows
+  Tensor tokens, targets;        // i32 [B, T] on the device (pre/post-process chunks)
+  std::vector<Tensor> residual;  // num_layers + 1 tensors [N, C]: input of each layer, then the output
   std::vector<LayerActivations> layers;
-  Tensor lnf, lnf_mean, lnf_rstd;   // final norm (post-process chunk)
-  Tensor logits;                    // [N, Vp]; holds dlogits after a training forward
-  Tensor losses;                    // f32 [N] per-token loss (0 for ignored targets)
+  Tensor lnf, lnf_mean, lnf_rstd;  // final norm (post-process chunk)
+  Tensor logits;                   // [N, Vp]; holds dlogits after a training forward
+  Tensor losses;                   // f32 [N] per-token loss (0 for ignored targets)
   uint64_t dropout_seed = 0;
-  bool has_grad = false;            // a training forward ran; backward may follow
+  bool has_grad = false;  // a training forward ran; backward may follow
 
   int64_t rows() const { return batch * seq; }
 };

@@ -43,8 +43,7 @@ void GptConfig::validate() const {
                "--make-vocab-size-divisible-by must be a positive multiple of 8, got ", make_vocab_size_divisible_by);
   TROUPE_CHECK(norm_epsilon > 0, "--norm-epsilon must be positive, got ", norm_epsilon);
   TROUPE_CHECK(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1), got ", hidden_dropout);
-  TROUPE_CHECK(attention_dropout == 0.0f,
-               "--attention-dropout ", attention_dropout,
+  TROUPE_CHECK(attention_dropout == 0.0f, "--attention-dropout ", attention_dropout,
                ": dropout on attention probabilities is not implemented yet; pass --attention-dropout 0");
   TROUPE_CHECK(init_method_std > 0, "--init-method-std must be positive, got ", init_method_std);
 }

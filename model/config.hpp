@@ -22,10 +22,10 @@ enum class PositionEmbedding { learned_absolute, rope };
 struct GptConfig {
   int num_layers = 12;
   int hidden_size = 768;
-  int ffn_hidden_size = 0;          // 0: 4 * hidden_size
+  int ffn_hidden_size = 0;  // 0: 4 * hidden_size
   int num_attention_heads = 12;
-  int num_query_groups = 0;         // 0: num_attention_heads (plain multi-head attention)
-  int kv_channels = 0;              // head dim; 0: hidden_size / num_attention_heads
+  int num_query_groups = 0;  // 0: num_attention_heads (plain multi-head attention)
+  int kv_channels = 0;       // head dim; 0: hidden_size / num_attention_heads
   int seq_length = 1024;
   int max_position_embeddings = 0;  // 0: seq_length
   int64_t vocab_size = 50257;       // the tokenizer's vocabulary

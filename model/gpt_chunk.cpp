@@ -26,16 +26,16 @@ struct GptChunk::Scratch {
   Tensor row_max, sum_exp, target_logit;  // f32 [N] vocabulary-parallel loss
 };
 
-GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute,
-                   TensorParallel tp, int64_t buffer_multiple)
+GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp,
+                   int64_t buffer_multiple)
     : ctx_(ctx), tp_(tp), layout_(config, spec, tp.shard), compute_(compute) {
   if (ctx.is_cuda())
     TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "CUDA model chunks compute in bf16 or f16, not ",
                  dtype_name(compute));
   else
     TROUPE_CHECK(compute == DType::f32, "CPU model chunks compute in f32, not ", dtype_name(compute));
-  TROUPE_CHECK(tp.shard.size == 1 || (tp.comm != nullptr && tp.comm->size() == tp.shard.size &&
-                                      tp.comm->rank() == tp.shard.rank),
+  TROUPE_CHECK(tp.shard.size == 1 ||
+                   (tp.comm != nullptr && tp.comm->size() == tp.shard.size && tp.comm->rank() == tp.shard.rank),
                "GptChunk: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,
                " needs the group's collectives");
   TROUPE_CHECK(buffer_multiple >= 1, "GptChunk: buffer multiple ", buffer_multiple);
@@ -215,8 +215,8 @@ void GptChunk::norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, c
     rmsnorm_forward(ctx_, x, w, eps, y, rstd);
 }
 
-void GptChunk::norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                             const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
+void GptChunk::norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& dx, const Tensor& dw, const Tensor& db) {
   if (config().normalization == Normalization::layernorm)
     layernorm_backward(ctx_, dy, x, w, mean, rstd, dx, dw, db);
   else
@@ -238,8 +238,8 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
   TROUPE_CHECK(!rows_input || (o.batch > 0 && o.seq > 0),
                "forward: sequence-parallel hidden rows need the microbatch shape in the options");
   const int64_t B = rows_input ? o.batch : input.dim(0), T = rows_input ? o.seq : input.dim(1), C = c.hidden_size;
-  TROUPE_CHECK(T <= c.seq_length || c.position_embedding_type == PositionEmbedding::rope,
-               "forward: sequence length ", T, " exceeds --seq-length ", c.seq_length);
+  TROUPE_CHECK(T <= c.seq_length || c.position_embedding_type == PositionEmbedding::rope, "forward: sequence length ",
+               T, " exceeds --seq-length ", c.seq_length);
   TROUPE_CHECK(!sharded_rows() || (B * T) % tp_.shard.size == 0, "sequence parallelism: the ", B * T,
                " tokens of a microbatch do not split over ", tp_.shard.size, " tensor-parallel ranks");
   ActivationsPtr a = acquire(B, T);
@@ -258,8 +258,8 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
       } else {
         // Each rank looks up its vocabulary rows (zeros elsewhere); rank 0 adds the positions.
         Scratch& tmp = scratch(B, T);
-        embedding_forward(ctx_, a->tokens, p.wte, tp_.shard.rank == 0 ? p.wpe : Tensor(),
-                          tmp.hidden.view({B, T, C}), 0, VocabShard{true, layout_.vocab_start()});
+        embedding_forward(ctx_, a->tokens, p.wte, tp_.shard.rank == 0 ? p.wpe : Tensor(), tmp.hidden.view({B, T, C}), 0,
+                          VocabShard{true, layout_.vocab_start()});
         copy(ctx_, reduce_rows(tmp.hidden, a->residual[0]), a->residual[0]);
       }
     }
@@ -420,8 +420,8 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
     fill_zero(ctx_, tmp.dres);
     {
       auto t = timed("lnf.bwd");
-      norm_backward(dln, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres,
-                    g.lnf_w, g.lnf_b);
+      norm_backward(dln, a.residual[size_t(layout_.num_layers())], p.lnf_w, a.lnf_mean, a.lnf_rstd, tmp.dres, g.lnf_w,
+                    g.lnf_b);
     }
   } else {
     expect_shape("GptChunk::backward", "doutput", doutput, hidden_shape(B, T));

@@ -33,9 +33,9 @@
 namespace troupe {
 
 struct ForwardOptions {
-  bool training = true;         // dropout on; the loss gradient is produced (post-process)
+  bool training = true;          // dropout on; the loss gradient is produced (post-process)
   float loss_grad_scale = 1.0f;  // d(objective)/d(per-token loss), e.g. loss_scale / tokens in the batch
-  uint64_t dropout_seed = 0;    // distinct per microbatch and step
+  uint64_t dropout_seed = 0;     // distinct per microbatch and step
   // The microbatch shape [B, T], needed when the input is sequence-parallel rows [B*T/TP, C]
   // (0: read from the input).
   int64_t batch = 0, seq = 0;
@@ -48,8 +48,8 @@ class GptChunk {
   // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
   // The flat buffers are padded to a multiple of `buffer_multiple` elements (the distributed
   // optimizer splits them into equal data-parallel shards).
-  GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute,
-           TensorParallel tp = {}, int64_t buffer_multiple = 1);
+  GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp = {},
+           int64_t buffer_multiple = 1);
   ~GptChunk();
   GptChunk(const GptChunk&) = delete;
   GptChunk& operator=(const GptChunk&) = delete;

@@ -47,9 +47,7 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
     split(add(prefix + ".weight", {C, in}, true, ParamInit::scaled_normal), 1, {{r * in / T, in / T}});
     if (bias) add(prefix + ".bias", {C}, false, ParamInit::zeros);
   };
-  auto vocab = [&](const std::string& name) {
-    split(add(name, {Vp, C}, true, ParamInit::normal), 0, {{r * Vl, Vl}});
-  };
+  auto vocab = [&](const std::string& name) { split(add(name, {Vp, C}, true, ParamInit::normal), 0, {{r * Vl, Vl}}); };
 
   // Reverse forward order: what backward finishes first comes first.
   if (spec.post_process) {
@@ -76,8 +74,7 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
     vocab(kWordEmbeddingName);
   }
   // A chunk holding the output layer but not the embedding still needs the tied weight.
-  if (spec.post_process && !spec.pre_process && !c.untie_embeddings_and_output_weights)
-    vocab(kWordEmbeddingName);
+  if (spec.post_process && !spec.pre_process && !c.untie_embeddings_and_output_weights) vocab(kWordEmbeddingName);
 }
 
 ParamInfo& ParamLayout::add(const std::string& name, Shape shape, bool decay, ParamInit init) {
@@ -237,8 +234,11 @@ void init_params(const ParamLayout& layout, uint64_t seed, const Tensor& host) {
     }
     const int64_t n = p.global_numel();
     switch (p.init) {
-      case ParamInit::zeros: break;
-      case ParamInit::ones: std::fill(out, out + n, 1.0f); break;
+      case ParamInit::zeros:
+        break;
+      case ParamInit::ones:
+        std::fill(out, out + n, 1.0f);
+        break;
       case ParamInit::normal:
       case ParamInit::scaled_normal: {
         std::mt19937_64 rng(seed ^ (std::hash<std::string>{}(p.name) * 0x9e3779b97f4a7c15ull));

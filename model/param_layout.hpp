@@ -37,9 +37,9 @@ inline constexpr const char* kOutputLayerName = "output_layer.weight";
 // Which part of the model a chunk holds (Megatron's pre_process / post_process).
 struct ChunkSpec {
   int first_layer = 0;
-  int num_layers = -1;        // -1: all layers from first_layer on
-  bool pre_process = true;    // holds the embedding
-  bool post_process = true;   // holds the final norm, output layer and loss
+  int num_layers = -1;       // -1: all layers from first_layer on
+  bool pre_process = true;   // holds the embedding
+  bool post_process = true;  // holds the final norm, output layer and loss
   static ChunkSpec whole_model() { return {}; }
 };
 
@@ -87,10 +87,10 @@ struct LayerTensors {
 
 // Views of the embedding and head parameters (undefined where the chunk lacks them).
 struct OuterTensors {
-  Tensor wte;       // [Vp, C] embedding.word_embeddings.weight
-  Tensor wpe;       // [P, C]  embedding.position_embeddings.weight (learned_absolute)
+  Tensor wte;           // [Vp, C] embedding.word_embeddings.weight
+  Tensor wpe;           // [P, C]  embedding.position_embeddings.weight (learned_absolute)
   Tensor lnf_w, lnf_b;  // [C] decoder.final_layernorm
-  Tensor output;    // [Vp, C] output_layer.weight, or the tied wte
+  Tensor output;        // [Vp, C] output_layer.weight, or the tied wte
 };
 
 class ParamLayout {

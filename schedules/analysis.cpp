@@ -69,7 +69,7 @@ std::vector<TraceEvent> critical_path(const Trace& t) {
   const int V = std::max(t.header.shape.chunks, 1);
   int K = P * V;
   std::map<std::tuple<int, int, int>, size_t> op_at;  // (kind, virtual stage, microbatch) -> event
-  std::vector<long> prev(t.events.size(), -1);         // previous op on the same stage
+  std::vector<long> prev(t.events.size(), -1);        // previous op on the same stage
   size_t last = t.events.size();
   for (const auto& idx : stages) {
     for (size_t j = 0; j < idx.size(); ++j) {
@@ -92,8 +92,10 @@ std::vector<TraceEvent> critical_path(const Trace& t) {
     path.push_back(e);
     const int k = e.chunk * P + e.stage;
     long data = -1;
-    if (e.kind == EventKind::forward) data = k > 0 ? find(EventKind::forward, k - 1, e.microbatch) : -1;
-    else data = k + 1 < K ? find(EventKind::backward, k + 1, e.microbatch) : find(EventKind::forward, k, e.microbatch);
+    if (e.kind == EventKind::forward)
+      data = k > 0 ? find(EventKind::forward, k - 1, e.microbatch) : -1;
+    else
+      data = k + 1 < K ? find(EventKind::backward, k + 1, e.microbatch) : find(EventKind::forward, k, e.microbatch);
     long best = -1;
     for (long dep : {prev[size_t(cur)], data})
       if (dep >= 0 && t.events[size_t(dep)].end_ns <= e.start_ns &&

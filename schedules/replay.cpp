@@ -56,8 +56,8 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   }
   TROUPE_CHECK(!all.empty(), "the trace holds no forward or backward op");
   if (options.iteration) {
-    TROUPE_CHECK(std::find(all.begin(), all.end(), *options.iteration) != all.end(), "--iteration ",
-                 *options.iteration, ": the trace has pipeline ops of iterations ", all.front(), "..", all.back());
+    TROUPE_CHECK(std::find(all.begin(), all.end(), *options.iteration) != all.end(), "--iteration ", *options.iteration,
+                 ": the trace has pipeline ops of iterations ", all.front(), "..", all.back());
     r.iterations = {*options.iteration};
   } else {
     r.iterations.assign(all.size() > 1 ? all.begin() + 1 : all.begin(), all.end());
@@ -116,9 +116,10 @@ std::string format_replay_report(const ReplayReport& r) {
                                         : str_cat(r.iterations.size(), " iterations (", r.iterations.front(), "..",
                                                   r.iterations.back(), ")")));
   line(str_cat("step time: ", ms(double(r.stats.step_ns)),
-               r.step_ns.size() > 1 ? str_cat(" mean (min ", ms(double(*std::min_element(r.step_ns.begin(), r.step_ns.end()))),
-                                             ", max ", ms(double(*std::max_element(r.step_ns.begin(), r.step_ns.end()))), ")")
-                                    : std::string(),
+               r.step_ns.size() > 1
+                   ? str_cat(" mean (min ", ms(double(*std::min_element(r.step_ns.begin(), r.step_ns.end()))), ", max ",
+                             ms(double(*std::max_element(r.step_ns.begin(), r.step_ns.end()))), ")")
+                   : std::string(),
                ", forward/backward ops only"));
   line("stage      busy          idle     idle  ops  peak in flight");
   for (size_t p = 0; p < r.stats.stages.size(); ++p) {
@@ -140,8 +141,9 @@ std::string format_replay_report(const ReplayReport& r) {
     const int64_t span = r.critical_path.back().end_ns - r.critical_path.front().start_ns;
     std::string stages;
     for (const auto& [s, count] : per_stage) stages += str_cat(stages.empty() ? "" : ", ", "s", s, ": ", count);
-    line(str_cat("critical path (iteration ", r.path_iteration, "): ", r.critical_path.size(), " ops, ", ms(double(compute)),
-                 " computing, ", ms(double(span - compute)), " waiting (transfers, gaps); ops per stage ", stages));
+    line(str_cat("critical path (iteration ", r.path_iteration, "): ", r.critical_path.size(), " ops, ",
+                 ms(double(compute)), " computing, ", ms(double(span - compute)),
+                 " waiting (transfers, gaps); ops per stage ", stages));
     std::string chain;
     const size_t n = r.critical_path.size(), keep = 24;
     for (size_t i = 0; i < n; ++i) {
@@ -151,15 +153,18 @@ std::string format_replay_report(const ReplayReport& r) {
         continue;
       }
       const TraceEvent& e = r.critical_path[i];
-      chain += str_cat(i ? " -> " : "  ", "s", e.stage, ":",
-                       op_str({e.kind == EventKind::forward ? OpKind::forward : OpKind::backward, e.microbatch, e.chunk}));
+      chain +=
+          str_cat(i ? " -> " : "  ", "s", e.stage, ":",
+                  op_str({e.kind == EventKind::forward ? OpKind::forward : OpKind::backward, e.microbatch, e.chunk}));
     }
     line(chain);
   }
   const double replay_step = double(r.replayed.stats.step_ns), measured = double(r.stats.step_ns);
-  line(str_cat("simulated with the measured mean op times", r.durations.p2p_ns > 0 ? str_cat(" and ", ms(double(r.durations.p2p_ns)), " per transfer") : std::string(),
-               ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
-               " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction)));
+  line(str_cat(
+      "simulated with the measured mean op times",
+      r.durations.p2p_ns > 0 ? str_cat(" and ", ms(double(r.durations.p2p_ns)), " per transfer") : std::string(),
+      ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
+      " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction)));
   for (const WhatIfPrediction& w : r.what_ifs) {
     const double step = double(w.simulation.stats.step_ns);
     line(str_cat("what-if ", shape_str(w.what_if.schedule, w.what_if.shape), " [", w.spec, "]: predicted step ",

@@ -40,8 +40,8 @@ struct ReplayReport {
   double theory_bubble = 0;         // theoretical_bubble() of the recorded schedule and shape
   int64_t path_iteration = 0;       // the iteration critical_path comes from (the last analysed)
   std::vector<TraceEvent> critical_path;
-  OpDurations durations;            // measured means (the simulator's input)
-  Simulation replayed;              // the recorded shape under the measured mean durations
+  OpDurations durations;  // measured means (the simulator's input)
+  Simulation replayed;    // the recorded shape under the measured mean durations
   std::vector<WhatIfPrediction> what_ifs;
 };
 

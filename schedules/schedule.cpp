@@ -11,9 +11,12 @@ namespace troupe::schedules {
 
 const char* schedule_name(Schedule s) {
   switch (s) {
-    case Schedule::gpipe: return "gpipe";
-    case Schedule::one_f_one_b: return "1f1b";
-    case Schedule::interleaved_1f1b: return "interleaved";
+    case Schedule::gpipe:
+      return "gpipe";
+    case Schedule::one_f_one_b:
+      return "1f1b";
+    case Schedule::interleaved_1f1b:
+      return "interleaved";
   }
   return "?";
 }
@@ -49,22 +52,24 @@ void validate(Schedule schedule, const PipelineShape& shape) {
   TROUPE_CHECK(P >= 2, "the interleaved schedule needs --pipeline-model-parallel-size > 1, got ", P,
                " (drop --num-layers-per-virtual-pipeline-stage on a single stage)");
   const int G = group_size(shape);
-  TROUPE_CHECK(G >= P, "--microbatch-group-size-per-vp-stage (", G, ") must be >= --pipeline-model-parallel-size (",
-               P, ")");
+  TROUPE_CHECK(G >= P, "--microbatch-group-size-per-vp-stage (", G, ") must be >= --pipeline-model-parallel-size (", P,
+               ")");
   TROUPE_CHECK(G <= M, "the interleaved schedule needs at least ", G, " microbatches per iteration (",
                shape.group_size > 0 ? "--microbatch-group-size-per-vp-stage" : "the default group size, P",
                "), got M = ", M, "; raise --global-batch-size / --micro-batch-size");
   const int rest = M % G;
   TROUPE_CHECK(rest == 0 || rest >= P, "with the interleaved schedule, M mod G must be 0 or >= P, got M = ", M,
                ", G = ", G, " (--microbatch-group-size-per-vp-stage", shape.group_size > 0 ? "" : ", default P",
-               "), P = ", P, (shape.group_size > 0 ? "" : ": with the default group size M must be a multiple of "
-                                                        "--pipeline-model-parallel-size"),
+               "), P = ", P,
+               (shape.group_size > 0 ? ""
+                                     : ": with the default group size M must be a multiple of "
+                                       "--pipeline-model-parallel-size"),
                "; the last microbatch group would stall the pipeline");
 }
 
 std::vector<Op> schedule_table(int microbatches, int chunks, int group) {
-  TROUPE_CHECK(microbatches >= 1 && chunks >= 1 && group >= 1, "schedule_table: M = ", microbatches,
-               ", V = ", chunks, ", G = ", group);
+  TROUPE_CHECK(microbatches >= 1 && chunks >= 1 && group >= 1, "schedule_table: M = ", microbatches, ", V = ", chunks,
+               ", G = ", group);
   std::vector<Op> table;
   table.reserve(size_t(microbatches) * size_t(chunks));
   for (int first = 0; first < microbatches; first += group) {
@@ -78,8 +83,8 @@ std::vector<Op> schedule_table(int microbatches, int chunks, int group) {
 namespace {
 
 void check_stage(const PipelineShape& shape, int stage) {
-  TROUPE_CHECK(stage >= 0 && stage < shape.stages, "stage ", stage, " is outside the pipeline of ",
-               shape.stages, " stages");
+  TROUPE_CHECK(stage >= 0 && stage < shape.stages, "stage ", stage, " is outside the pipeline of ", shape.stages,
+               " stages");
 }
 
 }  // namespace
@@ -110,9 +115,12 @@ int warmup_forwards(Schedule schedule, const PipelineShape& shape, int stage) {
   check_stage(shape, stage);
   const int P = shape.stages, M = shape.microbatches, V = shape.chunks;
   switch (schedule) {
-    case Schedule::gpipe: return M;
-    case Schedule::one_f_one_b: return std::min(P - stage - 1, M);
-    case Schedule::interleaved_1f1b: return std::min(M * V, 2 * (P - stage - 1) + (V - 1) * group_size(shape));
+    case Schedule::gpipe:
+      return M;
+    case Schedule::one_f_one_b:
+      return std::min(P - stage - 1, M);
+    case Schedule::interleaved_1f1b:
+      return std::min(M * V, 2 * (P - stage - 1) + (V - 1) * group_size(shape));
   }
   return 0;
 }

@@ -7,8 +7,7 @@
 
 namespace troupe::schedules {
 
-OpDurations OpDurations::uniform(const PipelineShape& shape, int64_t forward_ns, int64_t backward_ns,
-                                 int64_t p2p_ns) {
+OpDurations OpDurations::uniform(const PipelineShape& shape, int64_t forward_ns, int64_t backward_ns, int64_t p2p_ns) {
   OpDurations d;
   d.forward_ns.assign(size_t(shape.stages), std::vector<int64_t>(size_t(shape.chunks), forward_ns));
   d.backward_ns.assign(size_t(shape.stages), std::vector<int64_t>(size_t(shape.chunks), backward_ns));
@@ -22,8 +21,8 @@ struct Event {
   int64_t time;
   int64_t seq;  // FIFO among equal times, for determinism
   enum Type { op_done, activation_arrives, gradient_arrives } type;
-  int stage;            // op_done: the stage that finished
-  int virtual_stage;    // arrivals: the receiving virtual stage
+  int stage;          // op_done: the stage that finished
+  int virtual_stage;  // arrivals: the receiving virtual stage
   int microbatch;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
@@ -36,10 +35,10 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
   TROUPE_CHECK(durations.forward_ns.size() == size_t(P) && durations.backward_ns.size() == size_t(P),
                "simulate: durations for ", durations.forward_ns.size(), " stages, the pipeline has ", P);
   for (int s = 0; s < P; ++s) {
-    TROUPE_CHECK(durations.forward_ns[size_t(s)].size() == size_t(V) &&
-                     durations.backward_ns[size_t(s)].size() == size_t(V),
-                 "simulate: stage ", s, " has durations for ", durations.forward_ns[size_t(s)].size(),
-                 " chunks, the pipeline has ", V);
+    TROUPE_CHECK(
+        durations.forward_ns[size_t(s)].size() == size_t(V) && durations.backward_ns[size_t(s)].size() == size_t(V),
+        "simulate: stage ", s, " has durations for ", durations.forward_ns[size_t(s)].size(),
+        " chunks, the pipeline has ", V);
     for (int c = 0; c < V; ++c)
       TROUPE_CHECK(durations.forward_ns[size_t(s)][size_t(c)] >= 0 && durations.backward_ns[size_t(s)][size_t(c)] >= 0,
                    "simulate: negative op duration on stage ", s, " chunk ", c);
@@ -105,8 +104,10 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
       sim.trace.events.push_back(ev);
       const int k = virtual_stage(shape, e.stage, op.chunk);
       if (op.kind == OpKind::forward) {
-        if (k + 1 < K) queue.push({now + durations.p2p_ns, seq++, Event::activation_arrives, -1, k + 1, op.microbatch});
-        else gradient[size_t(k)][size_t(op.microbatch)] = 1;  // the loss is computed here
+        if (k + 1 < K)
+          queue.push({now + durations.p2p_ns, seq++, Event::activation_arrives, -1, k + 1, op.microbatch});
+        else
+          gradient[size_t(k)][size_t(op.microbatch)] = 1;  // the loss is computed here
       } else if (k > 0) {
         queue.push({now + durations.p2p_ns, seq++, Event::gradient_arrives, -1, k - 1, op.microbatch});
       }

@@ -24,8 +24,7 @@ struct OpDurations {
   std::vector<std::vector<int64_t>> backward_ns;  // (P, V)
   int64_t p2p_ns = 0;                             // one activation or gradient transfer between stages
 
-  static OpDurations uniform(const PipelineShape& shape, int64_t forward_ns, int64_t backward_ns,
-                             int64_t p2p_ns = 0);
+  static OpDurations uniform(const PipelineShape& shape, int64_t forward_ns, int64_t backward_ns, int64_t p2p_ns = 0);
 };
 
 struct Simulation {

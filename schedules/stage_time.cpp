@@ -14,14 +14,20 @@ enum Category { busy, communication, data, checkpoint, optimizer, kCategories };
 int category_of(EventKind kind) {
   switch (kind) {
     case EventKind::forward:
-    case EventKind::backward: return busy;
+    case EventKind::backward:
+      return busy;
     case EventKind::send:
     case EventKind::recv:
-    case EventKind::grad_reduce: return communication;
-    case EventKind::data: return data;
-    case EventKind::checkpoint: return checkpoint;
-    case EventKind::optimizer: return optimizer;
-    default: return -1;
+    case EventKind::grad_reduce:
+      return communication;
+    case EventKind::data:
+      return data;
+    case EventKind::checkpoint:
+      return checkpoint;
+    case EventKind::optimizer:
+      return optimizer;
+    default:
+      return -1;
   }
 }
 

@@ -72,7 +72,8 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
       TROUPE_CHECK(!required, what, ": header lacks \"", key, "\"");
       return fallback;
     }
-    TROUPE_CHECK(msgpack_is_int(f->second), what, ": header \"", key, "\" is ", msgpack_type_name(f->second), ", expected an integer");
+    TROUPE_CHECK(msgpack_is_int(f->second), what, ": header \"", key, "\" is ", msgpack_type_name(f->second),
+                 ", expected an integer");
     return f->second.as<int64_t>();
   };
   const int64_t version = get_int("version", true, 0);
@@ -116,8 +117,8 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   const msgpack::object* f = o.via.array.ptr;
   TROUPE_CHECK(f[0].type == msgpack::type::STR, what, ": event ", index, ": actor is ", msgpack_type_name(f[0]),
                ", expected a string");
-  static const char* names[] = {"actor", "device", "stage", "kind", "microbatch", "chunk",
-                                "iteration", "start_ns", "end_ns", "bytes"};
+  static const char* names[] = {"actor", "device",    "stage",    "kind",   "microbatch",
+                                "chunk", "iteration", "start_ns", "end_ns", "bytes"};
   for (size_t i = 1; i < kEventFields; ++i)
     TROUPE_CHECK(msgpack_is_int(f[i]), what, ": event ", index, ": ", names[i], " is ", msgpack_type_name(f[i]),
                  ", expected an integer");
@@ -133,14 +134,14 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   e.start_ns = f[7].as<int64_t>();
   e.end_ns = f[8].as<int64_t>();
   e.bytes = f[9].as<int64_t>();
-  TROUPE_CHECK(e.end_ns >= e.start_ns, what, ": event ", index, " (", e.actor, ") ends before it starts: ",
-               e.start_ns, " > ", e.end_ns, " ns");
+  TROUPE_CHECK(e.end_ns >= e.start_ns, what, ": event ", index, " (", e.actor, ") ends before it starts: ", e.start_ns,
+               " > ", e.end_ns, " ns");
   return e;
 }
 
 const char* event_kind_name(EventKind kind) {
-  static const char* names[] = {"forward", "backward", "send",       "recv", "optimizer",
-                                "grad_reduce", "data", "checkpoint", "other"};
+  static const char* names[] = {"forward",     "backward", "send",       "recv", "optimizer",
+                                "grad_reduce", "data",     "checkpoint", "other"};
   return names[int(kind) < kKinds ? int(kind) : kKinds - 1];
 }
 
@@ -217,13 +218,16 @@ std::string trace_to_chrome_json(const Trace& trace) {
   }
   const auto& s = trace.header.shape;
   for (const auto& [device, names] : actors) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", device}, {"tid", 0},
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", device},
+                      {"tid", 0},
                       {"args", {{"name", device < 0 ? std::string("host") : str_cat("device ", device)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", device}, {"tid", 0},
-                      {"args", {{"sort_index", device}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", device}, {"tid", 0}, {"args", {{"sort_index", device}}}});
     for (const std::string& actor : names)
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", device}, {"tid", tids[actor]},
-                        {"args", {{"name", actor}}}});
+      events.push_back(
+          {{"ph", "M"}, {"name", "thread_name"}, {"pid", device}, {"tid", tids[actor]}, {"args", {{"name", actor}}}});
   }
   for (const TraceEvent& e : trace.events) {
     std::string name = event_kind_name(e.kind);
@@ -263,11 +267,20 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -285,10 +298,14 @@ const char* box_color(EventKind kind, int chunk) {
 
 std::string format_time(double ns) {
   char buf[32];
-  if (ns >= 1e9) std::snprintf(buf, sizeof(buf), "%.3g s", ns / 1e9);
-  else if (ns >= 1e6) std::snprintf(buf, sizeof(buf), "%.3g ms", ns / 1e6);
-  else if (ns >= 1e3) std::snprintf(buf, sizeof(buf), "%.3g us", ns / 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.3g ns", ns);
+  if (ns >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.3g s", ns / 1e9);
+  else if (ns >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.3g ms", ns / 1e6);
+  else if (ns >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.3g us", ns / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.3g ns", ns);
   return buf;
 }
 
@@ -316,10 +333,10 @@ std::string trace_to_svg(const Trace& trace, const std::string& title) {
       << "\" font-family=\"sans-serif\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   const auto& s = trace.header.shape;
-  const std::string heading = title.empty() ? str_cat(schedule_name(trace.header.schedule), "  P=", s.stages,
-                                                      " V=", s.chunks, " M=", s.microbatches, "  span ",
-                                                      format_time(span))
-                                            : title;
+  const std::string heading = title.empty()
+                                  ? str_cat(schedule_name(trace.header.schedule), "  P=", s.stages, " V=", s.chunks,
+                                            " M=", s.microbatches, "  span ", format_time(span))
+                                  : title;
   svg << "<text x=\"" << kLeft << "\" y=\"22\" font-size=\"14\">" << xml_escape(heading) << "</text>\n";
   for (int r = 0; r < rows; ++r) {
     const double y = kTop + r * kRow;
@@ -333,7 +350,8 @@ std::string trace_to_svg(const Trace& trace, const std::string& title) {
         << box_color(e->kind, e->chunk) << "\" stroke=\"white\" stroke-width=\"0.5\"><title>" << e->actor << " "
         << event_kind_name(e->kind) << " mb " << e->microbatch << " chunk " << e->chunk << " "
         << format_time(double(e->end_ns - e->start_ns)) << "</title></rect>\n";
-    const std::string label = e->microbatch >= 0 ? std::to_string(e->microbatch) : std::string(1, event_kind_name(e->kind)[0]);
+    const std::string label =
+        e->microbatch >= 0 ? std::to_string(e->microbatch) : std::string(1, event_kind_name(e->kind)[0]);
     const double font = std::min(12.0, w / (0.62 * double(label.size()) + 0.2));
     if (font >= 5)
       svg << "<text x=\"" << x + w / 2 << "\" y=\"" << y + kBox / 2 + font * 0.35 << "\" font-size=\"" << font

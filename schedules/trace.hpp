@@ -41,23 +41,23 @@ enum class EventKind : uint8_t { forward, backward, send, recv, optimizer, grad_
 const char* event_kind_name(EventKind kind);
 
 struct TraceEvent {
-  std::string actor;     // "stage1", "optimizer", ...
-  int32_t device = -1;   // GPU or CPU device index; -1: host
-  int32_t stage = -1;    // pipeline stage; -1: not a stage op
+  std::string actor;    // "stage1", "optimizer", ...
+  int32_t device = -1;  // GPU or CPU device index; -1: host
+  int32_t stage = -1;   // pipeline stage; -1: not a stage op
   EventKind kind = EventKind::other;
   int32_t microbatch = -1;
-  int32_t chunk = 0;     // local model chunk
+  int32_t chunk = 0;  // local model chunk
   int64_t iteration = 0;
   int64_t start_ns = 0, end_ns = 0;
-  int64_t bytes = 0;     // bytes moved (send/recv), 0 otherwise
+  int64_t bytes = 0;  // bytes moved (send/recv), 0 otherwise
   bool operator==(const TraceEvent&) const = default;
 };
 
 struct TraceHeader {
   Schedule schedule = Schedule::one_f_one_b;
   PipelineShape shape;
-  int num_layers = 0;      // transformer layers of the whole model; 0: unknown
-  int64_t iteration = 0;   // first iteration recorded
+  int num_layers = 0;     // transformer layers of the whole model; 0: unknown
+  int64_t iteration = 0;  // first iteration recorded
   bool operator==(const TraceHeader&) const = default;
 };
 

@@ -37,8 +37,16 @@ constexpr uint64_t P4 = 9650029242287828579ULL;
 constexpr uint64_t P5 = 2870177450012600261ULL;
 
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-inline uint64_t read64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }  // little-endian host
-inline uint32_t read32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+inline uint64_t read64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}  // little-endian host
+inline uint32_t read32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 inline uint64_t round1(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
 inline uint64_t merge(uint64_t acc, uint64_t v) { return (acc ^ round1(0, v)) * P1 + P4; }
 
@@ -175,8 +183,8 @@ TensorRecord tensor_record_from_json(const std::string& name, const nlohmann::js
       s.byte_offset = js.at("byte_offset").get<uint64_t>();
       s.byte_length = js.at("byte_length").get<uint64_t>();
       const std::string hex = js.at("xxh64").get<std::string>();
-      TROUPE_CHECK(hex.size() == 16 && hex.find_first_not_of("0123456789abcdef") == std::string::npos,
-                   "bad xxh64 '", hex, "'");
+      TROUPE_CHECK(hex.size() == 16 && hex.find_first_not_of("0123456789abcdef") == std::string::npos, "bad xxh64 '",
+                   hex, "'");
       s.checksum = std::stoull(hex, nullptr, 16);
       TROUPE_CHECK(s.file.find('/') == std::string::npos && !s.file.empty() && s.file[0] != '.', "bad file name '",
                    s.file, "'");

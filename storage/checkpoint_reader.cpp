@@ -70,8 +70,8 @@ CheckpointReader CheckpointReader::open(const std::string& root_dir, int64_t ite
     const fs::path p = fs::path(r.dir_) / name;
     TROUPE_CHECK(fs::exists(p), "checkpoint shard file '", p.string(), "' is missing (listed in '", mp, "')");
     const uint64_t size = fs::file_size(p);
-    TROUPE_CHECK(size == bytes, "checkpoint shard file '", p.string(), "' has ", size, " bytes, '", mp,
-                 "' records ", bytes, " (truncated or overwritten)");
+    TROUPE_CHECK(size == bytes, "checkpoint shard file '", p.string(), "' has ", size, " bytes, '", mp, "' records ",
+                 bytes, " (truncated or overwritten)");
     r.files_.emplace(name, MappedFile::open(p.string()));
   }
 
@@ -112,27 +112,29 @@ const uint8_t* CheckpointReader::shard_bytes(const TensorRecord& t, const ShardR
   if (!verified_.count(key)) {
     const uint64_t h = xxh64(p, size_t(s.byte_length));
     TROUPE_CHECK(h == s.checksum, "checksum mismatch in checkpoint shard file '", f.path(), "', tensor '", t.name,
-                 "' slice ", s.slice.str(), " (bytes ", s.byte_offset, "..", s.byte_offset + s.byte_length,
-                 "): xxh64 ", checksum_hex(h), ", metadata records ", checksum_hex(s.checksum), " (corrupted)");
+                 "' slice ", s.slice.str(), " (bytes ", s.byte_offset, "..", s.byte_offset + s.byte_length, "): xxh64 ",
+                 checksum_hex(h), ", metadata records ", checksum_hex(s.checksum), " (corrupted)");
     verified_[key] = true;
   }
   return p;
 }
 
-Tensor CheckpointReader::read(const std::string& name) const { return read_box(name, ShardSlice::whole(info(name).shape)); }
+Tensor CheckpointReader::read(const std::string& name) const {
+  return read_box(name, ShardSlice::whole(info(name).shape));
+}
 
 Tensor CheckpointReader::expect(const std::string& name, const Shape& shape) const {
   const TensorRecord& t = info(name);
-  TROUPE_CHECK(t.shape == shape, "tensor '", name, "' in checkpoint '", meta_path_, "' has shape ",
-               shape_str(t.shape), ", expected ", shape_str(shape));
+  TROUPE_CHECK(t.shape == shape, "tensor '", name, "' in checkpoint '", meta_path_, "' has shape ", shape_str(t.shape),
+               ", expected ", shape_str(shape));
   return read(name);
 }
 
 Tensor CheckpointReader::read_slice(const std::string& name, int64_t row_begin, int64_t row_end) const {
   const TensorRecord& t = info(name);
   TROUPE_CHECK(!t.shape.empty(), "tensor '", name, "' in '", meta_path_, "' is 0-d: no rows to slice");
-  TROUPE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= t.shape[0], "tensor '", name, "' in '",
-               meta_path_, "': rows [", row_begin, ", ", row_end, ") outside shape ", shape_str(t.shape));
+  TROUPE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= t.shape[0], "tensor '", name, "' in '", meta_path_,
+               "': rows [", row_begin, ", ", row_end, ") outside shape ", shape_str(t.shape));
   return read_box(name, ShardSlice::rows(t.shape, row_begin, row_end));
 }
 
@@ -150,7 +152,8 @@ Tensor CheckpointReader::read_box(const std::string& name, const ShardSlice& box
     bool empty = false;
     for (size_t d = 0; d < nd; ++d) {
       region.offset[d] = std::max(box.offset[d], s.slice.offset[d]);
-      region.length[d] = std::min(box.offset[d] + box.length[d], s.slice.offset[d] + s.slice.length[d]) - region.offset[d];
+      region.length[d] =
+          std::min(box.offset[d] + box.length[d], s.slice.offset[d] + s.slice.length[d]) - region.offset[d];
       empty = empty || region.length[d] <= 0;
     }
     if (empty || s.slice.numel() == 0) continue;

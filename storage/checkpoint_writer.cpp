@@ -271,12 +271,11 @@ void prune_checkpoints(const std::string& root_dir, int keep) {
 int64_t read_checkpoint_tracker(const std::string& root_dir) {
   const std::string path = (fs::path(root_dir) / kCheckpointTrackerName).string();
   std::ifstream in(path);
-  TROUPE_CHECK(in.good(), "no checkpoint tracker '", path, "' (no complete checkpoint was saved in '", root_dir,
-               "')");
+  TROUPE_CHECK(in.good(), "no checkpoint tracker '", path, "' (no complete checkpoint was saved in '", root_dir, "')");
   std::string text((std::istreambuf_iterator<char>(in)), {});
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
-  TROUPE_CHECK(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos,
-               "checkpoint tracker '", path, "' does not hold an iteration number: '", text, "'");
+  TROUPE_CHECK(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos, "checkpoint tracker '", path,
+               "' does not hold an iteration number: '", text, "'");
   return std::stoll(text);
 }
 

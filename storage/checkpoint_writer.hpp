@@ -69,9 +69,9 @@ class CheckpointWriter {
   std::string dir_;
   int64_t iteration_;
   bool committed_ = false;
-  std::mutex mu_;                                         // guards files_ and tensors_
-  std::map<int, std::unique_ptr<ShardFile>> files_;       // writer id -> its file
-  std::map<std::string, TensorRecord> tensors_;           // name -> index entry
+  std::mutex mu_;                                    // guards files_ and tensors_
+  std::map<int, std::unique_ptr<ShardFile>> files_;  // writer id -> its file
+  std::map<std::string, TensorRecord> tensors_;      // name -> index entry
 };
 
 // Merges the finish() indices of every writer of iteration `meta.iteration` in `root_dir`,

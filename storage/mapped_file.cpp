@@ -31,7 +31,8 @@ MappedFile MappedFile::open(const std::string& path) {
   f.size_ = size_t(st.st_size);
   if (f.size_ > 0) {
     void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) fail_errno("mmap", __FILE__, __LINE__, str_cat("cannot map '", path, "' (", f.size_, " bytes)"));
+    if (p == MAP_FAILED)
+      fail_errno("mmap", __FILE__, __LINE__, str_cat("cannot map '", path, "' (", f.size_, " bytes)"));
     f.data_ = static_cast<const uint8_t*>(p);
   }
   closer.fd = -1;
@@ -40,9 +41,7 @@ MappedFile MappedFile::open(const std::string& path) {
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+    : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {

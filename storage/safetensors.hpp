@@ -80,8 +80,8 @@ class SafetensorsFile {
   const SafetensorsTensorInfo& find(const std::string& name) const;
 
   MappedFile map_;
-  size_t buffer_offset_ = 0;                      // 8 + N
-  std::vector<SafetensorsTensorInfo> tensors_;    // sorted by begin
+  size_t buffer_offset_ = 0;                       // 8 + N
+  std::vector<SafetensorsTensorInfo> tensors_;     // sorted by begin
   std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
 };

@@ -32,12 +32,11 @@ struct SpecDType {
 // DType still validate (so a checkpoint holding, say, an F64 buffer opens), but cannot
 // be viewed or read. Sub-byte dtypes (F4, F6_*) are rejected as unknown.
 constexpr SpecDType kSpecDTypes[] = {
-    {"BOOL", 1, std::nullopt},     {"U8", 1, DType::u8},          {"I8", 1, std::nullopt},
-    {"F8_E5M2", 1, std::nullopt},  {"F8_E4M3", 1, std::nullopt},  {"F8_E8M0", 1, std::nullopt},
-    {"I16", 2, std::nullopt},      {"U16", 2, std::nullopt},      {"F16", 2, DType::f16},
-    {"BF16", 2, DType::bf16},      {"I32", 4, DType::i32},        {"U32", 4, std::nullopt},
-    {"F32", 4, DType::f32},        {"F64", 8, std::nullopt},      {"C64", 8, std::nullopt},
-    {"I64", 8, DType::i64},        {"U64", 8, std::nullopt},
+    {"BOOL", 1, std::nullopt},    {"U8", 1, DType::u8},         {"I8", 1, std::nullopt},  {"F8_E5M2", 1, std::nullopt},
+    {"F8_E4M3", 1, std::nullopt}, {"F8_E8M0", 1, std::nullopt}, {"I16", 2, std::nullopt}, {"U16", 2, std::nullopt},
+    {"F16", 2, DType::f16},       {"BF16", 2, DType::bf16},     {"I32", 4, DType::i32},   {"U32", 4, std::nullopt},
+    {"F32", 4, DType::f32},       {"F64", 8, std::nullopt},     {"C64", 8, std::nullopt}, {"I64", 8, DType::i64},
+    {"U64", 8, std::nullopt},
 };
 
 const SpecDType* find_spec_dtype(const std::string& name) {
@@ -92,8 +91,10 @@ SafetensorsTensorInfo parse_entry(const std::string& path, const std::string& na
     if (n != 0 && bytes > std::numeric_limits<uint64_t>::max() / n) overflow = true;
     bytes *= n;
   }
-  if (has_zero) bytes = 0;
-  else if (overflow) TROUPE_FAIL(where(path, name), ": shape ", shape_str(info.shape), " overflows 64 bits");
+  if (has_zero)
+    bytes = 0;
+  else if (overflow)
+    TROUPE_FAIL(where(path, name), ": shape ", shape_str(info.shape), " overflows 64 bits");
 
   const json& off = entry["data_offsets"];
   TROUPE_CHECK(off.is_array() && off.size() == 2, where(path, name), ": \"data_offsets\" must be [begin, end], got ",
@@ -229,7 +230,8 @@ Tensor SafetensorsFile::read(const std::string& name) const {
 
 Tensor SafetensorsFile::read_f32(const std::string& name) const {
   const SafetensorsTensorInfo& t = find(name);
-  TROUPE_CHECK(t.dtype && is_float(*t.dtype), where(path(), name), ": read_f32 needs F32, BF16 or F16 data, got ", t.dtype_name);
+  TROUPE_CHECK(t.dtype && is_float(*t.dtype), where(path(), name), ": read_f32 needs F32, BF16 or F16 data, got ",
+               t.dtype_name);
   Tensor out = Tensor::host(DType::f32, t.shape);
   const uint8_t* src = buffer() + t.begin;
   float* dst = out.data_as<float>();

@@ -29,7 +29,7 @@ void range_boxes(const Shape& shape, size_t dim, Shape& prefix, int64_t begin, i
   int64_t inner = 1;
   for (size_t d = dim + 1; d < nd; ++d) inner *= shape[d];
   const int64_t first = begin / inner, last = (end - 1) / inner;  // sub-blocks touched
-  auto partial = [&](int64_t block, int64_t lo, int64_t hi) {    // [lo, hi) inside one sub-block
+  auto partial = [&](int64_t block, int64_t lo, int64_t hi) {     // [lo, hi) inside one sub-block
     if (lo == 0 && hi == inner) return emit(block, 1);
     prefix.push_back(block);
     range_boxes(shape, dim + 1, prefix, lo, hi, out);
@@ -50,8 +50,8 @@ void range_boxes(const Shape& shape, size_t dim, Shape& prefix, int64_t begin, i
 }  // namespace
 
 std::vector<ShardSlice> flat_range_boxes(const Shape& shape, int64_t begin, int64_t end) {
-  TROUPE_CHECK(0 <= begin && begin <= end && end <= shape_numel(shape), "flat_range_boxes: range [", begin, ", ",
-               end, ") outside a tensor of shape ", shape_str(shape));
+  TROUPE_CHECK(0 <= begin && begin <= end && end <= shape_numel(shape), "flat_range_boxes: range [", begin, ", ", end,
+               ") outside a tensor of shape ", shape_str(shape));
   std::vector<ShardSlice> out;
   if (shape.empty()) {
     if (begin < end) out.push_back(ShardSlice{});

@@ -23,7 +23,8 @@ int tcp_connect(const std::string& host, int port, int timeout_s) {
     addr.sin_family = AF_INET;
     addr.sin_port = htons(uint16_t(port));
     TROUPE_CHECK(::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1, "not an IPv4 address: ", host);
-    TROUPE_SYSCALL(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), "connect to ", host, ":", port);
+    TROUPE_SYSCALL(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), "connect to ", host, ":",
+                   port);
   } catch (...) {
     ::close(fd);
     throw;
@@ -84,7 +85,8 @@ HttpResponse http_request(const std::string& method, const std::string& host, in
     raw.append(buf, size_t(n));
   }
   const size_t head_end = raw.find("\r\n\r\n");
-  TROUPE_CHECK(raw.rfind("HTTP/1.", 0) == 0 && head_end != std::string::npos, "not an HTTP response: ", raw.substr(0, 80));
+  TROUPE_CHECK(raw.rfind("HTTP/1.", 0) == 0 && head_end != std::string::npos,
+               "not an HTTP response: ", raw.substr(0, 80));
   HttpResponse r = parse_http_head(raw.substr(0, head_end + 2));
   r.body = raw.substr(head_end + 4);
   // The server may answer with chunked encoding; the metrics server sets Content-Length.

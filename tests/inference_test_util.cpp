@@ -33,7 +33,8 @@ Tensor host_i32(const std::vector<int32_t>& values, Shape shape) {
   return t;
 }
 
-std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks, const std::vector<GenerationRequest>& requests) {
+std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks,
+                                      const std::vector<GenerationRequest>& requests) {
   InferenceEngine engine(std::move(ranks), {.num_blocks = 32, .block_size = 4});
   std::vector<EngineOutcome> out(requests.size());
   for (size_t i = 0; i < requests.size(); ++i)
@@ -55,9 +56,12 @@ std::vector<GenerationRequest> engine_requests(bool greedy) {
     p.max_tokens = 4 + i;
     p.logprobs = true;
     p.seed = 200 + uint64_t(i);
-    if (greedy) p.temperature = 0.0f;
-    else if (i == 1) p.top_k = 5;
-    else if (i == 3) p.top_p = 0.9f;
+    if (greedy)
+      p.temperature = 0.0f;
+    else if (i == 1)
+      p.top_k = 5;
+    else if (i == 3)
+      p.top_p = 0.9f;
     out.push_back({random_token_list(lens[i], 10 + uint64_t(i), 50), p});
   }
   return out;

@@ -26,7 +26,8 @@ struct EngineOutcome {
 };
 // Runs `requests` together through an engine over `ranks` (one model, or a tensor-parallel
 // group's models in rank order); expects every KV block back at the end.
-std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks, const std::vector<GenerationRequest>& requests);
+std::vector<EngineOutcome> run_engine(std::vector<InferenceModel*> ranks,
+                                      const std::vector<GenerationRequest>& requests);
 // Five requests of 1 to 11 prompt tokens (ids below 50) generating 4 to 8 tokens with log-probs:
 // greedy, or sampled with seeds (plain, top-k, top-p).
 std::vector<GenerationRequest> engine_requests(bool greedy);

@@ -39,9 +39,10 @@ actors::InferenceReplica ServeTestModel::tensor_parallel_replica(const std::vect
   for (int t = 0; t < T; ++t) {
     auto ctx = std::make_shared<const Context>(Context::cpu());
     // The model refers to its context: the model's deleter keeps the context alive.
-    auto model = std::shared_ptr<InferenceModel>(
-        new InferenceModel(*ctx, config, DType::f32, kModelOptions, TensorParallel{{t, T}, false, group[size_t(t)].get()}),
-        [ctx](InferenceModel* m) { delete m; });
+    auto model =
+        std::shared_ptr<InferenceModel>(new InferenceModel(*ctx, config, DType::f32, kModelOptions,
+                                                           TensorParallel{{t, T}, false, group[size_t(t)].get()}),
+                                        [ctx](InferenceModel* m) { delete m; });
     model->load_weights(shard_params(whole, weights, model->layout()));
     if (t == 0) {
       r.context = ctx;

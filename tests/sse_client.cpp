@@ -7,8 +7,7 @@
 
 namespace troupe::test {
 
-SseClient::SseClient(const std::string& host, int port, const std::string& path, const std::string& body,
-                     int timeout_s)
+SseClient::SseClient(const std::string& host, int port, const std::string& path, const std::string& body, int timeout_s)
     : fd_(tcp_connect(host, port, timeout_s)) {
   try {
     http_send(fd_, "POST", host, port, path, body);
@@ -20,8 +19,7 @@ SseClient::SseClient(const std::string& host, int port, const std::string& path,
     auto te = head_.headers.find("transfer-encoding");
     chunked_ = te != head_.headers.end() && te->second.find("chunked") != std::string::npos;
     if (!chunked_) {  // a whole reply: read it to the end
-      while (fill()) {
-      }
+      while (fill()) {}
       head_.body = raw_;
       ended_ = true;
     }

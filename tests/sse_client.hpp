@@ -29,7 +29,7 @@ class SseClient {
   void close();
 
  private:
-  bool fill();  // reads more bytes; false at the end of the connection
+  bool fill();                              // reads more bytes; false at the end of the connection
   std::optional<std::string> next_chunk();  // the next chunk of the chunked body
 
   int fd_ = -1;

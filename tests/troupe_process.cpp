@@ -56,9 +56,12 @@ std::optional<int> Troupe::wait(std::chrono::milliseconds limit) {
     int status = 0;
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
     TROUPE_SYSCALL(r, "waitpid for troupe");
-    if (r == pid_) status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    else if (Clock::now() > deadline) return std::nullopt;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (r == pid_)
+      status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    else if (Clock::now() > deadline)
+      return std::nullopt;
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return status_;
 }

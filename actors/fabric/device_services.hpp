@@ -60,10 +60,10 @@ Tensor buffer_upload(const Context& ctx, const Tensor& host);
 
 // One tensor on its way from one stage to another: what an actor message carries.
 struct Parcel {
-  Tensor tensor;                 // CPU device or same GPU: the sender's buffer (ownership moves)
+  Tensor tensor;  // CPU device or same GPU: the sender's buffer (ownership moves)
   Shape shape;
   DType dtype = DType::f32;
-  std::shared_ptr<void> ready;   // GPU: an event recorded after the producing work
+  std::shared_ptr<void> ready;  // GPU: an event recorded after the producing work
   int64_t bytes() const { return shape_numel(shape) * int64_t(dtype_size(dtype)); }
 };
 

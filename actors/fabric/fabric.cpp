@@ -201,7 +201,10 @@ std::vector<std::unique_ptr<Collectives>> Fabric::make_group(const std::vector<i
                      "': agreeing on the kind of its members");
   TROUPE_CHECK(kinds != 3, "make_group '", name, "': CPU and CUDA members in one group");
   if (kinds == 0) return endpoints;  // all its members in one other process
-  logger("fabric").debug("group '", name, "': ", size, " members, ", kinds == 2 ? "NCCL" : one_process ? "shared memory" : "MPI");
+  logger("fabric").debug("group '", name, "': ", size, " members, ",
+                         kinds == 2    ? "NCCL"
+                         : one_process ? "shared memory"
+                                       : "MPI");
 
   if (kinds == 2) {
 #if TROUPE_HAVE_CUDA

@@ -15,7 +15,9 @@ using pong_atom = caf::atom_constant<caf::atom("pong")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 
 caf::behavior pong_fn(caf::event_based_actor* self) {
-  return {[self](ping_atom, int64_t i) { self->send(caf::actor_cast<caf::actor>(self->current_sender()), pong_atom::value, i); }};
+  return {[self](ping_atom, int64_t i) {
+    self->send(caf::actor_cast<caf::actor>(self->current_sender()), pong_atom::value, i);
+  }};
 }
 
 struct PingState {
@@ -38,9 +40,9 @@ caf::behavior ping_fn(caf::stateful_actor<PingState>* self) {
           self->send(self->state.pong, ping_atom::value, i + 1);
           return;
         }
-        const double ns = double(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - self->state.t0)
-                                     .count());
+        const double ns = double(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - self->state.t0)
+                .count());
         self->send(self->state.report_to, ns);
         self->state.pong = nullptr;
         self->state.report_to = nullptr;
@@ -55,8 +57,9 @@ double round_trip_us(caf::actor_system& system, int64_t n) {
   caf::actor ping = system.spawn<Options>(ping_fn);
   double ns = 0;
   self->send(ping, start_atom::value, pong, n);
-  self->receive([&](double total_ns) { ns = total_ns; },
-                caf::after(std::chrono::seconds(60)) >> [&] { TROUPE_FAIL("message round trips did not finish in 60 s"); });
+  self->receive(
+      [&](double total_ns) { ns = total_ns; },
+      caf::after(std::chrono::seconds(60)) >> [&] { TROUPE_FAIL("message round trips did not finish in 60 s"); });
   self->send_exit(ping, caf::exit_reason::user_shutdown);
   self->send_exit(pong, caf::exit_reason::user_shutdown);
   return ns / double(n) / 1000.0;

@@ -43,8 +43,8 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
   Impl& d = *impl_;
   httplib::Server& s = d.server;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(threads, 1))); };
-  int listen_fd = -1;    // the socket the server binds (the last one it configures)
-  int sockopt_err = 0;   // errno of a failed setsockopt (checked after the bind)
+  int listen_fd = -1;   // the socket the server binds (the last one it configures)
+  int sockopt_err = 0;  // errno of a failed setsockopt (checked after the bind)
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which would let a second server
   // share the port silently instead of failing.
   s.set_socket_options([&listen_fd, &sockopt_err](int sock) {
@@ -73,16 +73,20 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
                                        });
     };
     const std::string pattern = exact_pattern(r.path);
-    if (r.method == "GET") s.Get(pattern, handler);
-    else if (r.method == "POST") s.Post(pattern, handler);
-    else if (r.method == "PUT") s.Put(pattern, handler);
-    else TROUPE_FAIL("HttpServer: unknown method ", r.method, " for ", r.path);
+    if (r.method == "GET")
+      s.Get(pattern, handler);
+    else if (r.method == "POST")
+      s.Post(pattern, handler);
+    else if (r.method == "PUT")
+      s.Put(pattern, handler);
+    else
+      TROUPE_FAIL("HttpServer: unknown method ", r.method, " for ", r.path);
   }
   errno = 0;
   const bool bound = port == 0 ? (d.port = s.bind_to_any_port(host)) > 0 : s.bind_to_port(host, d.port = port);
   const int err = errno;
-  TROUPE_CHECK(bound, "cannot serve ", what, "on ", host, ":", port, " (", dash, "host/", dash, "port): ",
-               err != 0 ? std::strerror(err) : "bind failed",
+  TROUPE_CHECK(bound, "cannot serve ", what, "on ", host, ":", port, " (", dash, "host/", dash,
+               "port): ", err != 0 ? std::strerror(err) : "bind failed",
                " (is another process using that port, or is the address not this machine's?)");
   TROUPE_CHECK(sockopt_err == 0, "setsockopt(SO_REUSEADDR) for ", host, ":", d.port, ": ", std::strerror(sockopt_err));
   // cpp-httplib listens with a backlog of 5: a burst of clients would find connections reset.

@@ -3,7 +3,8 @@
 // threads of its own, so a slow or hostile client never touches the training threads.
 //
 //   MetricsHttpServer http("127.0.0.1", 9100, {{"/metrics", "text/plain", [&] { return metrics.prometheus_text(); }},
-//                                              {"/health", "application/json", [&] { ... }}});  // throws naming host:port
+//                                              {"/health", "application/json", [&] { ... }}});  // throws naming
+//                                              host:port
 //   std::printf("metrics on http://127.0.0.1:%d/metrics\n", http.port());
 #pragma once
 

@@ -45,7 +45,7 @@ struct MonitorSetup {
   std::unique_ptr<MonitorPublisher> publisher;  // null without --monitor-endpoint
   std::shared_ptr<MonitorMetrics> metrics;
   std::shared_ptr<MonitorHistory> dashboard;
-  std::unique_ptr<MetricsHttpServer> http;      // null without --metrics-port
+  std::unique_ptr<MetricsHttpServer> http;  // null without --metrics-port
 };
 
 struct MonitorState {
@@ -112,8 +112,8 @@ bool publish(MonitorState& st, MonitorBody body) {
   };
   if (std::holds_alternative<MonitorIteration>(m.body)) keep(st.history, kHistory);
   if (std::holds_alternative<MonitorTrace>(m.body)) keep(st.traces, kTraceHistory);
-  std::optional<MonitorMessage>* latest[] = {&st.hello,  &st.iteration, &st.validation, &st.end,
-                                             nullptr,    &st.stages,    &st.serving};
+  std::optional<MonitorMessage>* latest[] = {&st.hello, &st.iteration, &st.validation, &st.end,
+                                             nullptr,   &st.stages,    &st.serving};
   static_assert(std::size(latest) == std::variant_size_v<MonitorBody>);
   if (std::optional<MonitorMessage>* slot = latest[m.body.index()]) *slot = std::move(m);
   return true;
@@ -124,7 +124,8 @@ MonitorStages to_record(int64_t iteration, const schedules::StageTimes& t) {
   r.iteration = iteration, r.start_ns = t.start_ns, r.end_ns = t.end_ns;
   for (const schedules::StageTime& s : t.stages) {
     r.busy_ns.push_back(s.busy_ns), r.communication_ns.push_back(s.communication_ns), r.data_ns.push_back(s.data_ns);
-    r.checkpoint_ns.push_back(s.checkpoint_ns), r.optimizer_ns.push_back(s.optimizer_ns), r.idle_ns.push_back(s.idle_ns);
+    r.checkpoint_ns.push_back(s.checkpoint_ns), r.optimizer_ns.push_back(s.optimizer_ns),
+        r.idle_ns.push_back(s.idle_ns);
   }
   return r;
 }
@@ -142,9 +143,13 @@ void publish_trace(MonitorState& st, TraceBatch& batch) {
   const schedules::TraceHeader& h = st.trace;
   for (size_t first = 0; first < batch.events.size() || first == 0; first += kEventsPerMessage) {
     const size_t last = std::min(batch.events.size(), first + kEventsPerMessage);
-    MonitorTrace t{.iteration = batch.iteration, .schedule = schedules::schedule_name(h.schedule),
-                   .stages = h.shape.stages, .chunks = h.shape.chunks, .microbatches = h.shape.microbatches,
-                   .group_size = h.shape.group_size, .num_layers = h.num_layers,
+    MonitorTrace t{.iteration = batch.iteration,
+                   .schedule = schedules::schedule_name(h.schedule),
+                   .stages = h.shape.stages,
+                   .chunks = h.shape.chunks,
+                   .microbatches = h.shape.microbatches,
+                   .group_size = h.shape.group_size,
+                   .num_layers = h.num_layers,
                    .dropped_events = st.trace_queue->dropped(),
                    .events = {batch.events.begin() + ptrdiff_t(first), batch.events.begin() + ptrdiff_t(last)}};
     publish(st, std::move(t));

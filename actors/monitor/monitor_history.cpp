@@ -66,8 +66,8 @@ std::string MonitorHistory::json() const {
     nlohmann::ordered_json ops = nlohmann::ordered_json::array();
     for (const schedules::TraceEvent& e : line.ops)
       ops.push_back({e.stage, int(e.kind), e.microbatch, e.chunk, e.start_ns, e.end_ns});
-    timeline.push_back({{"iteration", line.iteration}, {"start_ns", line.start_ns}, {"end_ns", line.end_ns},
-                        {"ops", std::move(ops)}});
+    timeline.push_back(
+        {{"iteration", line.iteration}, {"start_ns", line.start_ns}, {"end_ns", line.end_ns}, {"ops", std::move(ops)}});
   }
   j["timeline"] = std::move(timeline);
   j["end"] = end_ ? monitor_json(*end_) : nlohmann::ordered_json(nullptr);

@@ -19,10 +19,14 @@ std::string prometheus_number(double v) {
 std::string prometheus_label(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -130,10 +134,10 @@ std::string MonitorMetrics::prometheus_text() const {
     x.family("troupe_info", "gauge", "The run's configuration as labels (value 1).");
     x.sample("troupe_info", 1,
              str_cat("run_id=\"", prometheus_label(h.run_id), "\",kind=\"", prometheus_label(h.kind), "\",model=\"",
-                     prometheus_label(h.model),
-                     "\",device_kind=\"", prometheus_label(h.device_kind), "\",dtype=\"", prometheus_label(h.dtype),
-                     "\",schedule=\"", prometheus_label(h.schedule), "\",tensor_parallel=\"", h.tensor_parallel,
-                     "\",pipeline_parallel=\"", h.pipeline_parallel, "\",data_parallel=\"", h.data_parallel, "\""));
+                     prometheus_label(h.model), "\",device_kind=\"", prometheus_label(h.device_kind), "\",dtype=\"",
+                     prometheus_label(h.dtype), "\",schedule=\"", prometheus_label(h.schedule), "\",tensor_parallel=\"",
+                     h.tensor_parallel, "\",pipeline_parallel=\"", h.pipeline_parallel, "\",data_parallel=\"",
+                     h.data_parallel, "\""));
     if (h.kind == "serve") {
       x.gauge("troupe_serving_replicas", "Model replicas serving (worker actors, --devices).", double(h.replicas));
     } else {
@@ -142,7 +146,8 @@ std::string MonitorMetrics::prometheus_text() const {
               double(h.global_batch_size));
     }
     x.gauge("troupe_parameters", "Parameters of the model.", double(h.parameters));
-    x.gauge("troupe_start_time_seconds", "Unix time the run started (its monitor came up).", double(h.start_unix_ms) / 1e3);
+    x.gauge("troupe_start_time_seconds", "Unix time the run started (its monitor came up).",
+            double(h.start_unix_ms) / 1e3);
   }
   if (iteration_) {
     const MonitorIteration& it = *iteration_;

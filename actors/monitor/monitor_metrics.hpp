@@ -34,9 +34,9 @@ class MonitorMetrics {
   std::optional<MonitorValidation> validation_;
   std::optional<MonitorEnd> end_;
   int64_t iteration_unix_ms_ = 0;
-  int64_t skipped_total_ = 0, nan_total_ = 0;  // summed over the log windows
-  std::optional<MonitorStages> stages_;  // the latest traced iteration's breakdown
-  std::optional<MonitorServing> serving_;  // troupe serve's latest state
+  int64_t skipped_total_ = 0, nan_total_ = 0;                         // summed over the log windows
+  std::optional<MonitorStages> stages_;                               // the latest traced iteration's breakdown
+  std::optional<MonitorServing> serving_;                             // troupe serve's latest state
   std::map<std::pair<std::string, size_t>, int64_t> stage_ns_total_;  // (state, stage) -> ns, summed
   int64_t trace_events_ = 0, trace_dropped_ = 0;
   uint64_t sent_ = 0, refused_ = 0, subscriptions_ = 0;

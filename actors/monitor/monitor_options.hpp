@@ -25,7 +25,7 @@ struct MonitorOptions {
 
 // Where the monitor actually listens (ports resolved when 0 or * was asked for).
 struct MonitorAddresses {
-  std::string endpoint;  // empty: not publishing
+  std::string endpoint;     // empty: not publishing
   std::string metrics_url;  // http://host:port/metrics; empty: no HTTP
 };
 

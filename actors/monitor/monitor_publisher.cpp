@@ -40,8 +40,7 @@ bool MonitorPublisher::send(const std::string& bytes) {
       ++sent_;
       return true;
     }
-  } catch (const zmq::error_t&) {
-  }
+  } catch (const zmq::error_t&) {}
   ++refused_;
   return false;
 }
@@ -53,8 +52,7 @@ int MonitorPublisher::take_new_subscriptions() {
     // XPUB delivers (un)subscriptions as messages: 1 or 0, then the topic.
     while (impl_->socket.recv(msg, zmq::recv_flags::dontwait))
       if (msg.size() > 0 && static_cast<const unsigned char*>(msg.data())[0] == 1) ++n;
-  } catch (const zmq::error_t&) {
-  }
+  } catch (const zmq::error_t&) {}
   return n;
 }
 

@@ -50,8 +50,9 @@ class Fields {
     v = o.as<int64_t>();
   }
   void operator()(const char* key, uint64_t& v) const {
-    const msgpack::object& o = get(key, [](const msgpack::object& x) { return x.type == msgpack::type::POSITIVE_INTEGER; },
-                                   "a non-negative integer");
+    const msgpack::object& o = get(
+        key, [](const msgpack::object& x) { return x.type == msgpack::type::POSITIVE_INTEGER; },
+        "a non-negative integer");
     v = o.as<uint64_t>();
   }
   void operator()(const char* key, double& v) const {
@@ -64,26 +65,29 @@ class Fields {
     v = o.as<double>();
   }
   void operator()(const char* key, bool& v) const {
-    v = get(key, [](const msgpack::object& x) { return x.type == msgpack::type::BOOLEAN; }, "a boolean").via.boolean;
+    v = get(
+            key, [](const msgpack::object& x) { return x.type == msgpack::type::BOOLEAN; }, "a boolean")
+            .via.boolean;
   }
   void operator()(const char* key, std::string& v) const {
-    const msgpack::object& o = get(key, [](const msgpack::object& x) { return x.type == msgpack::type::STR; }, "a string");
+    const msgpack::object& o = get(
+        key, [](const msgpack::object& x) { return x.type == msgpack::type::STR; }, "a string");
     v.assign(o.via.str.ptr, o.via.str.size);
   }
   void operator()(const char* key, std::vector<int64_t>& v) const {
-    const msgpack::object& o = get(key, [](const msgpack::object& x) { return x.type == msgpack::type::ARRAY; },
-                                   "an array of integers");
+    const msgpack::object& o = get(
+        key, [](const msgpack::object& x) { return x.type == msgpack::type::ARRAY; }, "an array of integers");
     v.clear();
     for (uint32_t i = 0; i < o.via.array.size; ++i) {
       const msgpack::object& x = o.via.array.ptr[i];
-      TROUPE_CHECK(msgpack_is_int(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ", msgpack_type_name(x),
-                   ", expected an integer");
+      TROUPE_CHECK(msgpack_is_int(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ",
+                   msgpack_type_name(x), ", expected an integer");
       v.push_back(x.as<int64_t>());
     }
   }
   void operator()(const char* key, std::vector<schedules::TraceEvent>& v) const {
-    const msgpack::object& o = get(key, [](const msgpack::object& x) { return x.type == msgpack::type::ARRAY; },
-                                   "an array of trace events");
+    const msgpack::object& o = get(
+        key, [](const msgpack::object& x) { return x.type == msgpack::type::ARRAY; }, "an array of trace events");
     v.clear();
     for (uint32_t i = 0; i < o.via.array.size; ++i)
       v.push_back(schedules::trace_event_parse(o.via.array.ptr[i], str_cat("monitor message \"", type_, "\""), i));
@@ -177,15 +181,21 @@ MonitorMessage monitor_decode(std::string_view bytes) {
     fields.set_default("kind", train);
     fields.set_default("replicas", zero);
     m.body = decode_body<MonitorHello>(fields);
-  }
-  else if (type == "iteration") m.body = decode_body<MonitorIteration>(fields);
-  else if (type == "validation") m.body = decode_body<MonitorValidation>(fields);
-  else if (type == "end") m.body = decode_body<MonitorEnd>(fields);
-  else if (type == "trace") m.body = decode_body<MonitorTrace>(fields);
-  else if (type == "stages") m.body = decode_body<MonitorStages>(fields);
-  else if (type == "serving") m.body = decode_body<MonitorServing>(fields);
-  else throw UnknownMonitorType(str_cat("unknown monitor message type \"", type, "\" (version ", version,
-                                        " has hello, iteration, validation, end, trace, stages, serving)"));
+  } else if (type == "iteration")
+    m.body = decode_body<MonitorIteration>(fields);
+  else if (type == "validation")
+    m.body = decode_body<MonitorValidation>(fields);
+  else if (type == "end")
+    m.body = decode_body<MonitorEnd>(fields);
+  else if (type == "trace")
+    m.body = decode_body<MonitorTrace>(fields);
+  else if (type == "stages")
+    m.body = decode_body<MonitorStages>(fields);
+  else if (type == "serving")
+    m.body = decode_body<MonitorServing>(fields);
+  else
+    throw UnknownMonitorType(str_cat("unknown monitor message type \"", type, "\" (version ", version,
+                                     " has hello, iteration, validation, end, trace, stages, serving)"));
   return m;
 }
 

@@ -47,8 +47,8 @@ struct MonitorHello {
   int64_t start_iteration = 0;  // > 0 when resumed from a checkpoint
   std::string device_kind;      // "cuda" or "cpu"
   int64_t device_count = 0;
-  std::string dtype;         // compute dtype: "f32", "bf16", "f16"
-  double peak_tflops = 0;    // per device (--peak-tflops); 0: unknown, so no MFU
+  std::string dtype;           // compute dtype: "f32", "bf16", "f16"
+  double peak_tflops = 0;      // per device (--peak-tflops); 0: unknown, so no MFU
   std::string kind = "train";  // "train" or "serve"
   int64_t replicas = 0;        // serve: model replicas (worker actors); train: 0
 };
@@ -56,11 +56,11 @@ struct MonitorHello {
 // One training log line (--log-interval): the same numbers, means over the window like the log.
 struct MonitorIteration {
   int64_t iteration = 0, train_iters = 0, consumed_samples = 0;
-  int64_t window_iterations = 0;  // iterations the means cover
+  int64_t window_iterations = 0;                                         // iterations the means cover
   double lm_loss = 0, learning_rate = 0, grad_norm = 0, loss_scale = 1;  // NaN loss/norm: all skipped
-  int64_t skipped_iterations = 0, nan_iterations = 0;  // in this window, as the log line
+  int64_t skipped_iterations = 0, nan_iterations = 0;                    // in this window, as the log line
   double elapsed_ms_per_iteration = 0, tokens_per_second = 0, tflops_per_device = 0;
-  double mfu = 0;  // tflops_per_device / peak_tflops; NaN when the peak is unknown
+  double mfu = 0;                     // tflops_per_device / peak_tflops; NaN when the peak is unknown
   std::vector<int64_t> memory_bytes;  // in use per device (GPUs); empty for CPU devices
   int64_t host_memory_bytes = 0;      // resident memory of the process (CPU devices' memory); 0: unknown
 };
@@ -101,14 +101,14 @@ struct MonitorStages {
 // as of their latest reports, counters since the process started, rates over the latest
 // rate_window_s, and latency quantiles over the recent requests (actors/serve/serving_stats.hpp).
 struct MonitorServing {
-  double interval_s = 0;     // how often a record comes
+  double interval_s = 0;  // how often a record comes
   int64_t replicas = 0;
   int64_t queue_length = 0;  // requests accepted and not yet running (the router's in flight - running)
   int64_t batch_size = 0;    // requests running (in the engines' batches), all replicas
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // KV cache blocks, all replicas
-  int64_t requests = 0;          // requests finished since the start (any finish reason)
-  int64_t failed_requests = 0;   // requests their engine refused or a failed step ended
-  int64_t prompt_tokens = 0, generated_tokens = 0, engine_steps = 0;  // since the start
+  int64_t requests = 0;                             // requests finished since the start (any finish reason)
+  int64_t failed_requests = 0;                      // requests their engine refused or a failed step ended
+  int64_t prompt_tokens = 0, generated_tokens = 0, engine_steps = 0;         // since the start
   double rate_window_s = 0, requests_per_second = 0, tokens_per_second = 0;  // generated tokens/s
   // Time to first token (submission to the first generated token) and time per output token
   // (first to last token / (tokens - 1)), seconds: quantiles over the latency window (NaN: no
@@ -147,7 +147,7 @@ MonitorMessage monitor_decode(std::string_view bytes);
 // The fields of each type, in wire order: f(key, member). Encoding, decoding and JSON output
 // all walk these lists, so a field is added in one place.
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorHello>
+requires std::same_as<std::remove_const_t<M>, MonitorHello>
 void monitor_fields(M& m, F&& f) {
   f("run_id", m.run_id), f("host", m.host), f("pid", m.pid), f("start_unix_ms", m.start_unix_ms);
   f("model", m.model), f("num_layers", m.num_layers), f("hidden_size", m.hidden_size);
@@ -163,7 +163,7 @@ void monitor_fields(M& m, F&& f) {
 }
 
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorIteration>
+requires std::same_as<std::remove_const_t<M>, MonitorIteration>
 void monitor_fields(M& m, F&& f) {
   f("iteration", m.iteration), f("train_iters", m.train_iters), f("consumed_samples", m.consumed_samples);
   f("window_iterations", m.window_iterations);
@@ -176,19 +176,15 @@ void monitor_fields(M& m, F&& f) {
 }
 
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorValidation>
-void monitor_fields(M& m, F&& f) {
-  f("iteration", m.iteration), f("lm_loss", m.lm_loss), f("ppl", m.ppl);
-}
+requires std::same_as<std::remove_const_t<M>, MonitorValidation>
+void monitor_fields(M& m, F&& f) { f("iteration", m.iteration), f("lm_loss", m.lm_loss), f("ppl", m.ppl); }
 
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorEnd>
-void monitor_fields(M& m, F&& f) {
-  f("iteration", m.iteration), f("reason", m.reason), f("detail", m.detail);
-}
+requires std::same_as<std::remove_const_t<M>, MonitorEnd>
+void monitor_fields(M& m, F&& f) { f("iteration", m.iteration), f("reason", m.reason), f("detail", m.detail); }
 
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorTrace>
+requires std::same_as<std::remove_const_t<M>, MonitorTrace>
 void monitor_fields(M& m, F&& f) {
   f("iteration", m.iteration), f("schedule", m.schedule), f("stages", m.stages), f("chunks", m.chunks);
   f("microbatches", m.microbatches), f("group_size", m.group_size), f("num_layers", m.num_layers);
@@ -196,7 +192,7 @@ void monitor_fields(M& m, F&& f) {
 }
 
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorStages>
+requires std::same_as<std::remove_const_t<M>, MonitorStages>
 void monitor_fields(M& m, F&& f) {
   f("iteration", m.iteration), f("start_ns", m.start_ns), f("end_ns", m.end_ns);
   f("busy_ns", m.busy_ns), f("communication_ns", m.communication_ns), f("data_ns", m.data_ns);
@@ -204,7 +200,7 @@ void monitor_fields(M& m, F&& f) {
 }
 
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorServing>
+requires std::same_as<std::remove_const_t<M>, MonitorServing>
 void monitor_fields(M& m, F&& f) {
   f("interval_s", m.interval_s), f("replicas", m.replicas), f("queue_length", m.queue_length);
   f("batch_size", m.batch_size), f("kv_blocks_used", m.kv_blocks_used), f("kv_blocks_total", m.kv_blocks_total);
@@ -219,7 +215,7 @@ void monitor_fields(M& m, F&& f) {
 
 // The per-stage states of a `stages` record by name, in precedence order: f(state, nanoseconds per stage).
 template <class M, class F>
-  requires std::same_as<std::remove_const_t<M>, MonitorStages>
+requires std::same_as<std::remove_const_t<M>, MonitorStages>
 void monitor_stage_states(M& m, F&& f) {
   f("busy", m.busy_ns), f("communication", m.communication_ns), f("data", m.data_ns);
   f("checkpoint", m.checkpoint_ns), f("optimizer", m.optimizer_ns), f("idle", m.idle_ns);

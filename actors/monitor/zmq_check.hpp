@@ -13,15 +13,16 @@
 #include "base/check.hpp"
 
 namespace troupe::actors {
-[[noreturn]] void fail_zmq(const zmq::error_t& e, const char* expr, const char* file, int line, const std::string& hint);
+[[noreturn]] void fail_zmq(const zmq::error_t& e, const char* expr, const char* file, int line,
+                           const std::string& hint);
 }  // namespace troupe::actors
 
 // An expression: evaluates to the call's result.
-#define TROUPE_ZMQ(call, ...)                                                                       \
-  ([&]() -> decltype(auto) {                                                                        \
-    try {                                                                                           \
-      return call;                                                                                  \
-    } catch (const zmq::error_t& troupe_zmq_) {                                                     \
+#define TROUPE_ZMQ(call, ...)                                                                             \
+  ([&]() -> decltype(auto) {                                                                              \
+    try {                                                                                                 \
+      return call;                                                                                        \
+    } catch (const zmq::error_t& troupe_zmq_) {                                                           \
       ::troupe::actors::fail_zmq(troupe_zmq_, #call, __FILE__, __LINE__, ::troupe::str_cat(__VA_ARGS__)); \
-    }                                                                                               \
+    }                                                                                                     \
   }())

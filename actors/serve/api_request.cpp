@@ -45,7 +45,9 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 HttpReply error_reply(int status, const std::string& message, const std::string& param) {
   const char* type = status == 503 ? "server_overloaded" : status == 400 ? "invalid_request_error" : "server_error";
   const json e = {{"error",
-                   {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
+                   {{"message", message},
+                    {"type", type},
+                    {"param", param.empty() ? json(nullptr) : json(param)},
                     {"code", status}}}};
   return {status, dump_json(e)};
 }

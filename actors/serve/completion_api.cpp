@@ -95,7 +95,8 @@ json completion_choices(const std::vector<Completion>& done, const std::vector<s
         offsets.push_back(offset);
         offset += piece.size();
       }
-      lp = {{"tokens", toks}, {"token_logprobs", c.result.logprobs}, {"text_offset", offsets}, {"top_logprobs", nullptr}};
+      lp = {
+          {"tokens", toks}, {"token_logprobs", c.result.logprobs}, {"text_offset", offsets}, {"top_logprobs", nullptr}};
     }
     choices.push_back({{"index", i},
                        {"text", prefix + c.text},
@@ -115,8 +116,8 @@ HttpReply CompletionApi::megatron(const std::string& body) {
     const json j = parse_body(body);
     for (const char* legacy : {"max_len", "sentences", "beam_width"})
       require(!j.contains(legacy), legacy, "'", legacy, "' is not supported (use 'prompts' and 'tokens_to_generate')");
-    require_known_fields(j, {"prompts", "tokens_to_generate", "temperature", "top_k", "top_p", "logprobs",
-                             "random_seed", "stop_token"});
+    require_known_fields(
+        j, {"prompts", "tokens_to_generate", "temperature", "top_k", "top_p", "logprobs", "random_seed", "stop_token"});
     require(j.contains("prompts"), "prompts", "'prompts' is required");
     require(j.at("prompts").is_array(), "prompts", "'prompts' must be a list of strings");
     const std::vector<std::string> prompts = strings(j, "prompts");
@@ -190,8 +191,12 @@ HttpReply CompletionApi::completions(const std::string& body) {
     std::vector<std::vector<int32_t>> ids = encode_all(*tok, prompts, "prompt");
     if (stream)
       return stream_completions(pool_, tokenizer_.clone(),
-                                {.prompts = std::move(ids), .params = p, .include_usage = include_usage,
-                                 .id = next_completion_id(), .model = options_.model_name, .created = unix_seconds()});
+                                {.prompts = std::move(ids),
+                                 .params = p,
+                                 .include_usage = include_usage,
+                                 .id = next_completion_id(),
+                                 .model = options_.model_name,
+                                 .created = unix_seconds()});
     const std::vector<Completion> done = run_all(pool_, *tok, ids, p, "prompt");
 
     int64_t prompt_tokens = 0, completion_tokens = 0;

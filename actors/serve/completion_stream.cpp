@@ -92,8 +92,13 @@ HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok
   auto tickets = std::make_shared<Tickets>();
   for (size_t i = 0; i < n; ++i)  // PoolFull leaves here; `tickets` cancels those submitted
     tickets->all.push_back(pool.submit(
-        {call.prompts[i], call.params}, [queue, i](const TokenEvent& e) { queue->push({i, e, std::nullopt}); },
-        [queue, i](const std::string& why) { queue->push({i, {}, why}); }));
+        {call.prompts[i], call.params},
+        [queue, i](const TokenEvent& e) {
+          queue->push({i, e, std::nullopt});
+        },
+        [queue, i](const std::string& why) {
+          queue->push({i, {}, why});
+        }));
   {
     std::unique_lock lock(queue->mu);
     queue->cv.wait(lock, [&] { return queue->heard_count == n; });
@@ -104,14 +109,17 @@ HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok
   for (const std::string& s : call.params.stop_strings) hold_back = std::max(hold_back, s.size() - 1);
 
   HttpReply reply(200, "", "text/event-stream");
-  reply.stream = [queue, tickets, hold_back, call = std::move(call), tok = std::shared_ptr<Tokenizer>(std::move(tok))](
-                     const ChunkWriter& write) {
+  reply.stream = [queue, tickets, hold_back, call = std::move(call),
+                  tok = std::shared_ptr<Tokenizer>(std::move(tok))](const ChunkWriter& write) {
     std::vector<ChoiceText> texts(call.prompts.size());
     size_t open = call.prompts.size();
     int64_t completion_tokens = 0;
     auto send = [&](const json& j) { return write("data: " + dump_json(j) + "\n\n"); };
     auto chunk = [&](json choices) {
-      return json{{"id", call.id}, {"object", "text_completion"}, {"created", call.created}, {"model", call.model},
+      return json{{"id", call.id},
+                  {"object", "text_completion"},
+                  {"created", call.created},
+                  {"model", call.model},
                   {"choices", std::move(choices)}};
     };
     while (open > 0) {
@@ -131,7 +139,8 @@ HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok
           completion_tokens += e.has_token ? 1 : 0;
           json logprobs = nullptr;
           if (call.params.logprobs && e.has_token)
-            logprobs = {{"tokens", {tok->decode(std::vector<int32_t>{e.token})}}, {"token_logprobs", {e.logprob}},
+            logprobs = {{"tokens", {tok->decode(std::vector<int32_t>{e.token})}},
+                        {"token_logprobs", {e.logprob}},
                         {"top_logprobs", nullptr}};
           json finish = nullptr;
           if (e.finish != FinishReason::none) {

@@ -24,7 +24,7 @@ struct PoolRequest {
   RequestError on_error;
   std::shared_ptr<std::atomic<bool>> cancel;  // set by the ticket, read by the worker
   bool cancel_sent = false;                   // the worker told its engine (worker thread only)
-  RequestTiming timing;  // for the monitor
+  RequestTiming timing;                       // for the monitor
 };
 
 // Local only: a shared_ptr travels, the request is not copied.
@@ -143,9 +143,9 @@ class InferenceWorker : public caf::event_based_actor {
   InferenceReplica replica_;
   int index_;
   caf::actor router_;
-  std::atomic<int64_t>* free_blocks_;  // the pool's view of this worker's free KV blocks
-  std::unique_ptr<InferenceEngine> engine_;  // null once retired
-  std::string broken_;                       // why it retired; empty while in service
+  std::atomic<int64_t>* free_blocks_;                        // the pool's view of this worker's free KV blocks
+  std::unique_ptr<InferenceEngine> engine_;                  // null once retired
+  std::string broken_;                                       // why it retired; empty while in service
   std::map<int64_t, std::shared_ptr<PoolRequest>> pending_;  // engine id -> request
   bool stepping_ = false;
   caf::actor reporter_;  // the serving monitor's reporter; null: not monitored
@@ -157,7 +157,7 @@ struct RouterState {
   std::vector<int64_t> in_flight;
   std::vector<std::string> retired;  // per worker: why it left service ("" while in service)
   std::string last_retired;          // the latest of those reasons
-  caf::actor reporter;  // the serving monitor's reporter; null: not monitored
+  caf::actor reporter;               // the serving monitor's reporter; null: not monitored
 };
 
 // The requests in flight, to the serving monitor.
@@ -181,7 +181,8 @@ caf::behavior router_fn(caf::stateful_actor<RouterState>* self) {
         for (size_t i = 0; i < st.workers.size(); ++i)
           if (st.retired[i].empty() && (w == st.workers.size() || st.in_flight[i] < st.in_flight[w])) w = i;
         if (w == st.workers.size()) {
-          if (s.r->on_error) s.r->on_error(str_cat("every inference replica is out of service (", st.last_retired, ")"));
+          if (s.r->on_error)
+            s.r->on_error(str_cat("every inference replica is out of service (", st.last_retired, ")"));
           return;
         }
         ++st.in_flight[w];
@@ -232,9 +233,8 @@ InferencePool::InferencePool(std::vector<InferenceReplica> replicas, InferencePo
   impl_->router = impl_->system->spawn(router_fn);
   for (size_t i = 0; i < replicas.size(); ++i) {
     TROUPE_CHECK(replicas[i].context && replicas[i].model, "InferencePool: replica ", i, " has no model");
-    impl_->workers.push_back(
-        impl_->system->spawn<InferenceWorker, caf::detached>(std::move(replicas[i]), int(i), impl_->router,
-                                                             &impl_->free_blocks[i]));
+    impl_->workers.push_back(impl_->system->spawn<InferenceWorker, caf::detached>(
+        std::move(replicas[i]), int(i), impl_->router, &impl_->free_blocks[i]));
   }
   caf::anon_send(impl_->router, workers_atom::value, impl_->workers);
 }
@@ -261,7 +261,7 @@ PoolStats InferencePool::stats() const {
 
 RequestTicket InferencePool::submit(GenerationRequest request, TokenCallback on_token, RequestError on_error) {
   std::atomic<int64_t>& pending = impl_->pending;
-  for (int64_t n = pending; ;) {
+  for (int64_t n = pending;;) {
     if (n >= impl_->capacity)
       throw PoolFull(str_cat("the server holds its limit of ", impl_->capacity,
                              " requests (running and queued; --max-queued-requests): try again later"));
@@ -278,9 +278,8 @@ RequestTicket InferencePool::submit(GenerationRequest request, TokenCallback on_
     if (cb) cb(why);
   };
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  auto r = std::make_shared<PoolRequest>(
-      PoolRequest{std::move(request), std::move(token), std::move(error), cancel, false,
-                  {.submitted = ServingClock::now()}});
+  auto r = std::make_shared<PoolRequest>(PoolRequest{
+      std::move(request), std::move(token), std::move(error), cancel, false, {.submitted = ServingClock::now()}});
   caf::anon_send(impl_->router, submit_atom::value, Submission{std::move(r)});
   return RequestTicket(std::move(cancel));
 }

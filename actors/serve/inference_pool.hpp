@@ -28,13 +28,13 @@
 namespace troupe::actors {
 
 struct InferenceReplica {
-  std::shared_ptr<const Context> context;     // the device (its model lives there)
-  std::shared_ptr<InferenceModel> model;      // weights loaded (a tensor-parallel group's rank 0)
+  std::shared_ptr<const Context> context;  // the device (its model lives there)
+  std::shared_ptr<InferenceModel> model;   // weights loaded (a tensor-parallel group's rank 0)
   // A tensor-parallel replica's ranks 1 .. T-1, each on its own device (the engine steps them
   // on threads of its own); empty for a one-device replica.
   std::vector<std::shared_ptr<InferenceModel>> other_ranks;
-  EngineOptions engine;                       // budgets of this replica's engine
-  Detokenizer detokenize;                     // for stop strings (may be null)
+  EngineOptions engine;    // budgets of this replica's engine
+  Detokenizer detokenize;  // for stop strings (may be null)
 };
 
 struct InferencePoolOptions {
@@ -69,10 +69,10 @@ class RequestTicket {
 
 // A finished request, as generate() returns it.
 struct GenerationResult {
-  std::vector<int32_t> tokens;   // generated ids
-  std::vector<float> logprobs;   // one per token when the request asked for them
+  std::vector<int32_t> tokens;  // generated ids
+  std::vector<float> logprobs;  // one per token when the request asked for them
   FinishReason finish = FinishReason::none;
-  size_t stop_text_bytes = 0;    // stop_string: the generated text ends there
+  size_t stop_text_bytes = 0;  // stop_string: the generated text ends there
 };
 
 // Called once when a request cannot run (its engine refused it: the message says why).

@@ -32,8 +32,7 @@ inline constexpr std::chrono::milliseconds kServingInterval{500};
 
 class ServingMonitor {
  public:
-  ServingMonitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello,
-                 int64_t replicas);
+  ServingMonitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello, int64_t replicas);
   ~ServingMonitor();  // end() as "stopped" unless it was called
   ServingMonitor(const ServingMonitor&) = delete;
   ServingMonitor& operator=(const ServingMonitor&) = delete;

@@ -42,11 +42,17 @@ std::optional<WorkerServingReport> WorkerServingStats::report(int worker, const 
   if (!idle && last_report_ && now - *last_report_ < kWorkerReportGap) return std::nullopt;
   last_report_ = now;
   const KvCache& cache = engine.cache();
-  WorkerServingReport r{.worker = worker, .waiting = engine.waiting(), .running = engine.running(),
+  WorkerServingReport r{.worker = worker,
+                        .waiting = engine.waiting(),
+                        .running = engine.running(),
                         .kv_blocks_used = cache.num_blocks() - cache.free_blocks(),
-                        .kv_blocks_total = cache.num_blocks(), .steps = steps_, .requests = requests_,
-                        .failed_requests = failed_, .prompt_tokens = prompt_tokens_,
-                        .generated_tokens = generated_tokens_, .latencies = {}};
+                        .kv_blocks_total = cache.num_blocks(),
+                        .steps = steps_,
+                        .requests = requests_,
+                        .failed_requests = failed_,
+                        .prompt_tokens = prompt_tokens_,
+                        .generated_tokens = generated_tokens_,
+                        .latencies = {}};
   r.latencies.swap(latencies_);
   return r;
 }

@@ -9,9 +9,7 @@ namespace troupe::actors {
 
 namespace {
 
-bool vocab_rows(const std::string& name) {
-  return name == kWordEmbeddingName || name == kOutputLayerName;
-}
+bool vocab_rows(const std::string& name) { return name == kWordEmbeddingName || name == kOutputLayerName; }
 
 // The copy of a tied embedding that a chunk without the embedding keeps for its output layer.
 bool tied_copy(const ParamLayout& layout, const ParamInfo& p) {
@@ -87,12 +85,13 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
   TROUPE_CHECK(layout.tensor_shard().size == 1 && layout.spec().pre_process && layout.spec().post_process,
                "write_params_checkpoint needs the whole model's layout");
   CheckpointWriter writer(root, 0);
-  write_chunk_state(writer, {.writer_id = 0, .layout = layout, .ranges = {{0, layout.size()}}, .tensors = {{"", flat}}});
+  write_chunk_state(writer,
+                    {.writer_id = 0, .layout = layout, .ranges = {{0, layout.size()}}, .tensors = {{"", flat}}});
   for (const auto& [from, name] : files) copy_file_atomic(from, (std::filesystem::path(writer.dir()) / name).string());
   CheckpointMetadata meta;
   meta.model_config = to_json(layout.config());
-  meta.parallel_layout = {{"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 1},
-                          {"data_parallel_size", 1}};
+  meta.parallel_layout = {
+      {"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 1}, {"data_parallel_size", 1}};
   meta.training_state = {{"optimizer_step", 0}, {"optimizer_saved", false}, {"loss_scaler", nullptr}};
   return writer.commit(meta);
 }
@@ -100,8 +99,9 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
 void check_model_config(const nlohmann::json& run, const nlohmann::json& ckpt, const std::string& dir) {
   TROUPE_CHECK(ckpt.is_object(), "checkpoint '", dir, "': model_config is not an object");
   for (const auto& [key, value] : run.items()) {
-    TROUPE_CHECK(ckpt.contains(key), "checkpoint '", dir, "' was saved for a different model: its model_config has no '",
-                 key, "' (this run: ", value.dump(), ")");
+    TROUPE_CHECK(ckpt.contains(key), "checkpoint '", dir,
+                 "' was saved for a different model: its model_config has no '", key, "' (this run: ", value.dump(),
+                 ")");
     TROUPE_CHECK(ckpt.at(key) == value, "checkpoint '", dir, "' was saved for a different model: model_config.", key,
                  " is ", ckpt.at(key).dump(), " in the checkpoint, ", value.dump(), " in this run");
   }

@@ -49,4 +49,3 @@ SaveOutcome write_save_job(SaveJob& job);
 checkpoint_writer_actor spawn_checkpoint_writer(caf::actor_system& system);
 
 }  // namespace troupe::actors
-

@@ -24,15 +24,13 @@ class GradReducerActor : public grad_reducer_actor::base {
         std::rethrow_exception(eptr);
       } catch (const std::exception& e) {
         what = e.what();
-      } catch (...) {
-      }
+      } catch (...) {}
       return make_run_error(RunError::reduction, what);
     });
     return {
         [this](bucket_atom, const BucketReady& r) { on_ready(r); },
     };
   }
-
 
  private:
   void on_ready(const BucketReady& r) {

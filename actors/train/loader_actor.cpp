@@ -33,8 +33,10 @@ class LoaderActor : public loader_actor::base {
           try {
             if (!train) return fetch(valid_.get(), "validation", count);
             BatchList batches;
-            if (prefetched_ && int64_t(prefetched_->size()) == count) batches = std::move(*prefetched_);
-            else batches = fetch(train_.get(), "training", count);
+            if (prefetched_ && int64_t(prefetched_->size()) == count)
+              batches = std::move(*prefetched_);
+            else
+              batches = fetch(train_.get(), "training", count);
             prefetched_.reset();
             auto rp = make_response_promise<BatchList>();
             rp.deliver(std::move(batches));
@@ -57,8 +59,8 @@ class LoaderActor : public loader_actor::base {
     BatchList out;
     for (int64_t i = 0; i < count; ++i) {
       std::optional<MicroBatch> mb = loader->next();
-      TROUPE_CHECK(mb.has_value(), "the ", which, " data ran out after ", loader->consumed_samples(),
-                   " samples (", loader->dataset().size(), " in the dataset)");
+      TROUPE_CHECK(mb.has_value(), "the ", which, " data ran out after ", loader->consumed_samples(), " samples (",
+                   loader->dataset().size(), " in the dataset)");
       out.push_back(to_batch(*mb));
     }
     return out;

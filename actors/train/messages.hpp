@@ -20,18 +20,18 @@ namespace troupe::actors {
 
 // The typed interfaces that use these: protocols.hpp.
 // TrainingRun -> trainer
-using train_atom = caf::atom_constant<caf::atom("train")>;    // one iteration -> IterationStats
-using eval_atom = caf::atom_constant<caf::atom("eval")>;      // (int64 microbatches) -> double (mean loss)
+using train_atom = caf::atom_constant<caf::atom("train")>;  // one iteration -> IterationStats
+using eval_atom = caf::atom_constant<caf::atom("eval")>;    // (int64 microbatches) -> double (mean loss)
 // trainer -> data loader
-using batch_atom = caf::atom_constant<caf::atom("batch")>;    // (bool train, int64 count) -> BatchList
+using batch_atom = caf::atom_constant<caf::atom("batch")>;  // (bool train, int64 count) -> BatchList
 // trainer -> stages, stages -> trainer
 // (trainer, pipeline stages, followers); between the processes' directories of their stages
 // (training_run.cpp): (int process, vector<actor> its stages) -> vector<actor> ours
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
-using plan_atom = caf::atom_constant<caf::atom("plan")>;      // (IterationPlan)
-using report_atom = caf::atom_constant<caf::atom("report")>;  // (StageReport)
+using plan_atom = caf::atom_constant<caf::atom("plan")>;          // (IterationPlan)
+using report_atom = caf::atom_constant<caf::atom("report")>;      // (StageReport)
 using progress_atom = caf::atom_constant<caf::atom("progress")>;  // (TraceEvent) after every op
-using fail_atom = caf::atom_constant<caf::atom("fail")>;      // (caf::error, RunError::stage_failed) a stage failed
+using fail_atom = caf::atom_constant<caf::atom("fail")>;          // (caf::error, RunError::stage_failed) a stage failed
 // stage -> stage
 using parcel_atom = caf::atom_constant<caf::atom("parcel")>;  // (TensorMessage)
 using pump_atom = caf::atom_constant<caf::atom("pump")>;      // to self: pick the next op
@@ -40,16 +40,18 @@ using done_atom = caf::atom_constant<caf::atom("done")>;      // to self: (uint6
 using tied_atom = caf::atom_constant<caf::atom("tied")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 // trainer -> optimizer -> stages
-using step_atom = caf::atom_constant<caf::atom("step")>;      // (StepRequest) -> StepResult
-using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (StepRequest, float clip, bool skip) -> bool
-using resume_atom = caf::atom_constant<caf::atom("resume")>;  // (int64 iteration, uint64 seed) -> bool, before the first iteration
-using tick_atom = caf::atom_constant<caf::atom("tick")>;      // to self: watchdog
+using step_atom = caf::atom_constant<caf::atom("step")>;    // (StepRequest) -> StepResult
+using apply_atom = caf::atom_constant<caf::atom("apply")>;  // (StepRequest, float clip, bool skip) -> bool
+using resume_atom =
+    caf::atom_constant<caf::atom("resume")>;  // (int64 iteration, uint64 seed) -> bool, before the first iteration
+using tick_atom = caf::atom_constant<caf::atom("tick")>;  // to self: watchdog
 // stage -> its gradient reducer: (BucketReady); reducer -> stage: (BucketsReduced)
 using bucket_atom = caf::atom_constant<caf::atom("bucket")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
-// tensor rank 0 -> the other tensor ranks of its stage: (int64 iteration, int kind (0 fwd, 1 bwd), int microbatch, int chunk)
+// tensor rank 0 -> the other tensor ranks of its stage: (int64 iteration, int kind (0 fwd, 1 bwd), int microbatch, int
+// chunk)
 using order_atom = caf::atom_constant<caf::atom("order")>;
-using save_atom = caf::atom_constant<caf::atom("save")>;      // (shared_ptr<SaveJob>): write a checkpoint snapshot
+using save_atom = caf::atom_constant<caf::atom("save")>;  // (shared_ptr<SaveJob>): write a checkpoint snapshot
 
 using BatchList = std::vector<Batch>;
 
@@ -63,7 +65,7 @@ struct TensorMessage {
 
 struct StageReport {
   int stage = 0;
-  int tp = 0, dp = 0;   // tensor and data rank of the reporting device
+  int tp = 0, dp = 0;  // tensor and data rank of the reporting device
   int64_t iteration = 0;
   double loss_sum = 0;  // last stage: sum of per-token losses of the iteration
   GradStats grads{};    // training: this stage's gradient statistics (tied copies summed first)
@@ -81,7 +83,7 @@ struct RemoteParcel {
   int32_t microbatch = 0;
   int32_t chunk = 0;
   std::vector<int64_t> shape;
-  int32_t dtype = 0;      // DType
+  int32_t dtype = 0;  // DType
 };
 
 template <class Inspector>

@@ -14,7 +14,7 @@ namespace {
 class OptimizerActor : public optimizer_actor::base {
  public:
   OptimizerActor(caf::actor_config& cfg, std::vector<stage_update_actor> stages, OptimizerOptions options)
-      : optimizer_actor::base(cfg), stages_(std::move(stages)), options_(std::move(options)) {}
+      : optimizer_actor::base(cfg), stages_(std::move(stages)), options_(options) {}
 
   behavior_type make_behavior() override {
     return {
@@ -87,7 +87,7 @@ class OptimizerActor : public optimizer_actor::base {
 
 optimizer_actor spawn_optimizer(caf::actor_system& system, std::vector<stage_update_actor> stages,
                                 OptimizerOptions options) {
-  return system.spawn<OptimizerActor, caf::detached>(std::move(stages), std::move(options));  // see spawn_trainer
+  return system.spawn<OptimizerActor, caf::detached>(std::move(stages), options);  // see spawn_trainer
 }
 
 }  // namespace troupe::actors

@@ -56,9 +56,9 @@ using optimizer_actor = caf::typed_actor<caf::replies_to<step_atom, StepRequest>
 //   (progress_atom, TraceEvent)          when an op starts (end_ns == 0) and ends; with tracing
 //                                        also a recv event for each received input
 //   (fail_atom, caf::error)              RunError::stage_failed, before it quits with that error
-using stage_listener = caf::typed_actor<caf::reacts_to<report_atom, StageReport>,
-                                        caf::reacts_to<progress_atom, schedules::TraceEvent>,
-                                        caf::reacts_to<fail_atom, caf::error>>;
+using stage_listener =
+    caf::typed_actor<caf::reacts_to<report_atom, StageReport>, caf::reacts_to<progress_atom, schedules::TraceEvent>,
+                     caf::reacts_to<fail_atom, caf::error>>;
 
 // A stage as another stage sees it:
 //   (parcel_atom, TensorMessage)         an activation or gradient from a stage of this process
@@ -104,11 +104,12 @@ using stage_actor = stage_peer_actor::extend_with<stage_update_actor, reduced_li
 // and to itself (tick_atom, uint64 generation): the watchdog. A failed train or eval answers
 // the run's failure: RunError::stage_failed, timeout, data, optimizer, reduction or stopped;
 // RunError::rejected while an iteration runs or once the run has failed.
-using trainer_actor = stage_listener::extend<
-    caf::replies_to<train_atom>::with<IterationStats>, caf::replies_to<eval_atom, int64_t>::with<double>,
-    caf::replies_to<resume_atom, int64_t, uint64_t>::with<bool>,
-    caf::reacts_to<attach_atom, caf::actor, std::shared_ptr<TraceQueue>>,
-    caf::reacts_to<host_op_atom, schedules::TraceEvent>, caf::reacts_to<tick_atom, uint64_t>>;
+using trainer_actor =
+    stage_listener::extend<caf::replies_to<train_atom>::with<IterationStats>,
+                           caf::replies_to<eval_atom, int64_t>::with<double>,
+                           caf::replies_to<resume_atom, int64_t, uint64_t>::with<bool>,
+                           caf::reacts_to<attach_atom, caf::actor, std::shared_ptr<TraceQueue>>,
+                           caf::reacts_to<host_op_atom, schedules::TraceEvent>, caf::reacts_to<tick_atom, uint64_t>>;
 
 // The checkpoint writer (checkpoint_writer_actor.hpp). TrainingRun sends
 //   (save_atom, shared_ptr<SaveJob>)

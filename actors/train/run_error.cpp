@@ -6,13 +6,20 @@ namespace troupe::actors {
 
 std::string to_string(RunError code) {
   switch (code) {
-    case RunError::stage_failed: return "stage_failed";
-    case RunError::timeout: return "timeout";
-    case RunError::data: return "data";
-    case RunError::optimizer: return "optimizer";
-    case RunError::reduction: return "reduction";
-    case RunError::stopped: return "stopped";
-    case RunError::rejected: return "rejected";
+    case RunError::stage_failed:
+      return "stage_failed";
+    case RunError::timeout:
+      return "timeout";
+    case RunError::data:
+      return "data";
+    case RunError::optimizer:
+      return "optimizer";
+    case RunError::reduction:
+      return "reduction";
+    case RunError::stopped:
+      return "stopped";
+    case RunError::rejected:
+      return "rejected";
   }
   return "unknown";
 }

@@ -20,8 +20,8 @@ int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
 }
 
 std::string describe(const std::string& stage, const Op& op, const std::string& what) {
-  return str_cat(stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward",
-                 " of microbatch ", op.microbatch, " (chunk ", op.chunk, "): ", what);
+  return str_cat(stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward", " of microbatch ",
+                 op.microbatch, " (chunk ", op.chunk, "): ", what);
 }
 
 class StageActor : public stage_actor::base {
@@ -36,9 +36,8 @@ class StageActor : public stage_actor::base {
         std::rethrow_exception(eptr);
       } catch (const std::exception& e) {
         what = e.what();
-      } catch (...) {
-      }
-      const caf::error error = make_run_error(RunError::stage_failed, str_cat(worker_->name(), " failed: ", what));
+      } catch (...) {}
+      caf::error error = make_run_error(RunError::stage_failed, str_cat(worker_->name(), " failed: ", what));
       if (trainer_) send(trainer_, fail_atom::value, error);
       return error;
     });
@@ -91,8 +90,10 @@ class StageActor : public stage_actor::base {
         [this](apply_atom, const StepRequest& req, float clip, bool skip) -> caf::result<bool> {
           if (!guarded("the optimizer step", [&] {
                 worker_->context().activate();
-                if (skip) worker_->skip_step();
-                else worker_->apply(req.lr, clip, req.loss_scale);
+                if (skip)
+                  worker_->skip_step();
+                else
+                  worker_->apply(req.lr, clip, req.loss_scale);
               }))
             return make_run_error(RunError::stage_failed, failure_);
           return true;
@@ -146,8 +147,10 @@ class StageActor : public stage_actor::base {
       worker_->begin(std::move(plan));
       if (worker_->training()) {
         const schedules::PipelineShape shape{worker_->stages(), worker_->chunks(), M, options_.group_size};
-        if (!policy_ || policy_->shape().microbatches != M) policy_.emplace(options_.schedule, shape, stage());
-        else policy_->reset();
+        if (!policy_ || policy_->shape().microbatches != M)
+          policy_.emplace(options_.schedule, shape, stage());
+        else
+          policy_->reset();
       } else {
         eval_order_.clear();
         for (int m = 0; m < M; ++m)
@@ -162,8 +165,10 @@ class StageActor : public stage_actor::base {
       std::vector<std::pair<int64_t, Op>> orders;
       orders.swap(early_orders_);
       for (const auto& [iteration, op] : orders) {
-        if (iteration == worker_->iteration()) orders_.push_back(op);
-        else early_orders_.emplace_back(iteration, op);
+        if (iteration == worker_->iteration())
+          orders_.push_back(op);
+        else
+          early_orders_.emplace_back(iteration, op);
       }
       std::vector<TensorMessage> early;
       early.swap(stash_);
@@ -186,7 +191,9 @@ class StageActor : public stage_actor::base {
     try {
       worker_->accept(msg.direction, msg.microbatch, msg.chunk, msg.parcel);
     } catch (const std::exception& e) {
-      fail(describe(stage_name(), op, str_cat("receiving its ", msg.direction == Direction::activation ? "input" : "output gradient", ": ", e.what())));
+      fail(describe(stage_name(), op,
+                    str_cat("receiving its ", msg.direction == Direction::activation ? "input" : "output gradient",
+                            ": ", e.what())));
       return;
     }
     if (in_flight_ < options_.max_outstanding) schedule_pump();
@@ -265,8 +272,9 @@ class StageActor : public stage_actor::base {
                RemoteParcel{worker_->iteration(), int32_t(out->direction), out->microbatch, out->chunk,
                             out->parcel.shape, int32_t(out->parcel.dtype)});
         else
-          send(peer, parcel_atom::value,
-               TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
+          send(
+              peer, parcel_atom::value,
+              TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
       }
       ++in_flight_;
       // On a GPU the times are the device's (start: when the stream reached the op).
@@ -316,8 +324,10 @@ class StageActor : public stage_actor::base {
       }
     }
     send(trainer_, progress_atom::value, event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes));
-    if (options_.fixed_op_duration.count() > 0 && !all_handed_out()) schedule_pump();
-    else pump();
+    if (options_.fixed_op_duration.count() > 0 && !all_handed_out())
+      schedule_pump();
+    else
+      pump();
   }
 
   // Every op has finished. Evaluation: report the loss. Training: first the optimizer's
@@ -340,7 +350,7 @@ class StageActor : public stage_actor::base {
       StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
       report.tp = worker_->tp_rank();
       report.dp = worker_->dp_rank();
-      send(trainer_, report_atom::value, std::move(report));
+      send(trainer_, report_atom::value, report);
       return;
     }
     if (!worker_->has_tied()) {
@@ -406,7 +416,7 @@ class StageActor : public stage_actor::base {
                })) {
       return;
     }
-    send(trainer_, report_atom::value, std::move(report));
+    send(trainer_, report_atom::value, report);
   }
 
   struct Running {
@@ -421,7 +431,7 @@ class StageActor : public stage_actor::base {
   std::vector<stage_peer_actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
   std::vector<stage_peer_actor> followers_;  // tensor ranks 1.. of this stage (tensor rank 0 only)
   std::string name_ = worker_->name();
-  std::deque<Op> orders_;              // follower: the leader's ops not yet run
+  std::deque<Op> orders_;                             // follower: the leader's ops not yet run
   std::vector<std::pair<int64_t, Op>> early_orders_;  // follower: orders of an iteration not started yet
   int ops_run_ = 0, ops_total_ = 0;
   stage_listener trainer_;
@@ -436,7 +446,7 @@ class StageActor : public stage_actor::base {
   bool pump_pending_ = false;
   bool failed_ = false;
   std::string failure_;
-  double loss_sum_ = 0;  // of the iteration being reported
+  double loss_sum_ = 0;                    // of the iteration being reported
   bool awaiting_reduction_ = false;        // every op ran; waiting for the reducer's answer
   std::optional<BucketsReduced> reduced_;  // the reducer's answer for this iteration
 };

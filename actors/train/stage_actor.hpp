@@ -30,13 +30,13 @@ namespace troupe::actors {
 struct StageOptions {
   schedules::Schedule schedule = schedules::Schedule::one_f_one_b;
   int group_size = 0;
-  int device = 0;          // device index, for the trace
+  int device = 0;           // device index, for the trace
   int max_outstanding = 1;  // ops enqueued but not finished: 1 on a CPU device, a few on a GPU (run ahead)
   // Tests: every op takes exactly this long (the canonical-order test); decisions then wait a
   // third of it, so peers that finished at the same instant are seen (the simulator's rule).
   std::chrono::microseconds fixed_op_duration{0};
   std::function<void(int stage, const schedules::Op& op)> before_op;  // tests: may throw or sleep
-  std::chrono::steady_clock::time_point epoch;  // the trace clock's zero
+  std::chrono::steady_clock::time_point epoch;                        // the trace clock's zero
   grad_reducer_actor reducer;  // --overlap-grad-reduce: this device's gradient reducer (else null)
 };
 

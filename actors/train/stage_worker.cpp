@@ -27,9 +27,9 @@ std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_size
 }
 
 StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
-  TROUPE_CHECK(setup_.context && int(setup_.models.size()) == setup_.chunks &&
-                   setup_.optimizers.size() == setup_.models.size(),
-               "StageWorker: stage ", setup_.stage, " needs a context and ", setup_.chunks, " chunks with optimizers");
+  TROUPE_CHECK(
+      setup_.context && int(setup_.models.size()) == setup_.chunks && setup_.optimizers.size() == setup_.models.size(),
+      "StageWorker: stage ", setup_.stage, " needs a context and ", setup_.chunks, " chunks with optimizers");
   setup_.norm_exclude.resize(size_t(setup_.chunks));
   completions_ = make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
 }
@@ -75,8 +75,8 @@ void StageWorker::begin(IterationPlan plan) {
     }
   }
   if (last_virtual(V - 1)) {
-    TROUPE_CHECK(int(plan_.targets.size()) == M, "the last stage got ", plan_.targets.size(), " target tensors for ",
-                 M, " microbatches");
+    TROUPE_CHECK(int(plan_.targets.size()) == M, "the last stage got ", plan_.targets.size(), " target tensors for ", M,
+                 " microbatches");
     for (const Tensor& t : plan_.targets) {
       expect_shape("StageWorker::begin", "targets", t, {plan_.batch, plan_.seq});
       targets_.push_back(buffer_upload(ctx, t));
@@ -96,8 +96,8 @@ void StageWorker::begin(IterationPlan plan) {
 
 void StageWorker::accept(Direction direction, int microbatch, int chunk, Parcel& parcel) {
   const bool act = direction == Direction::activation;
-  TROUPE_CHECK(microbatch >= 0 && microbatch < plan_.microbatches && chunk >= 0 && chunk < setup_.chunks,
-               "stage ", stage(), " got a parcel for microbatch ", microbatch, " chunk ", chunk);
+  TROUPE_CHECK(microbatch >= 0 && microbatch < plan_.microbatches && chunk >= 0 && chunk < setup_.chunks, "stage ",
+               stage(), " got a parcel for microbatch ", microbatch, " chunk ", chunk);
   Channel* channel = act ? setup_.activation_in : setup_.gradient_in;
   TROUPE_CHECK(channel != nullptr, "stage ", stage(), " has no ", act ? "activation" : "gradient", " input channel");
   std::vector<Inbound>& slots = act ? inputs_ : output_grads_;
@@ -181,8 +181,10 @@ std::optional<Outbound> StageWorker::run_forward(const Op& op) {
     copy(ctx, a->losses, losses_.slice(int64_t(m) * n, {n}));
     if (setup_.check_losses) check_finite(op, a->losses, "the per-token losses");
   }
-  if (plan_.training) saved_[i] = std::move(a);
-  else chunk.release(std::move(a));
+  if (plan_.training)
+    saved_[i] = std::move(a);
+  else
+    chunk.release(std::move(a));
   if (last) return std::nullopt;
   if (setup_.check_tensors) check_finite(op, out, "the output activations");
   return Outbound{Direction::activation, (vs + 1) % P, m, (vs + 1) / P, setup_.activation_out->send(ctx, out)};
@@ -232,8 +234,10 @@ std::optional<Outbound> StageWorker::run_backward(const Op& op) {
     output_grads_[i] = Inbound();
   }
   if (setup_.check_tensors) {
-    if (first) check_finite(op, chunk.grads(), "the parameter gradients");
-    else check_finite(op, din, "the input gradients");
+    if (first)
+      check_finite(op, chunk.grads(), "the parameter gradients");
+    else
+      check_finite(op, din, "the input gradients");
   }
   if (first) return std::nullopt;
   return Outbound{Direction::gradient, (vs - 1 + P) % P, m, (vs - 1) / P, setup_.gradient_out->send(ctx, din)};
@@ -267,7 +271,8 @@ void StageWorker::reduce_tied(std::function<void()> done) {
     return;
   }
   GptChunk& chunk = model(setup_.tied_chunk);
-  setup_.tied->reduce(setup_.tied_rank, context(), chunk.layout().view(chunk.grads(), kWordEmbeddingName), std::move(done));
+  setup_.tied->reduce(setup_.tied_rank, context(), chunk.layout().view(chunk.grads(), kWordEmbeddingName),
+                      std::move(done));
 }
 
 GradStats StageWorker::grad_stats() {
@@ -300,7 +305,8 @@ void StageWorker::reduce_grads() {
   for (const GradBucket& b : setup_.buckets) {
     const Tensor g = model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
     if (setup_.distributed_optimizer)
-      setup_.dp_group->reduce_scatter(context(), g, g.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}));
+      setup_.dp_group->reduce_scatter(context(), g,
+                                      g.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}));
     else
       setup_.dp_group->all_reduce(context(), g);
   }
@@ -330,8 +336,8 @@ void StageWorker::skip_step() {
 
 StepResult StageWorker::step_local() {
   TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied() && setup_.tp_size == 1 && setup_.dp_size == 1,
-               "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ",
-               setup_.stages, " holds ", setup_.chunks, " chunk(s)");
+               "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ", setup_.stages,
+               " holds ", setup_.chunks, " chunk(s)");
   await_state_readers();
   const NvtxRange range("optimizer step stage ", stage());
   return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);

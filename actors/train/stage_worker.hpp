@@ -112,10 +112,10 @@ struct StageSetup {
   // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last
   // microbatch's backward has written it (take_ready_buckets); reduce_grads() leaves it out.
   bool overlap_grad_reduce = false;
-  bool check_losses = false;  // --check-for-nan-in-loss-and-grad: per-microbatch losses
-  bool check_tensors = false;  // ... and every op's output activations / gradients (off with fp16 scaling)
+  bool check_losses = false;         // --check-for-nan-in-loss-and-grad: per-microbatch losses
+  bool check_tensors = false;        // ... and every op's output activations / gradients (off with fp16 scaling)
   std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
-  std::vector<std::unique_ptr<GptChunk>> models;         // V chunks, chunk c = virtual stage c * P + s
+  std::vector<std::unique_ptr<GptChunk>> models;       // V chunks, chunk c = virtual stage c * P + s
   std::vector<std::unique_ptr<Optimizer>> optimizers;  // one per chunk
   // Channels (owned by the run): activations to stage s+1 / from s-1, gradients to s-1 / from s+1
   // (all modulo P). Null where the pipeline has one stage.
@@ -206,7 +206,7 @@ class StageWorker {
   // the tensor-parallel group, then the gradients over the data-parallel group (all-reduce, or
   // reduce-scatter into this rank's shard with the distributed optimizer). Enqueued on the device.
   void reduce_grads();
-  GradStats grad_stats();                        // over all chunks, tied duplicate excluded
+  GradStats grad_stats();  // over all chunks, tied duplicate excluded
   // AdamW on this rank's parameters (its shard, then all-gathered, with the distributed optimizer).
   void apply(float lr, float clip, float loss_scale);
   void skip_step();
@@ -232,15 +232,15 @@ class StageWorker {
   StageSetup setup_;
   std::unique_ptr<CompletionQueue> completions_;
   IterationPlan plan_;
-  std::vector<Tensor> tokens_, targets_;  // on the device, per microbatch
+  std::vector<Tensor> tokens_, targets_;       // on the device, per microbatch
   Inbound* input_of(const schedules::Op& op);  // the op's received input; null: none (first/last virtual stage)
 
-  std::vector<Inbound> inputs_;          // received activations, per (microbatch, chunk)
-  std::vector<Inbound> output_grads_;    // received gradients, per (microbatch, chunk)
-  std::vector<ActivationsPtr> saved_;    // forward activations kept for the backward
+  std::vector<Inbound> inputs_;        // received activations, per (microbatch, chunk)
+  std::vector<Inbound> output_grads_;  // received gradients, per (microbatch, chunk)
+  std::vector<ActivationsPtr> saved_;  // forward activations kept for the backward
   std::vector<char> forward_ran_;
-  Tensor losses_;                        // f32 [M, B*T] on the device (last virtual stage)
-  std::vector<char> bucket_sent_;        // per bucket: handed to the reducer this iteration
+  Tensor losses_;                  // f32 [M, B*T] on the device (last virtual stage)
+  std::vector<char> bucket_sent_;  // per bucket: handed to the reducer this iteration
   std::vector<ReadyBucket> ready_buckets_;
   std::shared_ptr<void> state_readers_;  // see wait_before_next_step
   void await_state_readers();

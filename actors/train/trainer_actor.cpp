@@ -43,7 +43,8 @@ class TrainerActor : public trainer_actor::base {
     monitor(s_.optimizer);
     set_down_handler([this](caf::down_msg& dm) {
       if (failed_ || !dm.reason) return;
-      fail_run(make_run_error(RunError::stopped, str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason))));
+      fail_run(
+          make_run_error(RunError::stopped, str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason))));
     });
     last_progress_.assign(s_.stages.size(), Clock::now());
     running_.resize(s_.stages.size());
@@ -100,7 +101,8 @@ class TrainerActor : public trainer_actor::base {
 
   // Why a train or eval request cannot start now (no error: it can).
   caf::error refusal() {
-    if (failed_) return make_run_error(RunError::rejected, str_cat("the run failed earlier: ", system().render(failure_)));
+    if (failed_)
+      return make_run_error(RunError::rejected, str_cat("the run failed earlier: ", system().render(failure_)));
     if (busy()) return make_run_error(RunError::rejected, "an iteration is already running");
     return caf::error{};
   }
@@ -162,7 +164,6 @@ class TrainerActor : public trainer_actor::base {
     // The monitor actor is untyped, which a typed actor reaches only anonymously (no answer is due).
     if (monitor_queue_->try_push(int64_t(b.events.size()))) caf::anon_send(monitor_, trace_atom::value, std::move(b));
   }
-
 
   void fetch(bool train, int64_t count, std::function<void(BatchList&)> then) {
     const int64_t t0 = now_ns();
@@ -237,7 +238,8 @@ class TrainerActor : public trainer_actor::base {
       stats_.loss_scale = s_.scaler ? s_.scaler->scale() : 1.0f;
       for (const Batch& b : batches) stats_.tokens += count_targets(b.targets);
       if (stats_.tokens <= 0) {
-        fail_run(make_run_error(RunError::data, str_cat("iteration ", iteration_, ": every target of the batch is ignored")));
+        fail_run(make_run_error(RunError::data,
+                                str_cat("iteration ", iteration_, ": every target of the batch is ignored")));
         return;
       }
       const float grad_scale = stats_.loss_scale / float(stats_.tokens);
@@ -352,7 +354,7 @@ class TrainerActor : public trainer_actor::base {
     if (!combine_processes()) return;
     loss_sum_ = 0;
     for (double l : losses_) loss_sum_ += l;  // rank order: the same sum every run
-    ++generation_;  // pipeline phase over: the watchdog stops
+    ++generation_;                            // pipeline phase over: the watchdog stops
     if (!training_) {
       record("trainer", schedules::EventKind::other, phase_start_ns_);
       deliver_eval(loss_sum_ / double(eval_tokens_));
@@ -443,9 +445,7 @@ class TrainerActor : public trainer_actor::base {
   void on_tick(uint64_t generation) {
     if (failed_ || generation != generation_) return;
     const auto now = Clock::now();
-    const auto ms = [](Clock::duration d) {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-    };
+    const auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     for (size_t s = 0; s < s_.stages.size(); ++s) {
       // The oldest op the stage started and has not finished (a GPU stage runs a few ahead).
       if (reported_[s] || running_[s].empty() || now - running_[s].front().since <= s_.op_timeout) continue;
@@ -480,11 +480,11 @@ class TrainerActor : public trainer_actor::base {
   };
 
   struct Prefetch {
-    bool pending = false;               // asked, no answer yet
-    std::optional<BatchList> batches;   // the answer
-    caf::error error;                   // or the loader's failure
-    int64_t start_ns = 0, end_ns = 0;   // for the trace's data event
-    std::function<void()> waiter;       // an iteration waiting for the answer
+    bool pending = false;              // asked, no answer yet
+    std::optional<BatchList> batches;  // the answer
+    caf::error error;                  // or the loader's failure
+    int64_t start_ns = 0, end_ns = 0;  // for the trace's data event
+    std::function<void()> waiter;      // an iteration waiting for the answer
   };
 
   TrainerSetup s_;
@@ -498,10 +498,10 @@ class TrainerActor : public trainer_actor::base {
   int64_t eval_tokens_ = 0;
   size_t reports_ = 0, expected_reports_ = 0;
   std::vector<bool> reported_;
-  std::vector<GradStats> grads_;  // per stage actor: the reports' gradient statistics
-  std::vector<bool> counted_;     // ... that the global norm sums
-  std::vector<double> losses_;    // per stage actor: its loss sum (last stage, tensor rank 0)
-  int P_ = 1, D_ = 1;  // s_.layout's pipeline and data sizes
+  std::vector<GradStats> grads_;             // per stage actor: the reports' gradient statistics
+  std::vector<bool> counted_;                // ... that the global norm sums
+  std::vector<double> losses_;               // per stage actor: its loss sum (last stage, tensor rank 0)
+  int P_ = 1, D_ = 1;                        // s_.layout's pipeline and data sizes
   std::map<caf::actor_addr, size_t> index_;  // stage actor -> its rank
   double loss_sum_ = 0;
   int64_t phase_start_ns_ = 0;
@@ -511,7 +511,7 @@ class TrainerActor : public trainer_actor::base {
   Prefetch next_;                              // the next training iteration's batches
   caf::actor monitor_;                         // null: no monitor attached (the monitor actor is untyped)
   std::shared_ptr<TraceQueue> monitor_queue_;
-  std::vector<schedules::TraceEvent> batch_;   // traced since the last forward_batch
+  std::vector<schedules::TraceEvent> batch_;  // traced since the last forward_batch
 };
 
 }  // namespace

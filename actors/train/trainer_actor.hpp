@@ -35,9 +35,9 @@ struct TrainerSetup {
   // first_local + local_count)); the losses and gradient statistics are summed over processes
   // through the fabric, in rank order, so every process takes the same step.
   std::shared_ptr<Fabric> fabric;
-  size_t first_local = 0, local_count = 0;  // local_count 0: every stage is local
+  size_t first_local = 0, local_count = 0;   // local_count 0: every stage is local
   std::vector<grad_reducer_actor> reducers;  // gradient reducers (monitored: one going down fails the run)
-  bool distributed_optimizer = false;  // each data rank's gradient statistics cover its own shard
+  bool distributed_optimizer = false;        // each data rank's gradient statistics cover its own shard
   loader_actor loader;
   optimizer_actor optimizer;
   int microbatches = 1;  // of the global batch (each data rank runs microbatches / D of them)

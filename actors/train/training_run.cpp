@@ -103,10 +103,7 @@ int device_of_rank(const TrainingConfig& c, int rank, int node_process, int per_
   return rank % n;
 }
 
-
-
 }  // namespace
-
 
 bool TrainingRun::Impl::local(size_t r) const { return process_of(r) == fabric->process(); }
 
@@ -145,8 +142,9 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
     std::vector<int> procs;
     for (int m : members) {
       const size_t r = size_t(m);
-      ctxs.push_back(!local(r) ? nullptr : data_parallel && !comm_contexts.empty() ? comm_contexts[r].get()
-                                                                                  : contexts[r].get());
+      ctxs.push_back(!local(r)                                 ? nullptr
+                     : data_parallel && !comm_contexts.empty() ? comm_contexts[r].get()
+                                                               : contexts[r].get());
       procs.push_back(process_of(r));
     }
     // CPU devices: shared memory here, MPI to other processes; GPUs: NCCL. Every process makes
@@ -213,7 +211,8 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   for (int c = 0; c < V; ++c) {
     OptimizerShard shard;
     for (const GradBucket& b : setup.buckets)
-      if (dist_opt && b.chunk == c) shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
+      if (dist_opt && b.chunk == c)
+        shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
     std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
     setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
   }
@@ -235,7 +234,8 @@ void TrainingRun::Impl::link_pipelines() {
   auto link = [&](size_t from, size_t to) -> Channel* {
     const Context* f = local(from) ? &workers[from]->context() : nullptr;
     const Context* t = local(to) ? &workers[to]->context() : nullptr;
-    std::unique_ptr<Channel> c = fabric->make_channel(process_of(from), process_of(to), f, t, timing, config.op_timeout);
+    std::unique_ptr<Channel> c =
+        fabric->make_channel(process_of(from), process_of(to), f, t, timing, config.op_timeout);
     if (!c) return nullptr;
     channels.push_back(std::move(c));
     return channels.back().get();
@@ -253,7 +253,8 @@ void TrainingRun::Impl::link_pipelines() {
       }
       for (int s = 0; s < P; ++s) {
         const size_t r = rank(s, dp, tp);
-        if (local(r)) workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
+        if (local(r))
+          workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
       }
       if (!tied_split) continue;
       const size_t first = rank(0, dp, tp), last = rank(P - 1, dp, tp);
@@ -262,9 +263,9 @@ void TrainingRun::Impl::link_pipelines() {
       } else {
         const Context* c0 = local(first) ? &workers[first]->context() : nullptr;
         const Context* c1 = local(last) ? &workers[last]->context() : nullptr;
-        auto pair = fabric->make_group({process_of(first), process_of(last)}, {c0, c1},
-                                       GroupOptions{str_cat("the tied embedding of data rank ", dp, ", tensor rank ", tp),
-                                                    config.op_timeout});
+        auto pair = fabric->make_group(
+            {process_of(first), process_of(last)}, {c0, c1},
+            GroupOptions{str_cat("the tied embedding of data rank ", dp, ", tensor rank ", tp), config.op_timeout});
         if (!c0 && !c1) continue;
         tied.push_back(std::make_unique<GroupPairReducer>(std::move(pair)));
       }
@@ -302,8 +303,8 @@ void TrainingRun::Impl::connect_processes() {
     }};
   });
   auto port = system->middleman().publish(directory, 0, nullptr, true);
-  TROUPE_CHECK(port, "process ", fabric->process(), ": publishing the stage directory failed: ",
-               system->render(port.error()));
+  TROUPE_CHECK(port, "process ", fabric->process(),
+               ": publishing the stage directory failed: ", system->render(port.error()));
   char host[256] = {};
   TROUPE_SYSCALL(gethostname(host, sizeof host - 1), "the host name other processes connect to");
   const std::vector<std::string> hosts = fabric->all_gather(host);
@@ -316,7 +317,7 @@ void TrainingRun::Impl::connect_processes() {
     TROUPE_CHECK(int(theirs.size()) == per_process, "process ", me, ": process ", q, " handed out ", theirs.size(),
                  " stage actors, not ", per_process);
     for (int i = 0; i < per_process; ++i)
-      stages[size_t(q * per_process + i)] = caf::actor_cast<stage_actor>(theirs[size_t(i)]);
+      stages[size_t(q) * size_t(per_process) + size_t(i)] = caf::actor_cast<stage_actor>(theirs[size_t(i)]);
   };
   std::vector<caf::actor> ours;
   for (const stage_actor& a : local_stages) ours.push_back(caf::actor_cast<caf::actor>(a));
@@ -351,11 +352,13 @@ Answer TrainingRun::Impl::ask(Ts... xs) {
   // The trainer's watchdog answers within op_timeout of a stalled op; this bound only guards
   // against a lost reply.
   const auto backstop = config.op_timeout * (2 * M * V + 8) + std::chrono::seconds(30);
-  (*self)->request(trainer, backstop, xs...)
+  (*self)
+      ->request(trainer, backstop, xs...)
       .receive([&](Answer& a) { answer = std::move(a); },
                [&](caf::error& e) {
                  // A run error is the trainer's answer (the run's failure); any other: no answer.
-                 error = is_run_error(e) ? system->render(e) : str_cat("the trainer did not answer: ", system->render(e));
+                 error =
+                     is_run_error(e) ? system->render(e) : str_cat("the trainer did not answer: ", system->render(e));
                });
   if (answer) return std::move(*answer);
   if (error.empty()) error = "the trainer did not answer";
@@ -397,9 +400,9 @@ void TrainingRun::Impl::shutdown() {
   for (const stage_actor& a : local_stages) all.push_back(caf::actor_cast<caf::actor>(a));
   for (const grad_reducer_actor& a : reducers)
     if (a) all.push_back(caf::actor_cast<caf::actor>(a));
-  for (const caf::actor& a : {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
-                              caf::actor_cast<caf::actor>(trainer), directory, monitor,
-                              caf::actor_cast<caf::actor>(checkpoint_writer)})
+  for (const caf::actor& a :
+       {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
+        caf::actor_cast<caf::actor>(trainer), directory, monitor, caf::actor_cast<caf::actor>(checkpoint_writer)})
     if (a) all.push_back(a);
   // Several processes: another one may still be finishing the step this one has finished (its
   // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
@@ -498,7 +501,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   }
 
   d.caf_config.set("scheduler.max-threads", 2);  // every actor of the run is detached; the scheduler idles
-  add_run_error_category(d.caf_config);  // system->render(e) gives a run error's sentence
+  add_run_error_category(d.caf_config);          // system->render(e) gives a run error's sentence
   if (procs > 1) {
     // Control messages between processes (parcel announcements, tensor-rank orders, and the
     // down messages of a process that dies) go through CAF's middleman.
@@ -544,13 +547,14 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   OptimizerOptions oo;
   oo.clip_grad = config.optimizer.clip_grad;
   oo.timeout = config.op_timeout;
-  d.optimizer = spawn_optimizer(*d.system, std::vector<stage_update_actor>(d.local_stages.begin(), d.local_stages.end()), oo);
+  d.optimizer =
+      spawn_optimizer(*d.system, std::vector<stage_update_actor>(d.local_stages.begin(), d.local_stages.end()), oo);
   TrainerSetup ts;
   ts.stages = d.stages;
   for (const grad_reducer_actor& a : d.reducers)
     if (a) ts.reducers.push_back(a);
   ts.fabric = d.fabric;
-  ts.first_local = size_t(d.fabric->process() * d.per_process);
+  ts.first_local = size_t(d.fabric->process()) * size_t(d.per_process);
   ts.local_count = size_t(d.per_process);
   ts.layout = d.layout;
   ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
@@ -561,8 +565,10 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   ts.seq_length = config.model.seq_length;
   ts.seed = config.seed;
   ts.lr = config.lr;
-  if (config.loss_scale > 0) ts.scaler = std::make_shared<ConstantLossScaler>(config.loss_scale);
-  else if (config.devices.cuda && config.devices.compute == DType::f16) ts.scaler = std::make_shared<DynamicLossScaler>();
+  if (config.loss_scale > 0)
+    ts.scaler = std::make_shared<ConstantLossScaler>(config.loss_scale);
+  else if (config.devices.cuda && config.devices.compute == DType::f16)
+    ts.scaler = std::make_shared<DynamicLossScaler>();
   d.scaler = ts.scaler;
   ts.op_timeout = config.op_timeout;
   ts.trace = d.trace;

@@ -31,21 +31,21 @@
 namespace troupe::actors {
 
 struct ParallelConfig {
-  int tensor_size = 1;    // --tensor-model-parallel-size
-  int data_size = 1;      // devices / (tensor size * pipeline size)
+  int tensor_size = 1;                 // --tensor-model-parallel-size
+  int data_size = 1;                   // devices / (tensor size * pipeline size)
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward
   int64_t bucket_elements = 40000000;  // --ddp-bucket-size (Megatron's default)
-  int pipeline_size = 1;  // --pipeline-model-parallel-size
-  int virtual_chunks = 1;  // V; from --num-layers-per-virtual-pipeline-stage
+  int pipeline_size = 1;               // --pipeline-model-parallel-size
+  int virtual_chunks = 1;              // V; from --num-layers-per-virtual-pipeline-stage
   schedules::Schedule schedule = schedules::Schedule::one_f_one_b;
   int group_size = 0;  // --microbatch-group-size-per-vp-stage (0: P)
 };
 
 struct DeviceConfig {
-  bool cuda = false;    // GPUs or CPU devices; one rank (TP x DP x PP) per device
-  int cpu_devices = 0;  // CPU devices (threads with their own memory); 0: one per rank
+  bool cuda = false;           // GPUs or CPU devices; one rank (TP x DP x PP) per device
+  int cpu_devices = 0;         // CPU devices (threads with their own memory); 0: one per rank
   DType compute = DType::f32;  // f32 on CPU devices; bf16 or f16 on GPUs
 };
 

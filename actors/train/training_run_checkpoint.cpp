@@ -119,8 +119,8 @@ void TrainingRun::start_save(const std::string& root, const SaveOptions& options
     }
     for (int c = 0; c < w->chunks(); ++c) {
       const Optimizer& opt = w->optimizer(c);
-      TROUPE_CHECK(step < 0 || step == opt.iteration(), "save_checkpoint: optimizer steps differ across chunks (",
-                   step, " vs ", opt.iteration(), ")");
+      TROUPE_CHECK(step < 0 || step == opt.iteration(), "save_checkpoint: optimizer steps differ across chunks (", step,
+                   " vs ", opt.iteration(), ")");
       step = opt.iteration();
       ChunkState s{.writer_id = int(r), .layout = w->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
       if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
@@ -170,8 +170,8 @@ std::optional<SavedCheckpoint> TrainingRun::finish_save(bool wait) {
     try {
       std::vector<std::string> indices;
       for (size_t i = 0; i < parts.size(); ++i) {
-        TROUPE_CHECK(parts[i][0] == ' ', "process ", i, " could not write its part of the checkpoint: ",
-                     parts[i].substr(1));
+        TROUPE_CHECK(parts[i][0] == ' ', "process ", i,
+                     " could not write its part of the checkpoint: ", parts[i].substr(1));
         indices.push_back(parts[i].substr(1));
       }
       dir = commit_checkpoint(p.root, p.meta, indices);
@@ -181,12 +181,13 @@ std::optional<SavedCheckpoint> TrainingRun::finish_save(bool wait) {
     }
   }
   if (d.fabric->processes() > 1) result = d.fabric->all_gather(result)[0];
-  SavedCheckpoint saved{.dir = (std::filesystem::path(p.root) / checkpoint_iteration_dir_name(p.meta.iteration)).string(),
-                        .iteration = p.meta.iteration,
-                        .stall_seconds = p.stall_seconds,
-                        .write_seconds = mine.seconds,
-                        .total_seconds = seconds_since(p.started),
-                        .bytes = mine.bytes};
+  SavedCheckpoint saved{
+      .dir = (std::filesystem::path(p.root) / checkpoint_iteration_dir_name(p.meta.iteration)).string(),
+      .iteration = p.meta.iteration,
+      .stall_seconds = p.stall_seconds,
+      .write_seconds = mine.seconds,
+      .total_seconds = seconds_since(p.started),
+      .bytes = mine.bytes};
   d.pending_save.reset();
   TROUPE_CHECK(result.empty(), "saving checkpoint iteration ", saved.iteration, " to '", saved.dir,
                "' failed (the previous checkpoint stays the latest): ", result);
@@ -201,8 +202,8 @@ SavedCheckpoint TrainingRun::save_checkpoint(const std::string& root, const Save
 void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& options) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
-  TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ",
-               d.iteration, " iterations");
+  TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ", d.iteration,
+               " iterations");
   const CheckpointReader r = CheckpointReader::open(root);
   const CheckpointMetadata& meta = r.metadata();
   check_model_config(to_json(d.config.model), meta.model_config, r.dir());
@@ -239,8 +240,8 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
   }
   if (!resume) return;  // --finetune: weights only, from iteration 0
   const nlohmann::json scaler = ts.value("loss_scaler", nlohmann::json());
-  if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get()); dyn && scaler.is_object() &&
-                                                                     scaler.value("type", "") == "dynamic") {
+  if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get());
+      dyn && scaler.is_object() && scaler.value("type", "") == "dynamic") {
     DynamicLossScaler::State s;
     s.scale = scaler.at("scale").get<float>();
     s.growth_tracker = scaler.at("growth_tracker").get<int64_t>();
@@ -252,8 +253,11 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
   std::string error;
   (*d.self)
       ->request(d.trainer, d.config.op_timeout, resume_atom::value, meta.iteration, seed)
-      .receive([&](bool ok) { if (!ok) error = "the trainer is busy or failed"; },
-               [&](caf::error& e) { error = d.system->render(e); });
+      .receive(
+          [&](bool ok) {
+            if (!ok) error = "the trainer is busy or failed";
+          },
+          [&](caf::error& e) { error = d.system->render(e); });
   TROUPE_CHECK(error.empty(), "load_checkpoint: the trainer did not take iteration ", meta.iteration, ": ", error);
   d.iteration = meta.iteration;
   d.config_seed = seed;

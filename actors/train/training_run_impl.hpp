@@ -34,11 +34,11 @@ struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
-  RankLayout layout;  // {T, D, P}: every rank computation goes through it
-  std::shared_ptr<Fabric> fabric;  // this process among the run's processes (one without mpirun)
-  std::vector<std::unique_ptr<Collectives>> groups;  // tensor- and data-parallel group members
+  RankLayout layout;                                    // {T, D, P}: every rank computation goes through it
+  std::shared_ptr<Fabric> fabric;                       // this process among the run's processes (one without mpirun)
+  std::vector<std::unique_ptr<Collectives>> groups;     // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
-  std::vector<grad_reducer_actor> reducers;              // ... and the reducer actors, by rank
+  std::vector<grad_reducer_actor> reducers;             // ... and the reducer actors, by rank
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<StageWorker>> workers;
   std::vector<std::unique_ptr<Channel>> channels;
@@ -57,10 +57,10 @@ struct TrainingRun::Impl {
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
 
   // Checkpoints (training_run_checkpoint.cpp).
-  uint64_t config_seed = 0;  // the dropout streams' seed: config.seed, or the loaded checkpoint's
+  uint64_t config_seed = 0;                   // the dropout streams' seed: config.seed, or the loaded checkpoint's
   checkpoint_writer_actor checkpoint_writer;  // spawned by the first save
   std::vector<std::unique_ptr<Context>> snapshot_contexts;  // per rank: the side stream of GPU snapshots
-  std::vector<Tensor> staging;  // pinned host copies, reused by every save
+  std::vector<Tensor> staging;                              // pinned host copies, reused by every save
   struct PendingSave {
     std::string root;
     int keep_last = 0;
@@ -71,7 +71,7 @@ struct TrainingRun::Impl {
   };
   std::optional<PendingSave> pending_save;
   CheckpointMetadata checkpoint_metadata(bool with_optimizer, int64_t step) const;
-  bool saves_state(const StageWorker* w) const;  // writes its state into checkpoints
+  bool saves_state(const StageWorker* w) const;              // writes its state into checkpoints
   const Tensor& staging_buffer(size_t slot, int64_t numel);  // staging[slot], (re)allocated to numel
 
   // The stage workers of this process, their groups and the links between them (training_run.cpp).
@@ -84,8 +84,7 @@ struct TrainingRun::Impl {
   std::shared_ptr<StageWorker> make_worker(size_t r, std::unique_ptr<Context> context, const StageGroups& groups);
   void link_pipelines();  // activation and gradient channels, and the tied embedding's pair reducers
   // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).
-  void start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
-                    schedules::Schedule schedule);
+  void start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid, schedules::Schedule schedule);
   // Stage actors and workers are indexed by global rank (layout.rank: Megatron's order). Process p
   // holds ranks [p * per_process, (p + 1) * per_process); workers, contexts and reducers of
   // ranks elsewhere are null, their stage actors remote handles.
@@ -94,8 +93,8 @@ struct TrainingRun::Impl {
   int process_of(size_t r) const { return int(r) / per_process; }
   bool local(size_t r) const;
   std::vector<stage_actor> local_stages;  // this process's stage actors, by rank
-  caf::actor directory;                  // several processes: hands out local_stages to the others
-  void connect_processes();              // several processes: learns every other process's stage actors
+  caf::actor directory;                   // several processes: hands out local_stages to the others
+  void connect_processes();               // several processes: learns every other process's stage actors
   // The trainer's answer to (xs...); throws troupe::Error with the run's failure (kept in `failure`).
   template <typename Answer, typename... Ts>
   Answer ask(Ts... xs);

@@ -70,7 +70,8 @@ int64_t HostOpSpan::now_ns() const {
 
 void TrainingRun::Impl::end_monitor() {
   if (!monitor) return;
-  MonitorEnd end{.iteration = iteration, .reason = "stopped", .detail = "the run was shut down before it reported its end"};
+  MonitorEnd end{
+      .iteration = iteration, .reason = "stopped", .detail = "the run was shut down before it reported its end"};
   if (!failure.empty()) {
     end.reason = "failed";
     end.detail = failure;
@@ -80,7 +81,8 @@ void TrainingRun::Impl::end_monitor() {
   }
   // The monitor ignores this if the app published an end already. Waiting for the answer
   // means the message was handed to ZeroMQ before the actor is told to exit.
-  (*self)->request(monitor, std::chrono::seconds(5), publish_atom::value, MonitorBody{std::move(end)})
+  (*self)
+      ->request(monitor, std::chrono::seconds(5), publish_atom::value, MonitorBody{std::move(end)})
       .receive([](bool) {}, [](caf::error&) {});
 }
 

@@ -16,7 +16,8 @@ std::string trim(const std::string& s) {
 }
 
 std::string unquote(const std::string& v) {
-  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+    return v.substr(1, v.size() - 2);
   return v;
 }
 
@@ -36,7 +37,8 @@ std::vector<std::string> line_flags(const std::string& path, int line_no, const 
     size_t start = 0;
     while (start <= items.size()) {
       const size_t comma = items.find(',', start);
-      const std::string item = trim(items.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      const std::string item =
+          trim(items.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
       if (!item.empty()) out.push_back(unquote(item));
       if (comma == std::string::npos) break;
       start = comma + 1;

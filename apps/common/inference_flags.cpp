@@ -79,8 +79,8 @@ std::vector<InferenceModel*> ReplicaModels::ranks() const {
   return out;
 }
 
-std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, const InferenceSetup& s,
-                                                   int first_device, const InferenceModelOptions& options) {
+std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, const InferenceSetup& s, int first_device,
+                                                   const InferenceModelOptions& options) {
   const int T = f.tensor_parallel;
   auto r = std::make_shared<ReplicaModels>();
   std::vector<const Context*> members;

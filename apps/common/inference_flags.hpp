@@ -58,7 +58,7 @@ struct ReplicaModels {
   std::vector<std::unique_ptr<InferenceModel>> models;   // [T]: rank r's model
   std::vector<InferenceModel*> ranks() const;            // for InferenceEngine
 };
-std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, const InferenceSetup& s,
-                                                   int first_device, const InferenceModelOptions& options);
+std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, const InferenceSetup& s, int first_device,
+                                                   const InferenceModelOptions& options);
 
 }  // namespace troupe::apps

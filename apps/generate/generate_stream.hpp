@@ -37,7 +37,7 @@ class OrderedStream {
     std::string prompt;
     std::vector<int32_t> tokens{};
     std::vector<float> logprobs{};
-    size_t printed = 0;  // bytes of generated text written
+    size_t printed = 0;              // bytes of generated text written
     size_t end = std::string::npos;  // where the text ends (stop string), once finished
     FinishReason finish = FinishReason::none;
     bool started = false;  // its prompt is written
@@ -50,7 +50,7 @@ class OrderedStream {
   std::vector<Entry> entries_;
   size_t hold_back_ = 0;  // longest stop string - 1
   StreamExtras extras_;
-  size_t next_ = 0;       // the first request not completely written
+  size_t next_ = 0;  // the first request not completely written
   int64_t generated_ = 0;
 };
 

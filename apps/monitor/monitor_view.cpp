@@ -145,7 +145,8 @@ std::string format_values(const MonitorIteration& it) {
     for (int64_t b : it.memory_bytes) out += format(" %.1f", double(b) / double(1ull << 30));
     out += "\n";
   }
-  if (it.host_memory_bytes > 0) out += format("host memory (GiB): %.2f\n", double(it.host_memory_bytes) / double(1ull << 30));
+  if (it.host_memory_bytes > 0)
+    out += format("host memory (GiB): %.2f\n", double(it.host_memory_bytes) / double(1ull << 30));
   return out;
 }
 
@@ -154,9 +155,8 @@ std::string format_stages(const MonitorStages& s, int width) {
   std::string out = format("stage time at iteration %ld (%.1f ms):", long(s.iteration), window / 1e6);
   const int bar = std::clamp(width - 70, 8, 30);
   std::string header(size_t(bar) + 11, ' ');
-  actors::monitor_stage_states(s, [&](const char* state, const std::vector<int64_t>&) {
-    header += format(" %6.6s", state);
-  });
+  actors::monitor_stage_states(
+      s, [&](const char* state, const std::vector<int64_t>&) { header += format(" %6.6s", state); });
   out += "\n" + header + "\n";
   for (size_t st = 0; st < s.busy_ns.size(); ++st) {
     out += format("  stage %-2zu ", st) + progress_bar(double(s.busy_ns[st]) / window, bar);
@@ -170,16 +170,16 @@ std::string format_stages(const MonitorStages& s, int width) {
 
 std::string format_serving(const MonitorServing& s) {
   auto ms = [](double seconds) { return std::isfinite(seconds) ? format("%.1f", seconds * 1e3) : std::string("n/a"); };
-  std::string out = format("requests/s: %.2f | tokens/s: %.1f (over %.0f s) | queue: %ld | batch: %ld | ",
-                           s.requests_per_second, s.tokens_per_second, s.rate_window_s, long(s.queue_length),
-                           long(s.batch_size));
+  std::string out =
+      format("requests/s: %.2f | tokens/s: %.1f (over %.0f s) | queue: %ld | batch: %ld | ", s.requests_per_second,
+             s.tokens_per_second, s.rate_window_s, long(s.queue_length), long(s.batch_size));
   out += format("KV blocks: %ld/%ld\n", long(s.kv_blocks_used), long(s.kv_blocks_total));
   out += format("requests: %ld (failed %ld) | prompt tokens: %ld | generated tokens: %ld | engine steps: %ld\n",
                 long(s.requests), long(s.failed_requests), long(s.prompt_tokens), long(s.generated_tokens),
                 long(s.engine_steps));
   out += "TTFT ms p50: " + ms(s.ttft_p50_s) + " p99: " + ms(s.ttft_p99_s) + " | TPOT ms p50: " + ms(s.tpot_p50_s) +
-         " p99: " + ms(s.tpot_p99_s) + format(" (%ld requests of the last %.0f s)\n", long(s.latency_samples),
-                                               s.latency_window_s);
+         " p99: " + ms(s.tpot_p99_s) +
+         format(" (%ld requests of the last %.0f s)\n", long(s.latency_samples), s.latency_window_s);
   return out;
 }
 
@@ -198,7 +198,9 @@ std::string loss_chart(const std::map<int64_t, double>& losses, int width, int h
   }
   std::string out;
   for (int r = 0; r < height; ++r) {
-    const std::string label = r == 0 ? format("%9.4f", hi) : r == height - 1 ? format("%9.4f", lo) : std::string(9, ' ');
+    const std::string label = r == 0            ? format("%9.4f", hi)
+                              : r == height - 1 ? format("%9.4f", lo)
+                                                : std::string(9, ' ');
     std::string row = label + " |" + rows[size_t(r)];
     row.erase(row.find_last_not_of(' ') + 1);
     out += row + "\n";
@@ -234,7 +236,8 @@ void render_training(const MonitorView& v, int width, Add& add) {
   if (v.stages) add(format_stages(*v.stages, width));
   const std::string chart = loss_chart(v.losses, std::clamp(width - 12, 10, 120), 8);
   if (!chart.empty()) {
-    add(format("lm loss over the last %zu log lines", std::min(v.losses.size(), size_t(std::clamp(width - 12, 10, 120)))));
+    add(format("lm loss over the last %zu log lines",
+               std::min(v.losses.size(), size_t(std::clamp(width - 12, 10, 120)))));
     add(chart);
   }
 }
@@ -271,9 +274,11 @@ std::string render_terminal(const MonitorView& v, const std::string& endpoint, i
     render_training(v, width, add);
   }
   if (v.end) add(format_end(v, *v.end));
-  add(format("last message %.1f s ago | messages missed: %lu | trace events: %lu (the run dropped %ld) | Ctrl-C "
-             "detaches", seconds_since_message, static_cast<unsigned long>(v.missed),
-             static_cast<unsigned long>(v.trace_events), long(v.dropped_events)));
+  add(
+      format("last message %.1f s ago | messages missed: %lu | trace events: %lu (the run dropped %ld) | Ctrl-C "
+             "detaches",
+             seconds_since_message, static_cast<unsigned long>(v.missed), static_cast<unsigned long>(v.trace_events),
+             long(v.dropped_events)));
   std::string out;
   for (const std::string& line : lines) out += truncate(line, width) + "\n";
   return out;

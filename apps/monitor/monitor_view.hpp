@@ -24,14 +24,14 @@ struct MonitorView {
   std::optional<actors::MonitorIteration> iteration;  // the latest (highest) iteration seen
   std::optional<actors::MonitorValidation> validation;
   std::optional<actors::MonitorEnd> end;
-  std::optional<actors::MonitorStages> stages;  // the latest traced iteration's per-stage time
+  std::optional<actors::MonitorStages> stages;    // the latest traced iteration's per-stage time
   std::optional<actors::MonitorServing> serving;  // troupe serve: the latest state
   uint64_t serving_seq = 0;                       // ... its message number
-  uint64_t trace_events = 0;   // trace events received (fresh messages)
-  int64_t dropped_events = 0;  // ... and the run's count of those it dropped
-  std::map<int64_t, double> losses;  // iteration -> lm loss of the records seen, the latest kHistory
-  uint64_t last_seq = 0;  // highest fresh message number seen
-  uint64_t missed = 0;    // fresh messages that never arrived (gaps in seq): dropped for us
+  uint64_t trace_events = 0;                      // trace events received (fresh messages)
+  int64_t dropped_events = 0;                     // ... and the run's count of those it dropped
+  std::map<int64_t, double> losses;               // iteration -> lm loss of the records seen, the latest kHistory
+  uint64_t last_seq = 0;                          // highest fresh message number seen
+  uint64_t missed = 0;                            // fresh messages that never arrived (gaps in seq): dropped for us
   uint64_t messages = 0;
 
   static constexpr size_t kHistory = 240;

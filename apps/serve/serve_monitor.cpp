@@ -16,7 +16,7 @@ actors::MonitorHello serve_monitor_hello(const InferenceSetup& s, const std::str
   h.num_layers = m.num_layers, h.hidden_size = m.hidden_size, h.num_attention_heads = m.num_attention_heads;
   h.seq_length = s.max_seq_length, h.vocab_size = m.vocab_size, h.parameters = m.num_parameters();
   h.replicas = replicas;
-  h.data_parallel = replicas;  // each replica serves whole requests
+  h.data_parallel = replicas;           // each replica serves whole requests
   h.tensor_parallel = tensor_parallel;  // devices per replica
   h.schedule = "";
   h.device_kind = s.cuda ? "cuda" : "cpu";

@@ -73,18 +73,18 @@ uint32_t masked_crc32c(std::string_view bytes) {
 
 std::string tensorboard_scalar_event(double wall_time, int64_t step, const std::string& tag, float value) {
   std::string v;
-  put_bytes(v, 1, tag);                    // Value.tag
+  put_bytes(v, 1, tag);                          // Value.tag
   put_tag(v, 2, kFixed32), put_fixed(v, value);  // Value.simple_value
   std::string summary;
-  put_bytes(summary, 1, v);                // Summary.value
+  put_bytes(summary, 1, v);  // Summary.value
   std::string e = event_header(wall_time, step);
-  put_bytes(e, 5, summary);                // Event.summary
+  put_bytes(e, 5, summary);  // Event.summary
   return e;
 }
 
 std::string tensorboard_version_event(double wall_time) {
   std::string e = event_header(wall_time, 0);
-  put_bytes(e, 3, "brain.Event:2");        // Event.file_version
+  put_bytes(e, 3, "brain.Event:2");  // Event.file_version
   return e;
 }
 

@@ -14,7 +14,7 @@ void gelu_forward(const Tensor& x, const Tensor& y) {
   const float* in = x.data_as<float>();
   float* out = y.data_as<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for if(worth_parallel(n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
     out[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCoef * v * v * v)));
@@ -26,7 +26,7 @@ void gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
   const float* g = dy.data_as<float>();
   float* out = dx.data_as<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for if(worth_parallel(n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
     const float u = kSqrt2OverPi * (v + kGeluCoef * v * v * v);
@@ -40,7 +40,7 @@ void swiglu_forward(const Tensor& x, const Tensor& y) {
   const int64_t n = x.dim(0), f = y.dim(1);
   const float* in = x.data_as<float>();
   float* out = y.data_as<float>();
-#pragma omp parallel for if(worth_parallel(n * f)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n * f)) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const float* gate = in + r * 2 * f;
     const float* up = gate + f;
@@ -56,7 +56,7 @@ void swiglu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
   const float* in = x.data_as<float>();
   const float* g = dy.data_as<float>();
   float* out = dx.data_as<float>();
-#pragma omp parallel for if(worth_parallel(n * f)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n * f)) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const float* gate = in + r * 2 * f;
     const float* up = gate + f;

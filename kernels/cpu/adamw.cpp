@@ -22,7 +22,7 @@ void adamw_step(const Tensor& master, const Tensor& m, const Tensor& v, const Te
   float* copy = params.defined() ? params.data_as<float>() : nullptr;
   for (const ParamSegment& seg : segments) {
     const float seg_decay = seg.decay ? decay_factor : 1.0f;
-#pragma omp parallel for if(worth_parallel(seg.numel)) schedule(static)
+#pragma omp parallel for if (worth_parallel(seg.numel)) schedule(static)
     for (int64_t i = seg.offset; i < seg.offset + seg.numel; ++i) {
       const float g = gv[i] * grad_scale;
       const float p = w[i] * seg_decay;

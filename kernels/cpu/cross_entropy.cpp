@@ -12,8 +12,8 @@ namespace {
 void check_targets(const char* op, const Tensor& targets, int64_t vocab_size) {
   const int32_t* t = targets.data_as<int32_t>();
   for (int64_t n = 0; n < targets.numel(); ++n)
-    TROUPE_CHECK(t[n] == -1 || (t[n] >= 0 && t[n] < vocab_size), op, ": targets[", n, "] = ", t[n],
-                 " is outside [0, ", vocab_size, ") and not -1 (ignored)");
+    TROUPE_CHECK(t[n] == -1 || (t[n] >= 0 && t[n] < vocab_size), op, ": targets[", n, "] = ", t[n], " is outside [0, ",
+                 vocab_size, ") and not -1 (ignored)");
 }
 
 // The row's max and log(sum_{j < V} exp(x[j] - max)): the max subtracted, no exp overflows, and
@@ -36,7 +36,7 @@ void cross_entropy(const char* op, const Tensor& logits, const Tensor& targets, 
   const int64_t rows = logits.dim(0), padded_vocab = logits.dim(1);
   const int32_t* target = targets.data_as<int32_t>();
   float* loss = losses.data_as<float>();
-#pragma omp parallel for if(worth_parallel(rows * padded_vocab)) schedule(static)
+#pragma omp parallel for if (worth_parallel(rows * padded_vocab)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     float* x = logits.data_as<float>() + n * padded_vocab;
     const int32_t t = target[n];

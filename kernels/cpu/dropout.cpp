@@ -12,7 +12,7 @@ void apply_dropout_mask(const float* in, float* out, int64_t n, float p, uint64_
   const float scale = 1.0f / (1.0f - p);
   const int64_t first_counter = int64_t(offset / 4);
   const int64_t counters = int64_t((offset + uint64_t(n) - 1) / 4) - first_counter + 1;
-#pragma omp parallel for if(worth_parallel(counters * 4)) schedule(static)
+#pragma omp parallel for if (worth_parallel(counters * 4)) schedule(static)
   for (int64_t c = 0; c < counters; ++c) {
     const uint64_t counter = uint64_t(first_counter + c);
     const PhiloxWords r = philox4x32_10(counter, seed);

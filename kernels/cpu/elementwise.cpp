@@ -30,7 +30,8 @@ void with_reader(const Tensor& t, F&& f) {
       f([p](int64_t i) { return f16_bits_to_f32(p[i]); });
       return;
     }
-    default: TROUPE_FAIL("convert: no CPU conversion from ", dtype_name(t.dtype()));
+    default:
+      TROUPE_FAIL("convert: no CPU conversion from ", dtype_name(t.dtype()));
   }
 }
 
@@ -53,7 +54,8 @@ void with_writer(const Tensor& t, F&& f) {
       f([p](int64_t i, float v) { p[i] = f32_to_f16_bits(v); });
       return;
     }
-    default: TROUPE_FAIL("convert: no CPU conversion to ", dtype_name(t.dtype()));
+    default:
+      TROUPE_FAIL("convert: no CPU conversion to ", dtype_name(t.dtype()));
   }
 }
 
@@ -64,14 +66,14 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   const float* pb = b.data_as<float>();
   float* po = out.data_as<float>();  // may alias pa or pb: each element is read before it is written
   const int64_t n = a.numel();
-#pragma omp parallel for if(worth_parallel(n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
 }
 
 void scale_inplace(const Tensor& x, float s) {
   float* p = x.data_as<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for if(worth_parallel(n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n)) schedule(static)
   for (int64_t i = 0; i < n; ++i) p[i] *= s;
 }
 
@@ -83,7 +85,7 @@ void convert(const Tensor& src, const Tensor& dst) {
   const int64_t n = src.numel();
   with_reader(src, [&](auto read) {
     with_writer(dst, [&](auto write) {
-#pragma omp parallel for if(worth_parallel(n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n)) schedule(static)
       for (int64_t i = 0; i < n; ++i) write(i, read(i));
     });
   });

@@ -23,8 +23,8 @@ void check_token_ids(const char* op, const Tensor& tokens, int64_t vocab, const 
     if (shard.sharded)
       TROUPE_CHECK(ids[n] >= 0, op, ": token id ", ids[n], " at [", n / seq_len, ", ", n % seq_len, "] is negative");
     else
-      TROUPE_CHECK(ids[n] >= 0 && ids[n] < vocab, op, ": token id ", ids[n], " at [", n / seq_len, ", ",
-                   n % seq_len, "] is outside the vocabulary [0, ", vocab, ")");
+      TROUPE_CHECK(ids[n] >= 0 && ids[n] < vocab, op, ": token id ", ids[n], " at [", n / seq_len, ", ", n % seq_len,
+                   "] is outside the vocabulary [0, ", vocab, ")");
   }
 }
 
@@ -45,14 +45,16 @@ void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wp
   const float* token_table = wte.data_as<float>();
   const float* pos_table = wpe.defined() ? wpe.data_as<float>() : nullptr;
   float* y = out.data_as<float>();
-#pragma omp parallel for if(worth_parallel(rows * c)) schedule(static)
+#pragma omp parallel for if (worth_parallel(rows * c)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     const int64_t r = local_row(ids[n], vocab_rows, shard);
     const float* pos = pos_table ? pos_table + (pos_offset + n % seq_len) * c : nullptr;
     float* yr = y + n * c;
     if (r < 0) {  // another shard's token: a zero token row
-      if (pos) std::copy(pos, pos + c, yr);
-      else std::fill(yr, yr + c, 0.0f);
+      if (pos)
+        std::copy(pos, pos + c, yr);
+      else
+        std::fill(yr, yr + c, 0.0f);
       continue;
     }
     const float* tok = token_table + r * c;
@@ -74,7 +76,7 @@ void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& 
 
   float* dtok = dwte.data_as<float>();
   const int64_t tiles = (c + kColumnTile - 1) / kColumnTile;
-#pragma omp parallel for if(worth_parallel(rows * c)) schedule(static)
+#pragma omp parallel for if (worth_parallel(rows * c)) schedule(static)
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * kColumnTile, j1 = std::min(c, j0 + kColumnTile);
     for (int64_t n = 0; n < rows; ++n) {
@@ -87,7 +89,7 @@ void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& 
 
   if (!dwpe.defined()) return;
   float* dpos = dwpe.data_as<float>();
-#pragma omp parallel for if(worth_parallel(seq_len * batch * c)) schedule(static)
+#pragma omp parallel for if (worth_parallel(seq_len * batch * c)) schedule(static)
   for (int64_t t = 0; t < seq_len; ++t) {
     float* dst = dpos + (pos_offset + t) * c;
     for (int64_t b = 0; b < batch; ++b)

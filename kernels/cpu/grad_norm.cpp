@@ -12,7 +12,7 @@ GradStats grad_stats(const std::vector<Tensor>& grads) {
     const int64_t n = t.numel();
     double sum_sq = 0.0;
     bool finite = true;
-#pragma omp parallel for if(worth_parallel(n)) schedule(static) reduction(+ : sum_sq) reduction(&& : finite)
+#pragma omp parallel for if (worth_parallel(n)) schedule(static) reduction(+ : sum_sq) reduction(&& : finite)
     for (int64_t i = 0; i < n; ++i) {
       sum_sq += double(x[i]) * double(x[i]);
       finite = finite && std::isfinite(x[i]);

@@ -23,7 +23,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Ten
   float beta = accumulate ? 1.0f : 0.0f;
   if (b.defined()) {
     const float* bias = b.data_as<float>();
-#pragma omp parallel for if(worth_parallel(m * n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(m * n)) schedule(static)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c) out[r * n + c] = accumulate ? out[r * n + c] + bias[c] : bias[c];
     beta = 1.0f;
@@ -38,18 +38,18 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   const float* g = dy.data_as<float>();
   // dx[M, K] = dy[M, N] · w[N, K]
   if (dx.defined() && m > 0 && k > 0) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(k), int(n), 1.0f, g, ld(n),
-                w.data_as<float>(), ld(k), accumulate_dx ? 1.0f : 0.0f, dx.data_as<float>(), ld(k));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(k), int(n), 1.0f, g, ld(n), w.data_as<float>(),
+                ld(k), accumulate_dx ? 1.0f : 0.0f, dx.data_as<float>(), ld(k));
   }
   // dw[N, K] += dy^T · x
   if (n > 0 && k > 0) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(m), 1.0f, g, ld(n),
-                x.data_as<float>(), ld(k), 1.0f, dw.data_as<float>(), ld(k));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(m), 1.0f, g, ld(n), x.data_as<float>(),
+                ld(k), 1.0f, dw.data_as<float>(), ld(k));
   }
   // db[N] += column sums of dy; each task owns a band of columns and walks the rows in order.
   if (db.defined()) {
     float* acc = db.data_as<float>();
-#pragma omp parallel for if(worth_parallel(m * n)) schedule(static)
+#pragma omp parallel for if (worth_parallel(m * n)) schedule(static)
     for (int64_t c0 = 0; c0 < n; c0 += kBiasGradColumns) {
       const int64_t c1 = std::min(n, c0 + kBiasGradColumns);
       for (int64_t r = 0; r < m; ++r)

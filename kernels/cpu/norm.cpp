@@ -15,9 +15,9 @@ namespace {
 constexpr int64_t kColumnTile = 64;
 
 // mean (nullable: RMSNorm), rstd: [n]; b nullable.
-void norm_forward_rows(const float* x, const float* w, const float* b, float eps, float* y, float* mean,
-                       float* rstd, int64_t n, int64_t c) {
-#pragma omp parallel for if(worth_parallel(n * c)) schedule(static)
+void norm_forward_rows(const float* x, const float* w, const float* b, float eps, float* y, float* mean, float* rstd,
+                       int64_t n, int64_t c) {
+#pragma omp parallel for if (worth_parallel(n * c)) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * c;
     double mu = 0.0;
@@ -40,7 +40,7 @@ void norm_forward_rows(const float* x, const float* w, const float* b, float eps
 // Without centering (RMSNorm) the mean(dxhat) term drops out.
 void norm_backward_input(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
                          float* dx, int64_t n, int64_t c) {
-#pragma omp parallel for if(worth_parallel(n * c)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n * c)) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const float* xr = x + r * c;
     const float* dyr = dy + r * c;
@@ -62,10 +62,10 @@ void norm_backward_input(const float* dy, const float* x, const float* w, const 
 }
 
 // dw += sum over rows of dy * xhat; db (nullable) += sum over rows of dy.
-void norm_backward_params(const float* dy, const float* x, const float* mean, const float* rstd, float* dw,
-                          float* db, int64_t n, int64_t c) {
+void norm_backward_params(const float* dy, const float* x, const float* mean, const float* rstd, float* dw, float* db,
+                          int64_t n, int64_t c) {
   const int64_t tiles = (c + kColumnTile - 1) / kColumnTile;
-#pragma omp parallel for if(worth_parallel(n * c)) schedule(static)
+#pragma omp parallel for if (worth_parallel(n * c)) schedule(static)
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * kColumnTile, width = std::min(kColumnTile, c - j0);
     double acc_w[kColumnTile] = {}, acc_b[kColumnTile] = {};
@@ -95,8 +95,8 @@ void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, float 
                     mean.data_as<float>(), rstd.data_as<float>(), x.dim(0), x.dim(1));
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dw, const Tensor& db) {
   const int64_t n = x.dim(0), c = x.dim(1);
   norm_backward_input(dy.data_as<float>(), x.data_as<float>(), w.data_as<float>(), mean.data_as<float>(),
                       rstd.data_as<float>(), dx.data_as<float>(), n, c);
@@ -112,10 +112,10 @@ void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, const Tensor& 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dx,
                       const Tensor& dw) {
   const int64_t n = x.dim(0), c = x.dim(1);
-  norm_backward_input(dy.data_as<float>(), x.data_as<float>(), w.data_as<float>(), nullptr,
-                      rstd.data_as<float>(), dx.data_as<float>(), n, c);
-  norm_backward_params(dy.data_as<float>(), x.data_as<float>(), nullptr, rstd.data_as<float>(),
-                       dw.data_as<float>(), nullptr, n, c);
+  norm_backward_input(dy.data_as<float>(), x.data_as<float>(), w.data_as<float>(), nullptr, rstd.data_as<float>(),
+                      dx.data_as<float>(), n, c);
+  norm_backward_params(dy.data_as<float>(), x.data_as<float>(), nullptr, rstd.data_as<float>(), dw.data_as<float>(),
+                       nullptr, n, c);
 }
 
 }  // namespace troupe::cpu

@@ -37,8 +37,8 @@ void paged_kv_append(const Tensor& qkv, const PagedAttentionConfig& cfg, const T
   }
 }
 
-void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch,
-                     const Tensor& k_cache, const Tensor& v_cache, const Tensor& out) {
+void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch, const Tensor& k_cache,
+                     const Tensor& v_cache, const Tensor& out) {
   const int H = cfg.n_heads, G = cfg.n_kv_heads, D = cfg.head_dim, bs = cfg.block_size;
   const float scale = cfg.scale != 0.0f ? cfg.scale : 1.0f / std::sqrt(float(D));
   const int64_t S = batch.seq_lens.dim(0), max_blocks = batch.block_tables.dim(1), width = qkv.dim(1);
@@ -50,14 +50,15 @@ void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const P
   const float* kc = k_cache.data_as<float>();
   const float* vc = v_cache.data_as<float>();
   float* y = out.data_as<float>();
-  TROUPE_CHECK(start[0] == 0 && start[S] == qkv.dim(0), "paged_attention: query_start must run from 0 to N = ",
-               qkv.dim(0), ", got ", start[0], " .. ", start[S]);
+  TROUPE_CHECK(start[0] == 0 && start[S] == qkv.dim(0),
+               "paged_attention: query_start must run from 0 to N = ", qkv.dim(0), ", got ", start[0], " .. ",
+               start[S]);
   int64_t longest = 0;
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n_new = start[s + 1] - start[s];
     longest = std::max<int64_t>(longest, lens[s]);
-    TROUPE_CHECK(n_new >= 0 && n_new <= lens[s] && lens[s] <= max_blocks * bs, "paged_attention: sequence ", s,
-                 " has ", n_new, " new tokens and length ", lens[s], " (a block table holds ", max_blocks * bs, ")");
+    TROUPE_CHECK(n_new >= 0 && n_new <= lens[s] && lens[s] <= max_blocks * bs, "paged_attention: sequence ", s, " has ",
+                 n_new, " new tokens and length ", lens[s], " (a block table holds ", max_blocks * bs, ")");
     for (int64_t b = 0; b < (lens[s] + bs - 1) / bs; ++b) {
       const int32_t id = tables[s * max_blocks + b];
       TROUPE_CHECK(id >= 0 && id < num_blocks, "paged_attention: sequence ", s, " block ", b, " is ", id,
@@ -69,7 +70,7 @@ void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const P
     const int64_t slot = int64_t(tables[s * max_blocks + p / bs]) * bs + p % bs;
     return slot * kv_width + int64_t(g) * D;
   };
-#pragma omp parallel for if(worth_parallel(qkv.numel() * longest)) collapse(2) schedule(dynamic)
+#pragma omp parallel for if (worth_parallel(qkv.numel() * longest)) collapse(2) schedule(dynamic)
   for (int64_t s = 0; s < S; ++s) {
     for (int64_t hh = 0; hh < H; ++hh) {
       const int h = int(hh), g = h / (H / G);

@@ -17,9 +17,8 @@ void rope_apply(const Tensor& qkv, const Tensor& positions, const RopeConfig& cf
   float* x = qkv.data_as<float>();
   const int32_t* at = positions.defined() ? positions.data_as<int32_t>() : nullptr;
   if (at)
-    for (int64_t i = 0; i < B * T; ++i)
-      TROUPE_CHECK(at[i] >= 0, "rope_apply_at: token ", i, " has position ", at[i]);
-#pragma omp parallel for if(worth_parallel(B * T * width)) collapse(2) schedule(static)
+    for (int64_t i = 0; i < B * T; ++i) TROUPE_CHECK(at[i] >= 0, "rope_apply_at: token ", i, " has position ", at[i]);
+#pragma omp parallel for if (worth_parallel(B * T * width)) collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       const float pos = float(at ? at[b * T + t] : cfg.pos_offset + t);

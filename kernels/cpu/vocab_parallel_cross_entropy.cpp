@@ -29,7 +29,7 @@ void check_targets(const char* op, const Tensor& targets, int64_t vocab_start, i
 void vocab_parallel_max(const Tensor& logits, int64_t valid, const Tensor& row_max) {
   const int64_t rows = logits.dim(0), cols = logits.dim(1);
   float* out = row_max.data_as<float>();
-#pragma omp parallel for if(worth_parallel(rows * valid)) schedule(static)
+#pragma omp parallel for if (worth_parallel(rows * valid)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     const float* x = logits.data_as<float>() + n * cols;
     out[n] = valid > 0 ? *std::max_element(x, x + valid) : -std::numeric_limits<float>::infinity();
@@ -44,7 +44,7 @@ void vocab_parallel_sum_exp(const Tensor& logits, const Tensor& targets, int64_t
   const float* max = row_max.data_as<float>();
   float* sum = sum_exp.data_as<float>();
   float* picked = target_logit.data_as<float>();
-#pragma omp parallel for if(worth_parallel(rows * valid)) schedule(static)
+#pragma omp parallel for if (worth_parallel(rows * valid)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     const float* x = logits.data_as<float>() + n * cols;
     double s = 0.0;
@@ -65,7 +65,7 @@ void vocab_parallel_loss(const Tensor& logits, const Tensor& targets, int64_t vo
   const float* sum = sum_exp.data_as<float>();
   const float* picked = target_logit.data_as<float>();
   float* loss = losses.data_as<float>();
-#pragma omp parallel for if(backward && worth_parallel(rows * cols)) schedule(static)
+#pragma omp parallel for if (backward && worth_parallel(rows * cols)) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     float* x = logits.data_as<float>() + n * cols;
     if (target[n] == -1) {  // ignored row

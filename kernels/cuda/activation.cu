@@ -85,8 +85,8 @@ void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
     const int64_t n = x.numel();
     check_packed<T>("gelu_forward", n);
     if (n == 0) return;
-    gelu_forward_kernel<T><<<ceil_div(n / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(
-        x.data_as<T>(), y.data_as<T>(), n);
+    gelu_forward_kernel<T>
+        <<<ceil_div(n / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(x.data_as<T>(), y.data_as<T>(), n);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

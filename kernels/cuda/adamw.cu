@@ -108,8 +108,8 @@ std::vector<ParamSegment> split_into_pieces(const std::vector<ParamSegment>& seg
 }  // namespace
 
 void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const Tensor& v, const Tensor& grad,
-                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg,
-                int64_t step, float grad_scale) {
+                const Tensor& params, const std::vector<ParamSegment>& segments, const AdamWConfig& cfg, int64_t step,
+                float grad_scale) {
   const AdamWScalars scalars = step_scalars(cfg, step, grad_scale);
   const std::vector<ParamSegment> pieces = split_into_pieces(segments);
   auto launch_all = [&](auto* params_ptr) {
@@ -127,9 +127,9 @@ void adamw_step(const Context& ctx, const Tensor& master, const Tensor& m, const
         blocks += (piece.numel + kChunk - 1) / kChunk;
         TROUPE_CHECK(blocks <= INT32_MAX, "adamw_step: too many elements for one launch");
       }
-      adamw_kernel<P><<<unsigned(blocks), kThreads, 0, stream_of(ctx)>>>(
-          table, master.data_as<float>(), m.data_as<float>(), v.data_as<float>(), grad.data_as<float>(), params_ptr,
-          scalars);
+      adamw_kernel<P><<<unsigned(blocks), kThreads, 0, stream_of(ctx)>>>(table, master.data_as<float>(),
+                                                                         m.data_as<float>(), v.data_as<float>(),
+                                                                         grad.data_as<float>(), params_ptr, scalars);
       TROUPE_CUDA_CHECK_LAUNCH();
     }
   };

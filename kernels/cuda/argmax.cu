@@ -132,12 +132,12 @@ void argmax_logprob(const Context& ctx, const Tensor& logits, int64_t vocab, con
                ", vocab=", vocab, ")");
   dispatch_float(logits.dtype(), "argmax_logprob", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const bool packed = (logits.dim(1) * int64_t(sizeof(T))) % 16 == 0 &&
-                        reinterpret_cast<uintptr_t>(logits.data()) % 16 == 0;
+    const bool packed =
+        (logits.dim(1) * int64_t(sizeof(T))) % 16 == 0 && reinterpret_cast<uintptr_t>(logits.data()) % 16 == 0;
     auto kernel = packed ? argmax_logprob_kernel<T, true> : argmax_logprob_kernel<T, false>;
-    kernel<<<unsigned(s), kThreads, 0, stream_of(ctx)>>>(
-        logits.data_as<T>(), logits.dim(1), vocab, tokens.data_as<int32_t>(), logprobs.data_as<float>(),
-        maxes.defined() ? maxes.data_as<float>() : nullptr);
+    kernel<<<unsigned(s), kThreads, 0, stream_of(ctx)>>>(logits.data_as<T>(), logits.dim(1), vocab,
+                                                         tokens.data_as<int32_t>(), logprobs.data_as<float>(),
+                                                         maxes.defined() ? maxes.data_as<float>() : nullptr);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

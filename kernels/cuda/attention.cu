@@ -25,9 +25,14 @@ bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) %
 template <typename F>
 void dispatch_16bit(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::bf16: f(TypeTag<__nv_bfloat16>{}); return;
-    case DType::f16: f(TypeTag<__half>{}); return;
-    default: TROUPE_FAIL(op, ": CUDA attention needs bf16 or f16, got ", dtype_name(t));
+    case DType::bf16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<__half>{});
+      return;
+    default:
+      TROUPE_FAIL(op, ": CUDA attention needs bf16 or f16, got ", dtype_name(t));
   }
 }
 
@@ -41,19 +46,21 @@ void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionCon
   const bool flash = flash_attention_supports(d) && aligned16(qkv) && aligned16(out);
   dispatch_16bit(qkv.dtype(), "attention_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (flash) flash_attention_forward<T>(st, d, qkv.data_as<T>(), out.data_as<T>(), lse.data_as<float>());
-    else simple_attention_forward<T>(st, d, qkv.data_as<T>(), out.data_as<T>(), lse.data_as<float>());
+    if (flash)
+      flash_attention_forward<T>(st, d, qkv.data_as<T>(), out.data_as<T>(), lse.data_as<float>());
+    else
+      simple_attention_forward<T>(st, d, qkv.data_as<T>(), out.data_as<T>(), lse.data_as<float>());
   });
 }
 
-void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv) {
+void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        const AttentionConfig& cfg, const Tensor& dqkv) {
   const AttentionDims d = dims_of(qkv, cfg);
   TROUPE_CHECK(d.D >= 2, "attention_backward: CUDA needs head_dim >= 2 (delta lives in the query slot of dqkv)");
   if (d.B == 0 || d.T == 0) return;
   const CudaState& st = ctx.cuda_state();
-  const bool flash = flash_attention_supports(d) && aligned16(qkv) && aligned16(out) && aligned16(dout) &&
-                     aligned16(dqkv);
+  const bool flash =
+      flash_attention_supports(d) && aligned16(qkv) && aligned16(out) && aligned16(dout) && aligned16(dqkv);
   dispatch_16bit(qkv.dtype(), "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *dy = dout.data_as<T>(), *x = qkv.data_as<T>(), *y = out.data_as<T>();

@@ -56,8 +56,8 @@ void attention_delta(const CudaState& st, const AttentionDims& d, const T* dout,
   const bool packed = d.D % kPack == 0 && lanes_per_row <= 32 && (lanes_per_row & (lanes_per_row - 1)) == 0 &&
                       aligned16(dout) && aligned16(out);
   if (packed) {
-    attention_delta_packed_kernel<T><<<ceil_div(rows * lanes_per_row, kThreads), kThreads, 0, st.stream>>>(
-        dout, out, dqkv, d);
+    attention_delta_packed_kernel<T>
+        <<<ceil_div(rows * lanes_per_row, kThreads), kThreads, 0, st.stream>>>(dout, out, dqkv, d);
   } else {
     attention_delta_kernel<T><<<ceil_div(rows, kThreads / 32), kThreads, 0, st.stream>>>(dout, out, dqkv, d);
   }

@@ -196,10 +196,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* k_s = reinterpret_cast<T*>(smem_raw);
   T* v_s = k_s + kBc * kStride;
-  T* q_s = v_s + kBc * kStride;       // [2][kBr][stride]
-  T* do_s = q_s + 2 * kBr * kStride;  // [2][kBr][stride]
+  T* q_s = v_s + kBc * kStride;                                       // [2][kBr][stride]
+  T* do_s = q_s + 2 * kBr * kStride;                                  // [2][kBr][stride]
   float* lse_s = reinterpret_cast<float*>(do_s + 2 * kBr * kStride);  // [2][kBr]
-  float* delta_s = lse_s + 2 * kBr;                                     // [2][kBr]
+  float* delta_s = lse_s + 2 * kBr;                                   // [2][kBr]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int b = blockIdx.x / dims.G, g = blockIdx.x % dims.G;
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(32 * kWarps)
             dpt[mt][n][e] = p * (dpt[mt][n][e] - delta_tile[qi]);
             st[mt][n][e] = p;
           }
-      // dV += P^T dO and dK += dS^T Q (scale applied at the end).
+          // dV += P^T dO and dK += dS^T Q (scale applied at the end).
 #pragma unroll
       for (int kk = 0; kk < kBr / 16; ++kk) {
         uint32_t p_frag[kMTiles][4], ds_frag[kMTiles][4];
@@ -376,8 +376,7 @@ void launch_flash_dkdv(const CudaState& st, const AttentionDims& d, const T* dou
                        T* dqkv) {
   using Tile = DkvTile<D, Config::kWarps, Config::kMTiles, Config::kQueries>;
   constexpr size_t smem = Tile::template smem_bytes<T>();
-  auto kernel =
-      flash_backward_dkdv_kernel<T, D, Config::kWarps, Config::kMTiles, Config::kQueries, Config::kHoldKV>;
+  auto kernel = flash_backward_dkdv_kernel<T, D, Config::kWarps, Config::kMTiles, Config::kQueries, Config::kHoldKV>;
   set_smem_limit(st, kernel, smem, "flash dk/dv");
   const dim3 grid(unsigned(d.B * d.G), ceil_div(d.T, Tile::kBc));
   kernel<<<grid, Tile::kThreads, smem, st.stream>>>(dout, qkv, lse, dqkv, d);
@@ -390,27 +389,33 @@ template <typename T>
 void flash_attention_backward_dkdv(const CudaState& st, const AttentionDims& d, const T* dout, const T* qkv,
                                    const float* lse, T* dqkv) {
   switch (d.D) {
-    case 64: return launch_flash_dkdv<T, 64, FlashTuning<64>::Dkv>(st, d, dout, qkv, lse, dqkv);
-    case 128: return launch_flash_dkdv<T, 128, FlashTuning<128>::Dkv>(st, d, dout, qkv, lse, dqkv);
-    default: TROUPE_FAIL("attention_backward: no flash kernel for head_dim ", d.D);
+    case 64:
+      return launch_flash_dkdv<T, 64, FlashTuning<64>::Dkv>(st, d, dout, qkv, lse, dqkv);
+    case 128:
+      return launch_flash_dkdv<T, 128, FlashTuning<128>::Dkv>(st, d, dout, qkv, lse, dqkv);
+    default:
+      TROUPE_FAIL("attention_backward: no flash kernel for head_dim ", d.D);
   }
 }
 
 template <typename T>
-void flash_attention_backward_dq(const CudaState& st, const AttentionDims& d, const T* dout, const T* qkv,
-                                 const T* out, const float* lse, T* dqkv) {
+void flash_attention_backward_dq(const CudaState& st, const AttentionDims& d, const T* dout, const T* qkv, const T* out,
+                                 const float* lse, T* dqkv) {
   switch (d.D) {
-    case 64: return launch_flash_dq<T, 64, FlashTuning<64>::Dq>(st, d, dout, qkv, out, lse, dqkv);
-    case 128: return launch_flash_dq<T, 128, FlashTuning<128>::Dq>(st, d, dout, qkv, out, lse, dqkv);
-    default: TROUPE_FAIL("attention_backward: no flash kernel for head_dim ", d.D);
+    case 64:
+      return launch_flash_dq<T, 64, FlashTuning<64>::Dq>(st, d, dout, qkv, out, lse, dqkv);
+    case 128:
+      return launch_flash_dq<T, 128, FlashTuning<128>::Dq>(st, d, dout, qkv, out, lse, dqkv);
+    default:
+      TROUPE_FAIL("attention_backward: no flash kernel for head_dim ", d.D);
   }
 }
 
-#define TROUPE_INSTANTIATE(T)                                                                                  \
-  template void flash_attention_backward_dkdv<T>(const CudaState&, const AttentionDims&, const T*, const T*, \
-                                                 const float*, T*);                                           \
-  template void flash_attention_backward_dq<T>(const CudaState&, const AttentionDims&, const T*, const T*,   \
-                                               const T*, const float*, T*);
+#define TROUPE_INSTANTIATE(T)                                                                                        \
+  template void flash_attention_backward_dkdv<T>(const CudaState&, const AttentionDims&, const T*, const T*,         \
+                                                 const float*, T*);                                                  \
+  template void flash_attention_backward_dq<T>(const CudaState&, const AttentionDims&, const T*, const T*, const T*, \
+                                               const float*, T*);
 TROUPE_INSTANTIATE(__nv_bfloat16)
 TROUPE_INSTANTIATE(__half)
 #undef TROUPE_INSTANTIATE

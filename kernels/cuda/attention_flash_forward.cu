@@ -203,9 +203,12 @@ bool flash_attention_supports(const AttentionDims& d) { return d.D == 64 || d.D 
 template <typename T>
 void flash_attention_forward(const CudaState& st, const AttentionDims& d, const T* qkv, T* out, float* lse) {
   switch (d.D) {
-    case 64: return launch_flash_forward<T, 64, FlashTuning<64>::Forward>(st, d, qkv, out, lse);
-    case 128: return launch_flash_forward<T, 128, FlashTuning<128>::Forward>(st, d, qkv, out, lse);
-    default: TROUPE_FAIL("attention_forward: no flash kernel for head_dim ", d.D);
+    case 64:
+      return launch_flash_forward<T, 64, FlashTuning<64>::Forward>(st, d, qkv, out, lse);
+    case 128:
+      return launch_flash_forward<T, 128, FlashTuning<128>::Forward>(st, d, qkv, out, lse);
+    default:
+      TROUPE_FAIL("attention_forward: no flash kernel for head_dim ", d.D);
   }
 }
 

@@ -51,8 +51,8 @@ template <typename T>
 void flash_attention_backward_dkdv(const CudaState& st, const AttentionDims& d, const T* dout, const T* qkv,
                                    const float* lse, T* dqkv);
 template <typename T>
-void flash_attention_backward_dq(const CudaState& st, const AttentionDims& d, const T* dout, const T* qkv,
-                                 const T* out, const float* lse, T* dqkv);
+void flash_attention_backward_dq(const CudaState& st, const AttentionDims& d, const T* dout, const T* qkv, const T* out,
+                                 const float* lse, T* dqkv);
 
 constexpr int kSimpleAttentionMaxHeadDim = 256;
 template <typename T>

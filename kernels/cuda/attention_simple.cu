@@ -101,8 +101,8 @@ __global__ void simple_dq_kernel(const T* __restrict__ dout, const T* __restrict
 // dk_s, dv_s summed over the group's query heads and the queries t >= s, one warp per key row.
 // Reads delta from the delta slot of dqkv.
 template <typename T>
-__global__ void simple_dkdv_kernel(const T* __restrict__ dout, const T* __restrict__ qkv,
-                                   const float* __restrict__ lse, T* __restrict__ dqkv, AttentionDims dims) {
+__global__ void simple_dkdv_kernel(const T* __restrict__ dout, const T* __restrict__ qkv, const float* __restrict__ lse,
+                                   T* __restrict__ dqkv, AttentionDims dims) {
   const int s = blockIdx.y * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (s >= dims.T) return;
   const int b = blockIdx.x / dims.G, g = blockIdx.x % dims.G, D = dims.D;
@@ -162,12 +162,12 @@ void simple_attention_backward_dq(const CudaState& st, const AttentionDims& d, c
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
-#define TROUPE_INSTANTIATE(T)                                                                                   \
-  template void simple_attention_forward<T>(const CudaState&, const AttentionDims&, const T*, T*, float*);    \
-  template void simple_attention_backward_dkdv<T>(const CudaState&, const AttentionDims&, const T*, const T*, \
-                                                  const float*, T*);                                           \
-  template void simple_attention_backward_dq<T>(const CudaState&, const AttentionDims&, const T*, const T*,   \
-                                                const T*, const float*, T*);
+#define TROUPE_INSTANTIATE(T)                                                                                         \
+  template void simple_attention_forward<T>(const CudaState&, const AttentionDims&, const T*, T*, float*);            \
+  template void simple_attention_backward_dkdv<T>(const CudaState&, const AttentionDims&, const T*, const T*,         \
+                                                  const float*, T*);                                                  \
+  template void simple_attention_backward_dq<T>(const CudaState&, const AttentionDims&, const T*, const T*, const T*, \
+                                                const float*, T*);
 TROUPE_INSTANTIATE(__nv_bfloat16)
 TROUPE_INSTANTIATE(__half)
 #undef TROUPE_INSTANTIATE

@@ -15,20 +15,32 @@ namespace troupe::cuda {
 template <typename T>
 __device__ __forceinline__ float to_f32(T x);
 template <>
-__device__ __forceinline__ float to_f32<float>(float x) { return x; }
+__device__ __forceinline__ float to_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <>
-__device__ __forceinline__ float to_f32<__half>(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32<__half>(__half x) {
+  return __half2float(x);
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float x);
 template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 // 16 bytes of T: one vectorized load/store (llm.c's Packed128).
 template <typename T>
@@ -39,7 +51,9 @@ struct alignas(16) Pack128 {
   __device__ __forceinline__ const T& operator[](int i) const { return v[i]; }
 };
 template <typename T>
-__device__ __forceinline__ Pack128<T> load128(const T* p) { return *reinterpret_cast<const Pack128<T>*>(p); }
+__device__ __forceinline__ Pack128<T> load128(const T* p) {
+  return *reinterpret_cast<const Pack128<T>*>(p);
+}
 // Streaming load: data read once, do not keep it in L1/L2.
 template <typename T>
 __device__ __forceinline__ Pack128<T> load128cs(const T* p) {
@@ -48,7 +62,9 @@ __device__ __forceinline__ Pack128<T> load128cs(const T* p) {
   return r;
 }
 template <typename T>
-__device__ __forceinline__ void store128(T* p, const Pack128<T>& x) { *reinterpret_cast<Pack128<T>*>(p) = x; }
+__device__ __forceinline__ void store128(T* p, const Pack128<T>& x) {
+  *reinterpret_cast<Pack128<T>*>(p) = x;
+}
 // Streaming store: data not read again soon, do not keep it in L1/L2.
 template <typename T>
 __device__ __forceinline__ void store128cs(T* p, const Pack128<T>& x) {
@@ -93,8 +109,10 @@ __device__ __forceinline__ int last_not_above(const int32_t* first, int count, i
   int lo = 0, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (first[mid] <= value) lo = mid;
-    else hi = mid - 1;
+    if (first[mid] <= value)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -111,10 +129,17 @@ struct TypeTag {
 template <typename F>
 void dispatch_float(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::bf16: f(TypeTag<__nv_bfloat16>{}); return;
-    case DType::f16: f(TypeTag<__half>{}); return;
-    case DType::f32: f(TypeTag<float>{}); return;
-    default: TROUPE_FAIL(op, ": unsupported dtype ", dtype_name(t), " on CUDA");
+    case DType::bf16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<__half>{});
+      return;
+    case DType::f32:
+      f(TypeTag<float>{});
+      return;
+    default:
+      TROUPE_FAIL(op, ": unsupported dtype ", dtype_name(t), " on CUDA");
   }
 }
 

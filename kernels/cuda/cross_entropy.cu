@@ -18,8 +18,8 @@ namespace troupe::cuda {
 
 namespace {
 constexpr int kThreads = 512;
-constexpr int kLoadsInFlight = 4;              // 16-byte loads a thread issues before consuming them
-constexpr size_t kStaticSmemReserve = 1024;    // block_merge's table and the runtime's share
+constexpr int kLoadsInFlight = 4;            // 16-byte loads a thread issues before consuming them
+constexpr size_t kStaticSmemReserve = 1024;  // block_merge's table and the runtime's share
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -64,8 +64,8 @@ __device__ __forceinline__ SoftmaxState absorb(SoftmaxState s, const Pack128<T>&
 
 // What pass 2 needs to turn a logit into its gradient.
 struct RowGradient {
-  float max;        // of the row's logits
-  float log2_sum;   // log2(sum_j e^(x_j - max))
+  float max;       // of the row's logits
+  float log2_sum;  // log2(sum_j e^(x_j - max))
   int target;
   int vocab;
   float grad_scale;
@@ -109,9 +109,9 @@ __device__ SoftmaxState block_merge(SoftmaxState s) {
 // A target of -1 gives loss 0 and a zero gradient row; any other target outside [0, vocab) gives
 // NaN (loss and gradient) since a kernel cannot throw: the bad value shows in the loss.
 template <typename T, bool kBackward, bool kCacheRow>
-__global__ void __launch_bounds__(kThreads) cross_entropy_kernel(T* logits, const int32_t* __restrict__ targets,
-                                                                  int padded_vocab, int vocab, float grad_scale,
-                                                                  float* __restrict__ losses) {
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(T* logits, const int32_t* __restrict__ targets, int padded_vocab, int vocab, float grad_scale,
+                         float* __restrict__ losses) {
   constexpr int kPack = Pack128<T>::size;
   extern __shared__ int4 dynamic_smem[];
   Pack128<T>* row_cache = reinterpret_cast<Pack128<T>*>(dynamic_smem);  // [padded_vocab / kPack] when kCacheRow
@@ -183,12 +183,12 @@ void launch_cross_entropy(const Context& ctx, const char* op, const Tensor& logi
     auto kernel = cross_entropy_kernel<T, true, true>;
     TROUPE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cache_bytes)));
     kernel<<<unsigned(rows), kThreads, cache_bytes, stream>>>(logits.data_as<T>(), targets.data_as<int32_t>(),
-                                                             int(padded_vocab), int(vocab_size), grad_scale,
-                                                             losses.data_as<float>());
+                                                              int(padded_vocab), int(vocab_size), grad_scale,
+                                                              losses.data_as<float>());
   } else {
-    cross_entropy_kernel<T, kBackward, false><<<unsigned(rows), kThreads, 0, stream>>>(
-        logits.data_as<T>(), targets.data_as<int32_t>(), int(padded_vocab), int(vocab_size), grad_scale,
-        losses.data_as<float>());
+    cross_entropy_kernel<T, kBackward, false>
+        <<<unsigned(rows), kThreads, 0, stream>>>(logits.data_as<T>(), targets.data_as<int32_t>(), int(padded_vocab),
+                                                  int(vocab_size), grad_scale, losses.data_as<float>());
   }
   TROUPE_CUDA_CHECK_LAUNCH();
 }
@@ -202,8 +202,8 @@ void cross_entropy_forward(const Context& ctx, const Tensor& logits, const Tenso
   });
 }
 
-void cross_entropy_forward_backward(const Context& ctx, const Tensor& logits, const Tensor& targets,
-                                    int64_t vocab_size, float grad_scale, const Tensor& losses) {
+void cross_entropy_forward_backward(const Context& ctx, const Tensor& logits, const Tensor& targets, int64_t vocab_size,
+                                    float grad_scale, const Tensor& losses) {
   dispatch_float(logits.dtype(), "cross_entropy_forward_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_cross_entropy<T, true>(ctx, "cross_entropy_forward_backward", logits, targets, vocab_size, grad_scale,

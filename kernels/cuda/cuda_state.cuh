@@ -31,17 +31,17 @@ inline cudaStream_t stream_of(const Context& ctx) { return ctx.cuda_state().stre
 }  // namespace cuda
 }  // namespace troupe
 
-#define TROUPE_CUDA_CHECK(call)                                                        \
-  do {                                                                                 \
-    cudaError_t troupe_err_ = (call);                                                  \
+#define TROUPE_CUDA_CHECK(call)                                                                        \
+  do {                                                                                                 \
+    cudaError_t troupe_err_ = (call);                                                                  \
     if (troupe_err_ != cudaSuccess) ::troupe::cuda::fail_cuda(troupe_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: reports bad launch configurations at the launch site.
 #define TROUPE_CUDA_CHECK_LAUNCH() TROUPE_CUDA_CHECK(cudaGetLastError())
 
-#define TROUPE_CUBLAS_CHECK(call)                                                      \
-  do {                                                                                 \
-    cublasStatus_t troupe_st_ = (call);                                                \
+#define TROUPE_CUBLAS_CHECK(call)                                                                                \
+  do {                                                                                                           \
+    cublasStatus_t troupe_st_ = (call);                                                                          \
     if (troupe_st_ != CUBLAS_STATUS_SUCCESS) ::troupe::cuda::fail_cublas(troupe_st_, #call, __FILE__, __LINE__); \
   } while (0)

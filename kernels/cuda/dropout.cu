@@ -57,8 +57,8 @@ void launch_dropout(const Context& ctx, const char* op, const Tensor& in, const 
   const float scale = 1.0f / (1.0f - p);
   dispatch_float(in.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const bool aligned = offset % 4 == 0 && aligned_to(in.data(), sizeof(Quad<T>)) &&
-                         aligned_to(out.data(), sizeof(Quad<T>));
+    const bool aligned =
+        offset % 4 == 0 && aligned_to(in.data(), sizeof(Quad<T>)) && aligned_to(out.data(), sizeof(Quad<T>));
     auto kernel = aligned ? dropout_kernel<T, true> : dropout_kernel<T, false>;
     kernel<<<ceil_div(counters, kThreads), kThreads, 0, stream_of(ctx)>>>(in.data_as<T>(), out.data_as<T>(), n,
                                                                           counters, p, scale, seed, offset);
@@ -71,8 +71,7 @@ void dropout_forward(const Context& ctx, const Tensor& x, const Tensor& y, float
   launch_dropout(ctx, "dropout_forward", x, y, p, seed, offset);
 }
 
-void dropout_backward(const Context& ctx, const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
-                      uint64_t offset) {
+void dropout_backward(const Context& ctx, const Tensor& dy, const Tensor& dx, float p, uint64_t seed, uint64_t offset) {
   launch_dropout(ctx, "dropout_backward", dy, dx, p, seed, offset);
 }
 

@@ -101,8 +101,8 @@ void add(const Context& ctx, const Tensor& a, const Tensor& b, const Tensor& out
     using T = typename decltype(tag)::type;
     const int64_t n = a.numel(), n_vec = vector_prefix(n, Pack128<T>::size, {a.data(), b.data(), out.data()});
     if (n == 0) return;
-    add_kernel<T><<<grid_for(n, n_vec, Pack128<T>::size), kThreads, 0, stream_of(ctx)>>>(
-        a.data_as<T>(), b.data_as<T>(), out.data_as<T>(), n, n_vec);
+    add_kernel<T><<<grid_for(n, n_vec, Pack128<T>::size), kThreads, 0, stream_of(ctx)>>>(a.data_as<T>(), b.data_as<T>(),
+                                                                                         out.data_as<T>(), n, n_vec);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }
@@ -112,8 +112,7 @@ void scale_inplace(const Context& ctx, const Tensor& x, float s) {
     using T = typename decltype(tag)::type;
     const int64_t n = x.numel(), n_vec = vector_prefix(n, Pack128<T>::size, {x.data()});
     if (n == 0) return;
-    scale_kernel<T><<<grid_for(n, n_vec, Pack128<T>::size), kThreads, 0, stream_of(ctx)>>>(x.data_as<T>(), s, n,
-                                                                                          n_vec);
+    scale_kernel<T><<<grid_for(n, n_vec, Pack128<T>::size), kThreads, 0, stream_of(ctx)>>>(x.data_as<T>(), s, n, n_vec);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

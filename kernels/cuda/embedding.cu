@@ -29,9 +29,9 @@ constexpr int kThreads = 256;
 // id - vocab_start, and a zero token row when that falls outside [0, vocab).
 // tokens: [rows]; wte: [vocab, c]; wpe: [P, c]; out: [rows, c].
 template <typename T>
-__global__ void forward_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ wte,
-                               const T* __restrict__ wpe, T* __restrict__ out, int64_t rows, int seq_len, int c,
-                               int vocab, int64_t vocab_start, bool sharded, int64_t pos_offset) {
+__global__ void forward_kernel(const int32_t* __restrict__ tokens, const T* __restrict__ wte, const T* __restrict__ wpe,
+                               T* __restrict__ out, int64_t rows, int seq_len, int c, int vocab, int64_t vocab_start,
+                               bool sharded, int64_t pos_offset) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -105,8 +105,8 @@ __global__ void iota_kernel(int32_t* out, int64_t n) {
 
 // dwpe[pos_offset + t, :] += sum over b of dout[b, t, :]. dout: [batch, seq_len, c]; dwpe: f32 [P, c].
 template <typename T>
-__global__ void backward_wpe_kernel(const T* __restrict__ dout, float* __restrict__ dwpe, int batch, int seq_len,
-                                    int c, int64_t pos_offset) {
+__global__ void backward_wpe_kernel(const T* __restrict__ dout, float* __restrict__ dwpe, int batch, int seq_len, int c,
+                                    int64_t pos_offset) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -145,9 +145,8 @@ void embedding_forward(const Context& ctx, const Tensor& tokens, const Tensor& w
     const int64_t threads = rows * (c / Pack128<T>::size);
     if (threads == 0) return;
     forward_kernel<T><<<ceil_div(threads, kThreads), kThreads, 0, stream_of(ctx)>>>(
-        tokens.data_as<int32_t>(), wte.data_as<T>(), wpe.defined() ? wpe.data_as<T>() : nullptr, out.data_as<T>(),
-        rows, int(tokens.dim(1)), int(c), int(wte.dim(0)), shard.sharded ? shard.start : 0, shard.sharded,
-        pos_offset);
+        tokens.data_as<int32_t>(), wte.data_as<T>(), wpe.defined() ? wpe.data_as<T>() : nullptr, out.data_as<T>(), rows,
+        int(tokens.dim(1)), int(c), int(wte.dim(0)), shard.sharded ? shard.start : 0, shard.sharded, pos_offset);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }
@@ -177,8 +176,8 @@ void embedding_backward(const Context& ctx, const Tensor& tokens, const Tensor& 
     int32_t* positions = ids + 2 * rows;
     const size_t index_bytes = (size_t(rows) * 3 * sizeof(int32_t) + 255) / 256 * 256;
     size_t temp_bytes = 0;
-    TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens.data_as<int32_t>(), ids,
-                                                      positions_in, positions, int(rows), 0, 32, stream));
+    TROUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens.data_as<int32_t>(), ids, positions_in,
+                                                      positions, int(rows), 0, 32, stream));
     TROUPE_CHECK(index_bytes + temp_bytes <= state.workspace_bytes, op, ": sorting ", rows, " token ids needs ",
                  index_bytes + temp_bytes, " bytes of workspace, the context has ", state.workspace_bytes);
     iota_kernel<<<ceil_div(rows, kThreads), kThreads, 0, stream>>>(positions_in, rows);

@@ -19,10 +19,14 @@ constexpr const char* kOp = "matmul_lt";
 
 cudaDataType_t lt_type(DType t) {
   switch (t) {
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    case DType::f32: return CUDA_R_32F;
-    default: TROUPE_FAIL(kOp, ": unsupported dtype ", dtype_name(t));
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f32:
+      return CUDA_R_32F;
+    default:
+      TROUPE_FAIL(kOp, ": unsupported dtype ", dtype_name(t));
   }
 }
 
@@ -37,9 +41,9 @@ uint32_t alignment_of(const void* p) {
 
 // The problem in cuBLASLt's column-major terms.
 struct LtShape {
-  int64_t m, n, k;           // of the column-major product (N, M, K of the row-major one)
-  int64_t a_rows, a_cols;    // cuBLASLt's A = our B buffer, read column-major
-  int64_t b_rows, b_cols;    // cuBLASLt's B = our A buffer, read column-major
+  int64_t m, n, k;         // of the column-major product (N, M, K of the row-major one)
+  int64_t a_rows, a_cols;  // cuBLASLt's A = our B buffer, read column-major
+  int64_t b_rows, b_cols;  // cuBLASLt's B = our A buffer, read column-major
   cublasOperation_t trans_a, trans_b;
 };
 
@@ -66,8 +70,8 @@ void check_problem(const MatmulProblem& p) {
                b.str(), ", ", d.str());
   const int64_t m = p.trans_a ? a.dim(1) : a.dim(0), k = p.trans_a ? a.dim(0) : a.dim(1);
   const int64_t kb = p.trans_b ? b.dim(1) : b.dim(0), n = p.trans_b ? b.dim(0) : b.dim(1);
-  TROUPE_CHECK(k == kb && d.dim(0) == m && d.dim(1) == n, kOp, ": shapes do not chain: op(a) ", m, "x", k,
-               ", op(b) ", kb, "x", n, ", d ", d.str());
+  TROUPE_CHECK(k == kb && d.dim(0) == m && d.dim(1) == n, kOp, ": shapes do not chain: op(a) ", m, "x", k, ", op(b) ",
+               kb, "x", n, ", d ", d.str());
   TROUPE_CHECK(a.dtype() == b.dtype() && is_float(a.dtype()), kOp, ": a and b must share a float type, got ", a.str(),
                " and ", b.str());
   TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
@@ -145,8 +149,8 @@ std::string describe(const MatmulProblem& p) {
                  dtype_name(p.d->dtype()), " epilogue=", int(p.epilogue));
 }
 
-std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const MatmulProblem& p,
-                                                       LtDescriptors& desc, int requested) {
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc,
+                                                       int requested) {
   const CudaState& st = ctx.cuda_state();
   cublasLtMatmulPreferenceOpaque_t pref;
   TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceInit(&pref));
@@ -156,14 +160,14 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const
                  align_d = alignment_of(p.d->data());
   TROUPE_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                           &align_a, sizeof(align_a)));
-  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                           &align_b, sizeof(align_b)));
-  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                           &align_d, sizeof(align_d)));
-  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                           &align_d, sizeof(align_d)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                           sizeof(align_a)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                           sizeof(align_b)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                           sizeof(align_d)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                           sizeof(align_d)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(requested));
   int returned = 0;
   TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(st.lt, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &pref,

@@ -79,11 +79,11 @@ void bias_grad_accumulate(const Context& ctx, const Tensor& dy, const Tensor& db
   const int64_t col_blocks = (cols + kColumnThreads * vec - 1) / (kColumnThreads * vec);
 
   int64_t chunks = (int64_t(kColumnSumBlocksPerSm) * st.sm_count + col_blocks - 1) / col_blocks;
-  chunks = std::min(chunks, (rows + kRowLanes - 1) / kRowLanes);                     // >= kRowLanes rows each
+  chunks = std::min(chunks, (rows + kRowLanes - 1) / kRowLanes);                            // >= kRowLanes rows each
   chunks = std::min(chunks, int64_t(st.workspace_bytes / (sizeof(float) * size_t(cols))));  // fits the workspace
   chunks = std::max<int64_t>(chunks, 1);
-  TROUPE_CHECK(size_t(chunks) * size_t(cols) * sizeof(float) <= st.workspace_bytes,
-               "linear_backward: db of ", cols, " columns does not fit the workspace");
+  TROUPE_CHECK(size_t(chunks) * size_t(cols) * sizeof(float) <= st.workspace_bytes, "linear_backward: db of ", cols,
+               " columns does not fit the workspace");
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;  // no empty chunks
 
@@ -91,14 +91,14 @@ void bias_grad_accumulate(const Context& ctx, const Tensor& dy, const Tensor& db
   const dim3 block(kColumnThreads, kRowLanes);
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
   if (packed)
-    column_sum_partial_kernel<T, kPack><<<grid, block, 0, st.stream>>>(dy.data_as<T>(), partial, rows, cols,
-                                                                        rows_per_chunk);
+    column_sum_partial_kernel<T, kPack>
+        <<<grid, block, 0, st.stream>>>(dy.data_as<T>(), partial, rows, cols, rows_per_chunk);
   else
-    column_sum_partial_kernel<T, 1><<<grid, block, 0, st.stream>>>(dy.data_as<T>(), partial, rows, cols,
-                                                                    rows_per_chunk);
+    column_sum_partial_kernel<T, 1>
+        <<<grid, block, 0, st.stream>>>(dy.data_as<T>(), partial, rows, cols, rows_per_chunk);
   TROUPE_CUDA_CHECK_LAUNCH();
-  column_sum_finish_kernel<<<ceil_div(cols, kFinishThreads), kFinishThreads, 0, st.stream>>>(
-      partial, int(chunks), cols, db.data_as<float>());
+  column_sum_finish_kernel<<<ceil_div(cols, kFinishThreads), kFinishThreads, 0, st.stream>>>(partial, int(chunks), cols,
+                                                                                             db.data_as<float>());
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -43,11 +43,20 @@ template <typename F>
 void with_packs(int packs_per_thread, F&& f) {
   static_assert(norm::kMaxPacksPerThread == 4, "with_packs lists every instantiated pack count");
   switch (packs_per_thread) {
-    case 1: f(std::integral_constant<int, 1>{}); return;
-    case 2: f(std::integral_constant<int, 2>{}); return;
-    case 3: f(std::integral_constant<int, 3>{}); return;
-    case 4: f(std::integral_constant<int, 4>{}); return;
-    default: TROUPE_FAIL("norm: no kernel for ", packs_per_thread, " packs per thread");
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      return;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      return;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      return;
+    default:
+      TROUPE_FAIL("norm: no kernel for ", packs_per_thread, " packs per thread");
   }
 }
 
@@ -74,8 +83,8 @@ class StreamScratch {
 
 // mean: nullptr for RMSNorm (kCentered false).
 template <bool kCentered>
-void launch_forward(const Context& ctx, const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
-                    float eps, const Tensor& y, float* mean, const Tensor& rstd) {
+void launch_forward(const Context& ctx, const char* op, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                    const Tensor& y, float* mean, const Tensor& rstd) {
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t rows = x.dim(0), c = x.dim(1);
@@ -85,13 +94,13 @@ void launch_forward(const Context& ctx, const char* op, const Tensor& x, const T
     if (rows == 0) return;
     const int rows_per_block = cfg.threads / cfg.group;
     // Enough blocks to fill the GPU many times over; the kernel strides over the rest.
-    const unsigned grid = unsigned(std::min<int64_t>(ceil_div(rows, rows_per_block),
-                                                     int64_t(ctx.cuda_state().sm_count) * 64));
+    const unsigned grid =
+        unsigned(std::min<int64_t>(ceil_div(rows, rows_per_block), int64_t(ctx.cuda_state().sm_count) * 64));
     const T* bias = b.defined() ? b.data_as<T>() : nullptr;
     with_packs(cfg.packs_per_thread, [&](auto packs) {
-      norm::forward_kernel<T, decltype(packs)::value, kCentered><<<grid, cfg.threads, 0, stream_of(ctx)>>>(
-          x.data_as<T>(), w.data_as<T>(), bias, eps, y.data_as<T>(), mean, rstd.data_as<float>(), rows, int(c),
-          cfg.group);
+      norm::forward_kernel<T, decltype(packs)::value, kCentered>
+          <<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), w.data_as<T>(), bias, eps, y.data_as<T>(), mean,
+                                                     rstd.data_as<float>(), rows, int(c), cfg.group);
       TROUPE_CUDA_CHECK_LAUNCH();
     });
   });
@@ -138,9 +147,8 @@ void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, con
   launch_forward<true>(ctx, "layernorm_forward", x, w, b, eps, y, mean.data_as<float>(), rstd);
 }
 
-void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
-                        const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw,
-                        const Tensor& db) {
+void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
   launch_backward<true>(ctx, "layernorm_backward", dy, x, w, mean.data_as<float>(), rstd, dx, dw,
                         db.defined() ? db.data_as<float>() : nullptr);
 }

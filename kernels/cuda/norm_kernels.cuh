@@ -19,10 +19,10 @@
 namespace troupe::cuda::norm {
 
 // Tuning constants.
-constexpr int kWarpModeThreads = 256;   // block size when a warp handles a row
-constexpr int kMaxPacksPerThread = 4;   // register budget per thread for one row
-constexpr int kMaxGroupThreads = 512;   // widest block-per-row group: C <= 512 * 4 * 8 (16-bit)
-constexpr int kFinishSlices = 32;       // threads summing one column of the per-block partials
+constexpr int kWarpModeThreads = 256;  // block size when a warp handles a row
+constexpr int kMaxPacksPerThread = 4;  // register budget per thread for one row
+constexpr int kMaxGroupThreads = 512;  // widest block-per-row group: C <= 512 * 4 * 8 (16-bit)
+constexpr int kFinishSlices = 32;      // threads summing one column of the per-block partials
 
 // `group` is uniform over the block: the branches below cannot split a block at a barrier.
 __device__ __forceinline__ float group_sum(float v, int group) { return group == 32 ? warp_sum(v) : block_sum(v); }
@@ -117,9 +117,9 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
 // dy * xhat over its rows, plane 1 (kCentered) its sum of dy.
 template <typename T, int kPacks, bool kCentered>
 __global__ void __launch_bounds__(kMaxGroupThreads)
-    backward_kernel(const T* dy, const T* __restrict__ x, const T* __restrict__ w,
-                    const float* __restrict__ mean, const float* __restrict__ rstd, T* dx,
-                    float* __restrict__ partial, int64_t rows, int c, int group) {
+    backward_kernel(const T* dy, const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ mean,
+                    const float* __restrict__ rstd, T* dx, float* __restrict__ partial, int64_t rows, int c,
+                    int group) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
@@ -222,7 +222,8 @@ __global__ void __launch_bounds__(32 * kFinishSlices)
   const int j = blockIdx.x * 32 + threadIdx.x, plane = blockIdx.y;
   float sum = 0.0f;
   if (j < c)
-    for (int part = threadIdx.y; part < parts; part += kFinishSlices) sum += partial[(int64_t(plane) * parts + part) * c + j];
+    for (int part = threadIdx.y; part < parts; part += kFinishSlices)
+      sum += partial[(int64_t(plane) * parts + part) * c + j];
   slice_sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y != 0 || j >= c) return;

@@ -15,8 +15,8 @@ namespace troupe::cuda {
 namespace {
 constexpr int kAppendThreads = 256;
 constexpr int kWarps = 8;
-constexpr int kMaxPerLane = 8;  // head_dim <= 32 * kMaxPerLane
-constexpr int kUnroll = 4;      // V rows loaded together (scalar path)
+constexpr int kMaxPerLane = 8;    // head_dim <= 32 * kMaxPerLane
+constexpr int kUnroll = 4;        // V rows loaded together (scalar path)
 constexpr int kRowsPerBatch = 8;  // V loads in flight per lane (chunked path)
 
 template <typename T>
@@ -37,8 +37,8 @@ template <typename T, bool kChunked>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
                            const int32_t* __restrict__ query_start, const int32_t* __restrict__ seq_lens,
-                           const int32_t* __restrict__ block_tables, T* __restrict__ out, int S, int max_blocks,
-                           int H, int G, int D, int block_size, float scale) {
+                           const int32_t* __restrict__ block_tables, T* __restrict__ out, int S, int max_blocks, int H,
+                           int G, int D, int block_size, float scale) {
   constexpr int P = Pack128<T>::size;
   __shared__ float q[32 * kMaxPerLane];
   __shared__ float part[kWarps][32 * kMaxPerLane];

@@ -40,8 +40,8 @@ void* device_alloc(int device, size_t bytes) {
     size_t free_b = 0, total_b = 0;
     (void)cudaGetLastError();
     (void)cudaMemGetInfo(&free_b, &total_b);
-    TROUPE_FAIL("cudaMalloc of ", bytes, " bytes on cuda:", device, " failed (", cudaGetErrorString(err),
-                "); free ", free_b, " of ", total_b, " bytes");
+    TROUPE_FAIL("cudaMalloc of ", bytes, " bytes on cuda:", device, " failed (", cudaGetErrorString(err), "); free ",
+                free_b, " of ", total_b, " bytes");
   }
   return p;
 }
@@ -133,12 +133,8 @@ std::unique_ptr<CudaState, CudaStateDeleter> make_cuda_state(int device) {
   return st;
 }
 
-void cuda_synchronize(const CudaState& st) {
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
-}
+void cuda_synchronize(const CudaState& st) { TROUPE_CUDA_CHECK(cudaStreamSynchronize(st.stream)); }
 
-void cuda_activate(const CudaState& st) {
-  TROUPE_CUDA_CHECK(cudaSetDevice(st.device));
-}
+void cuda_activate(const CudaState& st) { TROUPE_CUDA_CHECK(cudaSetDevice(st.device)); }
 
 }  // namespace troupe

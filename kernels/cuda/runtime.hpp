@@ -9,7 +9,7 @@ namespace troupe {
 class Context;
 namespace cuda {
 
-int device_count();  // 0 when no driver or no device
+int device_count();                // 0 when no driver or no device
 size_t memory_in_use(int device);  // total - free
 void* device_alloc(int device, size_t bytes);
 void device_free(int device, void* ptr) noexcept;

@@ -60,8 +60,8 @@ __device__ __forceinline__ float row_loss(int32_t target, bool bad, float max, f
 
 // row_max[n] = max over j < valid of logits[n, j] (-inf when valid == 0). logits: [rows, cols].
 template <typename T>
-__global__ void __launch_bounds__(kThreads) max_kernel(const T* __restrict__ logits, int cols, int valid,
-                                                       float* __restrict__ row_max) {
+__global__ void __launch_bounds__(kThreads)
+    max_kernel(const T* __restrict__ logits, int cols, int valid, float* __restrict__ row_max) {
   constexpr int P = Pack128<T>::size;
   const int64_t row = blockIdx.x;
   float m = -INFINITY;
@@ -77,11 +77,10 @@ __global__ void __launch_bounds__(kThreads) max_kernel(const T* __restrict__ log
 // sum_exp[n] = sum over j < valid of e^(logits[n, j] - row_max[n]); target_logit[n] = the target's
 // logit when it is one of this rank's valid columns, NaN for a bad target, else 0.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) sum_exp_kernel(const T* __restrict__ logits,
-                                                           const int32_t* __restrict__ targets, int cols, int valid,
-                                                           int64_t vocab_start, const float* __restrict__ row_max,
-                                                           float* __restrict__ sum_exp,
-                                                           float* __restrict__ target_logit) {
+__global__ void __launch_bounds__(kThreads)
+    sum_exp_kernel(const T* __restrict__ logits, const int32_t* __restrict__ targets, int cols, int valid,
+                   int64_t vocab_start, const float* __restrict__ row_max, float* __restrict__ sum_exp,
+                   float* __restrict__ target_logit) {
   constexpr int P = Pack128<T>::size;
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
@@ -103,25 +102,23 @@ __global__ void __launch_bounds__(kThreads) sum_exp_kernel(const T* __restrict__
 }
 
 // Forward only: one thread per row.
-__global__ void loss_kernel(const int32_t* __restrict__ targets, int64_t rows, int cols, int valid,
-                            int64_t vocab_start, const float* __restrict__ row_max, const float* __restrict__ sum_exp,
+__global__ void loss_kernel(const int32_t* __restrict__ targets, int64_t rows, int cols, int valid, int64_t vocab_start,
+                            const float* __restrict__ row_max, const float* __restrict__ sum_exp,
                             const float* __restrict__ target_logit, float* __restrict__ losses) {
   const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= rows) return;
   const int32_t target = targets[n];
-  losses[n] = row_loss(target, is_bad_target(target, vocab_start, valid, cols), row_max[n], sum_exp[n],
-                       target_logit[n]);
+  losses[n] =
+      row_loss(target, is_bad_target(target, vocab_start, valid, cols), row_max[n], sum_exp[n], target_logit[n]);
 }
 
 // Backward: losses, and logits[n, :] <- dlogits in place (see the header); an ignored row turns
 // zero, a bad target's row NaN.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) loss_gradient_kernel(T* logits, const int32_t* __restrict__ targets,
-                                                                 int cols, int valid, int64_t vocab_start,
-                                                                 const float* __restrict__ row_max,
-                                                                 const float* __restrict__ sum_exp,
-                                                                 const float* __restrict__ target_logit,
-                                                                 float grad_scale, float* __restrict__ losses) {
+__global__ void __launch_bounds__(kThreads)
+    loss_gradient_kernel(T* logits, const int32_t* __restrict__ targets, int cols, int valid, int64_t vocab_start,
+                         const float* __restrict__ row_max, const float* __restrict__ sum_exp,
+                         const float* __restrict__ target_logit, float grad_scale, float* __restrict__ losses) {
   constexpr int P = Pack128<T>::size;
   const int64_t row = blockIdx.x;
   T* x = logits + row * cols;
@@ -157,8 +154,8 @@ __global__ void __launch_bounds__(kThreads) loss_gradient_kernel(T* logits, cons
 template <typename T>
 void expect_packed_rows(const char* op, const Tensor& logits) {
   const int64_t cols = logits.dim(1);
-  TROUPE_CHECK(cols % Pack128<T>::size == 0, op, ": the CUDA kernel needs Vl to be a multiple of ",
-               Pack128<T>::size, ", got logits ", logits.str());
+  TROUPE_CHECK(cols % Pack128<T>::size == 0, op, ": the CUDA kernel needs Vl to be a multiple of ", Pack128<T>::size,
+               ", got logits ", logits.str());
   TROUPE_CHECK(cols <= INT_MAX, op, ": Vl = ", cols, " is too large");
   TROUPE_CHECK(reinterpret_cast<uintptr_t>(logits.data()) % 16 == 0, op,
                ": the CUDA kernel needs logits 16-byte aligned (a slice at an odd offset?), got ", logits.str());
@@ -173,8 +170,8 @@ void vocab_parallel_max(const Context& ctx, const Tensor& logits, int64_t valid,
     expect_packed_rows<T>(op, logits);
     const int64_t rows = logits.dim(0);
     if (rows == 0) return;
-    max_kernel<T><<<unsigned(rows), kThreads, 0, stream_of(ctx)>>>(logits.data_as<T>(), int(logits.dim(1)),
-                                                                   int(valid), row_max.data_as<float>());
+    max_kernel<T><<<unsigned(rows), kThreads, 0, stream_of(ctx)>>>(logits.data_as<T>(), int(logits.dim(1)), int(valid),
+                                                                   row_max.data_as<float>());
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

@@ -35,7 +35,8 @@ class HfTensorFiles {
       TROUPE_CHECK(j.contains("weight_map"), index.string(), " has no weight_map");
       for (const auto& [name, file] : j.at("weight_map").items()) {
         const std::string f = file.get<std::string>();
-        if (!files_.count(f)) files_.emplace(f, std::make_unique<SafetensorsFile>(SafetensorsFile::open((dir / f).string())));
+        if (!files_.count(f))
+          files_.emplace(f, std::make_unique<SafetensorsFile>(SafetensorsFile::open((dir / f).string())));
         where_[name] = files_.at(f).get();
       }
     } else {

@@ -31,8 +31,8 @@ GptConfig gpt_config_from_hf(const nlohmann::json& j) {
       c.norm_epsilon = j.value("layer_norm_epsilon", 1e-5f);
       if (j.contains("n_inner") && !j.at("n_inner").is_null()) c.ffn_hidden_size = j.at("n_inner");
       const std::string act = j.value("activation_function", std::string("gelu_new"));
-      TROUPE_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
-                   "GPT-2 activation_function '", act, "' is not the tanh GELU we implement");
+      TROUPE_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", "GPT-2 activation_function '", act,
+                   "' is not the tanh GELU we implement");
       c.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", true);
     } else {
       c = GptConfig::llama_style(j.at("num_hidden_layers"), j.at("hidden_size"), j.at("num_attention_heads"),

@@ -23,11 +23,15 @@ namespace troupe {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::none: return "none";
-    case FinishReason::length: return "length";
+    case FinishReason::none:
+      return "none";
+    case FinishReason::length:
+      return "length";
     case FinishReason::stop_token:
-    case FinishReason::stop_string: return "stop";
-    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::stop_string:
+      return "stop";
+    case FinishReason::cancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -42,31 +46,34 @@ struct InferenceEngine::Request {
   SamplingParams params;
   TokenSampler sampler;
   TokenCallback on_token;
-  size_t text_checked = 0;      // bytes of generated text already searched for stop strings
+  size_t text_checked = 0;  // bytes of generated text already searched for stop strings
   bool cancelled = false;
   FinishReason finish = FinishReason::none;
 
   Request(int64_t i, GenerationRequest&& r, TokenCallback cb)
-      : id(i), tokens(std::move(r.prompt)), prompt_len(tokens.size()), params(std::move(r.sampling)),
-        sampler(params), on_token(std::move(cb)) {}
+      : id(i),
+        tokens(std::move(r.prompt)),
+        prompt_len(tokens.size()),
+        params(std::move(r.sampling)),
+        sampler(params),
+        on_token(std::move(cb)) {}
   std::span<const int32_t> generated() const { return std::span(tokens).subspan(prompt_len); }
 };
 
 struct InferenceEngine::Rank {
   InferenceModel& model;
   KvCache cache;
-  int64_t vocab_start = 0, real = 0;        // its slice's first column; real (not padding) columns
-  Tensor tokens, logprobs, maxes;           // [max_sequences] on the device: the greedy pick in its slice
-  Tensor device_f32;                        // [max_sequences, Vl] (bf16/f16 logits, on first use): f32 rows
-  Tensor pinned_f32;                        // [max_sequences, Vl] (one CUDA rank, on first use): host rows
+  int64_t vocab_start = 0, real = 0;              // its slice's first column; real (not padding) columns
+  Tensor tokens, logprobs, maxes;                 // [max_sequences] on the device: the greedy pick in its slice
+  Tensor device_f32;                              // [max_sequences, Vl] (bf16/f16 logits, on first use): f32 rows
+  Tensor pinned_f32;                              // [max_sequences, Vl] (one CUDA rank, on first use): host rows
   Tensor host_tokens, host_logprobs, host_maxes;  // [max_sequences] pinned: this step's greedy pick
   Tensor host_rows;                               // one rank: this step's sampling rows on the host
   std::atomic<const char*> phase{"done"};         // where this rank's step is (a late rank's error names it)
 
   Rank(InferenceModel& m, const EngineOptions& o)
       : model(m),
-        cache(m.context(), m.config(), m.compute_dtype(), o.num_blocks, o.block_size,
-              m.tensor_parallel().shard.size),
+        cache(m.context(), m.config(), m.compute_dtype(), o.num_blocks, o.block_size, m.tensor_parallel().shard.size),
         vocab_start(m.layout().vocab_start()),
         real(std::clamp(m.config().vocab_size - vocab_start, int64_t(0), m.layout().local_vocab())) {}
 };
@@ -79,8 +86,9 @@ struct InferenceEngine::Rank {
 class InferenceEngine::RankThreads {
  public:
   RankThreads(std::vector<std::unique_ptr<Rank>>& ranks, double timeout_s)
-      : ranks_(ranks), timeout_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(timeout_s))) {
+      : ranks_(ranks),
+        timeout_(
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s))) {
     TROUPE_CHECK(timeout_s > 0, "InferenceEngine: step_timeout_s must be positive, got ", timeout_s);
     for (size_t r = 1; r < ranks.size(); ++r) threads_.emplace_back([this, r] { loop(int(r)); });
     watchdog_ = std::thread([this] { watch(); });
@@ -161,9 +169,9 @@ class InferenceEngine::RankThreads {
         if (const char* at = ranks_[r]->phase.load(); std::string_view(at) != "done")
           late += str_cat(late.empty() ? "" : ", ", "rank ", r, " (", at, ")");
       const double s = std::chrono::duration<double>(timeout_).count();
-      auto e = std::make_exception_ptr(
-          Error(str_cat("InferenceEngine: a tensor-parallel step did not finish within ", s, " s; late: ", late,
-                        ". The group's collectives were aborted.")));
+      auto e =
+          std::make_exception_ptr(Error(str_cat("InferenceEngine: a tensor-parallel step did not finish within ", s,
+                                                " s; late: ", late, ". The group's collectives were aborted.")));
       lock.unlock();
       fail(e);
       lock.lock();
@@ -226,7 +234,8 @@ InferenceEngine::InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptio
     const InferenceModel* m = ranks[size_t(r)];
     TROUPE_CHECK(m != nullptr && m->tensor_parallel().shard.rank == r && m->tensor_parallel().shard.size == T,
                  "InferenceEngine: model ", r, " of ", T, " is not tensor-parallel rank ", r, " of ", T);
-    TROUPE_CHECK(m->compute_dtype() == model_.compute_dtype() && m->options().max_tokens == model_.options().max_tokens &&
+    TROUPE_CHECK(m->compute_dtype() == model_.compute_dtype() &&
+                     m->options().max_tokens == model_.options().max_tokens &&
                      m->options().max_sequences == model_.options().max_sequences,
                  "InferenceEngine: the ranks' models differ in dtype or limits");
   }
@@ -238,8 +247,9 @@ InferenceEngine::InferenceEngine(std::vector<InferenceModel*> ranks, EngineOptio
   TROUPE_CHECK(options_.max_tokens_per_step > 0 && options_.max_tokens_per_step <= m.max_tokens,
                "InferenceEngine: max_tokens_per_step ", options_.max_tokens_per_step, " must be in [1, ", m.max_tokens,
                "] (the model's max_tokens)");
-  TROUPE_CHECK(options_.max_sequences > 0 && options_.max_sequences <= m.max_sequences, "InferenceEngine: max_sequences ",
-               options_.max_sequences, " must be in [1, ", m.max_sequences, "] (the model's max_sequences)");
+  TROUPE_CHECK(options_.max_sequences > 0 && options_.max_sequences <= m.max_sequences,
+               "InferenceEngine: max_sequences ", options_.max_sequences, " must be in [1, ", m.max_sequences,
+               "] (the model's max_sequences)");
   TROUPE_CHECK(options_.max_sequence_length > 0 && options_.max_sequence_length <= model.max_sequence_length(),
                "InferenceEngine: max_sequence_length ", options_.max_sequence_length, " must be in [1, ",
                model.max_sequence_length(), "]");
@@ -277,8 +287,9 @@ int64_t InferenceEngine::add_request(GenerationRequest request, TokenCallback on
   // Checked here, not in the forward: a bad id must fail its request, not the step of every other.
   const int64_t vocab = model_.config().vocab_size;
   for (int64_t i = 0; i < n; ++i)
-    TROUPE_CHECK(request.prompt[size_t(i)] >= 0 && request.prompt[size_t(i)] < vocab, "generation request: prompt token ",
-                 i, " is ", request.prompt[size_t(i)], ", outside the vocabulary of ", vocab);
+    TROUPE_CHECK(request.prompt[size_t(i)] >= 0 && request.prompt[size_t(i)] < vocab,
+                 "generation request: prompt token ", i, " is ", request.prompt[size_t(i)],
+                 ", outside the vocabulary of ", vocab);
   TROUPE_CHECK(request.sampling.stop_strings.empty() || detokenize_,
                "generation request: stop strings need an engine with a detokenizer");
   auto r = std::make_unique<Request>(next_id_, std::move(request), std::move(on_token));
@@ -419,8 +430,8 @@ void InferenceEngine::accept(Request& r, const SampledToken& t, std::vector<Toke
       e.stop_text_bytes = at;
     }
   }
-  if (e.finish == FinishReason::none &&
-      (int64_t(r.generated().size()) >= r.params.max_tokens || int64_t(r.tokens.size()) >= options_.max_sequence_length))
+  if (e.finish == FinishReason::none && (int64_t(r.generated().size()) >= r.params.max_tokens ||
+                                         int64_t(r.tokens.size()) >= options_.max_sequence_length))
     e.finish = FinishReason::length;
   r.finish = e.finish;
   events.push_back(e);
@@ -493,8 +504,7 @@ bool InferenceEngine::step() {
 }
 
 void InferenceEngine::run() {
-  while (step()) {
-  }
+  while (step()) {}
 }
 
 }  // namespace troupe

@@ -47,22 +47,22 @@ struct GenerationRequest {
 // One generated token, or the end of a request.
 struct TokenEvent {
   int64_t request = 0;
-  bool has_token = false;       // false only in a final event without a token (cancelled, max_tokens 0)
+  bool has_token = false;  // false only in a final event without a token (cancelled, max_tokens 0)
   int32_t token = 0;
-  float logprob = 0.0f;         // when the request asked for log-probs
+  float logprob = 0.0f;                      // when the request asked for log-probs
   FinishReason finish = FinishReason::none;  // set on the request's last event
-  size_t stop_text_bytes = 0;   // stop_string: the generated text ends after this many bytes
+  size_t stop_text_bytes = 0;                // stop_string: the generated text ends after this many bytes
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 // Generated ids -> text, for stop strings (null: stop strings are an error).
 using Detokenizer = std::function<std::string(std::span<const int32_t>)>;
 
 struct EngineOptions {
-  int64_t num_blocks = 0;               // KV cache blocks (required)
-  int block_size = 16;                  // tokens per block
-  int64_t max_tokens_per_step = 0;      // 0: the model's max_tokens
-  int64_t max_sequences = 0;            // running requests at most; 0: the model's max_sequences
-  int64_t max_sequence_length = 0;      // prompt + generated at most; 0: the model's limit
+  int64_t num_blocks = 0;           // KV cache blocks (required)
+  int block_size = 16;              // tokens per block
+  int64_t max_tokens_per_step = 0;  // 0: the model's max_tokens
+  int64_t max_sequences = 0;        // running requests at most; 0: the model's max_sequences
+  int64_t max_sequence_length = 0;  // prompt + generated at most; 0: the model's limit
   // Tensor-parallel groups: a step whose ranks have not all finished after this many seconds
   // aborts the group's collectives and fails, naming the late ranks (a rank that stopped
   // stepping must not leave the others waiting in NCCL for ever).

@@ -11,19 +11,19 @@ namespace troupe {
 // Views of the batch's index tensors (i32, on the device): one upload per forward.
 struct InferenceModel::Metadata {
   int64_t n = 0, s = 0, width = 0;  // rows, sequences, block-table width
-  Tensor tokens;     // [1, N]
-  Tensor positions;  // [N] (as [1, N] for the position-embedding lookup)
-  Tensor slots;      // [N] cache slot of each new token
-  Tensor last_rows;  // [1, S] row of each sequence's last new token
-  PagedBatch paged;  // query_start [S+1], seq_lens [S], block_tables [S, max_blocks]
+  Tensor tokens;                    // [1, N]
+  Tensor positions;                 // [N] (as [1, N] for the position-embedding lookup)
+  Tensor slots;                     // [N] cache slot of each new token
+  Tensor last_rows;                 // [1, S] row of each sequence's last new token
+  PagedBatch paged;                 // query_start [S+1], seq_lens [S], block_tables [S, max_blocks]
 };
 
 InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DType compute,
                                InferenceModelOptions options, TensorParallel tp)
     : ctx_(ctx), tp_(tp), layout_(config, ChunkSpec::whole_model(), tp.shard), compute_(compute), options_(options) {
   TROUPE_CHECK(!tp.sequence_parallel, "InferenceModel: sequence parallelism is for training only");
-  TROUPE_CHECK(tp.shard.size == 1 || (tp.comm != nullptr && tp.comm->size() == tp.shard.size &&
-                                      tp.comm->rank() == tp.shard.rank),
+  TROUPE_CHECK(tp.shard.size == 1 ||
+                   (tp.comm != nullptr && tp.comm->size() == tp.shard.size && tp.comm->rank() == tp.shard.rank),
                "InferenceModel: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,
                " needs the group's collectives");
   if (ctx.is_cuda())
@@ -67,8 +67,8 @@ void InferenceModel::load_weights(const Tensor& host_f32) {
   ctx_.synchronize();
 }
 
-InferenceModel::Metadata InferenceModel::pack(std::span<const SequenceInput> seqs, const KvCache& cache,
-                                              int64_t pad_to, int64_t table_width, std::vector<int32_t>& host) {
+InferenceModel::Metadata InferenceModel::pack(std::span<const SequenceInput> seqs, const KvCache& cache, int64_t pad_to,
+                                              int64_t table_width, std::vector<int32_t>& host) {
   const int64_t real = int64_t(seqs.size()), S = std::max(real, pad_to), bs = cache.block_size();
   TROUPE_CHECK(real > 0 && S <= options_.max_sequences, "InferenceModel::forward: ", real,
                " sequences, the model takes 1 to ", options_.max_sequences);
@@ -76,8 +76,8 @@ InferenceModel::Metadata InferenceModel::pack(std::span<const SequenceInput> seq
   for (int64_t i = 0; i < real; ++i) {
     const SequenceInput& q = seqs[size_t(i)];
     const int64_t len = q.start + int64_t(q.tokens.size());
-    TROUPE_CHECK(!q.tokens.empty() && q.start >= 0, "InferenceModel::forward: sequence ", i, " has ",
-                 q.tokens.size(), " new tokens at position ", q.start);
+    TROUPE_CHECK(!q.tokens.empty() && q.start >= 0, "InferenceModel::forward: sequence ", i, " has ", q.tokens.size(),
+                 " new tokens at position ", q.start);
     TROUPE_CHECK(len <= max_sequence_length(), "InferenceModel::forward: sequence ", i, " reaches ", len,
                  " tokens, the model takes at most ", max_sequence_length(), " (max_position_embeddings)");
     TROUPE_CHECK(int64_t(q.blocks.size()) >= cache.blocks_for(len), "InferenceModel::forward: sequence ", i, " has ",
@@ -163,7 +163,8 @@ Tensor InferenceModel::forward(std::span<const SequenceInput> seqs, KvCache& cac
   TROUPE_CHECK(cache.query_groups() == layout_.local_query_groups(), "InferenceModel::forward: the cache holds ",
                cache.query_groups(), " KV heads per layer, this rank has ", layout_.local_query_groups(),
                " (a cache for another tensor-parallel size?)");
-  const bool decode = std::all_of(seqs.begin(), seqs.end(), [](const SequenceInput& q) { return q.tokens.size() == 1; });
+  const bool decode =
+      std::all_of(seqs.begin(), seqs.end(), [](const SequenceInput& q) { return q.tokens.size() == 1; });
   const bool graphs = ctx_.is_cuda() && options_.cuda_graphs && !profiler_;
   if (graphs && decode && !seqs.empty()) return forward_graph(seqs, cache);
   Metadata m = pack(seqs, cache, 0, 0, host_meta_);
@@ -243,27 +244,54 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f};
 
   // x += proj(paged_attention(rope(qkv(norm(x))))): the residual add happens in the GEMM.
-  { auto t = timed("ln1"); norm(x, w.ln1_w, w.ln1_b, ln, n); }
-  { auto t = timed("qkv"); linear_forward(ctx_, ln, w.qkv_w, w.qkv_b, qkv); }
+  {
+    auto t = timed("ln1");
+    norm(x, w.ln1_w, w.ln1_b, ln, n);
+  }
+  {
+    auto t = timed("qkv");
+    linear_forward(ctx_, ln, w.qkv_w, w.qkv_b, qkv);
+  }
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope");
     rope_apply_at(ctx_, qkv.view({1, n, qkv.dim(1)}), m.positions, {H, G, D, c.rotary_base, 0}, false);
   }
-  { auto t = timed("kv_append"); paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l)); }
-  { auto t = timed("attention"); paged_attention(ctx_, qkv, pc, m.paged, cache.k(l), cache.v(l), attn); }
-  { auto t = timed("proj"); row_parallel_add(attn, w.proj_w, w.proj_b, x); }
+  {
+    auto t = timed("kv_append");
+    paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l));
+  }
+  {
+    auto t = timed("attention");
+    paged_attention(ctx_, qkv, pc, m.paged, cache.k(l), cache.v(l), attn);
+  }
+  {
+    auto t = timed("proj");
+    row_parallel_add(attn, w.proj_w, w.proj_b, x);
+  }
 
   // x += fc2(act(fc1(norm(x))))
-  { auto t = timed("ln2"); norm(x, w.ln2_w, w.ln2_b, ln, n); }
+  {
+    auto t = timed("ln2");
+    norm(x, w.ln2_w, w.ln2_b, ln, n);
+  }
   if (c.swiglu) {
     const Tensor fc1 = rows(fc1_, n);
-    { auto t = timed("fc1"); linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1); }
-    { auto t = timed("activation"); swiglu_forward(ctx_, fc1, act); }
+    {
+      auto t = timed("fc1");
+      linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1);
+    }
+    {
+      auto t = timed("activation");
+      swiglu_forward(ctx_, fc1, act);
+    }
   } else {  // GELU in the GEMM's epilogue
     auto t = timed("fc1+gelu");
     linear_gelu_forward(ctx_, ln, w.fc1_w, w.fc1_b, act);
   }
-  { auto t = timed("fc2"); row_parallel_add(act, w.fc2_w, w.fc2_b, x); }
+  {
+    auto t = timed("fc2");
+    row_parallel_add(act, w.fc2_w, w.fc2_b, x);
+  }
 }
 
 void InferenceModel::row_parallel_add(const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& x) {

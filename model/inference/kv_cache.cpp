@@ -6,8 +6,8 @@ namespace troupe {
 
 namespace {
 int local_query_groups(const GptConfig& config, int tensor_parallel) {
-  TROUPE_CHECK(tensor_parallel >= 1 && config.query_groups() % tensor_parallel == 0, "KvCache: ",
-               config.query_groups(), " query groups do not split over ", tensor_parallel, " tensor-parallel ranks");
+  TROUPE_CHECK(tensor_parallel >= 1 && config.query_groups() % tensor_parallel == 0, "KvCache: ", config.query_groups(),
+               " query groups do not split over ", tensor_parallel, " tensor-parallel ranks");
   return config.query_groups() / tensor_parallel;
 }
 }  // namespace
@@ -18,10 +18,10 @@ KvCache::KvCache(const Context& ctx, const GptConfig& config, DType dtype, int64
       query_groups_(local_query_groups(config, tensor_parallel)),
       num_blocks_(num_blocks),
       dtype_(dtype) {
-  TROUPE_CHECK(block_size > 0 && num_blocks > 0, "KvCache: needs positive block_size and num_blocks, got ",
-               block_size, " and ", num_blocks);
-  TROUPE_CHECK((num_blocks + 1) * block_size <= int64_t(INT32_MAX), "KvCache: ", num_blocks, " blocks of ",
-               block_size, " tokens exceed the 32-bit slot numbers");
+  TROUPE_CHECK(block_size > 0 && num_blocks > 0, "KvCache: needs positive block_size and num_blocks, got ", block_size,
+               " and ", num_blocks);
+  TROUPE_CHECK((num_blocks + 1) * block_size <= int64_t(INT32_MAX), "KvCache: ", num_blocks, " blocks of ", block_size,
+               " tokens exceed the 32-bit slot numbers");
   const Shape shape{num_blocks + 1, block_size, query_groups_, config.head_dim()};  // + the scratch block
   for (int l = 0; l < config.num_layers; ++l) {
     k_.push_back(Tensor::zeros(ctx, dtype, shape));
@@ -35,8 +35,8 @@ KvCache::KvCache(const Context& ctx, const GptConfig& config, DType dtype, int64
 int64_t KvCache::blocks_in_bytes(const GptConfig& config, DType dtype, int block_size, size_t bytes,
                                  int tensor_parallel) {
   const size_t groups = size_t(local_query_groups(config, tensor_parallel));
-  const size_t per_block = 2 * size_t(config.num_layers) * size_t(block_size) * groups *
-                           size_t(config.head_dim()) * dtype_size(dtype);
+  const size_t per_block =
+      2 * size_t(config.num_layers) * size_t(block_size) * groups * size_t(config.head_dim()) * dtype_size(dtype);
   return int64_t(bytes / per_block);
 }
 

@@ -36,7 +36,7 @@ class KvCache {
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
   DType dtype() const { return dtype_; }
   int32_t scratch_block() const { return int32_t(num_blocks_); }
-  int query_groups() const { return query_groups_; }  // G / T
+  int query_groups() const { return query_groups_; }              // G / T
   const Tensor& k(int layer) const { return k_[size_t(layer)]; }  // [num_blocks + 1, block_size, G / T, D]
   const Tensor& v(int layer) const { return v_[size_t(layer)]; }
 

@@ -23,10 +23,10 @@ struct SamplingParams {
   int top_k = 0;             // 0: off; 1: greedy
   float top_p = 0.0f;        // 0: off; else keep the smallest prefix of tokens (by probability) reaching p
   uint64_t seed = 1234;
-  int64_t max_tokens = 16;   // tokens to generate at most (Megatron's tokens_to_generate)
-  std::vector<int32_t> stop_tokens{};     // stop after generating one of these (it is returned)
+  int64_t max_tokens = 16;                  // tokens to generate at most (Megatron's tokens_to_generate)
+  std::vector<int32_t> stop_tokens{};       // stop after generating one of these (it is returned)
   std::vector<std::string> stop_strings{};  // stop when the text contains one (the text ends before it)
-  bool logprobs = false;                  // report log-probabilities of the generated tokens
+  bool logprobs = false;                    // report log-probabilities of the generated tokens
 
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
   // Throws troupe::Error naming the field: negative temperature/top_k, top_p outside [0, 1],

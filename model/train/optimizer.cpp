@@ -43,8 +43,10 @@ Optimizer::Optimizer(GptChunk& chunk, const OptimizerConfig& config, OptimizerSh
     for (const auto& r : shard_.ranges) {
       const Tensor src = chunk.params().slice(r.begin, {r.end - r.begin});
       const Tensor dst = master_.slice(off, {r.end - r.begin});
-      if (chunk.compute_dtype() == DType::f32) copy(ctx, src, dst);
-      else convert(ctx, src, dst);
+      if (chunk.compute_dtype() == DType::f32)
+        copy(ctx, src, dst);
+      else
+        convert(ctx, src, dst);
       off += r.end - r.begin;
     }
   }

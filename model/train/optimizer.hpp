@@ -73,7 +73,7 @@ class Optimizer {
   GptChunk& chunk_;
   OptimizerConfig config_;
   OptimizerShard shard_;
-  Tensor master_, m_, v_;  // f32 [shard size]: the ranges one after another
+  Tensor master_, m_, v_;                            // f32 [shard size]: the ranges one after another
   std::vector<std::vector<ParamSegment>> segments_;  // per range, relative to its start in master_
   int64_t step_ = 0;
 };

@@ -22,8 +22,8 @@ struct IterationStats {
   double grad_norm = 0.0;  // before clipping
   double lr = 0.0;
   float loss_scale = 1.0f;
-  bool skipped = false;    // inf/nan gradients (fp16): no update
-  int64_t tokens = 0;      // counted (non-ignored) target tokens
+  bool skipped = false;  // inf/nan gradients (fp16): no update
+  int64_t tokens = 0;    // counted (non-ignored) target tokens
 };
 
 class Trainer {

@@ -30,12 +30,30 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 std::vector<std::string> train_args(const std::string& save, int64_t iters, std::vector<std::string> extra) {
-  std::vector<std::string> a = {"train", "--mock-data", "--model", "gpt2-tiny", "--device", "cpu",
-                                "--vocab-file", source_path("assets/gpt2/gpt2-vocab.json"),
-                                "--merge-file", source_path("assets/gpt2/gpt2-merges.txt"),
-                                "--seq-length", "32", "--micro-batch-size", "1", "--global-batch-size", "1",
-                                "--train-iters", std::to_string(iters), "--eval-iters", "0", "--log-interval", "1",
-                                "--save", save};
+  std::vector<std::string> a = {"train",
+                                "--mock-data",
+                                "--model",
+                                "gpt2-tiny",
+                                "--device",
+                                "cpu",
+                                "--vocab-file",
+                                source_path("assets/gpt2/gpt2-vocab.json"),
+                                "--merge-file",
+                                source_path("assets/gpt2/gpt2-merges.txt"),
+                                "--seq-length",
+                                "32",
+                                "--micro-batch-size",
+                                "1",
+                                "--global-batch-size",
+                                "1",
+                                "--train-iters",
+                                std::to_string(iters),
+                                "--eval-iters",
+                                "0",
+                                "--log-interval",
+                                "1",
+                                "--save",
+                                save};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -78,9 +96,9 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
   TempDir dir("ckpt_cli");
   const std::string root = dir / "ckpt";
   {
-    Troupe t(train_args(root, 20, {"--save-interval", "2", "--async-save", "--most-recent-k", "2",
-                                          "--exit-interval", "7"}),
-                    dir / "a.txt");
+    Troupe t(
+        train_args(root, 20, {"--save-interval", "2", "--async-save", "--most-recent-k", "2", "--exit-interval", "7"}),
+        dir / "a.txt");
     ASSERT_EQ(t.wait(120s), 0) << t.output();
     EXPECT_NE(t.output().find("exiting at iteration 7"), std::string::npos) << t.output();
   }

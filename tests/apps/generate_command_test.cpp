@@ -1,6 +1,6 @@
 // `troupe generate` as a child process on the CPU: greedy ids from an HF folder and from a
-// Troupe checkpoint (tokenizer files in the iteration directory) equal the engine's run in this process on the same weights, several prompts
-// batched, also from a tensor-parallel group of two CPU devices; text streams in prompt order;
+// Troupe checkpoint (tokenizer files in the iteration directory) equal the engine's run in this process on the same
+// weights, several prompts batched, also from a tensor-parallel group of two CPU devices; text streams in prompt order;
 // errors name the flag or file; `troupe serve` answers PUT /api with the same ids (one CPU
 // replica, and one TP2 replica).
 #include <nlohmann/json.hpp>
@@ -82,8 +82,8 @@ class GenerateCommand : public ::testing::Test {
   }
 
   std::vector<std::string> args(const std::string& source_flag, const std::string& dir) const {
-    std::vector<std::string> a{"generate", source_flag, dir, "--device", "cpu", "--temperature", "0",
-                               "--max-tokens", "8", "--print-ids", "--ignore-eod"};
+    std::vector<std::string> a{"generate", source_flag,    dir, "--device",    "cpu",         "--temperature",
+                               "0",        "--max-tokens", "8", "--print-ids", "--ignore-eod"};
     for (const std::string& p : kPrompts) a.insert(a.end(), {"--prompt", p});
     return a;
   }
@@ -97,7 +97,8 @@ class GenerateCommand : public ::testing::Test {
     const std::string banner = serve.await_output("http://127.0.0.1:", std::chrono::seconds(60));
     const int port = std::atoi(banner.c_str() + banner.find("http://127.0.0.1:") + 17);
     ASSERT_GT(port, 0) << banner;
-    const nlohmann::json body = {{"prompts", kPrompts}, {"tokens_to_generate", 8}, {"temperature", 0}, {"stop_token", 0}};
+    const nlohmann::json body = {
+        {"prompts", kPrompts}, {"tokens_to_generate", 8}, {"temperature", 0}, {"stop_token", 0}};
     const HttpResponse r = http_request("PUT", "127.0.0.1", port, "/api", body.dump());
     ASSERT_EQ(r.status, 200) << r.body;
     const nlohmann::json answer = nlohmann::json::parse(r.body);
@@ -174,11 +175,11 @@ TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
                               tmp_);
   EXPECT_NE(tp3.status, 0);
   EXPECT_NE(tp3.out.find("--tensor-model-parallel-size (3)"), std::string::npos) << tp3.out;
-  const ChildRun odd = troupe({"serve", "--hf", hf_, "--device", "cpu", "--vocab-file",
-                               source_path("assets/gpt2/gpt2-vocab.json"), "--merge-file",
-                               source_path("assets/gpt2/gpt2-merges.txt"), "--devices", "3",
-                               "--tensor-model-parallel-size", "2"},
-                              tmp_);
+  const ChildRun odd =
+      troupe({"serve", "--hf", hf_, "--device", "cpu", "--vocab-file", source_path("assets/gpt2/gpt2-vocab.json"),
+              "--merge-file", source_path("assets/gpt2/gpt2-merges.txt"), "--devices", "3",
+              "--tensor-model-parallel-size", "2"},
+             tmp_);
   EXPECT_NE(odd.status, 0);
   EXPECT_NE(odd.out.find("must be a positive multiple of --tensor-model-parallel-size (2)"), std::string::npos)
       << odd.out;

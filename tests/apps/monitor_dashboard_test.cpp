@@ -92,11 +92,42 @@ TEST(MonitorDashboard, LoadsInChromiumWithDataInEveryChartAndNoErrors) {
   const std::string chromium = find_chromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (apt-get install chromium; scripts/setup.sh does)";
   TempDir dir("monitor_dashboard");
-  Troupe train({"train", "--device", "cpu", "--devices", "2", "--pipeline-model-parallel-size", "2", "--mock-data",
-                "--vocab-size", "128", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2",
-                "--seq-length", "16", "--micro-batch-size", "1", "--global-batch-size", "4", "--train-iters", "1000000",
-                "--log-interval", "2", "--eval-interval", "20", "--eval-iters", "1", "--save", dir / "checkpoints",
-                "--save-interval", "50", "--metrics-port", "0"},
+  Troupe train({"train",
+                "--device",
+                "cpu",
+                "--devices",
+                "2",
+                "--pipeline-model-parallel-size",
+                "2",
+                "--mock-data",
+                "--vocab-size",
+                "128",
+                "--num-layers",
+                "2",
+                "--hidden-size",
+                "32",
+                "--num-attention-heads",
+                "2",
+                "--seq-length",
+                "16",
+                "--micro-batch-size",
+                "1",
+                "--global-batch-size",
+                "4",
+                "--train-iters",
+                "1000000",
+                "--log-interval",
+                "2",
+                "--eval-interval",
+                "20",
+                "--eval-iters",
+                "1",
+                "--save",
+                dir / "checkpoints",
+                "--save-interval",
+                "50",
+                "--metrics-port",
+                "0"},
                dir / "train.log");
   const int port = metrics_port(train.await_output("monitor: Prometheus metrics on", 60s));
   ASSERT_GT(port, 0) << train.output();
@@ -159,9 +190,9 @@ TEST(MonitorDashboard, LoadsInChromiumWithDataInEveryChartAndNoErrors) {
   EXPECT_NE(dom.find("iteration "), std::string::npos) << dom;
 
   const std::string shot = dir / "dashboard.png";
-  run_capture("timeout 90 " + chromium + flags + "--window-size=1280,900 --screenshot=" + shot + " " + url +
-                  " >/dev/null 2>&1",
-              code);
+  run_capture(
+      "timeout 90 " + chromium + flags + "--window-size=1280,900 --screenshot=" + shot + " " + url + " >/dev/null 2>&1",
+      code);
   ASSERT_EQ(code, 0);
   const Png png = read_png(shot);
   EXPECT_EQ(png.width, 1280u);

@@ -93,11 +93,38 @@ nlohmann::json attach_once(const TempDir& dir, const std::string& endpoint, cons
 TEST(MonitorEndToEnd, AttachDetachReattachAndTheNumbersAreTheLogs) {
   TempDir dir("monitor_e2e");
   // A tiny model for long enough that the test, not the run, decides when it stops.
-  Troupe train({"train", "--device", "cpu", "--mock-data", "--vocab-size", "256", "--num-layers", "2",
-                "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2",
-                "--global-batch-size", "4", "--train-iters", "1000000", "--log-interval", "5", "--eval-interval",
-                "40", "--eval-iters", "1", "--lr", "1e-3", "--monitor-endpoint", "tcp://127.0.0.1:*",
-                "--metrics-port", "0"},
+  Troupe train({"train",
+                "--device",
+                "cpu",
+                "--mock-data",
+                "--vocab-size",
+                "256",
+                "--num-layers",
+                "2",
+                "--hidden-size",
+                "32",
+                "--num-attention-heads",
+                "2",
+                "--seq-length",
+                "16",
+                "--micro-batch-size",
+                "2",
+                "--global-batch-size",
+                "4",
+                "--train-iters",
+                "1000000",
+                "--log-interval",
+                "5",
+                "--eval-interval",
+                "40",
+                "--eval-iters",
+                "1",
+                "--lr",
+                "1e-3",
+                "--monitor-endpoint",
+                "tcp://127.0.0.1:*",
+                "--metrics-port",
+                "0"},
                dir / "train.log");
   std::string log = train.await_output("monitor: Prometheus metrics on", 60s);
   const std::string endpoint = published_endpoint(log);
@@ -136,9 +163,10 @@ TEST(MonitorEndToEnd, AttachDetachReattachAndTheNumbersAreTheLogs) {
   const HttpResponse scrape = http_get("127.0.0.1", metrics_port, "/metrics");
   EXPECT_EQ(scrape.status, 200);
   EXPECT_EQ(scrape.headers.at("content-type"), "text/plain; version=0.0.4; charset=utf-8");
-  for (const char* family : {"troupe_iteration gauge", "troupe_lm_loss gauge", "troupe_learning_rate gauge",
-                             "troupe_grad_norm gauge", "troupe_tokens_per_second gauge", "troupe_tflops_per_device gauge",
-                             "troupe_skipped_iterations_total counter", "troupe_run_ended gauge"})
+  for (const char* family :
+       {"troupe_iteration gauge", "troupe_lm_loss gauge", "troupe_learning_rate gauge", "troupe_grad_norm gauge",
+        "troupe_tokens_per_second gauge", "troupe_tflops_per_device gauge", "troupe_skipped_iterations_total counter",
+        "troupe_run_ended gauge"})
     EXPECT_NE(scrape.body.find(std::string("\n# TYPE ") + family + "\n"), std::string::npos) << family;
   EXPECT_NE(scrape.body.find("troupe_info{run_id=\"" + first["hello"]["run_id"].get<std::string>() + "\""),
             std::string::npos);
@@ -178,7 +206,8 @@ TEST(MonitorEndToEnd, AttachDetachReattachAndTheNumbersAreTheLogs) {
   }
   EXPECT_GT(checked, 0) << live_out;
   if (!second["validation"].is_null()) {
-    const std::string where = fmt(" validation loss at iteration %ld | ", long(second["validation"]["iteration"].get<int64_t>()));
+    const std::string where =
+        fmt(" validation loss at iteration %ld | ", long(second["validation"]["iteration"].get<int64_t>()));
     const size_t at = log.find(where);
     ASSERT_NE(at, std::string::npos) << where;
     const std::string block = log.substr(at, log.find('\n', at) - at);
@@ -194,18 +223,57 @@ TEST(MonitorEndToEnd, AttachDetachReattachAndTheNumbersAreTheLogs) {
 
 TEST(MonitorEndToEnd, APortInUseIsAClearError) {
   TempDir dir("monitor_e2e_port");
-  Troupe first({"train", "--device", "cpu", "--mock-data", "--vocab-size", "64", "--num-layers", "1", "--hidden-size",
-                "16", "--num-attention-heads", "1", "--seq-length", "8", "--micro-batch-size", "1", "--train-iters",
-                "1000000", "--log-interval", "1000", "--eval-interval", "0", "--monitor-endpoint", "tcp://127.0.0.1:*"},
+  Troupe first({"train",
+                "--device",
+                "cpu",
+                "--mock-data",
+                "--vocab-size",
+                "64",
+                "--num-layers",
+                "1",
+                "--hidden-size",
+                "16",
+                "--num-attention-heads",
+                "1",
+                "--seq-length",
+                "8",
+                "--micro-batch-size",
+                "1",
+                "--train-iters",
+                "1000000",
+                "--log-interval",
+                "1000",
+                "--eval-interval",
+                "0",
+                "--monitor-endpoint",
+                "tcp://127.0.0.1:*"},
                dir / "first.log");
   const std::string endpoint = published_endpoint(first.await_output("monitor: publishing on ", 60s));
-  Troupe second({"train", "--device", "cpu", "--mock-data", "--vocab-size", "64", "--num-layers", "1", "--hidden-size",
-                 "16", "--num-attention-heads", "1", "--seq-length", "8", "--micro-batch-size", "1", "--train-iters",
-                 "10", "--monitor-endpoint", endpoint},
+  Troupe second({"train",
+                 "--device",
+                 "cpu",
+                 "--mock-data",
+                 "--vocab-size",
+                 "64",
+                 "--num-layers",
+                 "1",
+                 "--hidden-size",
+                 "16",
+                 "--num-attention-heads",
+                 "1",
+                 "--seq-length",
+                 "8",
+                 "--micro-batch-size",
+                 "1",
+                 "--train-iters",
+                 "10",
+                 "--monitor-endpoint",
+                 endpoint},
                 dir / "second.log");
   EXPECT_EQ(second.wait(60s), std::optional<int>(1));
   const std::string out = second.output();
-  EXPECT_NE(out.find("troupe: error: cannot bind the monitor's ZeroMQ socket to " + endpoint), std::string::npos) << out;
+  EXPECT_NE(out.find("troupe: error: cannot bind the monitor's ZeroMQ socket to " + endpoint), std::string::npos)
+      << out;
   first.signal(SIGTERM);
   EXPECT_EQ(first.wait(60s), std::optional<int>(130)) << first.output();
 }

@@ -30,26 +30,38 @@ MonitorHello hello(const std::string& run_id) {
 }
 
 MonitorIteration iteration(int64_t i, double loss) {
-  LogWindow w{.iteration = i, .train_iters = 1000, .consumed_samples = i * 8, .global_batch_size = 8,
-              .ms_per_iteration = 250, .tflops_per_device = 1.25, .lr = 6e-4, .loss = loss, .loss_scale = 1,
-              .grad_norm = 0.5, .skipped = 0, .nan = 0, .iterations = 10};
+  LogWindow w{.iteration = i,
+              .train_iters = 1000,
+              .consumed_samples = i * 8,
+              .global_batch_size = 8,
+              .ms_per_iteration = 250,
+              .tflops_per_device = 1.25,
+              .lr = 6e-4,
+              .loss = loss,
+              .loss_scale = 1,
+              .grad_norm = 0.5,
+              .skipped = 0,
+              .nan = 0,
+              .iterations = 10};
   return monitor_iteration(w, 8 * 128, 0, {});
 }
 
-MonitorMessage fresh(uint64_t seq, actors::MonitorBody body) { return {.seq = seq, .unix_ms = 0, .body = std::move(body)}; }
+MonitorMessage fresh(uint64_t seq, actors::MonitorBody body) {
+  return {.seq = seq, .unix_ms = 0, .body = std::move(body)};
+}
 MonitorMessage repeat(uint64_t seq, actors::MonitorBody body) {
   return {.seq = seq, .repeat = true, .unix_ms = 0, .body = std::move(body)};
 }
 
 TEST(MonitorView, GapsInFreshMessagesCountAsMissedRepeatsDoNot) {
   MonitorView v;
-  EXPECT_TRUE(v.apply(repeat(1, hello("a"))));         // attached late: the snapshot first
+  EXPECT_TRUE(v.apply(repeat(1, hello("a"))));  // attached late: the snapshot first
   EXPECT_TRUE(v.apply(repeat(40, iteration(400, 3.0))));
   EXPECT_TRUE(v.complete());
   EXPECT_TRUE(v.apply(fresh(41, iteration(410, 2.9))));
   EXPECT_TRUE(v.apply(fresh(44, iteration(440, 2.8))));  // 42 and 43 were dropped for us
   EXPECT_EQ(v.missed, 2u);
-  EXPECT_FALSE(v.apply(repeat(1, hello("a"))));         // the heartbeat changes nothing
+  EXPECT_FALSE(v.apply(repeat(1, hello("a"))));  // the heartbeat changes nothing
   EXPECT_FALSE(v.apply(repeat(44, iteration(440, 2.8))));
   EXPECT_EQ(v.missed, 2u);
   EXPECT_EQ(v.iteration->iteration, 440);
@@ -98,9 +110,19 @@ TEST(MonitorView, ProgressEtaAndDurations) {
 }
 
 TEST(MonitorView, ValuesReadAsInTheLogLine) {
-  LogWindow w{.iteration = 20, .train_iters = 100, .consumed_samples = 160, .global_batch_size = 8,
-              .ms_per_iteration = 123.456, .tflops_per_device = 98.765, .lr = 5.99e-4, .loss = 3.2109876543,
-              .loss_scale = 65536, .grad_norm = 1.23456, .skipped = 1, .nan = 0, .iterations = 10};
+  LogWindow w{.iteration = 20,
+              .train_iters = 100,
+              .consumed_samples = 160,
+              .global_batch_size = 8,
+              .ms_per_iteration = 123.456,
+              .tflops_per_device = 98.765,
+              .lr = 5.99e-4,
+              .loss = 3.2109876543,
+              .loss_scale = 65536,
+              .grad_norm = 1.23456,
+              .skipped = 1,
+              .nan = 0,
+              .iterations = 10};
   const std::string log = iteration_line(w);
   const std::string shown = format_values(monitor_iteration(w, 1024, 0, {}));
   for (const char* field : {"lm loss: ", "learning rate: ", "grad norm: ", "loss scale: ",
@@ -150,7 +172,8 @@ TEST(MonitorView, TerminalViewFitsTheWidth) {
     EXPECT_LE(nl - start, 80u) << text.substr(start, nl - start);
   EXPECT_NE(text.find("iteration      300/    1000"), std::string::npos);
   EXPECT_NE(text.find("ETA 2m55s"), std::string::npos);
-  EXPECT_NE(text.find("validation at 300: lm loss value: 1.500000E+00 | lm loss PPL: 4.481689E+00\n"), std::string::npos);
+  EXPECT_NE(text.find("validation at 300: lm loss value: 1.500000E+00 | lm loss PPL: 4.481689E+00\n"),
+            std::string::npos);
   EXPECT_NE(text.find("messages missed: 0"), std::string::npos);
   // An 80-column terminal shows every value whole.
   EXPECT_NE(text.find("throughput per GPU (TFLOP/s/GPU): 1.2 | MFU: n/a\n"), std::string::npos);
@@ -237,11 +260,13 @@ TEST(MonitorView, AServerShowsItsServingStateNotTraining) {
   EXPECT_NE(text.find("serving /models/gpt2"), std::string::npos) << text;
   EXPECT_NE(text.find("2 replicas on 2 cpu devices (f32)"), std::string::npos) << text;
   EXPECT_NE(text.find("requests/s: 2.50 | tokens/s: 123.4 (over 10 s) | queue: 3 | batch: 5 | KV blocks: 40/512"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("requests: 30 (failed 1) | prompt tokens: 900 | generated tokens: 4000"), std::string::npos)
       << text;
   EXPECT_NE(text.find("TTFT ms p50: 12.3 p99: 250.0 | TPOT ms p50: 4.0 p99: n/a (25 requests of the last 60 s)"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_EQ(text.find("iteration"), std::string::npos) << text;
   EXPECT_EQ(render_line(v, fresh(5, serving(30))).rfind("serving | requests/s: 2.50 | ", 0), 0u);
   v.apply(fresh(6, actors::MonitorEnd{.iteration = 0, .reason = "stopped", .detail = "stopped by signal 15"}));

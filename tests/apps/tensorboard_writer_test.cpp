@@ -62,11 +62,16 @@ std::vector<Field> decode_message(std::string_view data) {
   while (at < data.size()) {
     const uint64_t key = varint();
     Field f{int(key >> 3), int(key & 7), 0, ""};
-    if (f.wire_type == 0) f.varint = varint();
-    else if (f.wire_type == 1) f.bytes = take(8);
-    else if (f.wire_type == 5) f.bytes = take(4);
-    else if (f.wire_type == 2) f.bytes = take(size_t(varint()));
-    else throw Error(str_cat("wire type ", f.wire_type));
+    if (f.wire_type == 0)
+      f.varint = varint();
+    else if (f.wire_type == 1)
+      f.bytes = take(8);
+    else if (f.wire_type == 5)
+      f.bytes = take(4);
+    else if (f.wire_type == 2)
+      f.bytes = take(size_t(varint()));
+    else
+      throw Error(str_cat("wire type ", f.wire_type));
     fields.push_back(f);
   }
   return fields;
@@ -103,18 +108,24 @@ std::vector<Event> read_events(const std::string& path) {
     at += 12 + length + 4;
     Event e;
     for (const Field& f : decode_message(data)) {
-      if (f.number == 1 && f.wire_type == 1) e.wall_time = fixed<double>(f.bytes);
-      else if (f.number == 2 && f.wire_type == 0) e.step = int64_t(f.varint);
-      else if (f.number == 3 && f.wire_type == 2) e.file_version = f.bytes;
+      if (f.number == 1 && f.wire_type == 1)
+        e.wall_time = fixed<double>(f.bytes);
+      else if (f.number == 2 && f.wire_type == 0)
+        e.step = int64_t(f.varint);
+      else if (f.number == 3 && f.wire_type == 2)
+        e.file_version = f.bytes;
       else if (f.number == 5 && f.wire_type == 2) {
         const std::vector<Field> summary = decode_message(f.bytes);
         EXPECT_EQ(summary.size(), 1u);
         EXPECT_EQ(summary.at(0).number, 1);  // Summary.value
         EXPECT_EQ(summary.at(0).wire_type, 2);
         for (const Field& v : decode_message(summary.at(0).bytes)) {
-          if (v.number == 1 && v.wire_type == 2) e.tag = v.bytes;
-          else if (v.number == 2 && v.wire_type == 5) e.value = fixed<float>(v.bytes);
-          else ADD_FAILURE() << "unexpected Value field " << v.number << " wire type " << v.wire_type;
+          if (v.number == 1 && v.wire_type == 2)
+            e.tag = v.bytes;
+          else if (v.number == 2 && v.wire_type == 5)
+            e.value = fixed<float>(v.bytes);
+          else
+            ADD_FAILURE() << "unexpected Value field " << v.number << " wire type " << v.wire_type;
         }
       } else {
         ADD_FAILURE() << "unexpected Event field " << f.number << " wire type " << f.wire_type;
@@ -125,9 +136,7 @@ std::vector<Event> read_events(const std::string& path) {
   return events;
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 TEST(TensorBoardWriter, FileDecodesBackToTheScalars) {
   test::TempDir dir("tensorboard");
@@ -183,28 +192,66 @@ TEST(TrainTensorBoard, MegatronsTagNames) {
   std::vector<std::string> tags;
   std::vector<Event> events = read_events(found[0]);
   for (const Event& e : events) tags.push_back(e.tag);
-  const std::vector<std::string> want = {
-      "",                    "learning-rate",          "learning-rate vs samples", "batch-size",
-      "batch-size vs samples", "lm loss",              "lm loss vs samples",       "loss-scale",
-      "loss-scale vs samples", "grad-norm",            "grad-norm vs samples",     "learning-rate",
-      "learning-rate vs samples", "batch-size",        "batch-size vs samples",    "loss-scale",
-      "loss-scale vs samples", "lm loss validation",   "lm loss validation vs samples",
-      "lm loss validation ppl", "lm loss validation ppl vs samples"};
+  const std::vector<std::string> want = {"",
+                                         "learning-rate",
+                                         "learning-rate vs samples",
+                                         "batch-size",
+                                         "batch-size vs samples",
+                                         "lm loss",
+                                         "lm loss vs samples",
+                                         "loss-scale",
+                                         "loss-scale vs samples",
+                                         "grad-norm",
+                                         "grad-norm vs samples",
+                                         "learning-rate",
+                                         "learning-rate vs samples",
+                                         "batch-size",
+                                         "batch-size vs samples",
+                                         "loss-scale",
+                                         "loss-scale vs samples",
+                                         "lm loss validation",
+                                         "lm loss validation vs samples",
+                                         "lm loss validation ppl",
+                                         "lm loss validation ppl vs samples"};
   EXPECT_EQ(tags, want);
-  EXPECT_EQ(events[5].value, 7.5f);      // lm loss at step 3
+  EXPECT_EQ(events[5].value, 7.5f);  // lm loss at step 3
   EXPECT_EQ(events[5].step, 3);
-  EXPECT_EQ(events[6].step, 96);         // ... vs samples
-  EXPECT_EQ(events[4].value, 32.0f);     // batch size
+  EXPECT_EQ(events[6].step, 96);                       // ... vs samples
+  EXPECT_EQ(events[4].value, 32.0f);                   // batch size
   EXPECT_NEAR(events[19].value, std::exp(2.0), 1e-5);  // validation perplexity
 }
 
 TEST(TrainTensorBoard, TroupeTrainWritesTheLogsNumbers) {
   using namespace std::chrono_literals;
   test::TempDir dir("tensorboard_e2e");
-  test::Troupe train({"train", "--device", "cpu", "--mock-data", "--vocab-size", "128", "--num-layers", "1",
-                      "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size",
-                      "2", "--global-batch-size", "4", "--train-iters", "6", "--log-interval", "1", "--eval-interval",
-                      "3", "--eval-iters", "1", "--tensorboard-dir", dir / "tb"},
+  test::Troupe train({"train",
+                      "--device",
+                      "cpu",
+                      "--mock-data",
+                      "--vocab-size",
+                      "128",
+                      "--num-layers",
+                      "1",
+                      "--hidden-size",
+                      "32",
+                      "--num-attention-heads",
+                      "2",
+                      "--seq-length",
+                      "16",
+                      "--micro-batch-size",
+                      "2",
+                      "--global-batch-size",
+                      "4",
+                      "--train-iters",
+                      "6",
+                      "--log-interval",
+                      "1",
+                      "--eval-interval",
+                      "3",
+                      "--eval-iters",
+                      "1",
+                      "--tensorboard-dir",
+                      dir / "tb"},
                      dir / "train.log");
   ASSERT_EQ(train.wait(120s), std::optional<int>(0)) << train.output();
   const std::string log = train.output();

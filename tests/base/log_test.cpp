@@ -67,7 +67,8 @@ TEST_F(LogTest, UnderSeveralProcessesEveryLineNamesRankAndRole) {
   logger("train").warning("late");
   logger("stage").debug("forward mb 0");
   EXPECT_EQ(testing::internal::GetCapturedStdout(), "[rank 3 monitor] publishing on tcp://127.0.0.1:5555\n");
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "[rank 3 train] warning: late\n[rank 3 stage] debug: forward mb 0\n");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "[rank 3 train] warning: late\n[rank 3 stage] debug: forward mb 0\n");
 }
 
 TEST_F(LogTest, OneLoggerPerRole) {

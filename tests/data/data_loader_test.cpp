@@ -90,8 +90,8 @@ TEST(DataLoader, MegatronSamplerOrderAcrossRanksAndResume) {
 
   // Resumed at a step boundary: the same batches as the uninterrupted run.
   for (int r = 0; r < 2; ++r) {
-    DataLoader resumed(src, {.micro_batch_size = 3, .data_parallel_rank = r, .data_parallel_size = 2,
-                             .consumed_samples = 42});
+    DataLoader resumed(
+        src, {.micro_batch_size = 3, .data_parallel_rank = r, .data_parallel_size = 2, .consumed_samples = 42});
     for (size_t step = 7; step < 16; ++step) {
       auto mb = resumed.next();
       ASSERT_TRUE(mb.has_value());
@@ -166,8 +166,11 @@ TEST_F(EndToEnd, BlendSharesMatchWeightsThroughTheLoader) {
   int64_t from[2] = {0, 0};
   int64_t delivered = 0;
   for (int r = 0; r < dp; ++r) {
-    DataLoader loader(splits[0], {.micro_batch_size = mbs, .data_parallel_rank = r, .data_parallel_size = dp,
-                                  .eod = 50256, .eod_mask_loss = true});
+    DataLoader loader(splits[0], {.micro_batch_size = mbs,
+                                  .data_parallel_rank = r,
+                                  .data_parallel_size = dp,
+                                  .eod = 50256,
+                                  .eod_mask_loss = true});
     I32 text(129);
     while (auto mb = loader.next()) {
       for (int64_t b = 0; b < mbs; ++b) {
@@ -187,7 +190,7 @@ TEST_F(EndToEnd, BlendSharesMatchWeightsThroughTheLoader) {
     }
   }
   EXPECT_EQ(delivered, 3000);
-  EXPECT_EQ(from[0], 900);  // 0.3
+  EXPECT_EQ(from[0], 900);   // 0.3
   EXPECT_EQ(from[1], 2100);  // 0.7
   // And along the way: every prefix of the blend within one sample of the weights.
   int64_t moby_so_far = 0;

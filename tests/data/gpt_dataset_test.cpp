@@ -59,8 +59,7 @@ TEST(NumpyRandomState, IntervalStaysInRangeAndUsesTheMask) {
       uint64_t mask = 1;
       while (mask < max) mask = mask << 1 | 1;
       uint64_t w;
-      while ((w = (b.next_uint32() & mask)) > max) {
-      }
+      while ((w = (b.next_uint32() & mask)) > max) {}
       ASSERT_EQ(v, w);
     }
   }
@@ -82,7 +81,7 @@ TEST(GptIndices, EpochsFromRequestedSamples) {
   EXPECT_EQ(p.num_epochs, 2);
   EXPECT_EQ(p.num_samples_sans_final_epoch, 24);
   EXPECT_TRUE(p.separate_final_epoch);  // 30 - 24 = 6 < int(0.8 * 24) = 19
-  p = gpt_epoch_plan(100, 44, 4);        // 20 from the final epoch: not < 19
+  p = gpt_epoch_plan(100, 44, 4);       // 20 from the final epoch: not < 19
   EXPECT_EQ(p.num_epochs, 2);
   EXPECT_FALSE(p.separate_final_epoch);
   p = gpt_epoch_plan(100, 42, 4);  // 18 < 19
@@ -353,8 +352,8 @@ TEST(Splits, BlendArguments) {
 
   // ceil(ceil(N * w) * 1.005) samples per dataset and split.
   const auto sizes = samples_per_dataset(std::vector<double>{0.3, 0.7}, {1000, 10, 0}, 0.005);
-  EXPECT_EQ(sizes[0], (std::array<int64_t, 3>{302, 4, 0}));   // 300 -> 301.5; 3 -> 3.015
-  EXPECT_EQ(sizes[1], (std::array<int64_t, 3>{704, 8, 0}));   // 700 -> 703.5; 7 -> 7.035
+  EXPECT_EQ(sizes[0], (std::array<int64_t, 3>{302, 4, 0}));  // 300 -> 301.5; 3 -> 3.015
+  EXPECT_EQ(sizes[1], (std::array<int64_t, 3>{704, 8, 0}));  // 700 -> 703.5; 7 -> 7.035
   EXPECT_EQ(samples_per_dataset(std::vector<double>{0.3, 0.7}, {1000, 10, 0})[0], (std::array<int64_t, 3>{300, 3, 0}));
 }
 

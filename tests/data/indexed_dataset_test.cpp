@@ -61,8 +61,8 @@ TEST(IndexedDataset, WriterBytesMatchTheFormatByHand) {
   TempDir dir;
   const std::string prefix = dir / "tiny";
   IndexedDatasetBuilder b(prefix, TokenDtype::u16);
-  b.add_document(std::vector<int32_t>{1, 2, 3});                        // doc 0: one sequence
-  b.end_document();                                                     // doc 1: empty
+  b.add_document(std::vector<int32_t>{1, 2, 3});                                  // doc 0: one sequence
+  b.end_document();                                                               // doc 1: empty
   b.add_document(std::vector<int32_t>{65535, 0, 7}, std::vector<int32_t>{1, 2});  // doc 2: two sequences
   b.finalize();
 
@@ -92,8 +92,10 @@ TEST(IndexedDataset, IndependentReaderAgreesOnALargerDataset) {
     for (int d = 0; d < 200; ++d) {
       std::vector<int32_t> doc(rng() % 50);
       for (auto& t : doc) t = int32_t(rng() % (dtype == TokenDtype::u16 ? 65536 : 200000));
-      if (doc.empty()) b.end_document();  // Megatron's preprocess gives empty documents no sequence
-      else b.add_document(doc);
+      if (doc.empty())
+        b.end_document();  // Megatron's preprocess gives empty documents no sequence
+      else
+        b.add_document(doc);
       if (!doc.empty()) docs.push_back(doc);
     }
     b.finalize();
@@ -115,7 +117,8 @@ TEST(IndexedDataset, IndependentReaderAgreesOnALargerDataset) {
       ASSERT_EQ(raw.pointers[s], expected_pointer);
       for (size_t t = 0; t < docs[s].size(); ++t) {
         int64_t v = 0;
-        if (item == 2) v = uint8_t(bin[size_t(expected_pointer) + 2 * t]) | uint8_t(bin[size_t(expected_pointer) + 2 * t + 1]) << 8;
+        if (item == 2)
+          v = uint8_t(bin[size_t(expected_pointer) + 2 * t]) | uint8_t(bin[size_t(expected_pointer) + 2 * t + 1]) << 8;
         else {
           int32_t x;
           std::memcpy(&x, bin.data() + expected_pointer + int64_t(4 * t), 4);

@@ -110,7 +110,7 @@ TEST(Preprocess, BadLinesStopWithFileAndLine) {
       {"[\"text\"]", "not a JSON object (a array)"},
       {"{\"text\": \"1 \xff 2\"}", "invalid UTF-8 (byte 0xFF at column 13)"},
       {"{\"text\": \"1 \xed\xa0\x80\"}", "invalid UTF-8 (byte 0xED at column 13)"},  // a surrogate
-      {"{\"text\": \"1 x\"}", "cannot tokenize"},                                // NullTokenizer wants integers
+      {"{\"text\": \"1 x\"}", "cannot tokenize"},                                    // NullTokenizer wants integers
   };
   for (size_t c = 0; c < cases.size(); ++c) {
     // 300 good lines (and a blank one), the bad one at line 302, more good ones after.
@@ -135,8 +135,9 @@ TEST(Preprocess, BadLinesStopWithFileAndLine) {
 
 TEST(Preprocess, SkipBadLinesCountsThemAndKeepsTheRest) {
   TempDir dir;
-  const std::string input = write_jsonl(
-      dir, "mixed.jsonl", {"{\"text\": \"1 2\"}", "oops", "{\"text\": \"3\"}", "{\"text\": 4}", "{\"text\": \"5 6 7\"}"});
+  const std::string input =
+      write_jsonl(dir, "mixed.jsonl",
+                  {"{\"text\": \"1 2\"}", "oops", "{\"text\": \"3\"}", "{\"text\": 4}", "{\"text\": \"5 6 7\"}"});
   std::string first;
   for (int workers : {1, 2}) {
     PreprocessOptions o = null_options(input, dir / str_cat("out", workers));
@@ -151,8 +152,10 @@ TEST(Preprocess, SkipBadLinesCountsThemAndKeepsTheRest) {
     EXPECT_NE(r.skipped_examples[1].find("mixed.jsonl:4: key \"text\" is a number"), std::string::npos);
     const std::string prefix = preprocess_output_prefix(o.output_prefix, "text");
     EXPECT_EQ(read_documents(prefix), (std::vector<I32>{{1, 2}, {3}, {5, 6, 7}}));
-    if (workers == 1) first = read_bytes(prefix + ".bin") + read_bytes(prefix + ".idx");
-    else EXPECT_EQ(read_bytes(prefix + ".bin") + read_bytes(prefix + ".idx"), first);
+    if (workers == 1)
+      first = read_bytes(prefix + ".bin") + read_bytes(prefix + ".idx");
+    else
+      EXPECT_EQ(read_bytes(prefix + ".bin") + read_bytes(prefix + ".idx"), first);
   }
 }
 
@@ -161,8 +164,8 @@ TEST(Preprocess, KeysSentencesEmptyDocumentsAndEod) {
   const std::string input = write_jsonl(dir, "in.jsonl",
                                         {
                                             R"({"text": "1 2", "title": "9"})",
-                                            R"({"text": "", "title": "8 8"})",               // empty document
-                                            R"({"text": ["3 4", "", "5"], "title": "7"})",   // sentences
+                                            R"({"text": "", "title": "8 8"})",              // empty document
+                                            R"({"text": ["3 4", "", "5"], "title": "7"})",  // sentences
                                             "   ",                                          // blank line
                                             R"({"title": "6", "text": "0"})",
                                         });
@@ -183,7 +186,8 @@ TEST(Preprocess, KeysSentencesEmptyDocumentsAndEod) {
   EXPECT_EQ(text.get(2), (I32{5, 100}));
   EXPECT_EQ(text.get(3), (I32{0, 100}));
   for (int64_t j = 0; j <= 4; ++j) EXPECT_EQ(text.document_index(j), (std::vector<int64_t>{0, 1, 1, 3, 4})[size_t(j)]);
-  EXPECT_EQ(read_documents(dir / "multi_title_document"), (std::vector<I32>{{9, 100}, {8, 8, 100}, {7, 100}, {6, 100}}));
+  EXPECT_EQ(read_documents(dir / "multi_title_document"),
+            (std::vector<I32>{{9, 100}, {8, 8, 100}, {7, 100}, {6, 100}}));
 }
 
 TEST(Preprocess, EndOfTextIsTheEodIdAsInMegatronOrTextOnRequest) {

@@ -21,8 +21,8 @@ using Ids = std::vector<int32_t>;
 using namespace std::string_view_literals;
 
 const Gpt2Tokenizer& gpt2() {
-  static const Gpt2Tokenizer tok = Gpt2Tokenizer::from_files(source_path("assets/gpt2/gpt2-vocab.json"),
-                                                             source_path("assets/gpt2/gpt2-merges.txt"));
+  static const Gpt2Tokenizer tok =
+      Gpt2Tokenizer::from_files(source_path("assets/gpt2/gpt2-vocab.json"), source_path("assets/gpt2/gpt2-merges.txt"));
   return tok;
 }
 
@@ -92,8 +92,8 @@ const std::vector<Known>& known() {
       {"tabs\t\t\tand  spaces \t \n", {8658, 82, 197, 197, 197, 392, 220, 9029, 220, 197, 220, 198}},
       {"\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n", {628, 628, 628, 628, 628, 628, 628, 628, 628, 628}},
       {"x\t \n\t \n\t \n\t \n\t \n\t \n\t \n\t \n\t \n\t \ny",
-       {87, 197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 197,
-        220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 88}},
+       {87,  197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198,
+        197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 197, 220, 198, 88}},
       {"end with newline\n", {437, 351, 649, 1370, 198}},
       {"  two leading", {220, 734, 3756}},
       {"\n\nparagraph\n\n\n", {198, 198, 20360, 628, 198}},
@@ -154,21 +154,19 @@ const std::vector<Known>& known() {
       {"\u041F\u0440\u0438\u0432\u0435\u0442, \u043C\u0438\u0440!",
        {140, 253, 21169, 18849, 38857, 16843, 20375, 11, 12466, 120, 18849, 21169, 0}},
       {"\u0393\u03B5\u03B9\u03AC \u03C3\u03BF\u03C5 \u039A\u03CC\u03C3\u03BC\u03B5",
-       {138, 241, 30950, 29945, 138, 105, 18074, 225, 26517, 139, 227, 7377, 248, 139, 234, 38392, 34703,
-        30950}},
+       {138, 241, 30950, 29945, 138, 105, 18074, 225, 26517, 139, 227, 7377, 248, 139, 234, 38392, 34703, 30950}},
       {"\u05E9\u05DC\u05D5\u05DD \u05E2\u05D5\u05DC\u05DD",
        {50227, 40010, 27072, 147, 251, 14360, 95, 27072, 40010, 147, 251}},
       {"\u0645\u0631\u062D\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645",
        {25405, 26897, 148, 255, 39848, 12919, 17550, 101, 23525, 44690, 23525, 25405}},
-      {"\u0939\u093F\u0928\u094D\u0926\u0940",
-       {11976, 117, 11976, 123, 11976, 101, 24231, 235, 11976, 99, 24231, 222}},
+      {"\u0939\u093F\u0928\u094D\u0926\u0940", {11976, 117, 11976, 123, 11976, 101, 24231, 235, 11976, 99, 24231, 222}},
       {"\u0E44\u0E17\u0E22", {31479, 226, 19567, 245, 19567, 95}},
       {"mixed English \u0438 \u0440\u0443\u0441\u0441\u043A\u0438\u0439 \u65E5\u672C",
-       {76, 2966, 3594, 12466, 116, 220, 21169, 35072, 21727, 21727, 31583, 18849, 140, 117, 10545, 245,
-        98, 17312, 105}},
+       {76, 2966, 3594, 12466, 116, 220, 21169, 35072, 21727, 21727, 31583, 18849, 140, 117, 10545, 245, 98, 17312,
+        105}},
       {"\U0001D518\U0001D52B\U0001D526\U0001D520\U0001D52C\U0001D521\U0001D522",
-       {47728, 242, 246, 47728, 242, 104, 47728, 242, 99, 47728, 242, 254, 47728, 242, 105, 47728, 242, 94,
-        47728, 242, 95}},
+       {47728, 242,   246, 47728, 242,   104, 47728, 242,   99,  47728, 242,
+        254,   47728, 242, 105,   47728, 242, 94,    47728, 242, 95}},
       {"\u01C5 titlecase", {131, 227, 3670, 7442}},
       {"\u1F88", {157, 122, 230}},
       {"\U0001F600", {47249, 222}},
@@ -344,13 +342,13 @@ TEST(Gpt2Pretokenize, ContractionsDigitsAndPunctuation) {
 TEST(Gpt2Pretokenize, KnowsUnicode16LettersAndDigitsAsHfDoes) {
   using V = std::vector<std::string>;
   EXPECT_EQ(pieces("a\u1C89 1\U0001CCF0"), (V{"a\u1C89", " 1\U0001CCF0"}));  // Cyrillic TJE; outlined digit 0
-  EXPECT_EQ(pieces("a\u1C8B"), (V{"a", "\u1C8B"}));                         // still unassigned
+  EXPECT_EQ(pieces("a\u1C8B"), (V{"a", "\u1C8B"}));                          // still unassigned
 }
 
 TEST(Gpt2Pretokenize, IllFormedUtf8IsOneOtherCharacterPerByte) {
   using V = std::vector<std::string>;
   EXPECT_EQ(pieces("a\xFF\xFE b"), (V{"a", "\xFF\xFE", " b"}));
-  EXPECT_EQ(pieces("ab\xC3"), (V{"ab", "\xC3"}));  // truncated 2-byte sequence
+  EXPECT_EQ(pieces("ab\xC3"), (V{"ab", "\xC3"}));                  // truncated 2-byte sequence
   EXPECT_EQ(pieces(" \xED\xA0\x80x"), (V{" \xED\xA0\x80", "x"}));  // encoded surrogate
 }
 
@@ -387,8 +385,8 @@ TEST(Gpt2Tokenizer, DecodeKeepsPartialUtf8AsBytes) {
 
 TEST(Gpt2Tokenizer, CacheClonesAndLongWordsAgree) {
   const auto texts = corpus_texts("assets/corpora/moby-dick.jsonl", 3);
-  const Gpt2Tokenizer fresh = Gpt2Tokenizer::from_files(source_path("assets/gpt2/gpt2-vocab.json"),
-                                                        source_path("assets/gpt2/gpt2-merges.txt"));
+  const Gpt2Tokenizer fresh =
+      Gpt2Tokenizer::from_files(source_path("assets/gpt2/gpt2-vocab.json"), source_path("assets/gpt2/gpt2-merges.txt"));
   const auto clone = fresh.clone();
   for (const auto& t : texts) {
     const Ids first = fresh.encode(t);
@@ -462,10 +460,10 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 // Expects troupe::Error with a message containing `part`.
-#define EXPECT_ERROR(message, part)                                              \
-  do {                                                                           \
-    const std::string m_ = (message);                                            \
-    EXPECT_NE(m_.find(part), std::string::npos) << "message: " << m_;            \
+#define EXPECT_ERROR(message, part)                                   \
+  do {                                                                \
+    const std::string m_ = (message);                                 \
+    EXPECT_NE(m_.find(part), std::string::npos) << "message: " << m_; \
   } while (0)
 
 TEST(Gpt2Tokenizer, TinyVocabularyWorks) {
@@ -477,33 +475,32 @@ TEST(Gpt2Tokenizer, TinyVocabularyWorks) {
 
 TEST(Gpt2Tokenizer, LoadErrorsNameTheFile) {
   EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_files("/no/such/vocab.json", "/no/such/merges.txt"); }),
-              "/no/such/vocab.json");
+               "/no/such/vocab.json");
   const std::string vocab = source_path("assets/gpt2/gpt2-vocab.json");
   EXPECT_ERROR(error_of([&] { Gpt2Tokenizer::from_files(vocab, "/no/such/merges.txt"); }),
-              "cannot open merge file '/no/such/merges.txt'");
+               "cannot open merge file '/no/such/merges.txt'");
   EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_strings("{\"a\": 1,", "", SpecialTokens::recognize, "v.json"); }),
-              "vocab file v.json: malformed JSON");
+               "vocab file v.json: malformed JSON");
   EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_strings("[1, 2]", "", SpecialTokens::recognize, "v.json"); }),
-              "expected a JSON object");
+               "expected a JSON object");
   EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_strings("{\"a\": \"x\"}", "", SpecialTokens::recognize, "v.json"); }),
-              "is not an integer");
-  EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_strings(tiny_vocab(true, false), ""); }),
-              "no token for byte 0x7a");
+               "is not an integer");
+  EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_strings(tiny_vocab(true, false), ""); }), "no token for byte 0x7a");
   EXPECT_ERROR(error_of([] { Gpt2Tokenizer::from_strings(tiny_vocab(false), "", SpecialTokens::recognize, "v.json"); }),
-              "no \"<|endoftext|>\" token");
+               "no \"<|endoftext|>\" token");
   EXPECT_ERROR(error_of([] {
-                Gpt2Tokenizer::from_strings(tiny_vocab(), "#version: 0.2\na b\nab c d\n", SpecialTokens::recognize,
-                                            "v.json", "m.txt");
-              }),
-              "merge file m.txt:3: expected two tokens");
+                 Gpt2Tokenizer::from_strings(tiny_vocab(), "#version: 0.2\na b\nab c d\n", SpecialTokens::recognize,
+                                             "v.json", "m.txt");
+               }),
+               "merge file m.txt:3: expected two tokens");
   EXPECT_ERROR(error_of([] {
-                Gpt2Tokenizer::from_strings(tiny_vocab(), "a b\nb c\n", SpecialTokens::recognize, "v.json", "m.txt");
-              }),
-              "merge file m.txt:2: merged token \"bc\" is not in vocab file v.json");
+                 Gpt2Tokenizer::from_strings(tiny_vocab(), "a b\nb c\n", SpecialTokens::recognize, "v.json", "m.txt");
+               }),
+               "merge file m.txt:2: merged token \"bc\" is not in vocab file v.json");
   EXPECT_ERROR(error_of([] {
-                Gpt2Tokenizer::from_strings(tiny_vocab(), "\na b\n", SpecialTokens::recognize, "v.json", "m.txt");
-              }),
-              "m.txt:1:");
+                 Gpt2Tokenizer::from_strings(tiny_vocab(), "\na b\n", SpecialTokens::recognize, "v.json", "m.txt");
+               }),
+               "m.txt:1:");
   EXPECT_ERROR(error_of([] { gpt2().decode(Ids{50257}); }), "cannot decode id 50257");
   EXPECT_ERROR(error_of([] { gpt2().decode(Ids{-1}); }), "cannot decode id -1");
 }

@@ -12,8 +12,8 @@ namespace {
 
 // Segments with odd offsets and sizes, both decay flags, and gaps that must stay untouched.
 std::vector<ParamSegment> mixed_segments() {
-  return {{0, 1, false}, {3, 768, true}, {771, 768, false}, {1600, 300001, true}, {301602, 5, false},
-          {301700, 2048, true}};
+  return {{0, 1, false},        {3, 768, true},     {771, 768, false},
+          {1600, 300001, true}, {301602, 5, false}, {301700, 2048, true}};
 }
 
 // Many small segments: more than one launch's table (1536 entries).
@@ -57,8 +57,8 @@ void run_and_compare(const std::vector<ParamSegment>& segments, int64_t n, DType
     if (inside[size_t(i)]) {
       copy_mismatches += params_h.at(i) != master_rounded.at(i);
     } else {
-      outside_changed += master_h.at(i) != master0.at(i) || m_h.at(i) != m0.at(i) || v_h.at(i) != v0.at(i) ||
-                         params_h.at(i) != -3.0f;
+      outside_changed +=
+          master_h.at(i) != master0.at(i) || m_h.at(i) != m0.at(i) || v_h.at(i) != v0.at(i) || params_h.at(i) != -3.0f;
     }
   }
   EXPECT_EQ(outside_changed, 0);
@@ -102,8 +102,8 @@ TEST(AdamWCudaPerf, Gpt2SmallStep) {
     segs.push_back({n, numel, decay});
     n += numel;
   };
-  add(vp * c, true);     // wte
-  add(1024 * c, true);   // wpe
+  add(vp * c, true);    // wte
+  add(1024 * c, true);  // wpe
   for (int l = 0; l < 12; ++l) {
     for (int64_t w : {3 * c * c, c * c, 4 * c * c, 4 * c * c}) add(w, true);
     for (int64_t b : {c, c, 3 * c, c, c, c, 4 * c, c}) add(b, false);  // norm weights and biases

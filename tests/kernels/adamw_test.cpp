@@ -39,7 +39,7 @@ TEST(AdamW, MatchesHandComputedStepsAndSkipsGaps) {
   const AdamWConfig cfg{0.05f, 0.9f, 0.95f, 1e-6f, 0.1f};
   for (int64_t i = 0; i < n; ++i) {
     b.master.at(i) = 0.5f - 0.3f * float(i);
-    b.m.at(i) = 0.01f * float(i);       // as if earlier steps had run
+    b.m.at(i) = 0.01f * float(i);  // as if earlier steps had run
     b.v.at(i) = 0.002f * float(i + 1);
     b.params.at(i) = -7.0f;
   }
@@ -107,9 +107,9 @@ TEST(AdamW, BadArgumentsAreErrors) {
     adamw_step(cpu(), b.master, b.m, b.v, b.grad, b.params, segs, cfg, s, 1.0f);
   };
   EXPECT_THROW(step({{0, 4, true}, {3, 2, true}}), Error);  // overlap
-  EXPECT_THROW(step({{4, 3, true}}), Error);                 // past the end
+  EXPECT_THROW(step({{4, 3, true}}), Error);                // past the end
   EXPECT_THROW(step({{-1, 2, true}}), Error);
-  EXPECT_THROW(step({{0, 2, true}}, 0), Error);              // steps count from 1
+  EXPECT_THROW(step({{0, 2, true}}, 0), Error);  // steps count from 1
   EXPECT_THROW(adamw_step(cpu(), b.master, b.m, Tensor::host(DType::f32, {5}), b.grad, b.params, {}, cfg, 1, 1.0f),
                Error);
 }

@@ -22,10 +22,10 @@ TEST_P(ArgmaxCuda, MatchesCpu) {
   Tensor host = round_through(random_normal({S, vp}, uint64_t(S), 4.0f), t);
   float* x = host.data_as<float>();
   for (int64_t r = 0; r < S; ++r) {
-    x[r * vp + vocab + 1] = 1000.0f;                            // padding is never chosen
+    x[r * vp + vocab + 1] = 1000.0f;                                     // padding is never chosen
     if (r % 3 == 0) x[r * vp + 17 * r] = x[r * vp + 40000 - r] = 30.0f;  // a tie
-    if (r % 3 == 1) x[r * vp + vocab - 1] = 30.0f;              // the last real column
-    if (r % 3 == 2) x[r * vp + 803 + r % 2] = x[r * vp + 805] = 30.0f;  // a tie within 8 columns
+    if (r % 3 == 1) x[r * vp + vocab - 1] = 30.0f;                       // the last real column
+    if (r % 3 == 2) x[r * vp + 803 + r % 2] = x[r * vp + 805] = 30.0f;   // a tie within 8 columns
   }
   Tensor tok_cpu = Tensor::host(DType::i32, {S}), lp_cpu = Tensor::host(DType::f32, {S});
   Tensor max_cpu = Tensor::host(DType::f32, {S});

@@ -15,7 +15,7 @@ TEST(ArgmaxLogprob, FirstMaximumAmongRealColumnsAndItsLogSoftmax) {
   float* x = logits.data_as<float>();
   for (int64_t r = 0; r < S; ++r) x[r * vp + vocab + 3] = 100.0f;  // padding: larger than any real logit
   x[1 * vp + 10] = x[1 * vp + 900] = 50.0f;                        // a tie: the first wins
-  x[2 * vp + 999] = 50.0f;                                          // the last real column
+  x[2 * vp + 999] = 50.0f;                                         // the last real column
   Tensor tokens = Tensor::host(DType::i32, {S}), logprobs = Tensor::host(DType::f32, {S});
   Tensor maxes = Tensor::host(DType::f32, {S});
   argmax_logprob(cpu(), logits, vocab, tokens, logprobs, maxes);

@@ -59,8 +59,8 @@ TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
   const double e_dq = rel_error(head_slots(dqkv, 0, c.H, c.D), head_slots(dqkv_ref, 0, c.H, c.D));
   const double e_dk = rel_error(head_slots(dqkv, c.H, c.G, c.D), head_slots(dqkv_ref, c.H, c.G, c.D));
   const double e_dv = rel_error(head_slots(dqkv, c.H + c.G, c.G, c.D), head_slots(dqkv_ref, c.H + c.G, c.G, c.D));
-  std::printf("B=%lld T=%lld H=%d G=%d D=%d %s: rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
-              (long long)c.B, (long long)c.T, c.H, c.G, c.D, dtype_name(t), e_out, e_lse, e_dq, e_dk, e_dv);
+  std::printf("B=%lld T=%lld H=%d G=%d D=%d %s: rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", (long long)c.B,
+              (long long)c.T, c.H, c.G, c.D, dtype_name(t), e_out, e_lse, e_dq, e_dk, e_dv);
   EXPECT_LT(e_out, 2e-2);
   EXPECT_LT(e_lse, 2e-3);  // lse is f32 from f32 scores
   EXPECT_LT(e_dq, 2e-2);
@@ -74,13 +74,13 @@ TEST_P(AttentionCuda, ForwardAndBackwardMatchCpu) {
 }
 
 const CudaCase kCases[] = {
-    {2, 128, 4, 4, 64},          // flash, MHA
-    {1, 200, 8, 2, 128},         // flash, GQA, T not a multiple of any tile
-    {2, 1024, 12, 12, 64},       // flash, GPT-2 small layer
-    {1, 13, 4, 2, 64, 3.0f},     // flash, one partial tile, peaky softmax
-    {1, 333, 6, 1, 128, 2.0f},   // flash, multi-query
-    {1, 77, 4, 2, 32},           // simple fallback
-    {2, 50, 3, 1, 96, 2.0f},     // simple fallback, multi-query
+    {2, 128, 4, 4, 64},         // flash, MHA
+    {1, 200, 8, 2, 128},        // flash, GQA, T not a multiple of any tile
+    {2, 1024, 12, 12, 64},      // flash, GPT-2 small layer
+    {1, 13, 4, 2, 64, 3.0f},    // flash, one partial tile, peaky softmax
+    {1, 333, 6, 1, 128, 2.0f},  // flash, multi-query
+    {1, 77, 4, 2, 32},          // simple fallback
+    {2, 50, 3, 1, 96, 2.0f},    // simple fallback, multi-query
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCuda,

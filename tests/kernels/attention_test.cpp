@@ -81,7 +81,7 @@ TEST(Attention, FirstTokenCopiesItsValue) {
     double qk = 0;
     for (int k = 0; k < 4; ++k) {
       EXPECT_FLOAT_EQ(out.at(h * 4 + k), x[3 * 4 + k]) << "head " << h;  // value head at slot H + G = 3
-      qk += double(x[h * 4 + k]) * x[2 * 4 + k];                           // key head at slot H = 2
+      qk += double(x[h * 4 + k]) * x[2 * 4 + k];                         // key head at slot H = 2
     }
     EXPECT_NEAR(lse.at(h * 4), qk / 2.0, 1e-6);  // 1/sqrt(4)
   }
@@ -112,9 +112,9 @@ TEST(Attention, BadArgumentsAreErrors) {
   Tensor qkv = Tensor::host(DType::f32, {1, 4, 3 * 8});
   Tensor out = Tensor::host(DType::f32, {1, 4, 8}), lse = Tensor::host(DType::f32, {1, 1, 4});
   EXPECT_NO_THROW(attention_forward(cpu(), qkv, {1, 1, 8}, out, lse));
-  EXPECT_THROW(attention_forward(cpu(), qkv, {3, 2, 8}, out, lse), Error);   // G does not divide H
-  EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 4}, out, lse), Error);   // qkv width
-  EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 8}, lse, lse), Error);   // out shape
+  EXPECT_THROW(attention_forward(cpu(), qkv, {3, 2, 8}, out, lse), Error);  // G does not divide H
+  EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 4}, out, lse), Error);  // qkv width
+  EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 8}, lse, lse), Error);  // out shape
   Tensor lse_bf16 = Tensor::host(DType::bf16, {1, 1, 4});
   EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 8}, out, lse_bf16), Error);
   EXPECT_THROW(attention_backward(cpu(), out, qkv, out, lse, {1, 1, 8}, qkv), Error);  // dqkv aliases qkv

@@ -25,8 +25,8 @@ class CrossEntropyCuda : public ::testing::TestWithParam<DType> {};
 
 TEST_P(CrossEntropyCuda, MatchesCpu) {
   const DType t = GetParam();
-  for (const Problem& p : {Problem{64, 50304, 50257}, Problem{37, 50304, 50257}, Problem{9, 128256, 128000},
-                           Problem{3, 64, 50}}) {
+  for (const Problem& p :
+       {Problem{64, 50304, 50257}, Problem{37, 50304, 50257}, Problem{9, 128256, 128000}, Problem{3, 64, 50}}) {
     SCOPED_TRACE(testing::Message() << "N " << p.rows << " Vp " << p.padded_vocab << " V " << p.vocab);
     // fp16 gradients go through a loss scale in training; without one, softmax values of
     // 1/V would sit in f16's subnormal range.
@@ -38,7 +38,8 @@ TEST_P(CrossEntropyCuda, MatchesCpu) {
     cross_entropy_forward_backward(cpu(), dlogits_ref, targets, p.vocab, grad_scale, loss_ref);
 
     Tensor xd = to_device(gpu(), logits, t), td = to_device(gpu(), targets, DType::i32);
-    Tensor loss_fwd = Tensor::empty(gpu(), DType::f32, {p.rows}), loss_fused = Tensor::empty(gpu(), DType::f32, {p.rows});
+    Tensor loss_fwd = Tensor::empty(gpu(), DType::f32, {p.rows}),
+           loss_fused = Tensor::empty(gpu(), DType::f32, {p.rows});
     cross_entropy_forward(gpu(), xd, td, p.vocab, loss_fwd);
     EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), xd), logits), 0.0) << "forward must leave logits untouched";
     cross_entropy_forward_backward(gpu(), xd, td, p.vocab, grad_scale, loss_fused);
@@ -100,13 +101,14 @@ TEST(CrossEntropyCudaPerf, FusedKernelBandwidth) {
     };
     const double fwd_ms = time_ms([&] { cross_entropy_forward(gpu(), logits, targets, p.vocab, losses); });
     const Tensor first_losses = to_host_f32(gpu(), losses);
-    const double fused_ms = time_ms(
-        [&] { cross_entropy_forward_backward(gpu(), logits, targets, p.vocab, 1.0f / float(p.rows), losses); });
+    const double fused_ms =
+        time_ms([&] { cross_entropy_forward_backward(gpu(), logits, targets, p.vocab, 1.0f / float(p.rows), losses); });
     const double bytes = double(logits.nbytes());
-    std::printf("cross_entropy [%lld, %lld] bf16: forward %.3f ms (%.0f GB/s read), forward_backward %.3f ms "
-                "(%.0f GB/s read + write)\n",
-                (long long)p.rows, (long long)p.padded_vocab, fwd_ms, bytes / fwd_ms * 1e-6, fused_ms,
-                2 * bytes / fused_ms * 1e-6);
+    std::printf(
+        "cross_entropy [%lld, %lld] bf16: forward %.3f ms (%.0f GB/s read), forward_backward %.3f ms "
+        "(%.0f GB/s read + write)\n",
+        (long long)p.rows, (long long)p.padded_vocab, fwd_ms, bytes / fwd_ms * 1e-6, fused_ms,
+        2 * bytes / fused_ms * 1e-6);
     // Sanity of the timed data: for N(0, 9) logits over V classes the mean loss is about
     // ln(V) + 9 / 2 (15.3 for GPT-2's vocabulary).
     double mean = 0;

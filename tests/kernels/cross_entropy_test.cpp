@@ -21,9 +21,9 @@ Tensor copy_of(const Tensor& t) {
 
 // Vp = 6 columns, V = 4 real ones: the padding holds huge values that must not count.
 TEST(CrossEntropy, KnownValuesIgnorePaddingAndIgnoredRows) {
-  Tensor logits = Tensor::host_f32({3, 6}, {0, 0, 0, 0, 50, 50,                //
-                                            1000, 1000, -1000, -1000, 9, 9,    // no overflow: max subtracted
-                                            1, 2, 3, 4, 5, 6});                // ignored row
+  Tensor logits = Tensor::host_f32({3, 6}, {0, 0, 0, 0, 50, 50,              //
+                                            1000, 1000, -1000, -1000, 9, 9,  // no overflow: max subtracted
+                                            1, 2, 3, 4, 5, 6});              // ignored row
   Tensor targets = targets_of({2, 0, -1});
   Tensor losses = Tensor::host(DType::f32, {3});
   cross_entropy_forward(cpu(), logits, targets, 4, losses);

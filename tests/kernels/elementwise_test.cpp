@@ -40,11 +40,11 @@ TEST(Elementwise, ScaleInplaceKnownValues) {
 
 // Values at and around rounding ties, an overflow and a subnormal, for both 16-bit types.
 Tensor conversion_probe() {
-  return Tensor::host_f32({8}, {1.0f + 0x1p-8f,         // bf16 tie: rounds down to even 1.0
-                                1.0f + 3 * 0x1p-8f,     // bf16 tie: rounds up to even 1 + 2^-6
-                                1.0f + 0x1p-11f,        // f16 tie: rounds down to 1.0
-                                -65520.0f,              // f16 overflow: -inf
-                                1e-7f,                  // f16 subnormal
+  return Tensor::host_f32({8}, {1.0f + 0x1p-8f,      // bf16 tie: rounds down to even 1.0
+                                1.0f + 3 * 0x1p-8f,  // bf16 tie: rounds up to even 1 + 2^-6
+                                1.0f + 0x1p-11f,     // f16 tie: rounds down to 1.0
+                                -65520.0f,           // f16 overflow: -inf
+                                1e-7f,               // f16 subnormal
                                 3.14159265f, -0.0f, 1e30f});
 }
 
@@ -79,10 +79,11 @@ TEST(Elementwise, ConvertRoundsToNearestEven) {
 TEST(Elementwise, BadArgumentsAreErrors) {
   Tensor a = Tensor::host(DType::f32, {4}), b = Tensor::host(DType::f32, {5});
   EXPECT_THROW(add(cpu(), a, b, a), Error);
-  EXPECT_THROW(add(cpu(), Tensor::host(DType::bf16, {4}), Tensor::host(DType::bf16, {4}), Tensor::host(DType::bf16, {4})),
-               Error);  // the CPU backend computes in f32
+  EXPECT_THROW(
+      add(cpu(), Tensor::host(DType::bf16, {4}), Tensor::host(DType::bf16, {4}), Tensor::host(DType::bf16, {4})),
+      Error);  // the CPU backend computes in f32
   EXPECT_THROW(scale_inplace(cpu(), Tensor::host(DType::i32, {4}), 2.0f), Error);
-  EXPECT_THROW(convert(cpu(), a, b), Error);                               // numel differs
+  EXPECT_THROW(convert(cpu(), a, b), Error);                              // numel differs
   EXPECT_THROW(convert(cpu(), a, Tensor::host(DType::i32, {4})), Error);  // not a float type
 }
 
@@ -94,8 +95,8 @@ TEST(CopyColumns, ColumnsLandInPlaceAndTheRestIsUntouched) {
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t c = 0; c < 8; ++c)
       EXPECT_EQ(dst.at(r * 8 + c), c >= 4 && c < 7 ? float(r * 5 + c - 3) : -1.0f) << "row " << r << " column " << c;
-  EXPECT_THROW(copy_columns(cpu(), src, 3, dst, 0, 3), Error);                             // past src's columns
-  EXPECT_THROW(copy_columns(cpu(), src, 0, dst, 6, 3), Error);                             // past dst's columns
+  EXPECT_THROW(copy_columns(cpu(), src, 3, dst, 0, 3), Error);                               // past src's columns
+  EXPECT_THROW(copy_columns(cpu(), src, 0, dst, 6, 3), Error);                               // past dst's columns
   EXPECT_THROW(copy_columns(cpu(), src, 0, Tensor::host(DType::f32, {2, 8}), 0, 1), Error);  // rows differ
   EXPECT_THROW(copy_columns(cpu(), src, 0, Tensor::host(DType::i32, {3, 8}), 0, 1), Error);  // dtypes differ
 }

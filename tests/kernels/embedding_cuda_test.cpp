@@ -71,15 +71,16 @@ TEST_P(EmbeddingCuda, MatchesCpu) {
 
 // GPT-2-like with a position offset; a tiny vocabulary (many repeated tokens racing on the
 // same dwte rows) without wpe; a wide row with the whole position table.
-INSTANTIATE_TEST_SUITE_P(
-    Cases, EmbeddingCuda,
-    ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
-                       ::testing::Values(EmbeddingCase{4, 64, 768, 1000, 128, 16}, EmbeddingCase{3, 37, 1024, 5, 0, 0},
-                                         EmbeddingCase{2, 8, 4096, 100, 8, 0})),
-    [](const auto& info) {
-      const EmbeddingCase k = std::get<1>(info.param);
-      return str_cat(dtype_name(std::get<0>(info.param)), "_", k.batch, "x", k.seq_len, "x", k.c, "_V", k.vocab);
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, EmbeddingCuda,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(EmbeddingCase{4, 64, 768, 1000, 128, 16},
+                                                              EmbeddingCase{3, 37, 1024, 5, 0, 0},
+                                                              EmbeddingCase{2, 8, 4096, 100, 8, 0})),
+                         [](const auto& info) {
+                           const EmbeddingCase k = std::get<1>(info.param);
+                           return str_cat(dtype_name(std::get<0>(info.param)), "_", k.batch, "x", k.seq_len, "x", k.c,
+                                          "_V", k.vocab);
+                         });
 
 // Tensor parallelism: every shard of a 2- and a 4-way split, forward and backward against the
 // CPU backend. wpe goes to shard 0 only (as a model passes it), so the other shards' outputs
@@ -117,8 +118,10 @@ TEST_P(EmbeddingShardCuda, MatchesCpu) {
       embedding_backward(g, tokens_d, dout_d, dwte, dwpe, offset, shard);
 
       const Tensor out_h = to_host_f32(g, out);
-      if (with_wpe) EXPECT_LT(rel_error(out_h, out_ref), 1e-2);
-      else EXPECT_EQ(max_abs_diff(out_h, out_ref), 0.0);
+      if (with_wpe)
+        EXPECT_LT(rel_error(out_h, out_ref), 1e-2);
+      else
+        EXPECT_EQ(max_abs_diff(out_h, out_ref), 0.0);
       EXPECT_LT(rel_error(minus(to_host_f32(g, dwte), dwte0_r), minus(dwte_ref, dwte0_r)), 2e-2);
       EXPECT_LT(rel_error(minus(to_host_f32(g, dwpe), dwpe0), minus(dwpe_ref, dwpe0)), 2e-2);
       std::printf("sharded embedding %s from row %lld: rel err out %.1e dwte %.1e dwpe %.1e\n", dtype_name(t),

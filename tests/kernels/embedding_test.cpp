@@ -82,7 +82,8 @@ TEST(Embedding, BackwardAccumulatesRepeatedTokens) {
   embedding_backward(cpu(), tokens, dout, dwte, dwpe, /*pos_offset=*/1);
   const std::vector<float> want_wte = {1 + 3 + 50, 1 + 4 + 60, 1 + 30, 1 + 40, 1 + 1 + 5 + 10, 1 + 2 + 6 + 20, 1, 1};
   for (int64_t i = 0; i < dwte.numel(); ++i) EXPECT_EQ(dwte.at(i), want_wte[size_t(i)]) << "dwte[" << i << "]";
-  const std::vector<float> want_wpe = {1, 1, 1 + 1 + 10, 1 + 2 + 20, 1 + 3 + 30, 1 + 4 + 40, 1 + 5 + 50, 1 + 6 + 60, 1, 1};
+  const std::vector<float> want_wpe = {1,          1,          1 + 1 + 10, 1 + 2 + 20, 1 + 3 + 30,
+                                       1 + 4 + 40, 1 + 5 + 50, 1 + 6 + 60, 1,          1};
   for (int64_t i = 0; i < dwpe.numel(); ++i) EXPECT_EQ(dwpe.at(i), want_wpe[size_t(i)]) << "dwpe[" << i << "]";
 }
 
@@ -150,8 +151,11 @@ TEST(Embedding, ShardedForwardGivesZeroRowsForOtherShardsTokens) {
                         "token id -1 at [0, 1] is negative");
   expect_error_mentions([&] { embedding_backward(cpu(), negative, out, dwte, Tensor(), 0, shard); },
                         "token id -1 at [0, 1] is negative");
-  expect_error_mentions([&] { embedding_forward(cpu(), tokens, wte, Tensor(), out, 0, VocabShard{true, -2}); },
-                        "start = -2");
+  expect_error_mentions(
+      [&] {
+        embedding_forward(cpu(), tokens, wte, Tensor(), out, 0, VocabShard{true, -2});
+      },
+      "start = -2");
 }
 
 // Each shard's dwte is its row block of the full dwte (accumulated onto what was there), and
@@ -180,12 +184,26 @@ TEST(Embedding, BadArgumentsAreErrors) {
   Tensor wte = indexed_table(7, 4, 1.0f), wpe = indexed_table(4, 4, 1.0f), out = Tensor::host(DType::f32, {2, 3, 4});
   expect_error_mentions([&] { embedding_forward(cpu(), tokens, wte, wpe, out, 2); }, "positions [2, 5)");
   expect_error_mentions([&] { embedding_forward(cpu(), tokens, wte, wpe, out, -1); }, "positions [-1, 2)");
-  expect_error_mentions([&] { embedding_forward(cpu(), tokens, wte, Tensor(), Tensor::host(DType::f32, {2, 3, 5}), 0); }, "'out'");
-  expect_error_mentions([&] { embedding_forward(cpu(), tokens.view({6}), wte, Tensor(), out, 0); }, "tokens must be [B, T]");
-  expect_error_mentions([&] { embedding_forward(cpu(), Tensor::host(DType::f32, {2, 3}), wte, Tensor(), out, 0); }, "'tokens'");
+  expect_error_mentions(
+      [&] {
+        embedding_forward(cpu(), tokens, wte, Tensor(), Tensor::host(DType::f32, {2, 3, 5}), 0);
+      },
+      "'out'");
+  expect_error_mentions([&] { embedding_forward(cpu(), tokens.view({6}), wte, Tensor(), out, 0); },
+                        "tokens must be [B, T]");
+  expect_error_mentions(
+      [&] {
+        embedding_forward(cpu(), Tensor::host(DType::f32, {2, 3}), wte, Tensor(), out, 0);
+      },
+      "'tokens'");
   expect_error_mentions([&] { embedding_forward(cpu(), tokens, wte, indexed_table(8, 5, 1.0f), out, 0); }, "'wpe'");
-  expect_error_mentions([&] { embedding_backward(cpu(), tokens, out, indexed_table(7, 5, 1.0f), Tensor(), 0); }, "'dwte'");
-  expect_error_mentions([&] { embedding_backward(cpu(), tokens, Tensor::host(DType::f32, {3, 2, 4}), wte, Tensor(), 0); }, "dout must be [B, T, C]");
+  expect_error_mentions([&] { embedding_backward(cpu(), tokens, out, indexed_table(7, 5, 1.0f), Tensor(), 0); },
+                        "'dwte'");
+  expect_error_mentions(
+      [&] {
+        embedding_backward(cpu(), tokens, Tensor::host(DType::f32, {3, 2, 4}), wte, Tensor(), 0);
+      },
+      "dout must be [B, T, C]");
 }
 
 }  // namespace

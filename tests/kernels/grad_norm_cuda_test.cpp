@@ -81,7 +81,8 @@ TEST(GradStatsCudaPerf, Gpt2SmallGradients) {
     const int iters = 10;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) EXPECT_EQ(grad_stats(gpu(), list).sum_sq, 0.0);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
     std::printf("grad_stats (%s, %lld floats, with the read-back): %.3f ms (%.0f GB/s)\n", name, (long long)n, ms,
                 double(n) * 4 / ms * 1e-6);
   }

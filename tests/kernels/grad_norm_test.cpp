@@ -50,12 +50,10 @@ TEST(GradStats, ClipCoefficient) {
   EXPECT_EQ(clip_coefficient(s, 13.5f), 1.0f);  // no clipping below max_norm
   EXPECT_EQ(clip_coefficient(s, 0.0f), 1.0f);   // clipping off
   s.finite = false;
-  EXPECT_EQ(clip_coefficient(s, 1.0f), 1.0f);   // the step is skipped anyway
+  EXPECT_EQ(clip_coefficient(s, 1.0f), 1.0f);  // the step is skipped anyway
 }
 
-TEST(GradStats, NonF32IsAnError) {
-  EXPECT_THROW(grad_stats(cpu(), {Tensor::host(DType::f16, {4})}), Error);
-}
+TEST(GradStats, NonF32IsAnError) { EXPECT_THROW(grad_stats(cpu(), {Tensor::host(DType::f16, {4})}), Error); }
 
 }  // namespace
 }  // namespace troupe::test

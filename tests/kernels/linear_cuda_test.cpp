@@ -141,7 +141,8 @@ TEST_P(LinearCudaOptions, AccumulateDxWithoutBias) {
   const LinearShape s{64, 128, 192};
   const LinearInputs in(s, t, 200);
   const Tensor dx0 = round_through(random_normal({s.m, s.k}, 9), t);
-  Tensor y_ref = Tensor::host(DType::f32, {s.m, s.n}), dx_ref = plus(dx0, Tensor::zeros(cpu(), DType::f32, dx0.shape()));
+  Tensor y_ref = Tensor::host(DType::f32, {s.m, s.n}),
+         dx_ref = plus(dx0, Tensor::zeros(cpu(), DType::f32, dx0.shape()));
   Tensor dw_ref = Tensor::zeros(cpu(), DType::f32, {s.n, s.k});
   linear_forward(cpu(), in.x, in.w, Tensor(), y_ref);
   linear_backward(cpu(), in.dy, in.x, in.w, dx_ref, dw_ref, Tensor(), /*accumulate_dx=*/true);

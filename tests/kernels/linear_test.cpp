@@ -126,11 +126,11 @@ TEST(Linear, ShapeAndDtypeErrors) {
   Tensor b = Tensor::host(DType::f32, {3}), y = Tensor::host(DType::f32, {4, 3});
   Tensor dy = Tensor::host(DType::f32, {4, 3}), dx = Tensor::host(DType::f32, {4, 8});
   Tensor dw = Tensor::host(DType::f32, {3, 8}), db = Tensor::host(DType::f32, {3});
-  EXPECT_THROW(linear_forward(cpu(), x, Tensor::host(DType::f32, {3, 7}), b, y), Error);  // K differs
-  EXPECT_THROW(linear_forward(cpu(), x, w, Tensor::host(DType::f32, {4}), y), Error);    // b not [N]
-  EXPECT_THROW(linear_forward(cpu(), x, w, b, Tensor::host(DType::f32, {4, 4})), Error); // y not [M, N]
-  EXPECT_THROW(linear_forward(cpu(), x.view({32}), w, b, y), Error);                      // x not 2-D
-  EXPECT_THROW(linear_forward(cpu(), Tensor::host(DType::bf16, {4, 8}), w, b, y), Error); // CPU is f32
+  EXPECT_THROW(linear_forward(cpu(), x, Tensor::host(DType::f32, {3, 7}), b, y), Error);            // K differs
+  EXPECT_THROW(linear_forward(cpu(), x, w, Tensor::host(DType::f32, {4}), y), Error);               // b not [N]
+  EXPECT_THROW(linear_forward(cpu(), x, w, b, Tensor::host(DType::f32, {4, 4})), Error);            // y not [M, N]
+  EXPECT_THROW(linear_forward(cpu(), x.view({32}), w, b, y), Error);                                // x not 2-D
+  EXPECT_THROW(linear_forward(cpu(), Tensor::host(DType::bf16, {4, 8}), w, b, y), Error);           // CPU is f32
   EXPECT_THROW(linear_backward(cpu(), Tensor::host(DType::f32, {4, 4}), x, w, dx, dw, db), Error);  // dy
   EXPECT_THROW(linear_backward(cpu(), dy, x, w, Tensor::host(DType::f32, {4, 3}), dw, db), Error);  // dx
   EXPECT_THROW(linear_backward(cpu(), dy, x, w, dx, Tensor::host(DType::f32, {8, 3}), db), Error);  // dw

@@ -38,9 +38,12 @@ struct NormInputs {
 };
 
 NormInputs make_inputs(DType t, int64_t n, int64_t c) {
-  return {round_through(random_normal({n, c}, 1, 2.0f), t), round_through(random_uniform({c}, 2, 0.5f, 1.5f), t),
-          round_through(random_normal({c}, 3, 0.2f), t),    round_through(random_normal({n, c}, 4), t),
-          round_through(random_normal({n, c}, 5), t),       random_normal({c}, 6),
+  return {round_through(random_normal({n, c}, 1, 2.0f), t),
+          round_through(random_uniform({c}, 2, 0.5f, 1.5f), t),
+          round_through(random_normal({c}, 3, 0.2f), t),
+          round_through(random_normal({n, c}, 4), t),
+          round_through(random_normal({n, c}, 5), t),
+          random_normal({c}, 6),
           random_normal({c}, 7)};
 }
 
@@ -130,15 +133,15 @@ TEST_P(NormCuda, RmsNormMatchesCpu) {
 
 // Warp-per-row widths (64 .. 1024, 768 the GPT-2 one), block-per-row widths (1600 .. 12288),
 // odd row counts, and enough rows (4096) that backward blocks stride over several rows.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, NormCuda,
-    ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
-                       ::testing::Values(Rows{64, 768}, Rows{37, 1024}, Rows{8, 4096}, Rows{37, 1600},
-                                         Rows{300, 64}, Rows{4096, 768}, Rows{16, 8192}, Rows{3, 12288})),
-    [](const auto& info) {
-      const Rows r = std::get<1>(info.param);
-      return str_cat(dtype_name(std::get<0>(info.param)), "_", r.n, "x", r.c);
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, NormCuda,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
+                                            ::testing::Values(Rows{64, 768}, Rows{37, 1024}, Rows{8, 4096},
+                                                              Rows{37, 1600}, Rows{300, 64}, Rows{4096, 768},
+                                                              Rows{16, 8192}, Rows{3, 12288})),
+                         [](const auto& info) {
+                           const Rows r = std::get<1>(info.param);
+                           return str_cat(dtype_name(std::get<0>(info.param)), "_", r.n, "x", r.c);
+                         });
 
 TEST(NormCudaErrors, UnsupportedWidthIsAnError) {
   const Context& g = gpu();
@@ -208,8 +211,7 @@ TEST(NormCudaPerf, LayerNormBf16Bandwidth) {
     const double bwd = time_us([&] { layernorm_backward(g, dy, x, w, mean, rstd, dx, dw, db); }, 50);
     const double tensor_bytes = double(r.n) * double(r.c) * 2;
     std::printf("layernorm bf16 [%lld, %lld]: forward %.1f us (%.0f GB/s), backward %.1f us (%.0f GB/s)\n",
-                (long long)r.n, (long long)r.c, fwd, 2 * tensor_bytes / fwd * 1e-3, bwd,
-                4 * tensor_bytes / bwd * 1e-3);
+                (long long)r.n, (long long)r.c, fwd, 2 * tensor_bytes / fwd * 1e-3, bwd, 4 * tensor_bytes / bwd * 1e-3);
     if (r.c == 768) {
       Tensor y_ref = Tensor::host(DType::f32, {r.n, r.c});
       Tensor mean_ref = Tensor::host(DType::f32, {r.n}), rstd_ref = Tensor::host(DType::f32, {r.n});

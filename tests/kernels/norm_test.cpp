@@ -35,7 +35,8 @@ void expect_error_mentions(const std::function<void()>& f, const std::string& te
 TEST(Norm, LayerNormKnownValues) {
   Tensor x = Tensor::host_f32({2, 4}, {1, 2, 3, 4, -2, 0, 0, 2});
   Tensor w = Tensor::host_f32({4}, {1, 2, 1, 0.5f}), b = Tensor::host_f32({4}, {0, 1, -1, 0});
-  Tensor y = Tensor::host(DType::f32, {2, 4}), mean = Tensor::host(DType::f32, {2}), rstd = Tensor::host(DType::f32, {2});
+  Tensor y = Tensor::host(DType::f32, {2, 4}), mean = Tensor::host(DType::f32, {2}),
+         rstd = Tensor::host(DType::f32, {2});
   layernorm_forward(cpu(), x, w, b, 0.0f, y, mean, rstd);
   // Row 0: mean 2.5, biased variance 1.25. Row 1: mean 0, variance 2.
   const double r0 = 1.0 / std::sqrt(1.25), r1 = 1.0 / std::sqrt(2.0);
@@ -43,8 +44,10 @@ TEST(Norm, LayerNormKnownValues) {
   EXPECT_NEAR(mean.at(1), 0.0, 1e-6);
   EXPECT_NEAR(rstd.at(0), r0, 1e-6);
   EXPECT_NEAR(rstd.at(1), r1, 1e-6);
-  const double expected[8] = {-1.5 * r0, -0.5 * r0 * 2 + 1, 0.5 * r0 - 1, 1.5 * r0 * 0.5,  // xhat * w + b
-                              -2 * r1,   1,                 -1,           2 * r1 * 0.5};
+  const double expected[8] = {-1.5 * r0,    -0.5 * r0 * 2 + 1,
+                              0.5 * r0 - 1, 1.5 * r0 * 0.5,  // xhat * w + b
+                              -2 * r1,      1,
+                              -1,           2 * r1 * 0.5};
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(y.at(i), expected[i], 1e-6) << "y[" << i << "]";
 }
 
@@ -78,7 +81,8 @@ void check_layernorm_grads(bool with_bias) {
   Tensor x = random_normal({n, c}, 1, 2.0f), w = random_normal({c}, 2);
   Tensor b = with_bias ? random_normal({c}, 3) : Tensor();
   Tensor r = random_normal({n, c}, 4);  // loss = sum(y * r), so dy = r
-  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}), rstd = Tensor::host(DType::f32, {n});
+  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}),
+         rstd = Tensor::host(DType::f32, {n});
   auto loss = [&] {
     layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd);
     return dot(y, r);
@@ -114,7 +118,8 @@ TEST(Norm, BackwardAccumulates) {
   const int64_t n = 5, c = 24;
   Tensor x = random_normal({n, c}, 8), w = random_normal({c}, 9), b = random_normal({c}, 10);
   Tensor dy = random_normal({n, c}, 11);
-  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}), rstd = Tensor::host(DType::f32, {n});
+  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}),
+         rstd = Tensor::host(DType::f32, {n});
   layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd);
   Tensor dx0 = host_zeros({n, c}), dw0 = host_zeros({c}), db0 = host_zeros({c});
   layernorm_backward(cpu(), dy, x, w, mean, rstd, dx0, dw0, db0);
@@ -141,15 +146,36 @@ TEST(Norm, BackwardAccumulates) {
 TEST(Norm, BadArgumentsAreErrorsNamingTheArgument) {
   Tensor x = Tensor::host(DType::f32, {4, 8}), w = Tensor::host(DType::f32, {8}), y = Tensor::host(DType::f32, {4, 8});
   Tensor stat = Tensor::host(DType::f32, {4}), dw = Tensor::host(DType::f32, {8});
-  expect_error_mentions([&] { layernorm_forward(cpu(), x.view({2, 2, 8}), w, Tensor(), kEps, y, stat, stat); }, "x must be [N, C]");
-  expect_error_mentions([&] { layernorm_forward(cpu(), x, Tensor::host(DType::f32, {7}), Tensor(), kEps, y, stat, stat); }, "'w'");
-  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor::host(DType::f32, {4}), kEps, y, stat, stat); }, "'b'");
-  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor(), kEps, Tensor::host(DType::f32, {4, 7}), stat, stat); }, "'y'");
-  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor(), kEps, y, Tensor::host(DType::i32, {4}), stat); }, "'mean'");
-  expect_error_mentions([&] { layernorm_forward(cpu(), Tensor::host(DType::bf16, {4, 8}), w, Tensor(), kEps, y, stat, stat); }, "'x'");
-  expect_error_mentions([&] { layernorm_backward(cpu(), y, x, w, stat, stat, x, Tensor::host(DType::f32, {9}), dw); }, "'dw'");
-  expect_error_mentions([&] { layernorm_backward(cpu(), y, x, w, stat, stat, x, dw, Tensor::host(DType::f32, {9})); }, "'db'");
-  expect_error_mentions([&] { layernorm_backward(cpu(), Tensor::host(DType::f32, {4, 9}), x, w, stat, stat, x, dw, dw); }, "'dy'");
+  expect_error_mentions(
+      [&] {
+        layernorm_forward(cpu(), x.view({2, 2, 8}), w, Tensor(), kEps, y, stat, stat);
+      },
+      "x must be [N, C]");
+  expect_error_mentions(
+      [&] { layernorm_forward(cpu(), x, Tensor::host(DType::f32, {7}), Tensor(), kEps, y, stat, stat); }, "'w'");
+  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor::host(DType::f32, {4}), kEps, y, stat, stat); },
+                        "'b'");
+  expect_error_mentions(
+      [&] {
+        layernorm_forward(cpu(), x, w, Tensor(), kEps, Tensor::host(DType::f32, {4, 7}), stat, stat);
+      },
+      "'y'");
+  expect_error_mentions([&] { layernorm_forward(cpu(), x, w, Tensor(), kEps, y, Tensor::host(DType::i32, {4}), stat); },
+                        "'mean'");
+  expect_error_mentions(
+      [&] {
+        layernorm_forward(cpu(), Tensor::host(DType::bf16, {4, 8}), w, Tensor(), kEps, y, stat, stat);
+      },
+      "'x'");
+  expect_error_mentions([&] { layernorm_backward(cpu(), y, x, w, stat, stat, x, Tensor::host(DType::f32, {9}), dw); },
+                        "'dw'");
+  expect_error_mentions([&] { layernorm_backward(cpu(), y, x, w, stat, stat, x, dw, Tensor::host(DType::f32, {9})); },
+                        "'db'");
+  expect_error_mentions(
+      [&] {
+        layernorm_backward(cpu(), Tensor::host(DType::f32, {4, 9}), x, w, stat, stat, x, dw, dw);
+      },
+      "'dy'");
   expect_error_mentions([&] { rmsnorm_forward(cpu(), x, w, kEps, y, Tensor::host(DType::f32, {5})); }, "'rstd'");
   expect_error_mentions([&] { rmsnorm_backward(cpu(), y, x, w, stat, Tensor::host(DType::f32, {4, 4}), dw); }, "'dx'");
   expect_error_mentions([&] { rmsnorm_forward(cpu(), x, w, -1.0f, y, stat); }, "eps");

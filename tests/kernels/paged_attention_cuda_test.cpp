@@ -39,7 +39,8 @@ TEST_P(PagedAttentionCuda, AppendAndAttentionMatchCpu) {
   size_t next = 0;
   for (int64_t s = 0; s < S; ++s) {
     std::vector<int32_t> row(size_t(max_blocks), 0);
-    for (int32_t b = 0; b < (c.lens[size_t(s)] + cfg.block_size - 1) / cfg.block_size; ++b) row[size_t(b)] = ids[next++];
+    for (int32_t b = 0; b < (c.lens[size_t(s)] + cfg.block_size - 1) / cfg.block_size; ++b)
+      row[size_t(b)] = ids[next++];
     for (int32_t p = c.lens[size_t(s)] - c.n_new[size_t(s)]; p < c.lens[size_t(s)]; ++p)
       slots.push_back(row[size_t(p / cfg.block_size)] * cfg.block_size + p % cfg.block_size);
     tables.insert(tables.end(), row.begin(), row.end());
@@ -83,7 +84,8 @@ const CudaPagedCase kCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionCuda,
-                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(DType::bf16, DType::f16, DType::f32)));
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(DType::bf16, DType::f16, DType::f32)));
 
 }  // namespace
 }  // namespace troupe::test

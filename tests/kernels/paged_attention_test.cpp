@@ -120,9 +120,9 @@ TEST_P(PagedAttention, PrefillThenMixedStepsMatchDense) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
-                         ::testing::Values(PagedCase{{4, 2, 16, 4}, {5, 17, 1, 33}},    // GQA, block 4
-                                           PagedCase{{3, 3, 8, 16}, {40, 2, 16}},       // MHA, block 16
-                                           PagedCase{{8, 1, 32, 8}, {9, 24}}));         // MQA
+                         ::testing::Values(PagedCase{{4, 2, 16, 4}, {5, 17, 1, 33}},  // GQA, block 4
+                                           PagedCase{{3, 3, 8, 16}, {40, 2, 16}},     // MHA, block 16
+                                           PagedCase{{8, 1, 32, 8}, {9, 24}}));       // MQA
 
 TEST(PagedAttentionChecks, BadArgumentsAreErrors) {
   const PagedAttentionConfig cfg{2, 1, 4, 4};

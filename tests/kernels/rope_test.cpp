@@ -38,15 +38,15 @@ TEST(Rope, PositionZeroIsIdentityAndValuesAreUntouched) {
 TEST(Rope, HandComputedRotation) {
   // D = 4: pair (x0, x2) turns by p * 1, pair (x1, x3) by p * 10000^(-1/2) = p * 0.01.
   const RopeConfig cfg{1, 1, 4};
-  Tensor x = Tensor::host_f32({1, 2, 12}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,     // t = 0
+  Tensor x = Tensor::host_f32({1, 2, 12}, {0, 0, 0, 0, 0,  0,    0, 0, 0, 0, 0, 0,    // t = 0
                                            1, 2, 3, 4, -1, 0.5f, 2, 0, 9, 9, 9, 9});  // t = 1: q, k, v
   rope_apply(cpu(), x, cfg, false);
   auto turn = [](double a, double b, double angle) {
     return std::pair{a * std::cos(angle) - b * std::sin(angle), b * std::cos(angle) + a * std::sin(angle)};
   };
-  const double expected[8] = {turn(1, 3, 1).first,   turn(2, 4, 0.01).first,   turn(1, 3, 1).second,
-                              turn(2, 4, 0.01).second, turn(-1, 2, 1).first,   turn(0.5, 0, 0.01).first,
-                              turn(-1, 2, 1).second,  turn(0.5, 0, 0.01).second};
+  const double expected[8] = {turn(1, 3, 1).first,     turn(2, 4, 0.01).first,   turn(1, 3, 1).second,
+                              turn(2, 4, 0.01).second, turn(-1, 2, 1).first,     turn(0.5, 0, 0.01).first,
+                              turn(-1, 2, 1).second,   turn(0.5, 0, 0.01).second};
   for (int k = 0; k < 8; ++k) EXPECT_NEAR(x.at(12 + k), expected[k], 2e-6) << "k=" << k;
   for (int k = 8; k < 12; ++k) EXPECT_EQ(x.at(12 + k), 9.0f);
 }

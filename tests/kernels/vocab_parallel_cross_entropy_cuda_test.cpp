@@ -60,8 +60,7 @@ TEST_P(VocabParallelCrossEntropyCuda, EachStepMatchesCpu) {
   for (const Shard& s : {Shard{"GPT-2 / 4, rank 1 (no padding)", 64, 12576, 12576, 50257},
                          Shard{"GPT-2 / 4, rank 3 (padding)", 64, 12576, 37728, 50257},
                          Shard{"GPT-2 / 8, rank 7 (padding)", 37, 6288, 44016, 50257},
-                         Shard{"V 250 of 256 / 4, rank 3", 37, 64, 192, 250},
-                         Shard{"all padding", 9, 64, 192, 190}}) {
+                         Shard{"V 250 of 256 / 4, rank 3", 37, 64, 192, 250}, Shard{"all padding", 9, 64, 192, 190}}) {
     SCOPED_TRACE(s.name);
     const int64_t valid = s.valid();
     const float grad_scale = (t == DType::f16 ? 1024.0f : 1.0f) / float(s.rows);  // as cross_entropy_cuda_test
@@ -82,8 +81,7 @@ TEST_P(VocabParallelCrossEntropyCuda, EachStepMatchesCpu) {
     Tensor sum_ref = f32({s.rows}), picked_ref = f32({s.rows});
     vocab_parallel_sum_exp(cpu(), logits, targets, s.vocab_start, valid, row_max, sum_ref, picked_ref);
     Tensor sum_d = Tensor::empty(g, DType::f32, {s.rows}), picked_d = Tensor::empty(g, DType::f32, {s.rows});
-    vocab_parallel_sum_exp(g, x_d, targets_d, s.vocab_start, valid, to_device(g, row_max, DType::f32), sum_d,
-                           picked_d);
+    vocab_parallel_sum_exp(g, x_d, targets_d, s.vocab_start, valid, to_device(g, row_max, DType::f32), sum_d, picked_d);
     EXPECT_LT(rel_error(to_host_f32(g, sum_d), sum_ref), 1e-5);
     EXPECT_EQ(max_abs_diff(to_host_f32(g, picked_d), picked_ref), 0.0);
 
@@ -105,8 +103,8 @@ TEST_P(VocabParallelCrossEntropyCuda, EachStepMatchesCpu) {
     EXPECT_EQ(max_abs_diff(fwd, bwd), 0.0);
     EXPECT_LT(rel_error(dlogits, dlogits_ref), t == DType::bf16 ? 8e-3 : 2e-3);
     std::printf("vocab-parallel loss %s [%lld, %lld] from column %lld: rel err losses %.1e dlogits %.1e\n",
-                dtype_name(t), (long long)s.rows, (long long)s.cols, (long long)s.vocab_start,
-                rel_error(fwd, loss_ref), rel_error(dlogits, dlogits_ref));
+                dtype_name(t), (long long)s.rows, (long long)s.cols, (long long)s.vocab_start, rel_error(fwd, loss_ref),
+                rel_error(dlogits, dlogits_ref));
     int64_t nonzero_padding = 0, nonzero_ignored = 0;
     for (int64_t n = 0; n < s.rows; ++n)
       for (int64_t j = 0; j < s.cols; ++j) {

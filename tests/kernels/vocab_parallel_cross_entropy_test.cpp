@@ -51,9 +51,9 @@ void put_columns(const Tensor& part, const Tensor& m, int64_t first) {
 
 // One rank of the group: its columns of the logits and its row statistics.
 struct Rank {
-  Tensor x;                                   // [N, Vl]; dlogits after step c with backward
+  Tensor x;  // [N, Vl]; dlogits after step c with backward
   int64_t start, valid;
-  Tensor row_max, sum_exp, target_logit;      // f32 [N]: this rank's, before the all-reduce
+  Tensor row_max, sum_exp, target_logit;  // f32 [N]: this rank's, before the all-reduce
 };
 
 // The group's all-reduce of one statistic, in rank order.
@@ -200,12 +200,20 @@ TEST(VocabParallelCrossEntropy, BadArgumentsAreErrors) {
   expect_error_mentions([&] { vocab_parallel_max(cpu(), x.view({16}), 8, row); }, "logits must be [N, Vl]");
   expect_error_mentions([&] { vocab_parallel_max(cpu(), Tensor::host(DType::i32, {2, 8}), 8, row); }, "'logits'");
   expect_error_mentions(
-      [&] { vocab_parallel_sum_exp(cpu(), x, targets_of({0, 1}), 0, 8, row, f32({2, 1}), picked); }, "'sum_exp'");
+      [&] {
+        vocab_parallel_sum_exp(cpu(), x, targets_of({0, 1}), 0, 8, row, f32({2, 1}), picked);
+      },
+      "'sum_exp'");
   expect_error_mentions(
-      [&] { vocab_parallel_sum_exp(cpu(), x, targets_of({0, 1}), 0, 8, row, sums, f32({3})); }, "'target_logit'");
+      [&] {
+        vocab_parallel_sum_exp(cpu(), x, targets_of({0, 1}), 0, 8, row, sums, f32({3}));
+      },
+      "'target_logit'");
   expect_error_mentions([&] { sum_exp(targets_of({0, 1, 2}), 0, 8); }, "'targets'");
   expect_error_mentions(
-      [&] { vocab_parallel_loss(cpu(), x, targets_of({0, 1}), 0, 8, row, sums, picked, 1.0f, true, f32({1})); },
+      [&] {
+        vocab_parallel_loss(cpu(), x, targets_of({0, 1}), 0, 8, row, sums, picked, 1.0f, true, f32({1}));
+      },
       "'losses'");
 }
 

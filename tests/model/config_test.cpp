@@ -90,12 +90,16 @@ TEST_P(HfMapping, ExportThenImportIsIdentity) {
   auto hf = export_hf(layout, arch, w);
   std::map<std::string, Tensor> by_name(hf.begin(), hf.end());
   Tensor back = Tensor::host(DType::f32, {layout.size()});
-  import_hf(layout, arch, [&](const std::string& n, const Shape& s) {
-    EXPECT_TRUE(by_name.count(n)) << n;
-    EXPECT_EQ(by_name.at(n).shape(), s) << n;
-    return by_name.at(n);
-  }, back);
-  for (const ParamInfo& p : layout.params()) EXPECT_EQ(max_abs_diff(layout.view(back, p.name), layout.view(w, p.name)), 0.0) << p.name;
+  import_hf(
+      layout, arch,
+      [&](const std::string& n, const Shape& s) {
+        EXPECT_TRUE(by_name.count(n)) << n;
+        EXPECT_EQ(by_name.at(n).shape(), s) << n;
+        return by_name.at(n);
+      },
+      back);
+  for (const ParamInfo& p : layout.params())
+    EXPECT_EQ(max_abs_diff(layout.view(back, p.name), layout.view(w, p.name)), 0.0) << p.name;
 }
 
 TEST(HfMapping, Gpt2Conv1DWeightsAreTransposed) {

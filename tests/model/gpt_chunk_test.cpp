@@ -21,7 +21,7 @@ GptConfig tiny(bool llama) {
   c.make_vocab_size_divisible_by = 8;  // 50 -> 56: padded columns exist
   c.hidden_dropout = 0.1f;             // exercises the dropout paths (same masks in every forward)
   c.attention_dropout = 0.0f;
-  c.init_method_std = 0.2f;            // larger weights: gradients well above finite-difference noise
+  c.init_method_std = 0.2f;  // larger weights: gradients well above finite-difference noise
   return c;
 }
 
@@ -38,7 +38,8 @@ Inputs make_inputs(int64_t B, int64_t T, int32_t V, uint64_t seed) {
 }
 
 double mean_loss(GptChunk& m, const Inputs& in, float grad_scale) {
-  ActivationsPtr a = m.forward(in.tokens, in.targets, Tensor(), {.training = true, .loss_grad_scale = grad_scale, .dropout_seed = 7});
+  ActivationsPtr a =
+      m.forward(in.tokens, in.targets, Tensor(), {.training = true, .loss_grad_scale = grad_scale, .dropout_seed = 7});
   double s = 0;
   for (int64_t i = 0; i < a->losses.numel(); ++i) s += a->losses.data_as<float>()[i];
   m.release(std::move(a));
@@ -54,7 +55,8 @@ TEST_P(GptGradient, EveryParameterMatchesFiniteDifferences) {
   const Inputs in = make_inputs(2, c.seq_length, int32_t(c.vocab_size), 11);
   const float scale = 1.0f / float(in.counted);
 
-  ActivationsPtr a = model.forward(in.tokens, in.targets, Tensor(), {.training = true, .loss_grad_scale = scale, .dropout_seed = 7});
+  ActivationsPtr a =
+      model.forward(in.tokens, in.targets, Tensor(), {.training = true, .loss_grad_scale = scale, .dropout_seed = 7});
   model.backward(*a, Tensor(), Tensor());
   model.release(std::move(a));
 
@@ -65,11 +67,13 @@ TEST_P(GptGradient, EveryParameterMatchesFiniteDifferences) {
     if (p.name == "embedding.word_embeddings.weight") {
       // Padded vocabulary rows get no gradient: check the real rows only.
       const int64_t real = c.vocab_size * c.hidden_size;
-      expect_grad_close(p.name, [&] { return mean_loss(model, in, scale); }, w.slice(0, {real}), g.slice(0, {real}),
-                        8, 1e-2f, 3e-2, 2e-4);
+      expect_grad_close(
+          p.name, [&] { return mean_loss(model, in, scale); }, w.slice(0, {real}), g.slice(0, {real}), 8, 1e-2f, 3e-2,
+          2e-4);
       continue;
     }
-    expect_grad_close(p.name, [&] { return mean_loss(model, in, scale); }, w, g, 6, 1e-2f, 3e-2, 2e-4);
+    expect_grad_close(
+        p.name, [&] { return mean_loss(model, in, scale); }, w, g, 6, 1e-2f, 3e-2, 2e-4);
   }
 }
 
@@ -141,7 +145,7 @@ TEST(GptChunk, BadInputsAreErrors) {
   EXPECT_THROW(model.forward(in.tokens, in.targets, Tensor(), {}), Error);  // longer than --seq-length
   const Inputs ok = make_inputs(2, c.seq_length, int32_t(c.vocab_size), 1);
   EXPECT_THROW(model.forward(ok.tokens, Tensor(), Tensor(), {.training = true}), Error);  // no targets
-  EXPECT_THROW(GptChunk(cpu(), c, ChunkSpec::whole_model(), DType::bf16), Error);  // CPU computes in f32
+  EXPECT_THROW(GptChunk(cpu(), c, ChunkSpec::whole_model(), DType::bf16), Error);         // CPU computes in f32
 }
 
 }  // namespace

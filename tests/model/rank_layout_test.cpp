@@ -73,9 +73,9 @@ TEST(RankLayout, ExpertGridIsCarvedOutOfTheDataRanks) {
 
 TEST(RankLayout, NamesAndErrors) {
   EXPECT_EQ((RankLayout{.pipeline = 4}).stage_name(2), "stage 2");
-  EXPECT_EQ((RankLayout{.tensor = 2, .data = 2, .pipeline = 2}).stage_name(7),
-            "stage 1 (tensor rank 1, data rank 1)");
-  EXPECT_EQ((RankLayout{.tensor = 2, .context = 2}).stage_name(3), "stage 0 (tensor rank 1, data rank 0, context rank 1)");
+  EXPECT_EQ((RankLayout{.tensor = 2, .data = 2, .pipeline = 2}).stage_name(7), "stage 1 (tensor rank 1, data rank 1)");
+  EXPECT_EQ((RankLayout{.tensor = 2, .context = 2}).stage_name(3),
+            "stage 0 (tensor rank 1, data rank 0, context rank 1)");
   EXPECT_THROW((RankLayout{.tensor = 0}).validate(), Error);
   EXPECT_THROW((RankLayout{.data = 6, .expert = 4}).validate(), Error);
   EXPECT_THROW((RankLayout{.tensor = 2}).coord(2), Error);

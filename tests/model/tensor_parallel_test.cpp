@@ -28,8 +28,8 @@ GptConfig tiny(bool llama) {
 }
 
 struct Result {
-  Tensor losses;  // f32 [N]
-  Tensor grads;   // f32, the whole model's layout
+  Tensor losses;           // f32 [N]
+  Tensor grads;            // f32, the whole model's layout
   double grad_sum_sq = 0;  // the optimizers' gradient statistics, summed over ranks
 };
 
@@ -38,7 +38,8 @@ constexpr int64_t kBatch = 2;
 Result run_whole(const GptConfig& c, const Tensor& tokens, const Tensor& targets, float scale) {
   GptChunk model(cpu(), c, ChunkSpec::whole_model(), DType::f32);
   model.init_weights(5);
-  ActivationsPtr a = model.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = scale, .dropout_seed = 9});
+  ActivationsPtr a =
+      model.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = scale, .dropout_seed = 9});
   Result r{Tensor::host(DType::f32, {a->losses.numel()}), Tensor::host(DType::f32, {model.layout().size()})};
   copy(cpu(), a->losses, r.losses);
   model.backward(*a, Tensor(), Tensor());
@@ -117,8 +118,9 @@ TEST(TensorParallelLayout, RefusesShapesThatDoNotSplit) {
     [[maybe_unused]] const ParamLayout layout(c, ChunkSpec::whole_model(), {0, 8});
     FAIL() << "8 ranks for 4 heads";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--num-attention-heads (4) must be divisible by --tensor-model-parallel-size (8)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("--num-attention-heads (4) must be divisible by --tensor-model-parallel-size (8)"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -66,7 +66,7 @@ TEST(WhatIf, BadStringsSayWhatIsWrong) {
   EXPECT_NE(what_if_error("schedule=interleaved", h).find("needs v="), std::string::npos);
   EXPECT_NE(what_if_error("schedule=1f1b,v=2", h).find("--num-layers-per-virtual-pipeline-stage"), std::string::npos);
   EXPECT_NE(what_if_error("v=2,m=6", h).find("impossible pipeline"), std::string::npos);  // M % P
-  EXPECT_NE(what_if_error("v=5,m=8", h).find("do not split"), std::string::npos);      // 24 layers, 20 chunks
+  EXPECT_NE(what_if_error("v=5,m=8", h).find("do not split"), std::string::npos);         // 24 layers, 20 chunks
 }
 
 TEST(Rescale, ConservesTimeAndSplitsChunks) {
@@ -118,12 +118,13 @@ TEST(MeasuredDurations, RecoverTheSimulatorsInput) {
   const PipelineShape shape{.stages = 3, .chunks = 2, .microbatches = 6};
   OpDurations d = OpDurations::uniform(shape, 0, 0);
   for (int s = 0; s < 3; ++s)
-    for (int c = 0; c < 2; ++c) d.forward_ns[size_t(s)][size_t(c)] = 100 + 10 * s + c, d.backward_ns[size_t(s)][size_t(c)] = 300 + s;
+    for (int c = 0; c < 2; ++c)
+      d.forward_ns[size_t(s)][size_t(c)] = 100 + 10 * s + c, d.backward_ns[size_t(s)][size_t(c)] = 300 + s;
   const Trace t = recorded(Schedule::interleaved_1f1b, shape, d, 3);
   const OpDurations m = measured_durations(t, {1, 2});
   EXPECT_EQ(m.forward_ns, d.forward_ns);
   EXPECT_EQ(m.backward_ns, d.backward_ns);
-  EXPECT_EQ(m.p2p_ns, 0);  // no send events
+  EXPECT_EQ(m.p2p_ns, 0);                                          // no send events
   EXPECT_NE(measured_durations(t, {0}).forward_ns, d.forward_ns);  // the slow first iteration
   EXPECT_THROW(measured_durations(t, {7}), Error);
 }
@@ -155,9 +156,10 @@ TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {
   EXPECT_EQ(r.what_ifs[2].simulation.stats.stages[0].peak_in_flight, 8);
 
   const std::string text = format_replay_report(r);
-  for (const char* want : {"1f1b P=4 V=1 M=8", "analysing 3 iterations (1..3)", "27.3% measured, 27.3% theory",
-                           "(P-1)/(M+P-1) = 3/11", "critical path (iteration 3)", "s0:F0.c0 -> s1:F0.c0",
-                           "what-if interleaved P=4 V=2 M=8 G=4 [schedule=interleaved,v=2]", "bubble 15.8% (theory 15.8%)"})
+  for (const char* want :
+       {"1f1b P=4 V=1 M=8", "analysing 3 iterations (1..3)", "27.3% measured, 27.3% theory", "(P-1)/(M+P-1) = 3/11",
+        "critical path (iteration 3)", "s0:F0.c0 -> s1:F0.c0",
+        "what-if interleaved P=4 V=2 M=8 G=4 [schedule=interleaved,v=2]", "bubble 15.8% (theory 15.8%)"})
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
 
   opt.iteration = 0;

@@ -40,8 +40,7 @@ TEST(ScheduleTable, MatchesMegatronExample) {
 
 TEST(CanonicalOrder, GPipe) {
   const PipelineShape shape{.stages = 3, .chunks = 1, .microbatches = 3};
-  for (int s = 0; s < 3; ++s)
-    EXPECT_EQ(short_str(canonical_order(Schedule::gpipe, shape, s)), "F0 F1 F2 B0 B1 B2");
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(short_str(canonical_order(Schedule::gpipe, shape, s)), "F0 F1 F2 B0 B1 B2");
 }
 
 TEST(CanonicalOrder, OneFOneB) {
@@ -183,8 +182,7 @@ TEST(StagePolicy, OneFOneBRespectsInFlightLimitAndPrefersBackward) {
   // Never ahead of the head of a queue: F3 is not ready, so F4 is not considered.
   EXPECT_FALSE(policy.next([](const Op& op) { return op.microbatch == 4; }));
   EXPECT_FALSE(policy.done());
-  while (policy.next(all)) {
-  }
+  while (policy.next(all)) {}
   EXPECT_TRUE(policy.done());
   policy.reset();
   EXPECT_FALSE(policy.done());

@@ -70,8 +70,10 @@ TEST(Simulator, PeakInFlight) {
     const Simulation sim = simulate(sch, shape, OpDurations::uniform(shape, 10, 20));
     for (int s = 0; s < shape.stages; ++s) {
       const int peak = sim.stats.stages[size_t(s)].peak_in_flight;
-      if (sch == Schedule::gpipe) EXPECT_EQ(peak, shape.microbatches);
-      else EXPECT_EQ(peak, max_in_flight(sch, shape, s)) << shape_str(sch, shape) << " stage " << s;
+      if (sch == Schedule::gpipe)
+        EXPECT_EQ(peak, shape.microbatches);
+      else
+        EXPECT_EQ(peak, max_in_flight(sch, shape, s)) << shape_str(sch, shape) << " stage " << s;
     }
     if (sch == Schedule::one_f_one_b) {
       EXPECT_EQ(sim.stats.stages[0].peak_in_flight, std::min(shape.stages, shape.microbatches));
@@ -131,9 +133,9 @@ TEST(Simulator, RejectsBadDurations) {
   const PipelineShape shape{.stages = 2, .chunks = 1, .microbatches = 2};
   EXPECT_THROW(simulate(Schedule::one_f_one_b, shape, OpDurations::uniform({.stages = 3}, 1, 1)), Error);
   EXPECT_THROW(simulate(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, -1, 1)), Error);
-  EXPECT_THROW(simulate(Schedule::one_f_one_b, {.stages = 2, .chunks = 2, .microbatches = 2},
-                        OpDurations::uniform(shape, 1, 1)),
-               Error);
+  EXPECT_THROW(
+      simulate(Schedule::one_f_one_b, {.stages = 2, .chunks = 2, .microbatches = 2}, OpDurations::uniform(shape, 1, 1)),
+      Error);
 }
 
 // With equal times and free P2P the critical path has no gaps: it is a chain of ops, each

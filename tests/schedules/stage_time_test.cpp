@@ -28,17 +28,17 @@ TEST(StageTime, TwoStagesWithEveryCategory) {
   // 0-5 (host, before the data ends: checkpoint loses to data where both cover), the
   // optimizer 85-95 (host).
   const std::vector<TraceEvent> events = {
-      ev(-1, EventKind::data, 0, 10),         ev(0, EventKind::forward, 10, 30), ev(0, EventKind::backward, 60, 80),
-      ev(1, EventKind::recv, 25, 35),         ev(1, EventKind::forward, 35, 55), ev(1, EventKind::backward, 55, 65),
-      ev(-1, EventKind::checkpoint, 0, 5),    ev(-1, EventKind::optimizer, 85, 95),
+      ev(-1, EventKind::data, 0, 10),      ev(0, EventKind::forward, 10, 30),    ev(0, EventKind::backward, 60, 80),
+      ev(1, EventKind::recv, 25, 35),      ev(1, EventKind::forward, 35, 55),    ev(1, EventKind::backward, 55, 65),
+      ev(-1, EventKind::checkpoint, 0, 5), ev(-1, EventKind::optimizer, 85, 95),
   };
   const StageTimes t = stage_times(events, 2, 0, 100);
   ASSERT_EQ(t.stages.size(), 2u);
   EXPECT_EQ(t.window_ns(), 100);
-  const StageTime s0{.busy_ns = 40, .communication_ns = 0, .data_ns = 10, .checkpoint_ns = 0, .optimizer_ns = 10,
-                     .idle_ns = 40};
-  const StageTime s1{.busy_ns = 30, .communication_ns = 10, .data_ns = 10, .checkpoint_ns = 0, .optimizer_ns = 10,
-                     .idle_ns = 40};
+  const StageTime s0{
+      .busy_ns = 40, .communication_ns = 0, .data_ns = 10, .checkpoint_ns = 0, .optimizer_ns = 10, .idle_ns = 40};
+  const StageTime s1{
+      .busy_ns = 30, .communication_ns = 10, .data_ns = 10, .checkpoint_ns = 0, .optimizer_ns = 10, .idle_ns = 40};
   EXPECT_EQ(t.stages[0], s0);
   EXPECT_EQ(t.stages[1], s1);
   for (const StageTime& s : t.stages) EXPECT_EQ(sum(s), 100);
@@ -48,7 +48,7 @@ TEST(StageTime, BusyWinsOverlapsAndEventsAreClippedToTheWindow) {
   // A forward straddling the window start, a recv under a backward (busy wins), a checkpoint
   // after the window (left out), a stage outside [0, P) (ignored).
   const std::vector<TraceEvent> events = {
-      ev(0, EventKind::forward, -50, 20), ev(0, EventKind::backward, 30, 60), ev(0, EventKind::recv, 40, 70),
+      ev(0, EventKind::forward, -50, 20),      ev(0, EventKind::backward, 30, 60), ev(0, EventKind::recv, 40, 70),
       ev(-1, EventKind::checkpoint, 100, 200), ev(3, EventKind::forward, 0, 100),
   };
   const StageTimes t = stage_times(events, 1, 0, 100);

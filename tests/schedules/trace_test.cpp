@@ -22,12 +22,34 @@ Trace sample_trace() {
   t.header.shape = {.stages = 2, .chunks = 2, .microbatches = 4, .group_size = 2};
   t.header.num_layers = 8;
   t.header.iteration = 41;
-  t.events.push_back({.actor = "stage0", .device = 0, .stage = 0, .kind = EventKind::forward, .microbatch = 3,
-                      .chunk = 1, .iteration = 41, .start_ns = 1'000'000'000'123, .end_ns = 1'000'000'900'000});
-  t.events.push_back({.actor = "stage1", .device = 1, .stage = 1, .kind = EventKind::send, .microbatch = 0,
-                      .chunk = 0, .iteration = 42, .start_ns = 5, .end_ns = 7, .bytes = int64_t(3) << 33});
-  t.events.push_back({.actor = "optimizer \"main\" <é>", .device = -1, .stage = -1, .kind = EventKind::optimizer,
-                      .microbatch = -1, .chunk = 0, .iteration = 42, .start_ns = 10, .end_ns = 20});
+  t.events.push_back({.actor = "stage0",
+                      .device = 0,
+                      .stage = 0,
+                      .kind = EventKind::forward,
+                      .microbatch = 3,
+                      .chunk = 1,
+                      .iteration = 41,
+                      .start_ns = 1'000'000'000'123,
+                      .end_ns = 1'000'000'900'000});
+  t.events.push_back({.actor = "stage1",
+                      .device = 1,
+                      .stage = 1,
+                      .kind = EventKind::send,
+                      .microbatch = 0,
+                      .chunk = 0,
+                      .iteration = 42,
+                      .start_ns = 5,
+                      .end_ns = 7,
+                      .bytes = int64_t(3) << 33});
+  t.events.push_back({.actor = "optimizer \"main\" <é>",
+                      .device = -1,
+                      .stage = -1,
+                      .kind = EventKind::optimizer,
+                      .microbatch = -1,
+                      .chunk = 0,
+                      .iteration = 42,
+                      .start_ns = 10,
+                      .end_ns = 20});
   return t;
 }
 
@@ -106,7 +128,7 @@ TEST(Trace, TruncatedFileGivesAClearError) {
   for (size_t n = 1; n < bytes.size(); ++n) {
     const std::string e = error_of(std::string_view(bytes).substr(0, n));
     if (n == header_end) continue;  // a header alone is a valid, empty trace
-    if (e.empty()) {  // a cut on an event boundary is a valid shorter trace
+    if (e.empty()) {                // a cut on an event boundary is a valid shorter trace
       EXPECT_LT(trace_from_msgpack(std::string_view(bytes).substr(0, n)).events.size(), 3u);
       continue;
     }
@@ -171,7 +193,8 @@ TEST(Trace, ChromeJson) {
   std::vector<nlohmann::json> complete;
   for (const auto& e : doc.at("traceEvents")) {
     if (e.at("ph") == "M" && e.at("name") == "process_name") processes[e.at("pid")] = e.at("args").at("name");
-    if (e.at("ph") == "M" && e.at("name") == "thread_name") threads[{e.at("pid"), e.at("tid")}] = e.at("args").at("name");
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      threads[{e.at("pid"), e.at("tid")}] = e.at("args").at("name");
     if (e.at("ph") == "X") complete.push_back(e);
   }
   EXPECT_EQ(processes, (std::map<int, std::string>{{-1, "host"}, {0, "device 0"}, {1, "device 1"}}));
@@ -200,7 +223,7 @@ TEST(Trace, SvgTimeline) {
        p = svg.find("text-anchor=\"middle\" fill=", p + 1))
     ++labels;
   EXPECT_EQ(rects, sim.trace.events.size());
-  EXPECT_EQ(labels, sim.trace.events.size());  // 18 boxes of >= 30 px: every microbatch number fits
+  EXPECT_EQ(labels, sim.trace.events.size());         // 18 boxes of >= 30 px: every microbatch number fits
   EXPECT_NE(svg.find("#3b6fb6"), std::string::npos);  // forward, chunk 0
   EXPECT_NE(svg.find("#6cba5f"), std::string::npos);  // backward, chunk 1
   EXPECT_NE(svg.find(">stage 2<"), std::string::npos);

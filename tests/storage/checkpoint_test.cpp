@@ -247,7 +247,8 @@ TEST_F(Checkpoint, FlippedByteIsAChecksumMismatchNamingFileAndTensor) {
   // Corrupt the shard holding the second half of the rows (shard records are in the order
   // the writer threads happened to add them).
   const auto& shards = clean.info("h.0.mlp.fc.weight").shards;
-  const auto second = std::find_if(shards.begin(), shards.end(), [](const ShardRecord& r) { return r.slice.offset.at(0) > 0; });
+  const auto second =
+      std::find_if(shards.begin(), shards.end(), [](const ShardRecord& r) { return r.slice.offset.at(0) > 0; });
   ASSERT_NE(second, shards.end());
   const ShardRecord& s = *second;
   const fs::path shard = iter_dir(7) / s.file;
@@ -260,7 +261,7 @@ TEST_F(Checkpoint, FlippedByteIsAChecksumMismatchNamingFileAndTensor) {
     f.seekp(std::streamoff(s.byte_offset + 3));
     f.write(&c, 1);
   }
-  CheckpointReader r = CheckpointReader::open(root());  // sizes still right: opens
+  CheckpointReader r = CheckpointReader::open(root());        // sizes still right: opens
   EXPECT_TRUE(same_bytes(r.read("wte"), tensors[0].second));  // other tensors unaffected
   expect_error([&] { r.read("h.0.mlp.fc.weight"); }, {"checksum mismatch", shard.string(), "h.0.mlp.fc.weight"});
   const int64_t n = tensors[3].second.dim(0);

@@ -50,7 +50,9 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 // A file laid out by hand: length, header (unpadded, as other writers may leave it), data.
-std::string st_file(const std::string& header, const std::string& data) { return u64_le(header.size()) + header + data; }
+std::string st_file(const std::string& header, const std::string& data) {
+  return u64_le(header.size()) + header + data;
+}
 
 // Expects `fn` to throw troupe::Error whose message contains every one of `parts`.
 template <typename Fn>
@@ -139,9 +141,9 @@ TEST_F(Safetensors, RoundTripsEveryDtypeAndEdgeShape) {
   Tensor empty = Tensor::host(DType::f32, {3, 0});
 
   // Larger elements first, as the reference writer orders them, so every view is aligned.
-  const std::vector<std::pair<std::string, Tensor>> tensors = {
-      {"i64", i64},   {"f32", f32}, {"i32", i32}, {"scalar", scalar}, {"empty", empty},
-      {"bf16", bf16}, {"f16", f16}, {"u8", u8}};
+  const std::vector<std::pair<std::string, Tensor>> tensors = {{"i64", i64},       {"f32", f32},     {"i32", i32},
+                                                               {"scalar", scalar}, {"empty", empty}, {"bf16", bf16},
+                                                               {"f16", f16},       {"u8", u8}};
   const std::map<std::string, std::string> metadata = {
       {"step", "100"}, {"quote\"back\\slash", "new\nline\ttab"}, {"unicode", "h\xc3\xa9llo"}};
   write_safetensors(file("rt.safetensors"), tensors, metadata);
@@ -191,8 +193,11 @@ TEST_F(Safetensors, OverwritesAtomicallyAndKeepsTheOldFileOnFailure) {
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 
   const std::string nowhere = file("no/such/dir/x.safetensors");
-  expect_error([&] { write_safetensors(nowhere, {{"a", Tensor::host_f32({1}, {1.0f})}}); },
-               {nowhere + ".tmp", "No such file or directory"});
+  expect_error(
+      [&] {
+        write_safetensors(nowhere, {{"a", Tensor::host_f32({1}, {1.0f})}});
+      },
+      {nowhere + ".tmp", "No such file or directory"});
 }
 
 // ---- lookups ------------------------------------------------------------------------------

@@ -147,7 +147,6 @@ class EventCompletionQueue final : public CompletionQueue {
   std::thread thread_;
 };
 
-
 // Two stages on one GPU: the receiver's stream waits for an event after the producing work
 // (just before the op that reads it), then reads the sender's buffer in place.
 class SameDeviceChannel final : public Channel {
@@ -171,7 +170,6 @@ class SameDeviceChannel final : public Channel {
   }
 };
 
-
 // Tied embeddings on two GPUs: an in-place sum over a two-rank communicator, each rank
 // enqueued on its own compute stream by its own stage thread.
 class NcclPairReducer final : public PairReducer {
@@ -188,8 +186,8 @@ class NcclPairReducer final : public PairReducer {
   void reduce(int rank, const Context& ctx, const Tensor& grad, std::function<void()> done) override {
     TROUPE_CHECK(rank == 0 || rank == 1, "NcclPairReducer: rank ", rank);
     TROUPE_CHECK(grad.dtype() == DType::f32, "NcclPairReducer: f32 gradients expected, got ", grad.str());
-    TROUPE_NCCL_CHECK(ncclAllReduce(grad.data(), grad.data(), size_t(grad.numel()), ncclFloat32, ncclSum,
-                                    comms_[rank], stream_of(ctx)));
+    TROUPE_NCCL_CHECK(ncclAllReduce(grad.data(), grad.data(), size_t(grad.numel()), ncclFloat32, ncclSum, comms_[rank],
+                                    stream_of(ctx)));
     done();  // the sum is in stream order before anything the holder enqueues next
   }
   void abort() override {

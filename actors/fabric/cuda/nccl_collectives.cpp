@@ -78,8 +78,8 @@ class LaunchBarrier {
 struct NcclGroup {
   std::string name;
   int size = 0;
-  std::vector<ncclComm_t> comms;  // per member, null elsewhere
-  std::vector<int> devices;       // per member, -1 elsewhere
+  std::vector<ncclComm_t> comms;          // per member, null elsewhere
+  std::vector<int> devices;               // per member, -1 elsewhere
   std::unique_ptr<LaunchBarrier> launch;  // launch_together with several local members, else null
   std::atomic<bool> aborted{false};
 

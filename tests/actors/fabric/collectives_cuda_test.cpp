@@ -49,7 +49,6 @@ const Context& gpu_ctx(int device) {
   return *ctx;
 }
 
-
 // Member m's input, rounded through `dtype` (so the CPU reference sees the same values).
 Tensor input(int member, int64_t n, DType dtype) {
   return round_through(random_normal({n}, 700 + uint64_t(member), 1.0f + 0.5f * float(member)), dtype);

@@ -19,7 +19,6 @@ namespace {
 using actors::make_cpu_group;
 using Group = std::vector<std::unique_ptr<Collectives>>;
 
-
 void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.nbytes(), b.nbytes()) << what;
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0) << what;

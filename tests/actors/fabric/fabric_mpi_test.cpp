@@ -38,7 +38,6 @@ Group make_group(const std::vector<int>& member_process, const std::string& name
   return fabric().make_group(member_process, contexts, options(name, timeout_ms));
 }
 
-
 // Every process can make every member's input.
 Tensor input(int member, int64_t n) { return random_normal({n}, 500 + uint64_t(member), 1.0f + float(member)); }
 

@@ -1,6 +1,6 @@
 // The monitor's wire format: every message type survives encode -> decode field for field
-// (NaN included); a hello from before `troupe serve` reads as a training run's; another schema version, an unknown type, a missing or mistyped field and
-// garbage bytes are rejected with errors that say what is wrong.
+// (NaN included); a hello from before `troupe serve` reads as a training run's; another schema version, an unknown
+// type, a missing or mistyped field and garbage bytes are rejected with errors that say what is wrong.
 #include <cmath>
 
 #include "actors/monitor/monitor_schema.hpp"
@@ -53,8 +53,10 @@ void expect_same_fields(const T& a, const T& b) {
     using V = std::decay_t<decltype(va)>;
     const V& vb = *static_cast<const V*>(values_b[i++]);
     if constexpr (std::is_same_v<V, double>) {
-      if (std::isnan(va)) EXPECT_TRUE(std::isnan(vb)) << key;
-      else EXPECT_EQ(va, vb) << key;
+      if (std::isnan(va))
+        EXPECT_TRUE(std::isnan(vb)) << key;
+      else
+        EXPECT_EQ(va, vb) << key;
     } else {
       EXPECT_EQ(va, vb) << key;
     }
@@ -74,13 +76,27 @@ void expect_round_trip(const T& body, uint64_t seq, bool repeat) {
 }
 
 MonitorTrace sample_trace() {
-  MonitorTrace t{.iteration = 2011, .schedule = "interleaved", .stages = 4, .chunks = 2, .microbatches = 8,
-                 .group_size = 4, .num_layers = 16, .dropped_events = 12, .events = {}};
-  schedules::TraceEvent f{.actor = "stage3", .device = 3, .stage = 3, .kind = schedules::EventKind::backward,
-                          .microbatch = 7, .chunk = 1, .iteration = 2011, .start_ns = 123456789012,
-                          .end_ns = 123456799012, .bytes = 0};
-  schedules::TraceEvent data{.actor = "data_loader", .kind = schedules::EventKind::data, .iteration = 2011,
-                             .start_ns = 5, .end_ns = 6};
+  MonitorTrace t{.iteration = 2011,
+                 .schedule = "interleaved",
+                 .stages = 4,
+                 .chunks = 2,
+                 .microbatches = 8,
+                 .group_size = 4,
+                 .num_layers = 16,
+                 .dropped_events = 12,
+                 .events = {}};
+  schedules::TraceEvent f{.actor = "stage3",
+                          .device = 3,
+                          .stage = 3,
+                          .kind = schedules::EventKind::backward,
+                          .microbatch = 7,
+                          .chunk = 1,
+                          .iteration = 2011,
+                          .start_ns = 123456789012,
+                          .end_ns = 123456799012,
+                          .bytes = 0};
+  schedules::TraceEvent data{
+      .actor = "data_loader", .kind = schedules::EventKind::data, .iteration = 2011, .start_ns = 5, .end_ns = 6};
   schedules::TraceEvent recv = f;
   recv.actor = "stage3.recv", recv.kind = schedules::EventKind::recv, recv.bytes = 1 << 20;
   t.events = {f, data, recv};
@@ -88,8 +104,15 @@ MonitorTrace sample_trace() {
 }
 
 MonitorStages sample_stages() {
-  return {.iteration = 2011, .start_ns = 1000, .end_ns = 1100, .busy_ns = {60, 50}, .communication_ns = {5, 10},
-          .data_ns = {3, 3}, .checkpoint_ns = {0, 0}, .optimizer_ns = {2, 2}, .idle_ns = {30, 35}};
+  return {.iteration = 2011,
+          .start_ns = 1000,
+          .end_ns = 1100,
+          .busy_ns = {60, 50},
+          .communication_ns = {5, 10},
+          .data_ns = {3, 3},
+          .checkpoint_ns = {0, 0},
+          .optimizer_ns = {2, 2},
+          .idle_ns = {30, 35}};
 }
 
 MonitorServing sample_serving() {
@@ -122,8 +145,14 @@ TEST(MonitorSchema, ATraceEventIsTheTraceFilesArray) {
   const std::string bytes = monitor_encode({.seq = 1, .body = sample_trace()});
   // The second event: actor "data_loader" (fixstr of 11: 0xab), device -1, stage -1, then its
   // kind 6 (0x06) made nil (0xc0).
-  const std::string good = std::string("\xab" "data_loader\xff\xff\x06", 15);
-  const std::string bad = std::string("\xab" "data_loader\xff\xff\xc0", 15);
+  const std::string good = std::string(
+      "\xab"
+      "data_loader\xff\xff\x06",
+      15);
+  const std::string bad = std::string(
+      "\xab"
+      "data_loader\xff\xff\xc0",
+      15);
   std::string patched_bytes = bytes;
   const size_t at = patched_bytes.find(good);
   ASSERT_NE(at, std::string::npos);
@@ -134,15 +163,14 @@ TEST(MonitorSchema, ATraceEventIsTheTraceFilesArray) {
   } catch (const Error& e) {
     err = e.what();
   }
-  EXPECT_NE(err.find("monitor message \"trace\": event 1: kind is nil, expected an integer"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("monitor message \"trace\": event 1: kind is nil, expected an integer"), std::string::npos) << err;
 }
 
 TEST(MonitorSchema, NaNAndEmptyValuesRoundTrip) {
   MonitorIteration it = sample_iteration();
   it.lm_loss = NAN;  // every iteration of the window was skipped
   it.grad_norm = NAN;
-  it.mfu = NAN;  // no peak known
+  it.mfu = NAN;             // no peak known
   it.memory_bytes.clear();  // CPU devices
   expect_round_trip(it, 18446744073709551615ull, false);
   MonitorHello h;  // all defaults, empty strings
@@ -186,17 +214,31 @@ TEST(MonitorSchema, AnotherVersionIsRejectedNamingBoth) {
 }
 
 TEST(MonitorSchema, UnknownTypeMissingAndMistypedFieldsAreNamed) {
-  const std::string end = monitor_encode({.seq = 1, .body = MonitorEnd{.iteration = 5, .reason = "completed", .detail = ""}});
+  const std::string end =
+      monitor_encode({.seq = 1, .body = MonitorEnd{.iteration = 5, .reason = "completed", .detail = ""}});
   // "end" -> "eNd": same length, a type version 1 does not have.
-  EXPECT_THROW(monitor_decode(patched(end, std::string("\xa3" "end", 4), std::string("\xa3" "eNd", 4))),
+  EXPECT_THROW(monitor_decode(patched(end,
+                                      std::string("\xa3"
+                                                  "end",
+                                                  4),
+                                      std::string("\xa3"
+                                                  "eNd",
+                                                  4))),
                UnknownMonitorType);
-  std::string err = decode_error(patched(end, std::string("\xa3" "end", 4), std::string("\xa3" "eNd", 4)));
+  std::string err = decode_error(patched(end,
+                                         std::string("\xa3"
+                                                     "end",
+                                                     4),
+                                         std::string("\xa3"
+                                                     "eNd",
+                                                     4)));
   EXPECT_NE(err.find("unknown monitor message type \"eNd\""), std::string::npos) << err;
   // "reason" -> "reasoN": the field is missing (and the unknown key is ignored).
   err = decode_error(patched(end, std::string("\xa6reason", 7), std::string("\xa6reasoN", 7)));
   EXPECT_NE(err.find("\"end\" lacks the field \"reason\""), std::string::npos) << err;
   // iteration 7 (positive fixint 0x07) -> true (0xc3): a boolean where an integer belongs.
-  const std::string it = monitor_encode({.seq = 1, .body = MonitorValidation{.iteration = 7, .lm_loss = 1, .ppl = 2.7}});
+  const std::string it =
+      monitor_encode({.seq = 1, .body = MonitorValidation{.iteration = 7, .lm_loss = 1, .ppl = 2.7}});
   err = decode_error(patched(it, std::string("\xa9iteration\x07", 11), std::string("\xa9iteration\xc3", 11)));
   EXPECT_NE(err.find("\"validation\": \"iteration\" is a boolean, expected an integer"), std::string::npos) << err;
 }

@@ -64,8 +64,15 @@ TEST(MonitorTransport, UnknownMessageTypesAreSkipped) {
   MonitorPublisher pub("tcp://127.0.0.1:*", 16);
   MonitorSubscriber sub(pub.endpoint());
   await_subscription(pub);
-  std::string unknown = monitor_encode({.seq = 1, .body = MonitorEnd{.iteration = 5, .reason = "completed", .detail = ""}});
-  const std::string from("\xa3" "end", 4), to("\xa3" "eNd", 4);  // a type version 1 does not have
+  std::string unknown =
+      monitor_encode({.seq = 1, .body = MonitorEnd{.iteration = 5, .reason = "completed", .detail = ""}});
+  const std::string from(
+      "\xa3"
+      "end",
+      4),
+      to("\xa3"
+         "eNd",
+         4);  // a type version 1 does not have
   const size_t at = unknown.find(from);
   ASSERT_NE(at, std::string::npos);
   unknown.replace(at, from.size(), to);
@@ -218,19 +225,19 @@ TEST(TraceQueue, BoundsTheEventsInFlightAndCountsDrops) {
   EXPECT_TRUE(q.try_push(6));
   EXPECT_FALSE(q.try_push(5));  // 11 > 10: the whole batch is dropped, and counted
   EXPECT_EQ(q.dropped(), 5);
-  EXPECT_TRUE(q.try_push(4));   // exactly full
+  EXPECT_TRUE(q.try_push(4));  // exactly full
   EXPECT_FALSE(q.try_push(1));
-  q.pop(6);                     // the monitor took the first batch
+  q.pop(6);  // the monitor took the first batch
   EXPECT_TRUE(q.try_push(6));
   EXPECT_EQ(q.dropped(), 6);
 }
 
 TEST(MetricsHttpServer, ServesItsRoutesOnlyAndExactly) {
-  MetricsHttpServer http("127.0.0.1", 0,
-                         {{"/metrics", "text/plain; version=0.0.4; charset=utf-8",
-                           [] { return std::string("troupe_iteration 7\n"); }},
-                          {"/health", "application/json", [] { return std::string("{\"status\": \"training\"}\n"); }},
-                          {"/api/history", "application/json", [] { return std::string("{}"); }}});
+  MetricsHttpServer http(
+      "127.0.0.1", 0,
+      {{"/metrics", "text/plain; version=0.0.4; charset=utf-8", [] { return std::string("troupe_iteration 7\n"); }},
+       {"/health", "application/json", [] { return std::string("{\"status\": \"training\"}\n"); }},
+       {"/api/history", "application/json", [] { return std::string("{}"); }}});
   ASSERT_GT(http.port(), 0);
   const test::HttpResponse metrics = http_get("127.0.0.1", http.port(), "/metrics");
   EXPECT_EQ(metrics.status, 200);

@@ -119,8 +119,7 @@ TEST(CompletionStream, ClientThatLeavesCancelsItsRequestAndFreesItsBlocks) {
       << "the running request holds blocks";
   EXPECT_EQ(s.pool.stats().pending, 1);
   c.reset();  // closes the socket mid-stream
-  EXPECT_TRUE(s.wait_for(
-      [](const actors::PoolStats& st) { return st.pending == 0 && st.free_kv_blocks == 160; }, 10s))
+  EXPECT_TRUE(s.wait_for([](const actors::PoolStats& st) { return st.pending == 0 && st.free_kv_blocks == 160; }, 10s))
       << "pending " << s.pool.stats().pending << ", free blocks " << s.pool.stats().free_kv_blocks;
   EXPECT_EQ(s.pool.stats().cancelled, 1);
 }
@@ -133,7 +132,8 @@ TEST(CompletionStream, FullPoolAnswers503) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   for (int i = 0; i < 5; ++i) {
-    s.pool.submit({{1, 2, 3}, {.max_tokens = 2}}, [released](const TokenEvent&) { released.wait(); }, nullptr);
+    s.pool.submit(
+        {{1, 2, 3}, {.max_tokens = 2}}, [released](const TokenEvent&) { released.wait(); }, nullptr);
   }
   EXPECT_THROW(s.pool.submit({{1, 2, 3}, {.max_tokens = 2}}, nullptr, nullptr), actors::PoolFull);
   for (const char* path : {"/v1/completions", "/api"}) {

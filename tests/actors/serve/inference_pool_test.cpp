@@ -47,7 +47,7 @@ TEST_F(PoolFixture, ConcurrentRequestsGetTheirOwnTokens) {
       for (size_t i = size_t(t); i < reqs.size(); i += 4) f.push_back(pool.generate_async(reqs[i]));
       for (size_t k = 0, i = size_t(t); i < reqs.size(); i += 4, ++k) got[i] = f[k].get().tokens;
     });
-    EXPECT_THROW(pool.generate({{}, {}}), Error);  // an empty prompt: the engine refuses it
+    EXPECT_THROW(pool.generate({{}, {}}), Error);      // an empty prompt: the engine refuses it
     EXPECT_EQ(pool.generate(reqs[0]).tokens, got[0]);  // the pool still works
   }
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], alone(reqs[i])) << "request " << i;
@@ -104,8 +104,9 @@ TEST_F(PoolFixture, HttpApis) {
   };
 
   // Megatron's legacy API: text = prompt + completion, tokens = prompt + generated ids.
-  const HttpResponse r = call("PUT", "/api", {{"prompts", {"Hello there", "A"}}, {"tokens_to_generate", 5},
-                                              {"temperature", 0}, {"logprobs", true}});
+  const HttpResponse r =
+      call("PUT", "/api",
+           {{"prompts", {"Hello there", "A"}}, {"tokens_to_generate", 5}, {"temperature", 0}, {"logprobs", true}});
   ASSERT_EQ(r.status, 200) << r.body;
   const json a = json::parse(r.body);
   ASSERT_EQ(a["text"].size(), 2u);
@@ -117,17 +118,18 @@ TEST_F(PoolFixture, HttpApis) {
   EXPECT_EQ(a["text"][0].get<std::string>(), "Hello there" + tok.decode(gen));
   EXPECT_EQ(a["logprobs"][0].size(), gen.size());
 
-  for (const json& bad : {json{{"tokens_to_generate", 5}}, json{{"prompts", "x"}},
-                          json{{"prompts", {"x"}}, {"top_k", 2}, {"top_p", 0.5}},
-                          json{{"prompts", {"x"}}, {"max_len", 3}}, json{{"prompts", {"x"}}, {"temperature", -1}}}) {
+  for (const json& bad :
+       {json{{"tokens_to_generate", 5}}, json{{"prompts", "x"}}, json{{"prompts", {"x"}}, {"top_k", 2}, {"top_p", 0.5}},
+        json{{"prompts", {"x"}}, {"max_len", 3}}, json{{"prompts", {"x"}}, {"temperature", -1}}}) {
     const HttpResponse e = call("PUT", "/api", bad);
     EXPECT_EQ(e.status, 400) << bad.dump() << " -> " << e.body;
   }
   EXPECT_EQ(http_request("PUT", "127.0.0.1", http.port(), "/api", "{not json").status, 400);
 
   // OpenAI completions: greedy, echo, log-probs, usage; a stop string cuts the text.
-  const HttpResponse c = call("POST", "/v1/completions", {{"prompt", "Hello there"}, {"max_tokens", 5},
-                                                          {"temperature", 0}, {"logprobs", 1}, {"echo", true}});
+  const HttpResponse c =
+      call("POST", "/v1/completions",
+           {{"prompt", "Hello there"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 1}, {"echo", true}});
   ASSERT_EQ(c.status, 200) << c.body;
   const json o = json::parse(c.body);
   EXPECT_EQ(o["object"], "text_completion");
@@ -140,8 +142,9 @@ TEST_F(PoolFixture, HttpApis) {
   EXPECT_EQ(o["usage"]["total_tokens"], prompt.size() + gen.size());
   const std::string text = tok.decode(gen);
   const std::string stop = text.substr(text.size() / 2, 2);
-  const json s = json::parse(call("POST", "/completions", {{"prompt", {"Hello there"}}, {"max_tokens", 5},
-                                                           {"temperature", 0}, {"stop", stop}}).body);
+  const json s = json::parse(
+      call("POST", "/completions", {{"prompt", {"Hello there"}}, {"max_tokens", 5}, {"temperature", 0}, {"stop", stop}})
+          .body);
   EXPECT_EQ(s["choices"][0]["text"].get<std::string>(), text.substr(0, text.find(stop)));
   EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(call("POST", "/v1/completions", {{"prompt", "x"}, {"n", 2}}).status, 400);

@@ -25,8 +25,12 @@ struct Engine {
 };
 
 TokenEvent token(bool finish = false) {
-  return {.request = 0, .has_token = true, .token = 1, .logprob = 0,
-          .finish = finish ? FinishReason::length : FinishReason::none, .stop_text_bytes = 0};
+  return {.request = 0,
+          .has_token = true,
+          .token = 1,
+          .logprob = 0,
+          .finish = finish ? FinishReason::length : FinishReason::none,
+          .stop_text_bytes = 0};
 }
 
 TEST(ServingStats, NearestRankQuantiles) {
@@ -56,8 +60,13 @@ TEST(ServingStats, AWorkerTimesRequestsAndReportsItsEngine) {
   RequestTiming b{.submitted = t0 + 40ms};
   stats.on_token(b, token(true), 2, t0 + 50ms);
   RequestTiming c{.submitted = t0};
-  stats.on_token(c, {.request = 2, .has_token = false, .token = 0, .logprob = 0, .finish = FinishReason::cancelled,
-                     .stop_text_bytes = 0},
+  stats.on_token(c,
+                 {.request = 2,
+                  .has_token = false,
+                  .token = 0,
+                  .logprob = 0,
+                  .finish = FinishReason::cancelled,
+                  .stop_text_bytes = 0},
                  3, t0 + 60ms);
   stats.on_failed();
   // A request in the engine holds blocks: prompt 5 + max_tokens 6 = 11 tokens = 3 blocks of 4.
@@ -93,9 +102,17 @@ TEST(ServingStats, AWorkerTimesRequestsAndReportsItsEngine) {
 
 WorkerServingReport report(int worker, int64_t running, int64_t requests, int64_t tokens,
                            std::vector<RequestLatency> latencies = {}) {
-  return {.worker = worker, .waiting = 0, .running = running, .kv_blocks_used = 10 * running, .kv_blocks_total = 100,
-          .steps = tokens, .requests = requests, .failed_requests = 0, .prompt_tokens = 3 * requests,
-          .generated_tokens = tokens, .latencies = std::move(latencies)};
+  return {.worker = worker,
+          .waiting = 0,
+          .running = running,
+          .kv_blocks_used = 10 * running,
+          .kv_blocks_total = 100,
+          .steps = tokens,
+          .requests = requests,
+          .failed_requests = 0,
+          .prompt_tokens = 3 * requests,
+          .generated_tokens = tokens,
+          .latencies = std::move(latencies)};
 }
 
 TEST(ServingStats, TheAggregateSumsTheLatestReportsOfEachWorker) {

@@ -125,7 +125,8 @@ std::vector<Reshard> reshards() {
   const Layout tp2pp2{.T = 2, .P = 2}, tp2pp2dp2{2, 2, 2, true, true};
   std::vector<Reshard> out;
   for (const Layout& saver : {tp2pp2, tp2pp2dp2})
-    for (const Layout& loader : {Layout{}, Layout{.P = 4}, Layout{.T = 4}, Layout{.D = 4, .dist = true}, Layout{.D = 4}})
+    for (const Layout& loader :
+         {Layout{}, Layout{.P = 4}, Layout{.T = 4}, Layout{.D = 4, .dist = true}, Layout{.D = 4}})
       out.push_back({saver, loader});
   return out;
 }
@@ -152,7 +153,8 @@ TEST(CheckpointLayout, TensorsAreGlobal) {
   const Tensor saved = actors::read_checkpoint_params(dir / "c", whole);
   const Tensor live = run.gather_weights();
   for (const ParamInfo& p : whole.params()) {
-    const int64_t n = p.name == "embedding.word_embeddings.weight" ? t.model.vocab_size * t.model.hidden_size : p.numel();
+    const int64_t n =
+        p.name == "embedding.word_embeddings.weight" ? t.model.vocab_size * t.model.hidden_size : p.numel();
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(saved.data_as<float>()[p.offset + i], live.data_as<float>()[p.offset + i]) << p.name << " at " << i;
   }
@@ -255,7 +257,7 @@ TEST(CheckpointOptions, RngAndFinetune) {
   const auto [it_norng, without_rng] = losses_after_load({.rng = false}, 999, consumed);
   EXPECT_EQ(it_rng, 5);
   EXPECT_EQ(it_norng, 5);
-  EXPECT_EQ(with_rng[0].loss, want[0].loss);  // the checkpoint's seed
+  EXPECT_EQ(with_rng[0].loss, want[0].loss);     // the checkpoint's seed
   EXPECT_NE(without_rng[0].loss, want[0].loss);  // other dropout masks
   const auto [it_ft, finetuned] = losses_after_load({.finetune = true}, 4321, 0);
   EXPECT_EQ(it_ft, 0);

@@ -81,8 +81,7 @@ class GradReducerProtocol : public ::testing::Test {
     worker_ = make_worker();
     comm_ = std::make_unique<Context>(Context::cpu());
     group_ = std::make_unique<RecordingGroup>(worker_->model(0).grads());
-    reducer_ = actors::spawn_grad_reducer(*system_, {worker_, comm_.get(), group_.get()},
-                                          actors::SpawnMode::scheduled);
+    reducer_ = actors::spawn_grad_reducer(*system_, {worker_, comm_.get(), group_.get()}, actors::SpawnMode::scheduled);
     stage_ = system_->spawn(fake_stage_fn, &log_, reducer_);
     sched_->run();  // both initialized
   }

@@ -136,8 +136,7 @@ TEST_F(LoaderProtocol, RunningOutAnswersADataErrorWithTheUsersSentence) {
   ASSERT_FALSE(a.batches);
   EXPECT_TRUE(actors::is_run_error(a.error, actors::RunError::data)) << to_string(a.error);
   const std::string text = system_->render(a.error);
-  EXPECT_EQ(text.rfind("data loader: the training data ran out after 12 samples (12 in the dataset)", 0), 0u)
-      << text;
+  EXPECT_EQ(text.rfind("data loader: the training data ran out after 12 samples (12 in the dataset)", 0), 0u) << text;
 
   a = ask(false, 100);  // more validation batches than there are
   EXPECT_TRUE(actors::is_run_error(a.error, actors::RunError::data)) << to_string(a.error);

@@ -25,11 +25,10 @@ TEST(ParallelCuda, LayoutsMatchOneGpu) {
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL groups put one rank on each)";
   const int iters = 6;
   const std::vector<IterationStats> ref = train_iterations(gpu_config(1, 1), iters);
-  const Layout layouts[] = {{2, 1, 1, false, false, false}, {2, 1, 1, true, false, false},
-                            {1, 1, 2, false, false, true},  {1, 1, 2, false, true, true},
-                            {2, 1, 2, true, true, true},    {4, 1, 1, true, false, false},
-                            {1, 1, 4, false, false, true},  {2, 2, 1, true, false, false},
-                            {1, 2, 2, false, true, true}};
+  const Layout layouts[] = {
+      {2, 1, 1, false, false, false}, {2, 1, 1, true, false, false}, {1, 1, 2, false, false, true},
+      {1, 1, 2, false, true, true},   {2, 1, 2, true, true, true},   {4, 1, 1, true, false, false},
+      {1, 1, 4, false, false, true},  {2, 2, 1, true, false, false}, {1, 2, 2, false, true, true}};
   int ran = 0;
   for (const Layout& l : layouts) {
     if (l.T * l.P * l.D > gpus) continue;

@@ -48,7 +48,7 @@ inline GptConfig tiny_model(bool llama) {
   c.seq_length = 16;
   c.vocab_size = 200;
   c.make_vocab_size_divisible_by = 8;
-  c.hidden_dropout = 0.1f;  // dropout streams must match the single device's too
+  c.hidden_dropout = 0.1f;     // dropout streams must match the single device's too
   c.attention_dropout = 0.0f;  // not implemented in the model
   return c;
 }
@@ -160,17 +160,18 @@ inline void expect_parity(const std::string& label, const actors::TrainingConfig
     EXPECT_EQ(s.tokens, r.tokens);
     EXPECT_DOUBLE_EQ(s.lr, r.lr);
     EXPECT_LT(rel(s.loss, r.loss), tol.loss) << "iteration " << it + 1 << ": " << s.loss << " vs " << r.loss;
-    EXPECT_LT(rel(s.grad_norm, r.grad_norm), tol.grad_norm) << "iteration " << it + 1 << ": " << s.grad_norm << " vs "
-                                                   << r.grad_norm;
+    EXPECT_LT(rel(s.grad_norm, r.grad_norm), tol.grad_norm)
+        << "iteration " << it + 1 << ": " << s.grad_norm << " vs " << r.grad_norm;
     if (std::getenv("TROUPE_TEST_VERBOSE"))
       std::printf("  iteration %d: loss %.9f vs %.9f, grad norm %.9f vs %.9f\n", it + 1, s.loss, r.loss, s.grad_norm,
                   r.grad_norm);
     worst_loss = std::max(worst_loss, rel(s.loss, r.loss));
     worst_norm = std::max(worst_norm, rel(s.grad_norm, r.grad_norm));
     if (it == iters - 1)
-      std::printf("%s: iteration 1 loss %.6f, iteration %d loss %.6f; max relative difference to one device: "
-                  "loss %.2e, grad norm %.2e\n",
-                  label.c_str(), ref.stats[0].loss, it + 1, s.loss, worst_loss, worst_norm);
+      std::printf(
+          "%s: iteration 1 loss %.6f, iteration %d loss %.6f; max relative difference to one device: "
+          "loss %.2e, grad norm %.2e\n",
+          label.c_str(), ref.stats[0].loss, it + 1, s.loss, worst_loss, worst_norm);
   }
   EXPECT_EQ(run.iteration(), iters);
   EXPECT_EQ(run.consumed_samples(), iters * config.global_batch_size);

@@ -12,7 +12,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 GptConfig small(HfArch arch) {
   GptConfig c = arch == HfArch::gpt2 ? GptConfig::preset("gpt2-tiny") : GptConfig::preset("llama-tiny");
   c.num_layers = 2;

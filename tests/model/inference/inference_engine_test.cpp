@@ -78,7 +78,8 @@ TEST_P(EngineBatching, TogetherEqualsAlone) {
   Model m(GetParam());
   const std::vector<GenerationRequest> requests = mixed_requests();
   std::vector<Outcome> alone;
-  for (const GenerationRequest& r : requests) alone.push_back(run(m.model, {r}, {.num_blocks = 16, .block_size = 4})[0]);
+  for (const GenerationRequest& r : requests)
+    alone.push_back(run(m.model, {r}, {.num_blocks = 16, .block_size = 4})[0]);
   // Budgets that make requests wait: 24 tokens a step, 3 sequences, 14 blocks of 4 tokens.
   int64_t max_running = 0;
   const std::vector<Outcome> together =
@@ -190,9 +191,9 @@ TEST(Engine, CancellationFreesBlocksAndLeavesOthersAlone) {
 TEST(Engine, RequestsThatCanNeverRunAreErrors) {
   Model m(false);
   InferenceEngine engine(m.model, {.num_blocks = 4, .block_size = 4, .max_tokens_per_step = 16});
-  EXPECT_THROW(engine.add_request({{}, {}}, nullptr), Error);                                      // empty prompt
-  EXPECT_THROW(engine.add_request({prompt(17, 1), {.max_tokens = 1}}, nullptr), Error);           // > step budget
-  EXPECT_THROW(engine.add_request({prompt(8, 1), {.max_tokens = 9}}, nullptr), Error);            // 17 tokens > 4 blocks
+  EXPECT_THROW(engine.add_request({{}, {}}, nullptr), Error);                            // empty prompt
+  EXPECT_THROW(engine.add_request({prompt(17, 1), {.max_tokens = 1}}, nullptr), Error);  // > step budget
+  EXPECT_THROW(engine.add_request({prompt(8, 1), {.max_tokens = 9}}, nullptr), Error);   // 17 tokens > 4 blocks
   EXPECT_THROW(engine.add_request({prompt(8, 1), {.top_k = 3, .top_p = 0.5f}}, nullptr), Error);  // sampling
   EXPECT_THROW(engine.add_request({prompt(8, 1), {.stop_strings = {"x"}}}, nullptr), Error);      // no detokenizer
   const int32_t vocab = int32_t(m.model.config().vocab_size);

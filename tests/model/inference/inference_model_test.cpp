@@ -12,9 +12,7 @@ namespace troupe::test {
 namespace {
 
 // Random weights everywhere (biases and norm weights too, so every path counts).
-Tensor weights(const GptConfig& c) {
-  return random_normal({ParamLayout(c, ChunkSpec::whole_model()).size()}, 5, 0.3f);
-}
+Tensor weights(const GptConfig& c) { return random_normal({ParamLayout(c, ChunkSpec::whole_model()).size()}, 5, 0.3f); }
 
 // The training forward's logits [T, Vp] for one sequence.
 Tensor chunk_logits(const GptConfig& c, const Tensor& w, const std::vector<int32_t>& tokens) {

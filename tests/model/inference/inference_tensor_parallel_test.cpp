@@ -37,14 +37,15 @@ void run_script(InferenceModel& model, KvCache& cache, const std::function<void(
     return std::span(t).subspan(size_t(from), size_t(n));
   };
   check(0, model.forward(std::vector<SequenceInput>{{span(a, 0, 7), 0, ba}, {span(b, 0, 5), 0, bb}}, cache));
-  check(1, model.forward(std::vector<SequenceInput>{{span(a, 7, 1), 7, ba}, {span(b, 5, 1), 5, bb}, {span(c, 0, 6), 0, bc}},
-                         cache));
+  check(1,
+        model.forward(
+            std::vector<SequenceInput>{{span(a, 7, 1), 7, ba}, {span(b, 5, 1), 5, bb}, {span(c, 0, 6), 0, bc}}, cache));
   for (int step = 2; step <= 4; ++step) {
     const int64_t i = step - 2;
-    check(step, model.forward(std::vector<SequenceInput>{{span(a, 8 + i, 1), 8 + i, ba},
-                                                         {span(b, 6 + i, 1), 6 + i, bb},
-                                                         {span(c, 6 + i, 1), 6 + i, bc}},
-                              cache));
+    check(step, model.forward(
+                    std::vector<SequenceInput>{
+                        {span(a, 8 + i, 1), 8 + i, ba}, {span(b, 6 + i, 1), 6 + i, bb}, {span(c, 6 + i, 1), 6 + i, bc}},
+                    cache));
   }
   cache.release(ba);
   cache.release(bb);

@@ -25,7 +25,7 @@ TEST_P(SamplerMatchesEngine, SameTokensForTheSameSeed) {
   model.load_weights(w);
 
   std::vector<SamplingParams> settings(3);
-  settings[0].temperature = 0.0f;  // greedy
+  settings[0].temperature = 0.0f;               // greedy
   settings[1] = training_sample_params(12, 7);  // what `troupe train --sample-tokens` uses
   settings[2].top_k = 5;
   settings[2].seed = 99;

@@ -147,7 +147,10 @@ TEST(StopStrings, EarliestMatchAndOnlyNewText) {
   EXPECT_EQ(find_stop_string("abEND x\n\n", stops), 2u);
   EXPECT_EQ(find_stop_string("ab\n\nEND", stops), 2u);
   // A match straddling the old/new boundary is found; one wholly in old text is not.
-  EXPECT_EQ(find_stop_string("xxEN" "D", stops, 4), 2u);
+  EXPECT_EQ(find_stop_string("xxEN"
+                             "D",
+                             stops, 4),
+            2u);
   EXPECT_EQ(find_stop_string("END....", stops, 5), std::string::npos);
 }
 

@@ -18,7 +18,7 @@ TEST(DynamicLossScaler, MegatronDefaults) {
   EXPECT_EQ(s.options().window, 1000);
   EXPECT_EQ(s.options().hysteresis, 2);
   for (int i = 0; i < 999; ++i) ASSERT_FALSE(s.update(false));
-  EXPECT_EQ(s.scale(), k2to32);   // 999 clean steps: not yet
+  EXPECT_EQ(s.scale(), k2to32);  // 999 clean steps: not yet
   EXPECT_FALSE(s.update(false));
   EXPECT_EQ(s.scale(), 2 * k2to32);  // the 1000th doubles it
 }
@@ -32,20 +32,14 @@ struct Step {
 TEST(DynamicLossScaler, HysteresisAndGrowthTrajectory) {
   DynamicLossScaler s({/*initial_scale=*/1024.0f, /*min_scale=*/1.0f, /*window=*/3, /*hysteresis=*/2});
   const Step steps[] = {
-      {true, 1024},   // 1st inf: tolerated (hysteresis 2 -> 1)
-      {false, 1024},  // a clean step does NOT restore the hysteresis budget
-      {true, 512},    // 2nd inf: budget spent -> halve
-      {true, 256},    // and every further inf halves again
-      {false, 256},
-      {false, 256},
-      {false, 512},   // 3 clean in a row: double, budget back to 2
-      {true, 512},    // tolerated again
-      {false, 512},
-      {false, 512},
-      {true, 256},    // 2nd inf since the growth; also restarts the clean-step count
-      {false, 256},
-      {false, 256},
-      {false, 512},
+      {true, 1024},                               // 1st inf: tolerated (hysteresis 2 -> 1)
+      {false, 1024},                              // a clean step does NOT restore the hysteresis budget
+      {true, 512},                                // 2nd inf: budget spent -> halve
+      {true, 256},                                // and every further inf halves again
+      {false, 256},  {false, 256}, {false, 512},  // 3 clean in a row: double, budget back to 2
+      {true, 512},                                // tolerated again
+      {false, 512},  {false, 512}, {true, 256},   // 2nd inf since the growth; also restarts the clean-step count
+      {false, 256},  {false, 256}, {false, 512},
   };
   int i = 0;
   for (const Step& step : steps) {

@@ -28,10 +28,14 @@ TEST(TrainingRun, LossFallsBySeveralNatsOnMobyDick) {
   c.vocab_size = tokenizer->vocab_size();
   GptChunk model(cpu(), c, ChunkSpec::whole_model(), DType::f32);
   model.init_weights(1234);
-  Optimizer optimizer(model, {.adam = {.lr = 0, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
-                              .clip_grad = 1.0f});
+  Optimizer optimizer(
+      model, {.adam = {.lr = 0, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f}, .clip_grad = 1.0f});
   const int64_t iters = 150;
-  LrSchedule schedule{.lr = 5e-3, .min_lr = 5e-4, .warmup_init = 0, .warmup_iters = 10, .decay_iters = iters,
+  LrSchedule schedule{.lr = 5e-3,
+                      .min_lr = 5e-4,
+                      .warmup_init = 0,
+                      .warmup_iters = 10,
+                      .decay_iters = iters,
                       .style = LrDecayStyle::cosine};
   Trainer trainer(model, optimizer, schedule);
 
