@@ -2,6 +2,7 @@
 #include "schedules/replay.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -82,10 +83,10 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
     }
   }
   const double n = double(r.iterations.size());
-  r.stats.step_ns = int64_t(step / n + 0.5);
+  r.stats.step_ns = int64_t(std::llround(step / n));
   r.stats.bubble_fraction = bubble / n;
   for (int p = 0; p < P; ++p) {
-    r.stats.stages[size_t(p)].busy_ns = int64_t(busy[size_t(p)] / n + 0.5);
+    r.stats.stages[size_t(p)].busy_ns = int64_t(std::llround(busy[size_t(p)] / n));
     r.stats.stages[size_t(p)].idle_ns = r.stats.step_ns - r.stats.stages[size_t(p)].busy_ns;
   }
   r.theory_bubble = theoretical_bubble(trace.header.schedule, trace.header.shape);

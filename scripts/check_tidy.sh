@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # clang-tidy (.clang-tidy: checks that find bugs) over our C++ sources, with the build's
 # compile_commands.json. By default only the sources the newest commit changed (and those not
-# committed yet): a whole-tree run (--all) takes about 15 min on 2 cores, too long for every
+# committed yet): a whole-tree run (--all) takes about 8 min on 2 cores, too long for every
 # CI run, so each commit is checked as it lands and --all is run after large changes.
 # Usage: scripts/check_tidy.sh [BUILD_DIR] [--all]
 set -euo pipefail
