@@ -100,4 +100,31 @@ int metrics_port(const std::string& log) {
   return at == std::string::npos ? -1 : std::stoi(log.substr(at + label.size()));
 }
 
+std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
+                                "--mock-data",
+                                "--model",
+                                "gpt2-tiny",
+                                "--device",
+                                "cpu",
+                                "--vocab-file",
+                                source_path("assets/gpt2/gpt2-vocab.json"),
+                                "--merge-file",
+                                source_path("assets/gpt2/gpt2-merges.txt"),
+                                "--seq-length",
+                                "32",
+                                "--micro-batch-size",
+                                "1",
+                                "--global-batch-size",
+                                "1",
+                                "--train-iters",
+                                std::to_string(iters),
+                                "--eval-iters",
+                                "0",
+                                "--log-interval",
+                                "1"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 }  // namespace troupe::test

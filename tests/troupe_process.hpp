@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ class Troupe {
 };
 
 // The name the inference branch's tests use (tests/apps/generate_command_test.cpp).
+
+// `troupe train` of the tiny GPT-2 on random tokens, on the CPU: sequence 32, one sample per
+// iteration, `iters` iterations, no evaluation, a log line every iteration; then `extra`.
+std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::string>& extra);
 
 // A whole file's bytes ("" when it cannot be read).
 std::string read_file(const std::string& path);

@@ -30,32 +30,8 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 std::vector<std::string> train_args(const std::string& save, int64_t iters, std::vector<std::string> extra) {
-  std::vector<std::string> a = {"train",
-                                "--mock-data",
-                                "--model",
-                                "gpt2-tiny",
-                                "--device",
-                                "cpu",
-                                "--vocab-file",
-                                source_path("assets/gpt2/gpt2-vocab.json"),
-                                "--merge-file",
-                                source_path("assets/gpt2/gpt2-merges.txt"),
-                                "--seq-length",
-                                "32",
-                                "--micro-batch-size",
-                                "1",
-                                "--global-batch-size",
-                                "1",
-                                "--train-iters",
-                                std::to_string(iters),
-                                "--eval-iters",
-                                "0",
-                                "--log-interval",
-                                "1",
-                                "--save",
-                                save};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
+  extra.insert(extra.begin(), {"--save", save});
+  return tiny_train_args(iters, extra);
 }
 
 // Reads every tensor of the tracker's checkpoint (each shard's checksum is verified on first use).

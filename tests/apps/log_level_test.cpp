@@ -15,32 +15,8 @@ namespace {
 using namespace std::chrono_literals;
 
 std::vector<std::string> tp2_train(std::vector<std::string> extra) {
-  std::vector<std::string> a = {"train",
-                                "--mock-data",
-                                "--model",
-                                "gpt2-tiny",
-                                "--device",
-                                "cpu",
-                                "--tensor-model-parallel-size",
-                                "2",
-                                "--vocab-file",
-                                source_path("assets/gpt2/gpt2-vocab.json"),
-                                "--merge-file",
-                                source_path("assets/gpt2/gpt2-merges.txt"),
-                                "--seq-length",
-                                "32",
-                                "--micro-batch-size",
-                                "1",
-                                "--global-batch-size",
-                                "1",
-                                "--train-iters",
-                                "1",
-                                "--eval-iters",
-                                "0",
-                                "--log-interval",
-                                "1"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
+  extra.insert(extra.begin(), {"--tensor-model-parallel-size", "2"});
+  return tiny_train_args(1, extra);
 }
 
 const char* const kGroupLine = "[debug] fabric: group 'the tensor-parallel group of stage 0, data rank 0': 2 members";
