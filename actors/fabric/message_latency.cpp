@@ -14,23 +14,36 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 
-caf::behavior pong_fn(caf::event_based_actor* self) {
+// Pong: (ping_atom, int64 i) from ping; sends (pong_atom, i) back to the sender.
+using pong_actor = caf::typed_actor<caf::reacts_to<ping_atom, int64_t>>;
+
+// Whoever starts ping (the measuring scoped actor): gets the total time in ns.
+using latency_listener = caf::typed_actor<caf::reacts_to<double>>;
+
+// Ping: (start_atom, pong, int64 n) from the measuring actor: n round trips with pong, then the
+// total time (double, ns) to that sender; (pong_atom, int64 i) from pong: one round trip done.
+using ping_actor =
+    caf::typed_actor<caf::reacts_to<start_atom, pong_actor, int64_t>, caf::reacts_to<pong_atom, int64_t>>;
+
+pong_actor::behavior_type pong_fn(pong_actor::pointer self) {
   return {[self](ping_atom, int64_t i) {
-    self->send(caf::actor_cast<caf::actor>(self->current_sender()), pong_atom::value, i);
+    self->send(caf::actor_cast<ping_actor>(self->current_sender()), pong_atom::value, i);
   }};
 }
 
 struct PingState {
   int64_t left = 0;
   std::chrono::steady_clock::time_point t0;
-  caf::actor pong, report_to;
+  pong_actor pong;
+  latency_listener report_to;
 };
 
-caf::behavior ping_fn(caf::stateful_actor<PingState>* self) {
+ping_actor::behavior_type ping_fn(ping_actor::stateful_pointer<PingState> self) {
   return {
-      [self](start_atom, caf::actor pong, int64_t n) {
+      [self](start_atom, pong_actor pong, int64_t n) {
         self->state.pong = pong;
-        self->state.report_to = caf::actor_cast<caf::actor>(self->current_sender());
+        // A sender is untyped in CAF: the measuring actor handles the double it is sent.
+        self->state.report_to = caf::actor_cast<latency_listener>(self->current_sender());
         self->state.left = n;
         self->state.t0 = std::chrono::steady_clock::now();
         self->send(pong, ping_atom::value, int64_t(0));
@@ -53,8 +66,8 @@ caf::behavior ping_fn(caf::stateful_actor<PingState>* self) {
 template <caf::spawn_options Options>
 double round_trip_us(caf::actor_system& system, int64_t n) {
   caf::scoped_actor self{system};
-  caf::actor pong = system.spawn<Options>(pong_fn);
-  caf::actor ping = system.spawn<Options>(ping_fn);
+  pong_actor pong = system.spawn<Options>(pong_fn);
+  ping_actor ping = system.spawn<Options>(ping_fn);
   double ns = 0;
   self->send(ping, start_atom::value, pong, n);
   self->receive(

@@ -18,9 +18,6 @@ namespace troupe::actors {
 
 namespace {
 
-// To itself: look for new subscribers, re-send the snapshot when due.
-using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
-
 // How often the actor checks for new subscribers: a subscriber waits at most this long for
 // its first snapshot.
 constexpr std::chrono::milliseconds kPollInterval{200};
@@ -69,7 +66,7 @@ struct MonitorState {
   static inline const char* name = "monitor";
 };
 
-using MonitorActor = caf::stateful_actor<MonitorState>;
+using MonitorSelf = monitor_actor::stateful_pointer<MonitorState>;
 
 void send(MonitorState& st, const MonitorMessage& m) {
   if (!st.publisher) return;
@@ -158,7 +155,7 @@ void publish_trace(MonitorState& st, TraceBatch& batch) {
   publish(st, to_record(batch.iteration, schedules::stage_times(batch.events, h.shape.stages, start_ns, batch.end_ns)));
 }
 
-caf::behavior monitor_fn(MonitorActor* self, std::shared_ptr<MonitorSetup> setup) {
+monitor_actor::behavior_type monitor_fn(MonitorSelf self, std::shared_ptr<MonitorSetup> setup) {
   MonitorState& st = self->state;
   st.publisher = std::move(setup->publisher);
   st.metrics = std::move(setup->metrics);
@@ -186,7 +183,7 @@ caf::behavior monitor_fn(MonitorActor* self, std::shared_ptr<MonitorSetup> setup
 }  // namespace
 
 MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello,
-                           const schedules::TraceHeader& trace) {
+                           const schedules::TraceHeader& trace, ActorThread thread) {
   TROUPE_CHECK(options.enabled(), "spawn_monitor: neither --monitor-endpoint nor --metrics-port was given");
   TROUPE_CHECK(options.hello_interval.count() > 0, "the monitor's hello interval must be positive");
   auto setup = std::make_shared<MonitorSetup>();
@@ -217,8 +214,12 @@ MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& opti
   // The publisher's socket moves to the actor's thread here: ZeroMQ allows that across a full
   // memory barrier, which handing it through the mailbox is.
   std::shared_ptr<TraceQueue> queue = setup->trace_queue;
-  caf::actor actor = system.spawn<caf::detached>(monitor_fn, std::move(setup));
-  return {std::move(actor), std::move(addresses), std::move(queue)};
+  monitor_actor monitor;
+  if (thread == ActorThread::scheduled)
+    monitor = system.spawn(monitor_fn, std::move(setup));
+  else
+    monitor = system.spawn<caf::detached>(monitor_fn, std::move(setup));
+  return {std::move(monitor), std::move(addresses), std::move(queue)};
 }
 
 }  // namespace troupe::actors

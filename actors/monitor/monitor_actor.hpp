@@ -10,26 +10,26 @@
 // TraceQueue, actors/monitor/trace_forwarding.hpp); the monitor publishes them as `trace` messages and
 // derives the per-stage breakdown of the iteration's time (`stages`, schedules/stage_time.hpp).
 // Spawned detached: the socket stays on one thread, and the training actors never wait on it.
+// Its interface: monitor_actor (actors/monitor/protocols.hpp).
 //
 //   MonitorSpawn m = spawn_monitor(system, options, hello);   // binds; throws naming an endpoint
-//   caf::anon_send(m.actor, publish_atom::value, MonitorBody{iteration_record});
+//   caf::anon_send(m.monitor, publish_atom::value, MonitorBody{iteration_record});
 #pragma once
 
 #include <caf/all.hpp>
 
 #include <memory>
 
+#include "actors/actor_thread.hpp"
 #include "actors/monitor/monitor_options.hpp"
 #include "actors/monitor/monitor_schema.hpp"
+#include "actors/monitor/protocols.hpp"
 #include "actors/monitor/trace_forwarding.hpp"
 
 namespace troupe::actors {
 
-// (MonitorBody) -> bool: publish a record; false when ignored (the run's end was published).
-using publish_atom = caf::atom_constant<caf::atom("publish")>;
-
 struct MonitorSpawn {
-  caf::actor actor;
+  monitor_actor monitor;
   MonitorAddresses addresses;
   std::shared_ptr<TraceQueue> trace_queue;  // for the trainer's attach_atom
 };
@@ -40,9 +40,8 @@ inline constexpr int64_t kMonitorTraceCapacity = 1 << 13;
 // Binds the ZeroMQ endpoint and the HTTP port here, on the caller's thread, so a port in use
 // is a troupe::Error naming it; then spawns the actor, which publishes `hello` first.
 // `trace` describes the run's pipeline for the `trace` messages (as a trace file's header).
+// `thread`: detached in production; scheduled for tests on CAF's test coordinator.
 MonitorSpawn spawn_monitor(caf::actor_system& system, const MonitorOptions& options, const MonitorHello& hello,
-                           const schedules::TraceHeader& trace = {});
+                           const schedules::TraceHeader& trace = {}, ActorThread thread = ActorThread::detached);
 
 }  // namespace troupe::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::MonitorBody)

@@ -22,7 +22,7 @@
 
 namespace troupe::actors {
 
-// (caf::actor monitor, std::shared_ptr<TraceQueue>): to the trainer, forward trace batches there.
+// (monitor_trace_actor monitor, std::shared_ptr<TraceQueue>): to the trainer, forward trace batches there.
 using attach_atom = caf::atom_constant<caf::atom("attach")>;
 // (TraceBatch): trainer -> monitor, one iteration's events.
 using trace_atom = caf::atom_constant<caf::atom("trace")>;

@@ -5,6 +5,9 @@
 // at the next step. The router sends each request to the worker with the fewest in flight.
 // The pool holds a bounded number of requests (every worker's running slots plus
 // `max_queued_requests`); submit() refuses more with PoolFull instead of queueing them.
+// The actors are in inference_router.hpp and inference_worker.hpp, their interfaces in
+// actors/serve/protocols.hpp; a request that cannot run ends with a ServeError
+// (serve_error.hpp), whose sentence the request's RequestError receives.
 //
 //   std::vector<InferenceReplica> replicas;   // one per device
 //   InferencePool pool(std::move(replicas));

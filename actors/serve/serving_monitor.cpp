@@ -6,17 +6,17 @@ namespace troupe::actors {
 
 namespace {
 
-// To itself: publish the record, every kServingInterval. flush: publish now -> bool.
-using serving_tick_atom = caf::atom_constant<caf::atom("serve_tick")>;
-using flush_atom = caf::atom_constant<caf::atom("flush")>;
-
 struct ReporterState {
-  caf::actor monitor;
+  // Not an aggregate: CAF builds a state from the actor's self pointer when it can, and C++20
+  // would try that through `monitor` (a typed handle's constructor from an actor pointer).
+  ReporterState() = default;
+  monitor_actor monitor;
   std::unique_ptr<ServingAggregate> stats;
   static inline const char* name = "serving_reporter";
 };
 
-caf::behavior reporter_fn(caf::stateful_actor<ReporterState>* self, caf::actor monitor, int64_t replicas) {
+serving_reporter_actor::behavior_type reporter_fn(serving_reporter_actor::stateful_pointer<ReporterState> self,
+                                                  monitor_actor monitor, int64_t replicas) {
   self->state.monitor = std::move(monitor);
   self->state.stats = std::make_unique<ServingAggregate>(
       replicas, std::chrono::duration<double>(kServingInterval).count(), ServingClock::now());
@@ -48,7 +48,7 @@ ServingMonitor::ServingMonitor(caf::actor_system& system, const MonitorOptions& 
                                int64_t replicas)
     : system_(system) {
   MonitorSpawn spawned = spawn_monitor(system, options, hello);
-  monitor_ = std::move(spawned.actor);
+  monitor_ = std::move(spawned.monitor);
   addresses_ = std::move(spawned.addresses);
   reporter_ = system.spawn(reporter_fn, monitor_, replicas);
 }
@@ -67,7 +67,8 @@ void ServingMonitor::end(MonitorEnd end) {
       .receive([](bool) {}, [](caf::error&) {});
   self->send_exit(reporter_, caf::exit_reason::user_shutdown);
   self->send_exit(monitor_, caf::exit_reason::user_shutdown);
-  reporter_ = monitor_ = nullptr;
+  reporter_ = nullptr;
+  monitor_ = nullptr;
 }
 
 }  // namespace troupe::actors

@@ -5,6 +5,7 @@
 // fire-and-forget, so serving never waits on monitoring. Every interval the reporter turns the
 // latest reports into one `serving` record and hands it to the monitor actor, which publishes
 // it and keeps it for /metrics. end() sends a last record, then the `end`, and stops both.
+// The reporter's interface: serving_reporter_actor (actors/serve/protocols.hpp).
 //
 //   ServingMonitor m(system, options, hello, replicas);           // binds; throws naming the port
 //   caf::anon_send(router, serving_atom::value, m.reporter());    // and to each worker
@@ -17,15 +18,10 @@
 
 #include "actors/monitor/monitor_options.hpp"
 #include "actors/monitor/monitor_schema.hpp"
-#include "actors/serve/serving_stats.hpp"
+#include "actors/monitor/protocols.hpp"
+#include "actors/serve/protocols.hpp"
 
 namespace troupe::actors {
-
-// (caf::actor reporter): to the router and the workers, report there.
-// (WorkerServingReport): worker -> reporter.
-using serving_atom = caf::atom_constant<caf::atom("serving")>;
-// (int64_t requests in flight): router -> reporter, on every change.
-using in_flight_atom = caf::atom_constant<caf::atom("in_flight")>;
 
 // How often a `serving` record is published.
 inline constexpr std::chrono::milliseconds kServingInterval{500};
@@ -38,17 +34,16 @@ class ServingMonitor {
   ServingMonitor& operator=(const ServingMonitor&) = delete;
 
   const MonitorAddresses& addresses() const { return addresses_; }
-  const caf::actor& reporter() const { return reporter_; }
+  const serving_reporter_actor& reporter() const { return reporter_; }
   // Publishes a last `serving` record and `end`, waiting (a few seconds at most) until both
   // were handed to ZeroMQ, then stops the actors. Only the first call does anything.
   void end(MonitorEnd end);
 
  private:
   caf::actor_system& system_;
-  caf::actor monitor_, reporter_;
+  monitor_actor monitor_;
+  serving_reporter_actor reporter_;
   MonitorAddresses addresses_;
 };
 
 }  // namespace troupe::actors
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::WorkerServingReport)

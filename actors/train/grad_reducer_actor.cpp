@@ -1,6 +1,7 @@
 #include "actors/train/grad_reducer_actor.hpp"
 
 #include "actors/fabric/device_services.hpp"
+#include "actors/actor_error.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/run_error.hpp"
 #include "kernels/nvtx.hpp"
@@ -19,12 +20,7 @@ class GradReducerActor : public grad_reducer_actor::base {
     // A failed collective (or a bucket handed over twice) ends the reducer with the error's
     // text, which its monitors report ("the gradient reducer of stage 1 stopped: ...").
     set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(eptr);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {}
+      const std::string what = exception_text(eptr);
       return make_run_error(RunError::reduction, what);
     });
     return {
@@ -59,12 +55,8 @@ class GradReducerActor : public grad_reducer_actor::base {
         s_.group->all_reduce(*s_.comm, g);
       ++next_;
     }
-    if (next_ == buckets.size()) {
-      // The answer goes to whoever handed over the last bucket (the stage, which is spawned
-      // after its reducer and so is not known to it before): a sender is untyped in CAF.
-      auto stage = caf::actor_cast<reduced_listener>(current_sender());
-      send(stage, reduced_atom::value, BucketsReduced{iteration_, fence_record(*s_.comm)});
-    }
+    if (next_ == buckets.size())
+      send(s_.listener, reduced_atom::value, BucketsReduced{iteration_, fence_record(*s_.comm)});
   }
 
   GradReducerSetup s_;
@@ -76,8 +68,8 @@ class GradReducerActor : public grad_reducer_actor::base {
 
 }  // namespace
 
-grad_reducer_actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup, SpawnMode mode) {
-  if (mode == SpawnMode::scheduled) return system.spawn<GradReducerActor>(std::move(setup));
+grad_reducer_actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup, ActorThread mode) {
+  if (mode == ActorThread::scheduled) return system.spawn<GradReducerActor>(std::move(setup));
   // Detached: a CPU collective blocks its thread until every data rank has arrived.
   return system.spawn<GradReducerActor, caf::detached>(std::move(setup));
 }

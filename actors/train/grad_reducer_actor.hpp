@@ -5,10 +5,10 @@
 // the distributed optimizer) there, so the reduction overlaps the rest of backward. Buckets
 // start in a fixed order (make_grad_buckets'), whatever order they become ready in, so every
 // data rank issues the same sequence of collectives. Once the last bucket is under way it
-// answers the stage with a fence after all of them.
+// tells the device's optimizer shard, with a fence after all of them.
 //
 // Protocol: grad_reducer_actor (protocols.hpp): (bucket_atom, BucketReady) from the stage;
-// (reduced_atom, BucketsReduced) back to the sender of the last bucket.
+// (reduced_atom, BucketsReduced) to the optimizer shard.
 // A failed collective ends the actor with the error, RunError::reduction (the trainer sees it go down).
 #pragma once
 
@@ -27,9 +27,10 @@ struct GradReducerSetup {
   std::shared_ptr<StageWorker> worker;  // its buckets and chunks (their gradient buffers)
   const Context* comm = nullptr;        // the reducer's stream on the worker's device
   Collectives* group = nullptr;         // the data-parallel group, used from this actor only
+  reduced_listener listener;            // the device's optimizer shard
 };
 
 grad_reducer_actor spawn_grad_reducer(caf::actor_system& system, GradReducerSetup setup,
-                                      SpawnMode mode = SpawnMode::detached);
+                                      ActorThread mode = ActorThread::detached);
 
 }  // namespace troupe::actors

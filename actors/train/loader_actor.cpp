@@ -24,24 +24,23 @@ namespace {
 
 class LoaderActor : public loader_actor::base {
  public:
-  LoaderActor(caf::actor_config& cfg, std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid)
-      : loader_actor::base(cfg), train_(std::move(train)), valid_(std::move(valid)) {}
+  LoaderActor(caf::actor_config& cfg, LoaderSetup setup) : loader_actor::base(cfg), s_(std::move(setup)) {}
 
   behavior_type make_behavior() override {
     return {
-        [this](batch_atom, bool train, int64_t count) -> caf::result<BatchList> {
+        [this](batch_atom, int64_t iteration, bool train, int64_t count) -> caf::result<BatchInfo> {
           try {
-            if (!train) return fetch(valid_.get(), "validation", count);
+            if (!train) return feed(iteration, false, fetch(s_.valid.get(), "validation", count));
             BatchList batches;
             if (prefetched_ && int64_t(prefetched_->size()) == count)
               batches = std::move(*prefetched_);
             else
-              batches = fetch(train_.get(), "training", count);
+              batches = fetch(s_.train.get(), "training", count);
             prefetched_.reset();
-            auto rp = make_response_promise<BatchList>();
-            rp.deliver(std::move(batches));
+            auto rp = make_response_promise<BatchInfo>();
+            rp.deliver(feed(iteration, true, batches));
             try {
-              prefetched_ = fetch(train_.get(), "training", count);  // while the pipeline runs
+              prefetched_ = fetch(s_.train.get(), "training", count);  // while the pipeline runs
             } catch (const Error&) {
               // Out of data: the next request fetches again and reports it.
             }
@@ -52,6 +51,8 @@ class LoaderActor : public loader_actor::base {
         },
     };
   }
+
+  void on_exit() override { s_.feeds.clear(); }
 
  private:
   static BatchList fetch(DataLoader* loader, const char* which, int64_t count) {
@@ -66,16 +67,33 @@ class LoaderActor : public loader_actor::base {
     return out;
   }
 
-  std::unique_ptr<DataLoader> train_, valid_;
+  // Each fed stage its microbatches of the batch; the counts for the trainer.
+  BatchInfo feed(int64_t iteration, bool train, const BatchList& batches) {
+    const int D = train ? s_.data_parallel : 1;
+    for (const LoaderFeed& f : s_.feeds) {
+      if (!train && f.dp != 0) continue;  // evaluation runs on data rank 0
+      StageData data{iteration, {}, {}};
+      for (size_t k = size_t(train ? f.dp : 0); k < batches.size(); k += size_t(D)) {
+        if (f.tokens) data.tokens.push_back(batches[k].tokens);
+        if (f.targets) data.targets.push_back(batches[k].targets);
+      }
+      send(f.stage, data_atom::value, std::move(data));
+    }
+    BatchInfo info{int64_t(batches.size()), 0};
+    for (const Batch& b : batches) info.target_tokens += count_targets(b.targets);
+    return info;
+  }
+
+  LoaderSetup s_;
   std::optional<BatchList> prefetched_;
 };
 
 }  // namespace
 
-loader_actor spawn_loader(caf::actor_system& system, std::unique_ptr<DataLoader> train,
-                          std::unique_ptr<DataLoader> valid, SpawnMode mode) {
-  if (mode == SpawnMode::scheduled) return system.spawn<LoaderActor>(std::move(train), std::move(valid));
-  return system.spawn<LoaderActor, caf::detached>(std::move(train), std::move(valid));
+loader_actor spawn_loader(caf::actor_system& system, LoaderSetup setup, ActorThread mode) {
+  TROUPE_CHECK(setup.data_parallel >= 1, "spawn_loader: data-parallel size ", setup.data_parallel);
+  if (mode == ActorThread::scheduled) return system.spawn<LoaderActor>(std::move(setup));
+  return system.spawn<LoaderActor, caf::detached>(std::move(setup));
 }
 
 }  // namespace troupe::actors

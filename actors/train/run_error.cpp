@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "actors/actor_error.hpp"
+
 namespace troupe::actors {
 
 std::string to_string(RunError code) {
@@ -25,21 +27,16 @@ std::string to_string(RunError code) {
 }
 
 caf::error make_run_error(RunError code, std::string user_message) {
-  return caf::error(static_cast<uint8_t>(code), run_error_category, caf::make_message(std::move(user_message)));
+  return make_sentence_error(run_error_category, code, std::move(user_message));
 }
 
-bool is_run_error(const caf::error& e) { return e && e.category() == run_error_category; }
+bool is_run_error(const caf::error& e) { return is_category_error(e, run_error_category); }
 
-bool is_run_error(const caf::error& e, RunError code) {
-  return is_run_error(e) && e.code() == static_cast<uint8_t>(code);
-}
+bool is_run_error(const caf::error& e, RunError code) { return is_category_error(e, run_error_category, code); }
 
 void add_run_error_category(caf::actor_system_config& cfg) {
-  cfg.add_error_category(run_error_category, [](uint8_t code, caf::atom_value, const caf::message& context) {
-    if (context.match_elements<std::string>()) return context.get_as<std::string>(0);
-    // Made without a sentence (not by make_run_error): at least say what failed.
-    return "troupe error: " + to_string(static_cast<RunError>(code));
-  });
+  add_sentence_category(cfg, run_error_category, "troupe error",
+                        [](uint8_t code) { return to_string(static_cast<RunError>(code)); });
 }
 
 }  // namespace troupe::actors

@@ -1,9 +1,13 @@
 #include "actors/train/stage_actor.hpp"
 
 #include <deque>
+#include <map>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "actors/actor_error.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/run_error.hpp"
 #include "base/check.hpp"
@@ -31,12 +35,7 @@ class StageActor : public stage_actor::base {
 
   behavior_type make_behavior() override {
     set_exception_handler([this](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(eptr);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {}
+      const std::string what = exception_text(eptr);
       caf::error error = make_run_error(RunError::stage_failed, str_cat(worker_->name(), " failed: ", what));
       if (trainer_) send(trainer_, fail_atom::value, error);
       return error;
@@ -59,7 +58,8 @@ class StageActor : public stage_actor::base {
           orders_.push_back(op);
           if (in_flight_ < options_.max_outstanding) schedule_pump();
         },
-        [this](plan_atom, IterationPlan& plan) { start(std::move(plan)); },
+        [this](plan_atom, IterationPlan& plan) { on_plan(std::move(plan)); },
+        [this](data_atom, StageData& data) { on_data(std::move(data)); },
         [this](parcel_atom, TensorMessage& msg) { on_parcel(msg); },
         // From a stage in another process: the tensor comes over the channel.
         [this](parcel_atom, const RemoteParcel& r) {
@@ -82,22 +82,6 @@ class StageActor : public stage_actor::base {
               [self = stage_actor{this}](OpTimes) { caf::anon_send(self, stats_atom::value); });
         },
         [this](stats_atom) { after_tied(); },
-        [this](reduced_atom, const BucketsReduced& r) {
-          if (failed_) return;
-          reduced_ = r;
-          if (awaiting_reduction_) after_reduction();
-        },
-        [this](apply_atom, const StepRequest& req, float clip, bool skip) -> caf::result<bool> {
-          if (!guarded("the optimizer step", [&] {
-                worker_->context().activate();
-                if (skip)
-                  worker_->skip_step();
-                else
-                  worker_->apply(req.lr, clip, req.loss_scale);
-              }))
-            return make_run_error(RunError::stage_failed, failure_);
-          return true;
-        },
     };
   }
 
@@ -108,6 +92,8 @@ class StageActor : public stage_actor::base {
     followers_.clear();
     trainer_ = nullptr;
     stash_.clear();
+    data_.clear();
+    waiting_plan_.reset();
   }
 
  private:
@@ -136,6 +122,31 @@ class StageActor : public stage_actor::base {
     const caf::error error = make_run_error(RunError::stage_failed, text);
     if (trainer_) send(trainer_, fail_atom::value, error);
     quit(error);
+  }
+
+  // The first and last stage take data from the loader, which may come before or after the plan.
+  bool takes_data() const { return worker_->first_virtual(0) || worker_->last_virtual(worker_->chunks() - 1); }
+
+  void on_plan(IterationPlan plan) {
+    if (failed_) return;
+    if (takes_data()) {
+      const auto it = data_.find(plan.iteration);
+      if (it == data_.end()) {
+        waiting_plan_ = std::move(plan);
+        return;
+      }
+      plan.tokens = std::move(it->second.tokens);
+      plan.targets = std::move(it->second.targets);
+      data_.erase(it);
+    }
+    start(std::move(plan));
+  }
+
+  void on_data(StageData data) {
+    if (failed_) return;
+    const int64_t iteration = data.iteration;
+    data_[iteration] = std::move(data);
+    if (waiting_plan_ && waiting_plan_->iteration == iteration) on_plan(*std::exchange(waiting_plan_, std::nullopt));
   }
 
   void start(IterationPlan plan) {
@@ -330,10 +341,9 @@ class StageActor : public stage_actor::base {
       pump();
   }
 
-  // Every op has finished. Evaluation: report the loss. Training: first the optimizer's
-  // per-stage half, so that it needs no round trip to the stages before deciding the step:
-  // the tied embedding's copies summed (tied_atom, stats_atom), then this stage's gradient
-  // statistics, sent with the report; a single stage takes the whole step here.
+  // Every op has finished. Evaluation: report the loss. Training: first the tied embedding's
+  // copies are summed (tied_atom, stats_atom); then the gradients go to the optimizer shard
+  // (and the buckets not reduced yet to the reducer) and the loss to the trainer.
   void finish_iteration() {
     Op last_forward{OpKind::forward, worker_->microbatches() - 1, worker_->chunks() - 1};
     try {
@@ -347,10 +357,7 @@ class StageActor : public stage_actor::base {
     }
     active_ = false;
     if (!worker_->training()) {
-      StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
-      report.tp = worker_->tp_rank();
-      report.dp = worker_->dp_rank();
-      send(trainer_, report_atom::value, report);
+      report();
       return;
     }
     if (!worker_->has_tied()) {
@@ -363,60 +370,28 @@ class StageActor : public stage_actor::base {
     });
   }
 
-  // The tied copies are summed (enqueued). With a gradient reducer, the buckets it has not
-  // had yet go to it now, and the report waits for its answer.
+  // The tied copies are summed (enqueued). With a gradient reducer, the buckets it has not had
+  // yet go to it now (it tells the optimizer shard when they are all under way); the shard
+  // takes over the gradients, and this stage is idle until its next plan.
   void after_tied() {
-    if (!options_.reducer || worker_->buckets().empty()) {
-      report_training();
-      return;
-    }
-    if (!guarded("handing the last gradient buckets to the reducer", [&] {
+    if (failed_) return;
+    if (options_.reducer && !worker_->buckets().empty() &&
+        !guarded("handing the last gradient buckets to the reducer", [&] {
           worker_->context().activate();
           for (ReadyBucket& b : worker_->take_remaining_buckets())
             send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
         }))
       return;
-    awaiting_reduction_ = true;  // the reducer's answer may have come first
-    if (reduced_ && reduced_->iteration == worker_->iteration()) after_reduction();
+    send(options_.optimizer_shard, grads_atom::value,
+         GradsReady{worker_->iteration(), worker_->local_step(), worker_->lr(), worker_->loss_scale()});
+    report();
   }
 
-  // The data-parallel reduction is under way (or done); the device's later work waits for it.
-  void after_reduction() {
-    awaiting_reduction_ = false;
-    if (reduced_) {
-      std::shared_ptr<void> fence = std::move(reduced_->fence);
-      reduced_.reset();
-      if (!guarded("waiting for the gradient reduction", [&] {
-            worker_->context().activate();
-            fence_wait(worker_->context(), fence);
-          }))
-        return;
-    }
-    report_training();
-  }
-
-  void report_training() {
-    if (failed_) return;
-    StageReport report{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
-    report.tp = worker_->tp_rank();
-    report.dp = worker_->dp_rank();
-    if (worker_->local_step()) {
-      report.stepped = true;
-      report.step_start_ns = ns_since(options_.epoch);
-      if (!guarded("the optimizer step", [&] {
-            worker_->context().activate();
-            report.step = worker_->step_local();
-          }))
-        return;
-      report.step_end_ns = ns_since(options_.epoch);
-    } else if (!guarded("the gradient reduction", [&] {
-                 worker_->context().activate();
-                 worker_->reduce_grads();
-                 report.grads = worker_->grad_stats();
-               })) {
-      return;
-    }
-    send(trainer_, report_atom::value, report);
+  void report() {
+    StageReport r{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
+    r.tp = worker_->tp_rank();
+    r.dp = worker_->dp_rank();
+    send(trainer_, report_atom::value, r);
   }
 
   struct Running {
@@ -446,14 +421,16 @@ class StageActor : public stage_actor::base {
   bool pump_pending_ = false;
   bool failed_ = false;
   std::string failure_;
-  double loss_sum_ = 0;                    // of the iteration being reported
-  bool awaiting_reduction_ = false;        // every op ran; waiting for the reducer's answer
-  std::optional<BucketsReduced> reduced_;  // the reducer's answer for this iteration
+  double loss_sum_ = 0;                        // of the iteration being reported
+  std::map<int64_t, StageData> data_;          // from the loader, by plan (the next iteration's may come early)
+  std::optional<IterationPlan> waiting_plan_;  // a plan whose data has not come yet
 };
 
 }  // namespace
 
-stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options) {
+stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options,
+                        ActorThread mode) {
+  if (mode == ActorThread::scheduled) return system.spawn<StageActor>(std::move(worker), std::move(options));
   return system.spawn<StageActor, caf::detached>(std::move(worker), std::move(options));
 }
 

@@ -8,11 +8,11 @@
 // Protocol: stage_actor (protocols.hpp). (peers_atom, trainer, pipeline, followers) once,
 // from the trainer; (plan_atom, IterationPlan) starts an iteration, answered by (report_atom,
 // StageReport) when every op has finished (training: after summing a tied embedding's
-// gradient copies with the other holder, and with this stage's gradient statistics);
-// (progress_atom, TraceEvent) to the trainer when an op starts (end_ns == 0) and ends, and
-// with tracing a recv event for each received input; any failure -> (fail_atom, error) to
-// the trainer (RunError::stage_failed, "stage s failed in ..."), then the actor quits with
-// that error. Optimizer request: (apply_atom, StepRequest, clip, skip) -> bool.
+// gradient copies with the other holder and handing the gradients to the device's optimizer
+// shard, (grads_atom, GradsReady)); (progress_atom, TraceEvent) to the trainer when an op
+// starts (end_ns == 0) and ends, and with tracing a recv event for each received input; any
+// failure -> (fail_atom, error) to the trainer (RunError::stage_failed, "stage s failed in
+// ..."), then the actor quits with that error.
 #pragma once
 
 #include <caf/all.hpp>
@@ -37,9 +37,11 @@ struct StageOptions {
   std::chrono::microseconds fixed_op_duration{0};
   std::function<void(int stage, const schedules::Op& op)> before_op;  // tests: may throw or sleep
   std::chrono::steady_clock::time_point epoch;                        // the trace clock's zero
-  grad_reducer_actor reducer;  // --overlap-grad-reduce: this device's gradient reducer (else null)
+  grad_reducer_actor reducer;      // --overlap-grad-reduce: this device's gradient reducer (else null)
+  grads_listener optimizer_shard;  // this device's optimizer shard (training)
 };
 
-stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options);
+stage_actor spawn_stage(caf::actor_system& system, std::shared_ptr<StageWorker> worker, StageOptions options,
+                        ActorThread mode = ActorThread::detached);
 
 }  // namespace troupe::actors

@@ -27,11 +27,10 @@ std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_size
 }
 
 StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
-  TROUPE_CHECK(
-      setup_.context && int(setup_.models.size()) == setup_.chunks && setup_.optimizers.size() == setup_.models.size(),
-      "StageWorker: stage ", setup_.stage, " needs a context and ", setup_.chunks, " chunks with optimizers");
-  setup_.norm_exclude.resize(size_t(setup_.chunks));
-  completions_ = make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
+  TROUPE_CHECK(setup_.context && int(setup_.models.size()) == setup_.chunks, "StageWorker: stage ", setup_.stage,
+               " needs a context and ", setup_.chunks, " chunks");
+  completions_ = setup_.completions ? std::move(setup_.completions)
+                                    : make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
 }
 
 StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back
@@ -275,16 +274,6 @@ void StageWorker::reduce_tied(std::function<void()> done) {
                       std::move(done));
 }
 
-GradStats StageWorker::grad_stats() {
-  GradStats total;
-  for (int c = 0; c < setup_.chunks; ++c) {
-    const GradStats s = setup_.optimizers[size_t(c)]->grad_stats(setup_.norm_exclude[size_t(c)]);
-    total.sum_sq += s.sum_sq;
-    total.finite = total.finite && s.finite;
-  }
-  return total;
-}
-
 std::vector<ReadyBucket> StageWorker::take_remaining_buckets() {
   std::vector<ReadyBucket> out;
   std::shared_ptr<void> fence;
@@ -295,52 +284,6 @@ std::vector<ReadyBucket> StageWorker::take_remaining_buckets() {
     out.push_back({int(b), fence});
   }
   return out;
-}
-
-void StageWorker::reduce_grads() {
-  const NvtxRange range("reduce grads stage ", stage());
-  for (int c = 0; c < setup_.chunks; ++c) model(c).reduce_sequence_parallel_grads();
-  if (setup_.dp_group == nullptr || setup_.overlap_grad_reduce) return;  // no replicas / the reducer actor did it
-  const int D = setup_.dp_size;
-  for (const GradBucket& b : setup_.buckets) {
-    const Tensor g = model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
-    if (setup_.distributed_optimizer)
-      setup_.dp_group->reduce_scatter(context(), g,
-                                      g.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}));
-    else
-      setup_.dp_group->all_reduce(context(), g);
-  }
-}
-
-void StageWorker::await_state_readers() {
-  fence_wait(context(), state_readers_);
-  state_readers_.reset();
-}
-
-void StageWorker::apply(float lr, float clip, float loss_scale) {
-  await_state_readers();
-  const NvtxRange range("optimizer step stage ", stage());
-  for (auto& o : setup_.optimizers) o->apply(lr, clip, loss_scale);
-  if (!setup_.distributed_optimizer || setup_.dp_group == nullptr) return;
-  // Every rank updated its shard of each bucket: gather the others'.
-  const int D = setup_.dp_size;
-  for (const GradBucket& b : setup_.buckets) {
-    const Tensor p = model(b.chunk).params().slice(b.begin, {b.end - b.begin});
-    setup_.dp_group->all_gather(context(), p.slice(b.shard_begin(setup_.dp_rank, D) - b.begin, {b.shard_size(D)}), p);
-  }
-}
-
-void StageWorker::skip_step() {
-  for (auto& o : setup_.optimizers) o->skip();
-}
-
-StepResult StageWorker::step_local() {
-  TROUPE_CHECK(setup_.stages == 1 && setup_.chunks == 1 && !has_tied() && setup_.tp_size == 1 && setup_.dp_size == 1,
-               "a local optimizer step needs one stage holding the whole model, stage ", stage(), " of ", setup_.stages,
-               " holds ", setup_.chunks, " chunk(s)");
-  await_state_readers();
-  const NvtxRange range("optimizer step stage ", stage());
-  return setup_.optimizers.front()->step(plan_.lr, plan_.loss_scale);
 }
 
 }  // namespace troupe::actors

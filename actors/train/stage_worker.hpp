@@ -1,8 +1,8 @@
-// The non-actor half of a pipeline stage: its device context, its V model chunks and their
-// optimizers, the channels to its neighbours, and the per-iteration state (inputs that have
-// arrived, saved activations, losses). The stage actor (stage_actor.cpp) decides WHICH op
-// runs next; this class runs it (enqueues it on the device) and says what goes to a peer.
-// No CAF here, so it can be tested and benchmarked as plain code.
+// The non-actor half of a pipeline stage: its device context, its V model chunks (parameters
+// and gradients; their optimizer state is the optimizer shard's, stage_optimizer.hpp), the channels to its neighbours,
+// and the per-iteration state (inputs that have arrived, saved activations, losses). The stage actor (stage_actor.cpp)
+// decides WHICH op runs next; this class runs it (enqueues it on the device) and says what goes to a peer. No CAF here,
+// so it can be tested and benchmarked as plain code.
 //
 // Chunk c of stage s holds virtual stage c * P + s; layers are split evenly over the P * V
 // virtual stages. The forward output of virtual stage k feeds k + 1 (stage s + 1, or from the
@@ -31,7 +31,6 @@
 #include "kernels/collectives.hpp"
 #include "kernels/grad_norm.hpp"
 #include "model/gpt_chunk.hpp"
-#include "model/train/optimizer.hpp"
 #include "schedules/schedule.hpp"
 
 namespace troupe::actors {
@@ -45,11 +44,13 @@ struct IterationPlan {
   float loss_grad_scale = 1.0f;  // loss_scale / tokens of the global batch
   uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m * dropout_stride
   uint64_t dropout_stride = 1;   // data parallelism: this rank's microbatches are every D-th of the global batch
-  std::vector<Tensor> tokens;    // host i32 [B, T] per microbatch (for the stage holding virtual stage 0)
-  std::vector<Tensor> targets;   // host i32 [B, T] per microbatch (for the last virtual stage)
-  // One stage holds the whole model (P = 1): its gradient norm is the global one, so it takes
-  // the optimizer step itself right after its last op (Optimizer::step, as the single-device
-  // loop does) instead of a round trip through the trainer and the optimizer actor.
+  // From the data loader (the stage actor puts its StageData here): host i32 [B, T] per microbatch.
+  std::vector<Tensor> tokens;   // for the stage holding virtual stage 0
+  std::vector<Tensor> targets;  // for the stage holding the last virtual stage
+  // One stage holds the whole model (P = 1): its gradient norm is the global one, so its
+  // optimizer shard takes the whole step right after the stage's last op (norm, clip and AdamW
+  // together, as the single-device loop does) instead of sending its part of the norm to the
+  // optimizer actor and waiting for the clip coefficient. The stage passes lr and loss_scale on.
   bool local_step = false;
   float lr = 0;
   float loss_scale = 1;
@@ -115,8 +116,7 @@ struct StageSetup {
   bool check_losses = false;         // --check-for-nan-in-loss-and-grad: per-microbatch losses
   bool check_tensors = false;        // ... and every op's output activations / gradients (off with fp16 scaling)
   std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
-  std::vector<std::unique_ptr<GptChunk>> models;       // V chunks, chunk c = virtual stage c * P + s
-  std::vector<std::unique_ptr<Optimizer>> optimizers;  // one per chunk
+  std::vector<std::unique_ptr<GptChunk>> models;  // V chunks, chunk c = virtual stage c * P + s
   // Channels (owned by the run): activations to stage s+1 / from s-1, gradients to s-1 / from s+1
   // (all modulo P). Null where the pipeline has one stage.
   Channel* activation_out = nullptr;
@@ -128,11 +128,11 @@ struct StageSetup {
   PairReducer* tied = nullptr;
   int tied_rank = -1;
   int tied_chunk = 0;
-  // The parameter each chunk leaves out of the global norm (the tied copy counted elsewhere).
-  std::vector<std::string> norm_exclude;
   // Op completion: GPU timing for the trace, on the trace clock starting at `epoch`.
   bool timing = false;
   std::chrono::steady_clock::time_point epoch;
+  // Tests: completions delivered when the test says (null: the device's own, make_completion_queue).
+  std::unique_ptr<CompletionQueue> completions;
 };
 
 class StageWorker {
@@ -153,19 +153,21 @@ class StageWorker {
   int dp_rank() const { return setup_.dp_rank; }
   int dp_size() const { return setup_.dp_size; }
   bool distributed_optimizer() const { return setup_.distributed_optimizer; }
+  bool overlap_grad_reduce() const { return setup_.overlap_grad_reduce; }
   Collectives* dp_group() const { return setup_.dp_group; }
   // "stage 2", or "stage 2 (tensor rank 1, data rank 0)" when there is more than one device per stage.
   std::string name() const;
   int chunks() const { return setup_.chunks; }
   const Context& context() const { return *setup_.context; }
   GptChunk& model(int chunk) { return *setup_.models[size_t(chunk)]; }
-  Optimizer& optimizer(int chunk) { return *setup_.optimizers[size_t(chunk)]; }
   int virtual_stage(int chunk) const { return chunk * setup_.stages + setup_.stage; }
   bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
   bool last_virtual(int chunk) const { return virtual_stage(chunk) == setup_.stages * setup_.chunks - 1; }
   int64_t iteration() const { return plan_.iteration; }
   bool training() const { return plan_.training; }
   bool local_step() const { return plan_.training && plan_.local_step; }
+  float lr() const { return plan_.lr; }
+  float loss_scale() const { return plan_.loss_scale; }
   int microbatches() const { return plan_.microbatches; }
 
   // Starts an iteration: uploads the plan's tokens/targets, resets the per-iteration state.
@@ -191,7 +193,7 @@ class StageWorker {
   // stage (0 elsewhere); checks the losses for NaN when asked. Synchronizes the device.
   double finish();
 
-  // The optimizer's part, between iterations.
+  // After the last op: the gradient's last steps before the optimizer shard takes over.
   bool has_tied() const { return setup_.tied != nullptr && setup_.tied_rank >= 0; }
   // Sums the tied embedding's gradient copies; `done` (any thread) once the sum is enqueued
   // on this stage's device. No-op (done at once) without a tied copy.
@@ -202,19 +204,6 @@ class StageWorker {
   std::vector<ReadyBucket> take_ready_buckets() { return std::move(ready_buckets_); }
   // After the last op (and the tied sum): every bucket not handed over yet, behind a fence now.
   std::vector<ReadyBucket> take_remaining_buckets();
-  // After the last backward (and the tied sum): sums the sequence-parallel norm gradients over
-  // the tensor-parallel group, then the gradients over the data-parallel group (all-reduce, or
-  // reduce-scatter into this rank's shard with the distributed optimizer). Enqueued on the device.
-  void reduce_grads();
-  GradStats grad_stats();  // over all chunks, tied duplicate excluded
-  // AdamW on this rank's parameters (its shard, then all-gathered, with the distributed optimizer).
-  void apply(float lr, float clip, float loss_scale);
-  void skip_step();
-  // The whole step of a single stage holding the whole model (IterationPlan::local_step).
-  StepResult step_local();
-  // A checkpoint snapshot reads the optimizers' state on another stream: the next step's
-  // updates wait for `fence` (set between iterations, when the stage is idle).
-  void wait_before_next_step(std::shared_ptr<void> fence) { state_readers_ = std::move(fence); }
   // Tells when an op enqueued on the device has finished.
   CompletionQueue& completions() { return *completions_; }
   // Teardown: waits for the device, then for the completion callbacks (which send to actors).
@@ -242,8 +231,6 @@ class StageWorker {
   Tensor losses_;                  // f32 [M, B*T] on the device (last virtual stage)
   std::vector<char> bucket_sent_;  // per bucket: handed to the reducer this iteration
   std::vector<ReadyBucket> ready_buckets_;
-  std::shared_ptr<void> state_readers_;  // see wait_before_next_step
-  void await_state_readers();
 };
 
 }  // namespace troupe::actors

@@ -39,6 +39,7 @@ class TrainerActor : public trainer_actor::base {
       send(a, peers_atom::value, stage_listener{this}, std::move(pipeline), std::move(followers));
     }
     for (const grad_reducer_actor& a : s_.reducers) monitor(a);
+    for (const optimizer_shard_actor& a : s_.shards) monitor(a);
     monitor(s_.loader);
     monitor(s_.optimizer);
     set_down_handler([this](caf::down_msg& dm) {
@@ -69,7 +70,7 @@ class TrainerActor : public trainer_actor::base {
         [this](fail_atom, const caf::error& e) { fail_run(e); },
         [this](tick_atom, uint64_t generation) { on_tick(generation); },
         // The run's monitor: from now on every traced event also goes there (trace_forwarding.hpp).
-        [this](attach_atom, caf::actor monitor, std::shared_ptr<TraceQueue> queue) {
+        [this](attach_atom, monitor_trace_actor monitor, std::shared_ptr<TraceQueue> queue) {
           monitor_ = std::move(monitor);
           monitor_queue_ = std::move(queue);
         },
@@ -77,7 +78,7 @@ class TrainerActor : public trainer_actor::base {
         // A checkpoint was loaded: the LR schedule and dropout seeds continue from there
         // (the dropout streams from the checkpoint's seed, unless --no-load-rng).
         [this](resume_atom, int64_t iteration, uint64_t seed) -> bool {
-          if (busy() || failed_) return false;
+          if (busy() || failed_ || next_.pending || next_.info) return false;  // no data sent ahead yet
           iteration_ = iteration;
           s_.seed = seed;
           return true;
@@ -89,6 +90,7 @@ class TrainerActor : public trainer_actor::base {
     next_ = Prefetch{};
     s_.stages.clear();
     s_.reducers.clear();
+    s_.shards.clear();
     s_.loader = nullptr;
     s_.optimizer = nullptr;
     monitor_ = nullptr;
@@ -116,7 +118,9 @@ class TrainerActor : public trainer_actor::base {
   std::string name_of(const caf::actor_addr& a) const {
     if (auto it = index_.find(a); it != index_.end()) return stage_name(it->second);
     for (size_t i = 0; i < s_.reducers.size(); ++i)
-      if (a == s_.reducers[i].address()) return str_cat("the gradient reducer of ", stage_name(i));
+      if (a == s_.reducers[i].address()) return str_cat("the gradient reducer of ", stage_name(s_.first_local + i));
+    for (size_t i = 0; i < s_.shards.size(); ++i)
+      if (a == s_.shards[i].address()) return str_cat("the optimizer shard of ", stage_name(s_.first_local + i));
     if (a == s_.loader.address()) return "the data loader";
     if (a == s_.optimizer.address()) return "the optimizer";
     return "an actor";
@@ -161,34 +165,35 @@ class TrainerActor : public trainer_actor::base {
     if (!monitor_) return;
     TraceBatch b{iteration_, now_ns(), std::move(batch_)};
     batch_ = {};
-    // The monitor actor is untyped, which a typed actor reaches only anonymously (no answer is due).
-    if (monitor_queue_->try_push(int64_t(b.events.size()))) caf::anon_send(monitor_, trace_atom::value, std::move(b));
+    if (monitor_queue_->try_push(int64_t(b.events.size()))) send(monitor_, trace_atom::value, std::move(b));
   }
 
-  void fetch(bool train, int64_t count, std::function<void(BatchList&)> then) {
+  // The loader sends the stages the data of plan `id` and answers the counts.
+  void fetch(int64_t id, bool train, int64_t count, std::function<void(const BatchInfo&)> then) {
     const int64_t t0 = now_ns();
-    request(s_.loader, s_.op_timeout, batch_atom::value, train, count)
+    request(s_.loader, s_.op_timeout, batch_atom::value, id, train, count)
         .then(
-            [=, this](BatchList& batches) {
+            [=, this](const BatchInfo& info) {
               record("data_loader", schedules::EventKind::data, t0);
-              then(batches);
+              then(info);
             },
             [=, this](caf::error& e) {
               fail_run(make_run_error(RunError::data, str_cat("the data loader failed: ", system().render(e))));
             });
   }
 
-  // The next iteration's batches are asked for as soon as an iteration is dispatched (the
-  // loader answers while the pipeline runs), so that the next train_atom dispatches at once.
-  // A loader error is kept until those batches are needed.
+  // The next iteration's data is asked for as soon as an iteration is dispatched (the loader
+  // sends it to the stages while the pipeline runs), so that the next train_atom dispatches at
+  // once. A loader error is kept until that data is needed.
   void prefetch_train() {
     next_ = Prefetch{};
     next_.pending = true;
+    next_.iteration = iteration_ + 1;
     next_.start_ns = now_ns();
-    request(s_.loader, s_.op_timeout, batch_atom::value, true, int64_t(s_.microbatches))
+    request(s_.loader, s_.op_timeout, batch_atom::value, next_.iteration, true, int64_t(s_.microbatches))
         .then(
-            [this](BatchList& batches) {
-              next_.batches = std::move(batches);
+            [this](const BatchInfo& info) {
+              next_.info = info;
               prefetched();
             },
             [this](caf::error& e) {
@@ -206,8 +211,8 @@ class TrainerActor : public trainer_actor::base {
     waiter();
   }
 
-  // The training batches of the iteration starting now: prefetched, or fetched now.
-  void take_train_batches(std::function<void(BatchList&)> then) {
+  // The training data of the iteration starting now: prefetched, or fetched now.
+  void take_train_batches(std::function<void(const BatchInfo&)> then) {
     if (next_.pending) {
       next_.waiter = [this, then] { take_train_batches(then); };
       return;
@@ -218,25 +223,30 @@ class TrainerActor : public trainer_actor::base {
       fail_run(std::move(error));
       return;
     }
-    if (!next_.batches) {
-      fetch(true, s_.microbatches, std::move(then));
+    if (!next_.info) {
+      fetch(iteration_, true, s_.microbatches, std::move(then));
+      return;
+    }
+    if (next_.iteration != iteration_) {  // resume_atom refuses once data went ahead: cannot happen
+      fail_run(make_run_error(RunError::data, str_cat("the data for iteration ", next_.iteration,
+                                                      " was sent ahead, but iteration ", iteration_, " starts")));
       return;
     }
     record("data_loader", schedules::EventKind::data, next_.start_ns, next_.end_ns);
-    BatchList batches = std::move(*next_.batches);
+    const BatchInfo info = *next_.info;
     next_ = Prefetch{};
-    then(batches);
+    then(info);
   }
 
   void start_train() {
     ++iteration_;
     training_ = true;
-    take_train_batches([this](BatchList& batches) {
+    take_train_batches([this](const BatchInfo& info) {
       stats_ = IterationStats{};
       stats_.iteration = iteration_;
       stats_.lr = s_.lr.at(iteration_);
       stats_.loss_scale = s_.scaler ? s_.scaler->scale() : 1.0f;
-      for (const Batch& b : batches) stats_.tokens += count_targets(b.targets);
+      stats_.tokens = info.target_tokens;
       if (stats_.tokens <= 0) {
         fail_run(make_run_error(RunError::data,
                                 str_cat("iteration ", iteration_, ": every target of the batch is ignored")));
@@ -245,28 +255,30 @@ class TrainerActor : public trainer_actor::base {
       const float grad_scale = stats_.loss_scale / float(stats_.tokens);
       // The same dropout streams as the single-device Trainer: one per (iteration, microbatch).
       const uint64_t seed = s_.seed * 0x9e3779b97f4a7c15ull + uint64_t(iteration_) * 1024;
-      dispatch(batches, true, grad_scale, seed);
+      dispatch(iteration_, info, true, grad_scale, seed);
       prefetch_train();
     });
   }
 
   void start_eval(int64_t count) {
     training_ = false;
-    fetch(false, count, [this](BatchList& batches) {
-      eval_tokens_ = 0;
-      for (const Batch& b : batches) eval_tokens_ += count_targets(b.targets);
+    const int64_t id = -(++evaluations_);  // evaluations get numbers of their own
+    fetch(id, false, count, [this, id](const BatchInfo& info) {
+      eval_tokens_ = info.target_tokens;
       if (eval_tokens_ <= 0) {
         fail_run(make_run_error(RunError::data, "evaluate: every target is ignored"));
         return;
       }
-      dispatch(batches, false, 1.0f, 0);
+      dispatch(id, info, false, 1.0f, 0);
     });
   }
 
-  void dispatch(const BatchList& batches, bool training, float grad_scale, uint64_t seed) {
+  // Every local stage taking part gets its plan `id`; the first and last ones get their data
+  // from the loader.
+  void dispatch(int64_t id, const BatchInfo& info, bool training, float grad_scale, uint64_t seed) {
     const size_t n = s_.stages.size();
     IterationPlan base;
-    base.iteration = training ? iteration_ : -iteration_ - 1;  // evaluations get their own numbers
+    base.iteration = id;
     base.training = training;
     base.batch = s_.micro_batch_size;
     base.seq = s_.seq_length;
@@ -280,9 +292,7 @@ class TrainerActor : public trainer_actor::base {
     loss_sum_ = 0;
     phase_start_ns_ = now_ns();
     reported_.assign(n, false);
-    grads_.assign(n, GradStats{});
     losses_.assign(n, 0.0);
-    counted_.assign(n, false);
     for (size_t i = 0; i < n; ++i) {
       running_[i].clear();
       if (!takes_part(i)) {
@@ -291,15 +301,14 @@ class TrainerActor : public trainer_actor::base {
       }
       const RankCoord r = rank_of(i);
       IterationPlan plan = base;
-      // Data rank d takes microbatches d, d + D, ...: Megatron's order, where each step of the
-      // global batch hands consecutive micro-batches to consecutive data ranks.
+      // Data rank d takes microbatches d, d + D, ... (the loader's LoaderFeed): Megatron's
+      // order, where each step of the global batch hands consecutive micro-batches to
+      // consecutive data ranks.
       const int stride = training ? D_ : 1;
       // The dropout streams follow the global microbatch: seed + k for global microbatch k.
-      for (size_t k = size_t(training ? r.dp : 0); k < batches.size(); k += size_t(stride)) {
-        if (plan.microbatches == 0) plan.dropout_seed = seed + k;
+      for (int64_t k = training ? r.dp : 0; k < info.microbatches; k += stride) {
+        if (plan.microbatches == 0) plan.dropout_seed = seed + uint64_t(k);
         ++plan.microbatches;
-        if (r.pp == 0) plan.tokens.push_back(batches[k].tokens);
-        if (r.pp == P_ - 1) plan.targets.push_back(batches[k].targets);
       }
       plan.dropout_stride = uint64_t(stride);
       send(s_.stages[i], plan_atom::value, std::move(plan));
@@ -307,7 +316,7 @@ class TrainerActor : public trainer_actor::base {
       ++expected_reports_;
     }
     arm_watchdog();
-    if (expected_reports_ == 0) phase_done(StageReport{});
+    if (expected_reports_ == 0) phase_done();
   }
 
   void on_progress(const schedules::TraceEvent& e) {
@@ -338,19 +347,13 @@ class TrainerActor : public trainer_actor::base {
     reported_[i] = true;
     // Every tensor rank of a data replica's last stage holds the same losses: count rank 0's.
     if (r.stage == P_ - 1 && r.tp == 0) losses_[i] = r.loss_sum;
-    // Replicas hold the same (all-reduced) gradients unless each owns a shard of them;
-    // tensor ranks count their own shards (replicated parameters only on rank 0).
-    if (training_ && (s_.distributed_optimizer || r.dp == 0)) {
-      grads_[i] = r.grads;
-      counted_[i] = true;
-    }
     if (++reports_ < expected_reports_) return;
-    phase_done(r);
+    phase_done();
   }
 
   // Every local stage has reported (or none takes part here: an evaluation runs on data rank
   // 0, which may live in another process).
-  void phase_done(const StageReport& r) {
+  void phase_done() {
     if (!combine_processes()) return;
     loss_sum_ = 0;
     for (double l : losses_) loss_sum_ += l;  // rank order: the same sum every run
@@ -361,17 +364,10 @@ class TrainerActor : public trainer_actor::base {
       return;
     }
     stats_.loss = loss_sum_ / double(stats_.tokens);
-    if (r.stepped) {  // a single stage took the step itself
-      record("optimizer", schedules::EventKind::optimizer, r.step_start_ns, r.step_end_ns);
-      finish_step(r.step);
-      return;
-    }
+    // The optimizer shards took over the gradients as the stages reported.
     const int64_t t0 = now_ns();
-    std::vector<GradStats> parts;  // in rank order: the same sum every run
-    for (size_t k = 0; k < grads_.size(); ++k)
-      if (counted_[k]) parts.push_back(grads_[k]);
     request(s_.optimizer, infinite_backstop(), step_atom::value,
-            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale, std::move(parts)})
+            StepRequest{iteration_, float(stats_.lr), stats_.loss_scale})
         .then(
             [=, this](const StepResult& r) {
               record("optimizer", schedules::EventKind::optimizer, t0);
@@ -382,19 +378,15 @@ class TrainerActor : public trainer_actor::base {
             });
   }
 
-  // Several processes: every process's reports, summed in rank order (each rank's numbers come
-  // from one process, the others add zeros). Blocks on the other processes' trainers.
+  // Several processes: every process's losses, summed in rank order (each rank's come from one
+  // process, the others add zeros). Blocks on the other processes' trainers. (The optimizer
+  // sums the gradient statistics the same way, after this: every process in the same order.)
   bool combine_processes() {
     if (!s_.fabric || s_.fabric->processes() == 1) return true;
     const size_t n = s_.stages.size();
-    std::vector<double> v(4 * n, 0.0);
-    for (size_t i = 0; i < n; ++i) {
-      if (!local(i)) continue;
-      v[i] = losses_[i];
-      v[n + i] = grads_[i].sum_sq;
-      v[2 * n + i] = counted_[i] ? 1.0 : 0.0;
-      v[3 * n + i] = grads_[i].finite ? 0.0 : 1.0;
-    }
+    std::vector<double> v(n, 0.0);
+    for (size_t i = 0; i < n; ++i)
+      if (local(i)) v[i] = losses_[i];
     try {
       s_.fabric->all_reduce(v, ReduceOp::sum);
     } catch (const std::exception& e) {
@@ -402,12 +394,7 @@ class TrainerActor : public trainer_actor::base {
                               str_cat("summing the iteration's results over processes failed: ", e.what())));
       return false;
     }
-    for (size_t i = 0; i < n; ++i) {
-      losses_[i] = v[i];
-      grads_[i].sum_sq = v[n + i];
-      counted_[i] = v[2 * n + i] > 0;
-      grads_[i].finite = v[3 * n + i] == 0;
-    }
+    losses_ = std::move(v);
     return true;
   }
 
@@ -481,7 +468,8 @@ class TrainerActor : public trainer_actor::base {
 
   struct Prefetch {
     bool pending = false;              // asked, no answer yet
-    std::optional<BatchList> batches;  // the answer
+    int64_t iteration = 0;             // the plan it is for
+    std::optional<BatchInfo> info;     // the answer
     caf::error error;                  // or the loader's failure
     int64_t start_ns = 0, end_ns = 0;  // for the trace's data event
     std::function<void()> waiter;      // an iteration waiting for the answer
@@ -496,10 +484,9 @@ class TrainerActor : public trainer_actor::base {
   int64_t iteration_ = 0;
   IterationStats stats_;
   int64_t eval_tokens_ = 0;
+  int64_t evaluations_ = 0;  // evaluation plans are numbered -1, -2, ...
   size_t reports_ = 0, expected_reports_ = 0;
   std::vector<bool> reported_;
-  std::vector<GradStats> grads_;             // per stage actor: the reports' gradient statistics
-  std::vector<bool> counted_;                // ... that the global norm sums
   std::vector<double> losses_;               // per stage actor: its loss sum (last stage, tensor rank 0)
   int P_ = 1, D_ = 1;                        // s_.layout's pipeline and data sizes
   std::map<caf::actor_addr, size_t> index_;  // stage actor -> its rank
@@ -509,15 +496,15 @@ class TrainerActor : public trainer_actor::base {
   std::vector<Clock::time_point> last_progress_;
   std::vector<std::vector<Running>> running_;  // per stage: started, not finished
   Prefetch next_;                              // the next training iteration's batches
-  caf::actor monitor_;                         // null: no monitor attached (the monitor actor is untyped)
+  monitor_trace_actor monitor_;                // null: no monitor attached
   std::shared_ptr<TraceQueue> monitor_queue_;
   std::vector<schedules::TraceEvent> batch_;  // traced since the last forward_batch
 };
 
 }  // namespace
 
-trainer_actor spawn_trainer(caf::actor_system& system, TrainerSetup setup, SpawnMode mode) {
-  if (mode == SpawnMode::scheduled) return system.spawn<TrainerActor>(std::move(setup));
+trainer_actor spawn_trainer(caf::actor_system& system, TrainerSetup setup, ActorThread mode) {
+  if (mode == ActorThread::scheduled) return system.spawn<TrainerActor>(std::move(setup));
   // Detached: a message from a stage thread wakes it at once (a condition variable), where a
   // scheduled actor waits for a worker that polls every 50 us after a while without work;
   // every hop between the last op of an iteration and the next one's first op is on the

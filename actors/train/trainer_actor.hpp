@@ -2,8 +2,8 @@
 // gets the iteration's microbatches from the data-loader actor (asked for while the previous
 // iteration ran), counts the target tokens
 // (the loss is a per-token mean over the global batch), sends every stage its plan (stage 0
-// the tokens, the last stage the targets), waits for every stage's report, asks the
-// optimizer actor for the step (a single stage takes it itself and reports it) and answers
+// the tokens, the last stage the targets), waits for every stage's report (its loss; the
+// gradients went to the optimizer shards), asks the optimizer actor for the step and answers
 // IterationStats. eval_atom runs forward-only
 // microbatches and answers the mean loss. Any failure (a stage's fail message, an actor
 // going down, a stage silent past op_timeout) answers the request with a caf::error
@@ -35,9 +35,11 @@ struct TrainerSetup {
   // first_local + local_count)); the losses and gradient statistics are summed over processes
   // through the fabric, in rank order, so every process takes the same step.
   std::shared_ptr<Fabric> fabric;
-  size_t first_local = 0, local_count = 0;   // local_count 0: every stage is local
-  std::vector<grad_reducer_actor> reducers;  // gradient reducers (monitored: one going down fails the run)
-  bool distributed_optimizer = false;        // each data rank's gradient statistics cover its own shard
+  size_t first_local = 0, local_count = 0;  // local_count 0: every stage is local
+  // This process's gradient reducers and optimizer shards, by rank from first_local (monitored:
+  // one going down fails the run).
+  std::vector<grad_reducer_actor> reducers;
+  std::vector<optimizer_shard_actor> shards;
   loader_actor loader;
   optimizer_actor optimizer;
   int microbatches = 1;  // of the global batch (each data rank runs microbatches / D of them)
@@ -51,6 +53,6 @@ struct TrainerSetup {
   std::chrono::steady_clock::time_point epoch;
 };
 
-trainer_actor spawn_trainer(caf::actor_system& system, TrainerSetup setup, SpawnMode mode = SpawnMode::detached);
+trainer_actor spawn_trainer(caf::actor_system& system, TrainerSetup setup, ActorThread mode = ActorThread::detached);
 
 }  // namespace troupe::actors

@@ -24,6 +24,7 @@
 #include "actors/train/loader_actor.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/optimizer_actor.hpp"
+#include "actors/train/optimizer_shard_actor.hpp"
 #include "actors/train/run_error.hpp"
 #include "actors/train/stage_actor.hpp"
 #include "actors/train/stage_worker.hpp"
@@ -126,9 +127,13 @@ void TrainingRun::Impl::build_stages() {
   }
   const StageGroups member = make_groups(contexts);
   workers.resize(ranks);
+  stage_optimizers.resize(ranks);
   snapshot_contexts.resize(ranks);
-  for (size_t r = 0; r < ranks; ++r)
-    if (local(r)) workers[r] = make_worker(r, std::move(contexts[r]), member);
+  for (size_t r = 0; r < ranks; ++r) {
+    if (!local(r)) continue;
+    workers[r] = make_worker(r, std::move(contexts[r]), member);
+    stage_optimizers[r] = make_stage_optimizer(r, workers[r]);
+  }
   if (P > 1) link_pipelines();
 }
 
@@ -168,8 +173,7 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
   return member;
 }
 
-// Rank r's worker: its chunks (virtual stages s, s + P, ...), their gradient buckets and
-// optimizers (each data rank a shard of every bucket with the distributed optimizer).
+// Rank r's worker: its chunks (virtual stages s, s + P, ...) and their gradient buckets.
 std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::unique_ptr<Context> context,
                                                             const StageGroups& member) {
   const GptConfig& model = config.model;
@@ -177,7 +181,6 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   const RankCoord at = layout.coord(int(r));
   const int s = at.pp, dp = at.dp, tp = at.tp;
   const int layers_per_virtual = model.num_layers / (P * V);
-  const bool tied_split = !model.untie_embeddings_and_output_weights && P * V > 1;
   const bool dist_opt = par.distributed_optimizer && D > 1;
   const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
   StageSetup setup;
@@ -208,19 +211,30 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
     setup.models.push_back(std::move(chunk));
   }
   if (D > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
+  setup.timing = !config.trace_path.empty() || config.time_ops;
+  setup.epoch = epoch;
+  return std::make_shared<StageWorker>(std::move(setup));
+}
+
+// Rank r's optimizer state: an Optimizer per chunk of its worker (each data rank a shard of
+// every bucket with the distributed optimizer).
+std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r,
+                                                                        std::shared_ptr<StageWorker> worker) const {
+  const bool dist_opt = config.parallel.distributed_optimizer && D > 1;
+  const bool tied_split = !config.model.untie_embeddings_and_output_weights && P * V > 1;
+  const int dp = layout.coord(int(r)).dp, s = layout.coord(int(r)).pp;
+  std::vector<std::unique_ptr<Optimizer>> optimizers;
   for (int c = 0; c < V; ++c) {
     OptimizerShard shard;
-    for (const GradBucket& b : setup.buckets)
+    for (const GradBucket& b : worker->buckets())
       if (dist_opt && b.chunk == c)
         shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
     std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
-    setup.optimizers.push_back(std::make_unique<Optimizer>(*setup.models[size_t(c)], config.optimizer, shard));
+    optimizers.push_back(std::make_unique<Optimizer>(worker->model(c), config.optimizer, shard));
   }
-  setup.norm_exclude.assign(size_t(V), "");
-  setup.timing = !config.trace_path.empty() || config.time_ops;
-  setup.epoch = epoch;
-  if (tied_split && s == P - 1) setup.norm_exclude[size_t(V - 1)] = kWordEmbeddingName;  // counted on stage 0
-  return std::make_shared<StageWorker>(std::move(setup));
+  std::vector<std::string> norm_exclude(size_t(V), "");
+  if (tied_split && s == P - 1) norm_exclude[size_t(V - 1)] = kWordEmbeddingName;  // counted on stage 0
+  return std::make_shared<StageOptimizer>(std::move(worker), std::move(optimizers), std::move(norm_exclude));
 }
 
 // Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
@@ -400,9 +414,11 @@ void TrainingRun::Impl::shutdown() {
   for (const stage_actor& a : local_stages) all.push_back(caf::actor_cast<caf::actor>(a));
   for (const grad_reducer_actor& a : reducers)
     if (a) all.push_back(caf::actor_cast<caf::actor>(a));
-  for (const caf::actor& a :
-       {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
-        caf::actor_cast<caf::actor>(trainer), directory, monitor, caf::actor_cast<caf::actor>(checkpoint_writer)})
+  for (const optimizer_shard_actor& a : shards)
+    if (a) all.push_back(caf::actor_cast<caf::actor>(a));
+  for (const caf::actor& a : {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
+                              caf::actor_cast<caf::actor>(trainer), directory, caf::actor_cast<caf::actor>(monitor),
+                              caf::actor_cast<caf::actor>(checkpoint_writer)})
     if (a) all.push_back(a);
   // Several processes: another one may still be finishing the step this one has finished (its
   // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
@@ -446,6 +462,7 @@ void TrainingRun::Impl::shutdown() {
   stages.clear();
   local_stages.clear();
   reducers.clear();
+  shards.clear();
   directory = nullptr;
   loader = nullptr;
   optimizer = nullptr;
@@ -524,14 +541,20 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   Impl& d = *this;
   const int procs = d.fabric->processes();
   d.stages.resize(d.workers.size());
+  d.shards.resize(d.workers.size());
+  for (size_t r = 0; r < d.workers.size(); ++r)
+    if (d.local(r))
+      d.shards[r] = spawn_optimizer_shard(*d.system, {d.stage_optimizers[r], int(r), !d.comm_contexts.empty()});
   d.reducers.resize(d.comm_contexts.size());
   for (size_t r = 0; r < d.comm_contexts.size(); ++r)
     if (d.local(r))
-      d.reducers[r] = spawn_grad_reducer(*d.system, {d.workers[r], d.comm_contexts[r].get(), d.workers[r]->dp_group()});
+      d.reducers[r] = spawn_grad_reducer(
+          *d.system, {d.workers[r], d.comm_contexts[r].get(), d.workers[r]->dp_group(), d.shards[r]});
   for (size_t r = 0; r < d.workers.size(); ++r) {
     if (!d.local(r)) continue;
     StageOptions o;
     if (!d.reducers.empty()) o.reducer = d.reducers[r];
+    o.optimizer_shard = d.shards[r];
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
     o.device = device_of_rank(config, int(r) % d.per_process, d.fabric->node_process(), d.per_process);
@@ -543,21 +566,35 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     d.local_stages.push_back(d.stages[r]);
   }
   if (procs > 1) d.connect_processes();
-  d.loader = spawn_loader(*d.system, std::move(train), std::move(valid));
-  OptimizerOptions oo;
-  oo.clip_grad = config.optimizer.clip_grad;
-  oo.timeout = config.op_timeout;
-  d.optimizer =
-      spawn_optimizer(*d.system, std::vector<stage_update_actor>(d.local_stages.begin(), d.local_stages.end()), oo);
+  LoaderSetup ls{std::move(train), std::move(valid), {}, d.D};
+  for (size_t r = 0; r < d.stages.size(); ++r) {
+    const RankCoord at = d.layout.coord(int(r));
+    if (d.local(r) && (at.pp == 0 || at.pp == d.P - 1))
+      ls.feeds.push_back({d.stages[r], at.dp, at.pp == 0, at.pp == d.P - 1});
+  }
+  d.loader = spawn_loader(*d.system, std::move(ls));
+  OptimizerSetup os;
+  for (size_t r = 0; r < d.shards.size(); ++r) {
+    if (!d.shards[r]) continue;
+    os.shards.push_back(d.shards[r]);
+    os.ranks.push_back(int(r));
+  }
+  os.layout = d.layout;
+  os.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
+  os.fabric = d.fabric;
+  os.clip_grad = config.optimizer.clip_grad;
+  os.timeout = config.op_timeout;
+  d.optimizer = spawn_optimizer(*d.system, std::move(os));
   TrainerSetup ts;
   ts.stages = d.stages;
   for (const grad_reducer_actor& a : d.reducers)
     if (a) ts.reducers.push_back(a);
+  for (const optimizer_shard_actor& a : d.shards)
+    if (a) ts.shards.push_back(a);
   ts.fabric = d.fabric;
   ts.first_local = size_t(d.fabric->process()) * size_t(d.per_process);
   ts.local_count = size_t(d.per_process);
   ts.layout = d.layout;
-  ts.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
   ts.loader = d.loader;
   ts.optimizer = d.optimizer;
   ts.microbatches = d.M * d.D;
@@ -632,11 +669,12 @@ Tensor TrainingRun::gather_weights() const {
 TrainingRun::MemoryReport TrainingRun::memory_report() const {
   const Impl& d = *impl_;
   MemoryReport m;
-  for (const auto& w : d.workers) {
+  for (size_t r = 0; r < d.workers.size(); ++r) {
+    const auto& w = d.workers[r];
     if (!w) continue;
     for (int c = 0; c < w->chunks(); ++c) {
       const GptChunk& chunk = w->model(c);
-      const Optimizer& opt = w->optimizer(c);
+      const Optimizer& opt = d.stage_optimizers[r]->optimizer(c);
       m.parameters += chunk.layout().size();
       m.parameter_bytes += int64_t(chunk.params().nbytes());
       m.gradient_bytes += int64_t(chunk.grads().nbytes());

@@ -28,16 +28,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // An outcome as it travels between processes: "" + index, or "!" + error.
 std::string encode(const SaveOutcome& o) { return o.error.empty() ? " " + o.index : "!" + o.error; }
 
-// What a save copies of one chunk's optimizer: master weights, and the moments with `optimizer`.
-std::vector<std::pair<std::string, const Tensor*>> saved_parts(const Optimizer& opt, bool optimizer) {
-  std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
-  if (optimizer) {
-    parts.push_back({kExpAvgPrefix, &opt.exp_avg()});
-    parts.push_back({kExpAvgSqPrefix, &opt.exp_avg_sq()});
-  }
-  return parts;
-}
-
 }  // namespace
 
 CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, int64_t step) const {
@@ -84,10 +74,12 @@ const Tensor& TrainingRun::Impl::staging_buffer(size_t slot, int64_t numel) {
 void TrainingRun::reserve_save_buffers(bool optimizer) {
   Impl& d = *impl_;
   size_t slot = 0;  // the order start_save uses
-  for (const auto& w : d.workers) {
-    if (!d.saves_state(w.get())) continue;
-    for (int c = 0; c < w->chunks(); ++c)
-      for (const auto& [prefix, src] : saved_parts(w->optimizer(c), optimizer)) d.staging_buffer(slot++, src->numel());
+  for (size_t r = 0; r < d.workers.size(); ++r) {
+    if (!d.saves_state(d.workers[r].get())) continue;
+    const StageOptimizer& opt = *d.stage_optimizers[r];
+    for (int c = 0; c < opt.chunks(); ++c)
+      for (const auto& [prefix, src] : checkpoint_parts(opt.optimizer(c), optimizer))
+        d.staging_buffer(slot++, src->numel());
   }
 }
 
@@ -106,36 +98,29 @@ void TrainingRun::start_save(const std::string& root, const SaveOptions& options
   for (size_t r = 0; r < d.workers.size(); ++r) {
     const auto& w = d.workers[r];
     if (!d.saves_state(w.get())) continue;
-    w->context().activate();
-    const size_t first_chunk = job->chunks.size();
-    const Context* copier = &w->context();
+    auto state = std::make_shared<StateCopy>();
+    state->writer_id = int(r);
+    state->with_moments = options.optimizer;
+    state->staging = [&d, &slot](int64_t numel) -> const Tensor& { return d.staging_buffer(slot++, numel); };
     if (w->context().is_cuda()) {
       // The copies run on a side stream, after the last optimizer step, while the next
       // iteration's forward and backward run; the next step waits for them.
       auto& side = d.snapshot_contexts[r];
       if (!side) side = std::make_unique<Context>(Context::cuda(w->context().device_index()));
-      fence_wait(*side, fence_record(w->context()));
-      copier = side.get();
+      state->copier = side.get();
     }
-    for (int c = 0; c < w->chunks(); ++c) {
-      const Optimizer& opt = w->optimizer(c);
-      TROUPE_CHECK(step < 0 || step == opt.iteration(), "save_checkpoint: optimizer steps differ across chunks (", step,
-                   " vs ", opt.iteration(), ")");
-      step = opt.iteration();
-      ChunkState s{.writer_id = int(r), .layout = w->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
-      if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
-      for (const auto& [prefix, src] : saved_parts(opt, options.optimizer)) {
-        const Tensor& buf = d.staging_buffer(slot++, src->numel());
-        copy(*copier, *src, buf);
-        s.tensors.emplace_back(prefix, buf);
-      }
+    // The shard owns the state: it copies it between its own messages (a whole number of steps).
+    std::string failed;
+    (*d.self)
+        ->request(d.shards[r], d.config.op_timeout, state_copy_atom::value, state)
+        .receive([](bool) {}, [&](caf::error& e) { failed = d.system->render(e); });
+    TROUPE_CHECK(failed.empty(), "save_checkpoint: copying the state of ", w->name(), " failed: ", failed);
+    TROUPE_CHECK(step < 0 || step == state->step, "save_checkpoint: optimizer steps differ across ranks (", step,
+                 " vs ", state->step, ")");
+    step = state->step;
+    for (ChunkState& s : state->chunks) {
       job->chunks.push_back(std::move(s));
-      job->ready.push_back(nullptr);
-    }
-    if (copier != &w->context()) {
-      const std::shared_ptr<void> copied = fence_record(*copier);
-      for (size_t i = first_chunk; i < job->ready.size(); ++i) job->ready[i] = copied;
-      w->wait_before_next_step(copied);
+      job->ready.push_back(state->ready);
     }
   }
   Impl::PendingSave pending;
@@ -217,7 +202,8 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
                "' holds no optimizer state (saved with --no-save-optim): load it with --no-load-optim");
   const int64_t step = with_optimizer ? ts.value("optimizer_step", int64_t(0)) : 0;
 
-  for (const auto& w : d.workers) {
+  for (size_t rank = 0; rank < d.workers.size(); ++rank) {
+    const auto& w = d.workers[rank];
     if (!w) continue;
     w->context().activate();
     for (int c = 0; c < w->chunks(); ++c) {
@@ -235,7 +221,7 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
         read_chunk_tensor(r, layout, kExpAvgPrefix, m);
         read_chunk_tensor(r, layout, kExpAvgSqPrefix, v);
       }
-      w->optimizer(c).restore(master, m, v, step);
+      d.stage_optimizers[rank]->optimizer(c).restore(master, m, v, step);
     }
   }
   if (!resume) return;  // --finetune: weights only, from iteration 0

@@ -1,6 +1,7 @@
 // TrainingRun's private state, shared by training_run.cpp (construction, iterations) and
-// training_run_checkpoint.cpp (save/load). Between iterations the stage actors leave their
-// chunks and optimizers alone, so these files reach them through `workers` directly.
+// training_run_checkpoint.cpp (save/load). Between iterations the stage and optimizer shard
+// actors leave their chunks and optimizer state alone, so these files reach them through
+// `workers` and `stage_optimizers` directly.
 #pragma once
 
 #include <caf/all.hpp>
@@ -12,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "actors/monitor/protocols.hpp"
 #include "actors/train/checkpoint_writer_actor.hpp"
 #include "actors/fabric/device_services.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/protocols.hpp"
+#include "actors/train/stage_optimizer.hpp"
 #include "actors/train/stage_worker.hpp"
 #include "actors/train/trainer_actor.hpp"
 #include "kernels/collectives.hpp"
@@ -40,7 +43,8 @@ struct TrainingRun::Impl {
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
   std::vector<grad_reducer_actor> reducers;             // ... and the reducer actors, by rank
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<StageWorker>> workers;
+  std::vector<std::shared_ptr<StageWorker>> workers;              // by rank (null: another process's)
+  std::vector<std::shared_ptr<StageOptimizer>> stage_optimizers;  // ... their optimizer state
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<std::unique_ptr<PairReducer>> tied;  // per (data rank, tensor rank) pipeline
   std::shared_ptr<schedules::TraceWriter> trace;
@@ -48,10 +52,11 @@ struct TrainingRun::Impl {
   std::unique_ptr<caf::actor_system> system;
   std::unique_ptr<caf::scoped_actor> self;
   std::vector<stage_actor> stages;
+  std::vector<optimizer_shard_actor> shards;  // by rank, this process's (else null)
   loader_actor loader;
   optimizer_actor optimizer;
   trainer_actor trainer;
-  caf::actor monitor;  // null unless start_monitor was called
+  monitor_actor monitor;  // null unless start_monitor was called
   int64_t iteration = 0, consumed = 0;
   std::string failure;
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
@@ -82,6 +87,7 @@ struct TrainingRun::Impl {
   std::unique_ptr<Context> make_context(size_t r) const;  // rank r's device (r in this process)
   StageGroups make_groups(const std::vector<std::unique_ptr<Context>>& contexts);
   std::shared_ptr<StageWorker> make_worker(size_t r, std::unique_ptr<Context> context, const StageGroups& groups);
+  std::shared_ptr<StageOptimizer> make_stage_optimizer(size_t r, std::shared_ptr<StageWorker> worker) const;
   void link_pipelines();  // activation and gradient channels, and the tied embedding's pair reducers
   // The actors, after the system exists (TrainingRun's constructor shuts down on a failure).
   void start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid, schedules::Schedule schedule);

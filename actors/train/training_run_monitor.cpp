@@ -21,9 +21,9 @@ MonitorAddresses TrainingRun::start_monitor(const MonitorOptions& options, const
   trace.num_layers = d.config.model.num_layers;
   trace.iteration = d.iteration + 1;
   MonitorSpawn spawned = spawn_monitor(*d.system, options, hello, trace);
-  d.monitor = std::move(spawned.actor);
+  d.monitor = std::move(spawned.monitor);
   // From the next iteration on, the trainer forwards every traced event to the monitor.
-  caf::anon_send(d.trainer, attach_atom::value, d.monitor, std::move(spawned.trace_queue));
+  caf::anon_send(d.trainer, attach_atom::value, monitor_trace_actor{d.monitor}, std::move(spawned.trace_queue));
   return spawned.addresses;
 }
 

@@ -1,7 +1,7 @@
 // The gradient reducer's protocol (grad_reducer_actor in protocols.hpp), stepped one message
 // at a time on CAF's test coordinator: buckets handed over in any order start their
-// collectives in bucket order (every data rank must issue the same sequence), the stage is
-// answered once the last one is under way, a new iteration starts afresh, and a bucket handed
+// collectives in bucket order (every data rank must issue the same sequence), the device's
+// optimizer shard is told once the last one is under way, a new iteration starts afresh, and a bucket handed
 // over twice ends the reducer with a RunError::reduction that renders as one sentence.
 #include <caf/all.hpp>
 
@@ -11,6 +11,7 @@
 
 #include "actors/train/grad_reducer_actor.hpp"
 #include "actors/train/run_error.hpp"
+#include "tests/actors/coordinated_system.hpp"
 #include "tests/actors/train/pipeline_test_util.hpp"
 
 namespace troupe::test {
@@ -50,54 +51,57 @@ std::shared_ptr<actors::StageWorker> make_worker() {
   auto chunk = std::make_unique<GptChunk>(*setup.context, model, ChunkSpec::whole_model(), DType::f32);
   const int64_t n = chunk->params().numel();
   setup.buckets = actors::make_grad_buckets({n}, (n + 3) / 4, 1);
-  setup.optimizers.push_back(std::make_unique<Optimizer>(*chunk, OptimizerConfig{}));
   setup.models.push_back(std::move(chunk));
   setup.dp_size = 2;
   setup.overlap_grad_reduce = true;
   return std::make_shared<actors::StageWorker>(std::move(setup));
 }
 
-// The stage's side: records the reducer's answers and whether (and why) the reducer went down.
-struct StageLog {
+// What the reducer's peers saw: the optimizer shard's messages, and whether (and why) the
+// reducer went down (seen by a watcher, as the trainer monitors it).
+struct ReducerLog {
   std::vector<BucketsReduced> reduced;
   std::optional<caf::error> down;
 };
 
-using fake_stage = caf::typed_actor<caf::reacts_to<actors::reduced_atom, BucketsReduced>>;
+actors::reduced_listener::behavior_type fake_shard_fn(actors::reduced_listener::pointer, ReducerLog* log) {
+  return {[log](actors::reduced_atom, const BucketsReduced& r) { log->reduced.push_back(r); }};
+}
 
-fake_stage::behavior_type fake_stage_fn(fake_stage::pointer self, StageLog* log, actors::grad_reducer_actor reducer) {
+caf::behavior watcher_fn(caf::event_based_actor* self, ReducerLog* log, actors::grad_reducer_actor reducer) {
   self->monitor(reducer);
   self->set_down_handler([log](caf::down_msg& dm) { log->down = dm.reason; });
-  return {[log](actors::reduced_atom, const BucketsReduced& r) { log->reduced.push_back(r); }};
+  return {[](int) {}};
 }
 
 class GradReducerProtocol : public ::testing::Test {
  protected:
   GradReducerProtocol() {
-    cfg_.set("scheduler.policy", caf::atom("testing"));
-    actors::add_run_error_category(cfg_);
-    system_ = std::make_unique<caf::actor_system>(cfg_);
-    sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(system_->scheduler());
+    cs_ = std::make_unique<CoordinatedSystem>(actors::add_run_error_category);
     worker_ = make_worker();
     comm_ = std::make_unique<Context>(Context::cpu());
     group_ = std::make_unique<RecordingGroup>(worker_->model(0).grads());
-    reducer_ = actors::spawn_grad_reducer(*system_, {worker_, comm_.get(), group_.get()}, actors::SpawnMode::scheduled);
-    stage_ = system_->spawn(fake_stage_fn, &log_, reducer_);
-    sched_->run();  // both initialized
+    shard_ = cs_->system->spawn(fake_shard_fn, &log_);
+    reducer_ = actors::spawn_grad_reducer(*cs_->system, {worker_, comm_.get(), group_.get(), shard_},
+                                          actors::ActorThread::scheduled);
+    stage_ = cs_->system->spawn(watcher_fn, &log_, reducer_);  // stands in for the stage (the sender)
+    cs_->sched->run();                                         // all initialized
   }
 
   ~GradReducerProtocol() override {
     caf::anon_send_exit(stage_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(shard_, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(reducer_, caf::exit_reason::user_shutdown);
-    sched_->run();
+    cs_->sched->run();
     stage_ = nullptr;
+    shard_ = nullptr;
     reducer_ = nullptr;
   }
 
   // The stage hands over one bucket; the reducer handles exactly that message.
   void hand_over(int64_t iteration, int bucket) {
     caf::send_as(stage_, reducer_, actors::bucket_atom::value, BucketReady{iteration, bucket, nullptr});
-    ASSERT_TRUE(sched_->try_run_once());
+    ASSERT_TRUE(cs_->sched->try_run_once());
   }
 
   // The collectives issued so far, as bucket indices.
@@ -113,15 +117,14 @@ class GradReducerProtocol : public ::testing::Test {
     return out;
   }
 
-  caf::actor_system_config cfg_;
-  std::unique_ptr<caf::actor_system> system_;
-  caf::scheduler::test_coordinator* sched_ = nullptr;
+  std::unique_ptr<CoordinatedSystem> cs_;
   std::shared_ptr<actors::StageWorker> worker_;
   std::unique_ptr<Context> comm_;
   std::unique_ptr<RecordingGroup> group_;
-  StageLog log_;
+  ReducerLog log_;
+  actors::reduced_listener shard_;
   actors::grad_reducer_actor reducer_;
-  fake_stage stage_;
+  caf::actor stage_;
 };
 
 TEST_F(GradReducerProtocol, OutOfOrderBucketsStartInBucketOrder) {
@@ -135,7 +138,7 @@ TEST_F(GradReducerProtocol, OutOfOrderBucketsStartInBucketOrder) {
   EXPECT_TRUE(log_.reduced.empty()) << "answered before every bucket was under way";
   hand_over(1, 1);
   EXPECT_EQ(started(), std::vector<int>({0, 1, 2, 3}));
-  sched_->run();  // the answer reaches the stage
+  cs_->sched->run();  // the message reaches the shard
   ASSERT_EQ(log_.reduced.size(), 1u);
   EXPECT_EQ(log_.reduced[0].iteration, 1);
 
@@ -143,7 +146,7 @@ TEST_F(GradReducerProtocol, OutOfOrderBucketsStartInBucketOrder) {
   group_->calls.clear();
   for (int b : {3, 1, 0, 2}) hand_over(2, b);
   EXPECT_EQ(started(), std::vector<int>({0, 1, 2, 3}));
-  sched_->run();
+  cs_->sched->run();
   ASSERT_EQ(log_.reduced.size(), 2u);
   EXPECT_EQ(log_.reduced[1].iteration, 2);
   EXPECT_FALSE(log_.down.has_value());
@@ -152,10 +155,10 @@ TEST_F(GradReducerProtocol, OutOfOrderBucketsStartInBucketOrder) {
 TEST_F(GradReducerProtocol, BucketHandedOverTwiceEndsTheReducerWithItsSentence) {
   hand_over(1, 1);
   hand_over(1, 1);
-  sched_->run();  // the down message reaches the stage
+  cs_->sched->run();  // the down message reaches the watcher
   ASSERT_TRUE(log_.down.has_value());
-  EXPECT_TRUE(actors::is_run_error(*log_.down, actors::RunError::reduction)) << system_->render(*log_.down);
-  const std::string text = system_->render(*log_.down);
+  EXPECT_TRUE(actors::is_run_error(*log_.down, actors::RunError::reduction)) << cs_->system->render(*log_.down);
+  const std::string text = cs_->system->render(*log_.down);
   EXPECT_EQ(text.rfind("gradient reducer: bucket 1 of 4 handed over twice or unknown", 0), 0u) << text;
   EXPECT_TRUE(log_.reduced.empty());
 }

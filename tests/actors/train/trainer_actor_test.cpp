@@ -1,7 +1,8 @@
 // The trainer's protocol (trainer_actor in protocols.hpp), stepped on CAF's test coordinator
-// with a scripted stage (the whole stage_actor interface, one device) and the real data
-// loader: a train request gets the batches, sends the stage its plan and answers the
-// iteration's stats from the stage's report; a stage's fail message answers the pending
+// with a scripted stage (the whole stage_actor interface, one device), the real data loader
+// and a scripted optimizer: a train request has the loader send the stage its data, sends the
+// stage its plan, asks the optimizer for the step once the stage has reported, and answers
+// the iteration's stats from the report and the step; a stage's fail message answers the pending
 // request with the stage's RunError (rendered: the stage's sentence) and every later request
 // with RunError::rejected; an op silent past op_timeout answers RunError::timeout.
 #include <caf/all.hpp>
@@ -16,6 +17,7 @@
 #include "actors/train/loader_actor.hpp"
 #include "actors/train/run_error.hpp"
 #include "actors/train/trainer_actor.hpp"
+#include "tests/actors/coordinated_system.hpp"
 #include "tests/actors/train/pipeline_test_util.hpp"
 
 namespace troupe::test {
@@ -30,6 +32,7 @@ struct StageLog {
   Script script = Script::report;
   actors::stage_listener trainer;
   std::vector<actors::IterationPlan> plans;
+  std::vector<actors::StageData> data;
 };
 
 constexpr double kLossSum = 32.0;
@@ -45,8 +48,6 @@ actors::stage_actor::behavior_type scripted_stage_fn(actors::stage_actor::pointe
         switch (log->script) {
           case Script::report: {
             actors::StageReport r{.stage = 0, .iteration = plan.iteration, .loss_sum = kLossSum};
-            r.stepped = plan.local_step;
-            r.step = StepResult{.skipped = false, .grad_norm = kGradNorm};
             self->send(log->trainer, actors::report_atom::value, r);
             break;
           }
@@ -65,14 +66,10 @@ actors::stage_actor::behavior_type scripted_stage_fn(actors::stage_actor::pointe
           }
         }
       },
+      [=](actors::data_atom, actors::StageData& d) { log->data.push_back(std::move(d)); },
       [](actors::parcel_atom, const actors::TensorMessage&) { ADD_FAILURE() << "parcel"; },
       [](actors::parcel_atom, const actors::RemoteParcel&) { ADD_FAILURE() << "remote parcel"; },
       [](actors::order_atom, int64_t, int, int, int) { ADD_FAILURE() << "order"; },
-      [](actors::apply_atom, const actors::StepRequest&, float, bool) -> bool {
-        ADD_FAILURE() << "apply (a single stage takes its step itself)";
-        return false;
-      },
-      [](actors::reduced_atom, const actors::BucketsReduced&) { ADD_FAILURE() << "reduced"; },
       [](actors::pump_atom) {},
       [](actors::done_atom, uint64_t, int64_t, int64_t) {},
       [](actors::tied_atom) {},
@@ -80,27 +77,30 @@ actors::stage_actor::behavior_type scripted_stage_fn(actors::stage_actor::pointe
   };
 }
 
-actors::optimizer_actor::behavior_type unused_optimizer_fn() {
-  return {[](actors::step_atom, const actors::StepRequest&) -> StepResult {
-    ADD_FAILURE() << "step (a single stage takes its step itself)";
-    return {};
-  }};
+// Answers every step with kGradNorm, recording the requests.
+actors::optimizer_actor::behavior_type scripted_optimizer_fn(actors::optimizer_actor::pointer,
+                                                             std::vector<actors::StepRequest>* steps) {
+  return {
+      [](actors::norm_atom, const actors::ShardReport&) { ADD_FAILURE() << "a shard report (no shard here)"; },
+      [steps](actors::step_atom, const actors::StepRequest& req) -> StepResult {
+        steps->push_back(req);
+        return {.skipped = false, .grad_norm = kGradNorm};
+      },
+  };
 }
 
 class TrainerProtocol : public ::testing::Test {
  protected:
   void start(Script script, std::chrono::milliseconds op_timeout = std::chrono::seconds(60)) {
-    cfg_.set("scheduler.policy", caf::atom("testing"));
-    actors::add_run_error_category(cfg_);
-    system_ = std::make_unique<caf::actor_system>(cfg_);
-    sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(system_->scheduler());
-    self_ = std::make_unique<caf::scoped_actor>(*system_);
+    cs_ = std::make_unique<CoordinatedSystem>(actors::add_run_error_category);
     log_.script = script;
     model_ = tiny_model(false);
     actors::TrainerSetup ts;
-    ts.stages = {system_->spawn(scripted_stage_fn, &log_)};
-    ts.loader = actors::spawn_loader(*system_, loader(tiny_data(model_), 2), nullptr, actors::SpawnMode::scheduled);
-    ts.optimizer = system_->spawn(unused_optimizer_fn);
+    ts.stages = {cs_->system->spawn(scripted_stage_fn, &log_)};
+    ts.loader =
+        actors::spawn_loader(*cs_->system, {loader(tiny_data(model_), 2), nullptr, {{ts.stages[0], 0, true, true}}, 1},
+                             actors::ActorThread::scheduled);
+    ts.optimizer = cs_->system->spawn(scripted_optimizer_fn, &steps_);
     ts.microbatches = 2;
     ts.micro_batch_size = 2;
     ts.seq_length = model_.seq_length;
@@ -110,20 +110,19 @@ class TrainerProtocol : public ::testing::Test {
     actors_ = {caf::actor_cast<caf::actor>(ts.stages[0]), caf::actor_cast<caf::actor>(ts.loader),
                caf::actor_cast<caf::actor>(ts.optimizer)};
     lr_ = ts.lr;
-    trainer_ = actors::spawn_trainer(*system_, std::move(ts), actors::SpawnMode::scheduled);
+    trainer_ = actors::spawn_trainer(*cs_->system, std::move(ts), actors::ActorThread::scheduled);
     actors_.push_back(caf::actor_cast<caf::actor>(trainer_));
-    sched_->run();
+    cs_->sched->run();
     ASSERT_TRUE(log_.trainer) << "the trainer sent the stage its peers";
   }
 
   ~TrainerProtocol() override {
-    if (!system_) return;
+    if (!cs_) return;
     for (const caf::actor& a : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    sched_->run();
+    cs_->sched->run();
     actors_.clear();
     trainer_ = nullptr;
     log_.trainer = nullptr;
-    self_.reset();
   }
 
   // One train request, run until nothing is left to do (delayed messages wait); the stats, or
@@ -134,14 +133,14 @@ class TrainerProtocol : public ::testing::Test {
     std::string text;
   };
   Answer train() {
-    auto reply = (*self_)->request(trainer_, caf::infinite, actors::train_atom::value);
-    sched_->run();
+    auto reply = (*cs_->self)->request(trainer_, caf::infinite, actors::train_atom::value);
+    cs_->sched->run();
     return receive(reply);
   }
   template <typename Reply>
   Answer receive(Reply& reply) {
     Answer a;
-    if ((*self_)->mailbox().empty()) {  // receive() would wait for ever (the test clock stands still)
+    if ((*cs_->self)->mailbox().empty()) {  // receive() would wait for ever (the test clock stands still)
       ADD_FAILURE() << "the trainer did not answer";
       a.text = "no answer";
       return a;
@@ -149,18 +148,16 @@ class TrainerProtocol : public ::testing::Test {
     reply.receive([&](IterationStats& s) { a.stats = s; },
                   [&](caf::error& e) {
                     a.error = e;
-                    a.text = system_->render(e);
+                    a.text = cs_->system->render(e);
                   });
     return a;
   }
 
-  caf::actor_system_config cfg_;
-  std::unique_ptr<caf::actor_system> system_;
-  caf::scheduler::test_coordinator* sched_ = nullptr;
-  std::unique_ptr<caf::scoped_actor> self_;
+  std::unique_ptr<CoordinatedSystem> cs_;
   GptConfig model_;
   LrSchedule lr_;
   StageLog log_;
+  std::vector<actors::StepRequest> steps_;
   actors::trainer_actor trainer_;
   std::vector<caf::actor> actors_;
 };
@@ -180,9 +177,18 @@ TEST_F(TrainerProtocol, AReportAnswersTheIteration) {
     const actors::IterationPlan& plan = log_.plans.back();
     EXPECT_EQ(plan.iteration, it);
     EXPECT_EQ(plan.microbatches, 2);
-    EXPECT_EQ(plan.tokens.size(), 2u);   // the first stage's input
-    EXPECT_EQ(plan.targets.size(), 2u);  // the last stage's labels
+    EXPECT_TRUE(plan.tokens.empty() && plan.targets.empty()) << "the data goes from the loader to the stage";
+    // This iteration's data, and the next one's (asked for while this one runs).
+    ASSERT_EQ(log_.data.size(), size_t(it + 1));
+    const actors::StageData& data = log_.data[size_t(it - 1)];
+    EXPECT_EQ(data.iteration, it);
+    EXPECT_EQ(data.tokens.size(), 2u);   // the first stage's input
+    EXPECT_EQ(data.targets.size(), 2u);  // the last stage's labels
+    EXPECT_EQ(log_.data.back().iteration, it + 1);
     EXPECT_TRUE(plan.local_step);
+    ASSERT_EQ(steps_.size(), size_t(it)) << "one step per iteration, asked once the stage reported";
+    EXPECT_EQ(steps_.back().iteration, it);
+    EXPECT_FLOAT_EQ(steps_.back().lr, float(lr_.at(it)));
   }
 }
 
@@ -201,12 +207,12 @@ TEST_F(TrainerProtocol, AStageFailureAnswersWithTheStagesSentence) {
 
 TEST_F(TrainerProtocol, ASilentOpAnswersATimeout) {
   start(Script::silent, std::chrono::milliseconds(20));
-  auto reply = (*self_)->request(trainer_, caf::infinite, actors::train_atom::value);
-  sched_->run();  // the plan is out, the op started; the watchdog's tick waits (every 5 ms)
+  auto reply = (*cs_->self)->request(trainer_, caf::infinite, actors::train_atom::value);
+  cs_->sched->run();  // the plan is out, the op started; the watchdog's tick waits (every 5 ms)
   ASSERT_EQ(log_.plans.size(), 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(40));  // the watchdog reads the real clock
-  sched_->advance_time(std::chrono::milliseconds(5));
-  sched_->run();
+  cs_->sched->advance_time(std::chrono::milliseconds(5));
+  cs_->sched->run();
   const Answer a = receive(reply);
   ASSERT_FALSE(a.stats);
   EXPECT_TRUE(actors::is_run_error(a.error, RunError::timeout)) << to_string(a.error);

@@ -1,0 +1,115 @@
+#include "actors/train/stage_optimizer.hpp"
+
+#include "actors/fabric/device_services.hpp"
+#include "base/check.hpp"
+#include "kernels/nvtx.hpp"
+
+namespace troupe::actors {
+
+std::vector<std::pair<std::string, const Tensor*>> checkpoint_parts(const Optimizer& opt, bool with_moments) {
+  std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
+  if (with_moments) {
+    parts.emplace_back(kExpAvgPrefix, &opt.exp_avg());
+    parts.emplace_back(kExpAvgSqPrefix, &opt.exp_avg_sq());
+  }
+  return parts;
+}
+
+StageOptimizer::StageOptimizer(std::shared_ptr<StageWorker> worker, std::vector<std::unique_ptr<Optimizer>> optimizers,
+                               std::vector<std::string> norm_exclude)
+    : worker_(std::move(worker)), optimizers_(std::move(optimizers)), norm_exclude_(std::move(norm_exclude)) {
+  TROUPE_CHECK(worker_ && int(optimizers_.size()) == worker_->chunks(),
+               "StageOptimizer: ", worker_ ? worker_->name() : "no stage", " needs one optimizer per chunk, got ",
+               optimizers_.size());
+  norm_exclude_.resize(optimizers_.size());
+}
+
+void StageOptimizer::finalize_grads() {
+  StageWorker& w = *worker_;
+  const NvtxRange range("reduce grads stage ", w.stage());
+  for (int c = 0; c < w.chunks(); ++c) w.model(c).reduce_sequence_parallel_grads();
+  Collectives* dp = w.dp_group();
+  if (dp == nullptr || w.overlap_grad_reduce()) return;  // no replicas / the reducer actor did it
+  const int D = w.dp_size();
+  for (const GradBucket& b : w.buckets()) {
+    const Tensor g = w.model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
+    if (w.distributed_optimizer())
+      dp->reduce_scatter(context(), g, g.slice(b.shard_begin(w.dp_rank(), D) - b.begin, {b.shard_size(D)}));
+    else
+      dp->all_reduce(context(), g);
+  }
+}
+
+GradStats StageOptimizer::grad_stats() const {
+  GradStats total;
+  for (size_t c = 0; c < optimizers_.size(); ++c) {
+    const GradStats s = optimizers_[c]->grad_stats(norm_exclude_[c]);
+    total.sum_sq += s.sum_sq;
+    total.finite = total.finite && s.finite;
+  }
+  return total;
+}
+
+void StageOptimizer::await_state_readers() {
+  fence_wait(context(), state_readers_);
+  state_readers_.reset();
+}
+
+void StageOptimizer::apply(float lr, float clip, float loss_scale) {
+  StageWorker& w = *worker_;
+  await_state_readers();
+  const NvtxRange range("optimizer step stage ", w.stage());
+  for (auto& o : optimizers_) o->apply(lr, clip, loss_scale);
+  if (!w.distributed_optimizer() || w.dp_group() == nullptr) return;
+  // Every rank updated its shard of each bucket: gather the others'.
+  const int D = w.dp_size();
+  for (const GradBucket& b : w.buckets()) {
+    const Tensor p = w.model(b.chunk).params().slice(b.begin, {b.end - b.begin});
+    w.dp_group()->all_gather(context(), p.slice(b.shard_begin(w.dp_rank(), D) - b.begin, {b.shard_size(D)}), p);
+  }
+}
+
+void StageOptimizer::copy_state(StateCopy& copy) {
+  const StageWorker& w = *worker_;
+  const Context& own = context();
+  own.activate();
+  const Context* copier = copy.copier != nullptr ? copy.copier : &own;
+  if (copier != &own) fence_wait(*copier, fence_record(own));  // after the last update
+  copy.chunks.clear();
+  for (int c = 0; c < chunks(); ++c) {
+    const Optimizer& opt = *optimizers_[size_t(c)];
+    TROUPE_CHECK(c == 0 || copy.step == opt.iteration(), w.name(), ": optimizer steps differ across chunks (",
+                 copy.step, " vs ", opt.iteration(), ")");
+    copy.step = opt.iteration();
+    ChunkState s{
+        .writer_id = copy.writer_id, .layout = worker_->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
+    if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
+    for (const auto& [prefix, src] : checkpoint_parts(opt, copy.with_moments)) {
+      const Tensor& buf = copy.staging(src->numel());
+      troupe::copy(*copier, *src, buf);
+      s.tensors.emplace_back(prefix, buf);
+    }
+    copy.chunks.push_back(std::move(s));
+  }
+  copy.ready = nullptr;
+  if (copier != &own) {
+    copy.ready = fence_record(*copier);
+    state_readers_ = copy.ready;  // the next update waits for the copies
+  }
+}
+
+void StageOptimizer::skip() {
+  for (auto& o : optimizers_) o->skip();
+}
+
+StepResult StageOptimizer::step_whole_model(float lr, float loss_scale) {
+  const StageWorker& w = *worker_;
+  TROUPE_CHECK(w.stages() == 1 && w.chunks() == 1 && !w.has_tied() && w.tp_size() == 1 && w.dp_size() == 1,
+               "a whole-model optimizer step needs one stage holding the whole model, stage ", w.stage(), " of ",
+               w.stages(), " holds ", w.chunks(), " chunk(s)");
+  await_state_readers();
+  const NvtxRange range("optimizer step stage ", w.stage());
+  return optimizers_.front()->step(lr, loss_scale);
+}
+
+}  // namespace troupe::actors
