@@ -126,6 +126,7 @@ void MonitorMetrics::set_publisher_counts(uint64_t sent, uint64_t refused, uint6
 }
 
 // Longer than our functions usually are: one metric family after another, a table rather than logic.
+// NOLINTNEXTLINE(readability-function-size)
 std::string MonitorMetrics::prometheus_text() const {
   std::lock_guard<std::mutex> lock(mutex_);
   Exposition x;

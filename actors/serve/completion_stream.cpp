@@ -83,6 +83,70 @@ struct ChoiceText {
 
 const char* finish_name(FinishReason r) { return r == FinishReason::length ? "length" : "stop"; }
 
+// The stream's body, on the HTTP server's thread: every event of every choice as a chunk as it
+// comes, until each choice has finished (or failed); the client leaving cancels the rest.
+void write_events(StreamQueue& queue, const Tickets& tickets, size_t hold_back, const StreamCall& call,
+                  const Tokenizer& tok, const ChunkWriter& write) {
+  std::vector<ChoiceText> texts(call.prompts.size());
+  size_t open = call.prompts.size();
+  int64_t completion_tokens = 0;
+  auto send = [&](const json& j) { return write("data: " + dump_json(j) + "\n\n"); };
+  auto chunk = [&](json choices) {
+    return json{{"id", call.id},
+                {"object", "text_completion"},
+                {"created", call.created},
+                {"model", call.model},
+                {"choices", std::move(choices)}};
+  };
+  while (open > 0) {
+    std::deque<StreamQueue::Item> items;
+    {
+      std::unique_lock lock(queue.mu);
+      queue.cv.wait(lock, [&] { return !queue.items.empty(); });
+      items.swap(queue.items);
+    }
+    for (const StreamQueue::Item& item : items) {
+      bool ok = true;
+      if (item.error) {  // a worker failed mid-stream
+        --open;
+        ok = send({{"error", {{"message", *item.error}, {"type", "server_error"}, {"param", nullptr}}}});
+      } else {
+        const TokenEvent& e = item.event;
+        completion_tokens += e.has_token ? 1 : 0;
+        json logprobs = nullptr;
+        if (call.params.logprobs && e.has_token)
+          logprobs = {{"tokens", {tok.decode(std::vector<int32_t>{e.token})}},
+                      {"token_logprobs", {e.logprob}},
+                      {"top_logprobs", nullptr}};
+        json finish = nullptr;
+        if (e.finish != FinishReason::none) {
+          --open;
+          finish = finish_name(e.finish);
+        }
+        ok = send(chunk(json::array({{{"index", item.choice},
+                                      {"text", texts[item.choice].next(tok, e, hold_back)},
+                                      {"logprobs", logprobs},
+                                      {"finish_reason", finish}}})));
+      }
+      if (!ok) {  // the client left
+        for (const RequestTicket& t : tickets.all) t.cancel();
+        return;
+      }
+    }
+  }
+  if (call.include_usage) {
+    int64_t prompt_tokens = 0;
+    for (const auto& p : call.prompts) prompt_tokens += int64_t(p.size());
+    json usage = {{"prompt_tokens", prompt_tokens},
+                  {"completion_tokens", completion_tokens},
+                  {"total_tokens", prompt_tokens + completion_tokens}};
+    json last = chunk(json::array());
+    last["usage"] = usage;
+    if (!send(last)) return;
+  }
+  write("data: [DONE]\n\n");
+}
+
 }  // namespace
 
 HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok, StreamCall call) {
@@ -109,67 +173,8 @@ HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok
   for (const std::string& s : call.params.stop_strings) hold_back = std::max(hold_back, s.size() - 1);
 
   HttpReply reply(200, "", "text/event-stream");
-  reply.stream = [queue, tickets, hold_back, call = std::move(call),
-                  tok = std::shared_ptr<Tokenizer>(std::move(tok))](const ChunkWriter& write) {
-    std::vector<ChoiceText> texts(call.prompts.size());
-    size_t open = call.prompts.size();
-    int64_t completion_tokens = 0;
-    auto send = [&](const json& j) { return write("data: " + dump_json(j) + "\n\n"); };
-    auto chunk = [&](json choices) {
-      return json{{"id", call.id},
-                  {"object", "text_completion"},
-                  {"created", call.created},
-                  {"model", call.model},
-                  {"choices", std::move(choices)}};
-    };
-    while (open > 0) {
-      std::deque<StreamQueue::Item> items;
-      {
-        std::unique_lock lock(queue->mu);
-        queue->cv.wait(lock, [&] { return !queue->items.empty(); });
-        items.swap(queue->items);
-      }
-      for (const StreamQueue::Item& item : items) {
-        bool ok = true;
-        if (item.error) {  // a worker failed mid-stream
-          --open;
-          ok = send({{"error", {{"message", *item.error}, {"type", "server_error"}, {"param", nullptr}}}});
-        } else {
-          const TokenEvent& e = item.event;
-          completion_tokens += e.has_token ? 1 : 0;
-          json logprobs = nullptr;
-          if (call.params.logprobs && e.has_token)
-            logprobs = {{"tokens", {tok->decode(std::vector<int32_t>{e.token})}},
-                        {"token_logprobs", {e.logprob}},
-                        {"top_logprobs", nullptr}};
-          json finish = nullptr;
-          if (e.finish != FinishReason::none) {
-            --open;
-            finish = finish_name(e.finish);
-          }
-          ok = send(chunk(json::array({{{"index", item.choice},
-                                        {"text", texts[item.choice].next(*tok, e, hold_back)},
-                                        {"logprobs", logprobs},
-                                        {"finish_reason", finish}}})));
-        }
-        if (!ok) {  // the client left
-          for (const RequestTicket& t : tickets->all) t.cancel();
-          return;
-        }
-      }
-    }
-    if (call.include_usage) {
-      int64_t prompt_tokens = 0;
-      for (const auto& p : call.prompts) prompt_tokens += int64_t(p.size());
-      json usage = {{"prompt_tokens", prompt_tokens},
-                    {"completion_tokens", completion_tokens},
-                    {"total_tokens", prompt_tokens + completion_tokens}};
-      json last = chunk(json::array());
-      last["usage"] = usage;
-      if (!send(last)) return;
-    }
-    write("data: [DONE]\n\n");
-  };
+  reply.stream = [queue, tickets, hold_back, call = std::move(call), tok = std::shared_ptr<Tokenizer>(std::move(tok))](
+                     const ChunkWriter& write) { write_events(*queue, *tickets, hold_back, call, *tok, write); };
   return reply;
 }
 
