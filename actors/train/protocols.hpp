@@ -140,6 +140,14 @@ using trainer_actor =
                            caf::reacts_to<attach_atom, monitor_trace_actor, std::shared_ptr<TraceQueue>>,
                            caf::reacts_to<host_op_atom, schedules::TraceEvent>, caf::reacts_to<tick_atom, uint64_t>>;
 
+// The stage directory (TrainingRun::Impl::connect_processes), one per process of a run over
+// several: process p hands process q < p its stage actors and gets q's back,
+//   (peers_atom, int process p, vector<caf::actor> p's stages) -> vector<caf::actor> q's stages
+// The handles travel untyped (a serialized handle is a plain caf::actor; the middleman knows
+// no vector of typed ones); the receiver casts them back to stage_actor.
+using stage_directory_actor =
+    caf::typed_actor<caf::replies_to<peers_atom, int, std::vector<caf::actor>>::with<std::vector<caf::actor>>>;
+
 // The checkpoint writer (checkpoint_writer_actor.hpp). TrainingRun sends
 //   (save_atom, shared_ptr<SaveJob>)
 // and waits for the job's std::promise from outside the actor system (no CAF answer).

@@ -305,7 +305,7 @@ void TrainingRun::Impl::connect_processes() {
   // held here would keep the detached stage actors' threads waiting.
   std::vector<caf::actor_addr> mine;
   for (const stage_actor& a : local_stages) mine.push_back(a.address());
-  directory = system->spawn([mine, registered](caf::event_based_actor*) -> caf::behavior {
+  directory = system->spawn([mine, registered](stage_directory_actor::pointer) -> stage_directory_actor::behavior_type {
     return {[mine, registered](peers_atom, int from, std::vector<caf::actor>& theirs) {
       {
         std::lock_guard lock(registered->mu);
@@ -325,8 +325,7 @@ void TrainingRun::Impl::connect_processes() {
   const std::vector<std::string> ports = fabric->all_gather(std::to_string(*port));
   const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
   const int me = fabric->process();
-  // The handles travel between processes untyped (the directory's message is the same on
-  // every node whatever the stage's interface): they are stage actors again here.
+  // The handles travel between processes untyped (see stage_directory_actor): stage actors again here.
   auto take = [&](int q, std::vector<caf::actor>& theirs) {
     TROUPE_CHECK(int(theirs.size()) == per_process, "process ", me, ": process ", q, " handed out ", theirs.size(),
                  " stage actors, not ", per_process);
@@ -337,7 +336,7 @@ void TrainingRun::Impl::connect_processes() {
   for (const stage_actor& a : local_stages) ours.push_back(caf::actor_cast<caf::actor>(a));
   for (int q = 0; q < me; ++q) {
     const std::string where = one_host ? "127.0.0.1" : hosts[size_t(q)];
-    auto remote = system->middleman().remote_actor(where, uint16_t(std::stoi(ports[size_t(q)])));
+    auto remote = system->middleman().remote_actor<stage_directory_actor>(where, uint16_t(std::stoi(ports[size_t(q)])));
     TROUPE_CHECK(remote, "process ", me, ": connecting to process ", q, " at ", where, ":", ports[size_t(q)],
                  " failed: ", system->render(remote.error()));
     std::vector<caf::actor> theirs;
@@ -417,8 +416,8 @@ void TrainingRun::Impl::shutdown() {
   for (const optimizer_shard_actor& a : shards)
     if (a) all.push_back(caf::actor_cast<caf::actor>(a));
   for (const caf::actor& a : {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
-                              caf::actor_cast<caf::actor>(trainer), directory, caf::actor_cast<caf::actor>(monitor),
-                              caf::actor_cast<caf::actor>(checkpoint_writer)})
+                              caf::actor_cast<caf::actor>(trainer), caf::actor_cast<caf::actor>(directory),
+                              caf::actor_cast<caf::actor>(monitor), caf::actor_cast<caf::actor>(checkpoint_writer)})
     if (a) all.push_back(a);
   // Several processes: another one may still be finishing the step this one has finished (its
   // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their

@@ -99,7 +99,7 @@ struct TrainingRun::Impl {
   int process_of(size_t r) const { return int(r) / per_process; }
   bool local(size_t r) const;
   std::vector<stage_actor> local_stages;  // this process's stage actors, by rank
-  caf::actor directory;                   // several processes: hands out local_stages to the others
+  stage_directory_actor directory;        // several processes: hands out local_stages to the others
   void connect_processes();               // several processes: learns every other process's stage actors
   // The trainer's answer to (xs...); throws troupe::Error with the run's failure (kept in `failure`).
   template <typename Answer, typename... Ts>
