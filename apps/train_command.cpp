@@ -38,6 +38,8 @@ struct TrainOptions {
   int kv_channels = 0, seq_length = 0, max_position_embeddings = 0, make_vocab_size_divisible_by = 128;
   std::string normalization, position_embedding_type;
   bool swiglu = false, disable_bias_linear = false, untie = false, group_query_attention = false;
+  bool use_rope_scaling = false;
+  float rope_scaling_factor = 8.0f;
   float hidden_dropout = -1, attention_dropout = -1, init_method_std = -1, norm_epsilon = -1, rotary_base = -1;
   int64_t micro_batch_size = 4, global_batch_size = 0, train_iters = 100;
   double lr = 6e-4, min_lr = 6e-5, lr_warmup_init = 0, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
@@ -91,6 +93,11 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   set(c.init_method_std, o.init_method_std, -1.0f);
   set(c.norm_epsilon, o.norm_epsilon, -1.0f);
   set(c.rotary_base, o.rotary_base, -1.0f);
+  if (o.use_rope_scaling) {  // Megatron's: Llama 3.1's scaling with its fixed band edges and context
+    c.rope_scaling = RopeScaling{};
+    c.rope_scaling.llama3 = true;
+    c.rope_scaling.factor = o.rope_scaling_factor;
+  }
   if (!o.normalization.empty())
     c.normalization = o.normalization == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
   if (!o.position_embedding_type.empty())
@@ -513,6 +520,11 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--position-embedding-type", o->position_embedding_type)
       ->check(CLI::IsMember({"learned_absolute", "rope"}));
   cmd->add_option("--rotary-base", o->rotary_base);
+  auto* rope_scaling =
+      cmd->add_flag("--use-rope-scaling", o->use_rope_scaling,
+                    "Llama 3.1's RoPE frequency scaling (low/high frequency factors 1 and 4, original context 8192)");
+  cmd->add_option("--rope-scaling-factor", o->rope_scaling_factor, "with --use-rope-scaling (default 8)")
+      ->needs(rope_scaling);
   cmd->add_flag("--swiglu", o->swiglu);
   cmd->add_flag("--disable-bias-linear", o->disable_bias_linear);
   cmd->add_flag("--untie-embeddings-and-output-weights", o->untie);

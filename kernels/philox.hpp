@@ -12,11 +12,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TROUPE_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define TROUPE_HOST_DEVICE inline
-#endif
+#include "kernels/host_device.hpp"
 
 namespace troupe {
 

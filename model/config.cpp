@@ -46,6 +46,17 @@ void GptConfig::validate() const {
   TROUPE_CHECK(attention_dropout == 0.0f, "--attention-dropout ", attention_dropout,
                ": dropout on attention probabilities is not implemented yet; pass --attention-dropout 0");
   TROUPE_CHECK(init_method_std > 0, "--init-method-std must be positive, got ", init_method_std);
+  if (rope_scaling.llama3) {
+    const RopeScaling& s = rope_scaling;
+    TROUPE_CHECK(position_embedding_type == PositionEmbedding::rope,
+                 "--use-rope-scaling needs --position-embedding-type rope");
+    TROUPE_CHECK(s.factor >= 1, "--rope-scaling-factor must be >= 1, got ", s.factor);
+    TROUPE_CHECK(s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor,
+                 "RoPE scaling needs 0 < low_freq_factor < high_freq_factor, got ", s.low_freq_factor, " and ",
+                 s.high_freq_factor);
+    TROUPE_CHECK(s.original_max_positions > 0, "RoPE scaling's original_max_position_embeddings must be positive, got ",
+                 s.original_max_positions);
+  }
 }
 
 int64_t GptConfig::num_parameters() const {
@@ -119,6 +130,36 @@ const char* position_embedding_name(PositionEmbedding p) {
   return p == PositionEmbedding::learned_absolute ? "learned_absolute" : "rope";
 }
 
+namespace {
+
+nlohmann::json rope_scaling_json(const RopeScaling& s) {
+  if (!s.llama3) return nullptr;
+  return {{"type", "llama3"},
+          {"factor", s.factor},
+          {"low_freq_factor", s.low_freq_factor},
+          {"high_freq_factor", s.high_freq_factor},
+          {"original_max_position_embeddings", s.original_max_positions}};
+}
+
+RopeScaling rope_scaling_from_json(const nlohmann::json& j) {
+  RopeScaling s;
+  if (j.is_null()) return s;
+  TROUPE_CHECK(j.is_object() && j.value("type", std::string()) == "llama3",
+               "model config: rope_scaling must be null or a llama3 scaling, got ", j.dump());
+  for (const auto& [key, value] : j.items())
+    TROUPE_CHECK(key == "type" || key == "factor" || key == "low_freq_factor" || key == "high_freq_factor" ||
+                     key == "original_max_position_embeddings",
+                 "model config: rope_scaling has an unknown key '", key, "'");
+  s.llama3 = true;
+  s.factor = j.at("factor");
+  s.low_freq_factor = j.at("low_freq_factor");
+  s.high_freq_factor = j.at("high_freq_factor");
+  s.original_max_positions = j.at("original_max_position_embeddings");
+  return s;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const GptConfig& c) {
   return {{"num_layers", c.num_layers},
           {"hidden_size", c.hidden_size},
@@ -134,6 +175,7 @@ nlohmann::json to_json(const GptConfig& c) {
           {"norm_epsilon", c.norm_epsilon},
           {"position_embedding_type", position_embedding_name(c.position_embedding_type)},
           {"rotary_base", c.rotary_base},
+          {"rope_scaling", rope_scaling_json(c.rope_scaling)},
           {"swiglu", c.swiglu},
           {"disable_bias_linear", c.disable_bias_linear},
           {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
@@ -144,6 +186,11 @@ nlohmann::json to_json(const GptConfig& c) {
 
 GptConfig gpt_config_from_json(const nlohmann::json& j) {
   GptConfig c;
+  // A key this version does not know could change the model: refuse it rather than guess.
+  const nlohmann::json known = to_json(c);
+  for (const auto& [key, value] : j.items())
+    TROUPE_CHECK(known.contains(key), "model config: unknown key '", key, "' (", value.dump(),
+                 "): written by a newer Troupe? This version cannot build that model");
   auto get = [&](const char* key, auto& field) {
     if (j.contains(key)) j.at(key).get_to(field);
   };
@@ -160,6 +207,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
     get("make_vocab_size_divisible_by", c.make_vocab_size_divisible_by);
     get("norm_epsilon", c.norm_epsilon);
     get("rotary_base", c.rotary_base);
+    if (j.contains("rope_scaling")) c.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"));
     get("swiglu", c.swiglu);
     get("disable_bias_linear", c.disable_bias_linear);
     get("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "kernels/rope.hpp"
+
 namespace troupe {
 
 enum class Normalization { layernorm, rmsnorm };
@@ -34,6 +36,7 @@ struct GptConfig {
   float norm_epsilon = 1e-5f;
   PositionEmbedding position_embedding_type = PositionEmbedding::learned_absolute;
   float rotary_base = 10000.0f;
+  RopeScaling rope_scaling;  // --use-rope-scaling, --rope-scaling-factor: Llama 3.1's frequency scaling
   bool swiglu = false;
   bool disable_bias_linear = false;
   bool untie_embeddings_and_output_weights = false;

@@ -350,7 +350,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const Tensor qkv3 = s.qkv.view({B, T, int64_t(layout_.local_qkv_size())});
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.fwd");
-    rope_apply(ctx_, qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0}, false);
+    rope_apply(ctx_, qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, false);
   }
   const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f};
   {
@@ -518,7 +518,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   }
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.bwd");
-    rope_apply(ctx_, dqkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0}, true);
+    rope_apply(ctx_, dqkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, true);
   }
   {
     auto t = timed("qkv.bwd");

@@ -31,11 +31,19 @@ def make_model(kind, shape):
                                       activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         model = transformers.GPT2LMHeadModel(cfg)
     else:
+        rope = dict(rope_type="default", rope_theta=shape.get("theta", 10000.0))
+        if "llama3" in shape:  # Llama 3.1's frequency scaling
+            rope.update(rope_type="llama3", **shape["llama3"])
+        if int(transformers.__version__.split(".")[0]) >= 5:
+            rope_args = dict(rope_parameters=rope)  # saved as 5.x writes it: rope_parameters
+        else:
+            rope_args = dict(rope_theta=rope.pop("rope_theta"),
+                             rope_scaling=rope if rope["rope_type"] != "default" else None)
         cfg = transformers.LlamaConfig(num_hidden_layers=shape["layers"], hidden_size=shape["hidden"],
                                        num_attention_heads=shape["heads"], num_key_value_heads=shape["groups"],
                                        intermediate_size=shape["ffn"], max_position_embeddings=shape["positions"],
-                                       vocab_size=shape["vocab"], rms_norm_eps=1e-6, rope_theta=10000.0,
-                                       tie_word_embeddings=False)
+                                       vocab_size=shape["vocab"], rms_norm_eps=1e-6,
+                                       tie_word_embeddings=shape.get("tied", False), **rope_args)
         model = transformers.LlamaForCausalLM(cfg)
     cfg._attn_implementation = "eager"
     # Random-init norms are all ones and biases all zeros: perturb them so they are tested.
@@ -85,6 +93,12 @@ def main():
         ("gpt2", dict(seed=2, layers=3, hidden=256, heads=4, positions=256, vocab=50257, batch=2, seq=200)),
         ("llama", dict(seed=3, layers=2, hidden=128, heads=4, groups=2, ffn=352, positions=256, vocab=1000, batch=2, seq=64)),
         ("llama", dict(seed=4, layers=2, hidden=256, heads=2, groups=1, ffn=688, positions=512, vocab=32000, batch=1, seq=256)),
+        # Llama 3.x: rope_theta 500000 and the llama3 frequency scaling (an original context of
+        # 64 so the scaled and smoothed bands act within the sequence), tied embeddings (3.2)
+        ("llama", dict(seed=5, layers=2, hidden=256, heads=4, groups=2, ffn=512, positions=1024, vocab=1000, batch=2,
+                       seq=256, theta=500000.0, tied=True,
+                       llama3=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                   original_max_position_embeddings=64))),
     ]
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ void rope_apply(const Tensor& qkv, const Tensor& positions, const RopeConfig& cf
     for (int64_t t = 0; t < T; ++t) {
       const float pos = float(at ? at[b * T + t] : cfg.pos_offset + t);
       for (int i = 0; i < half; ++i) {
-        const float inv_freq = 1.0f / std::pow(cfg.base, float(2 * i) / float(D));
+        const float inv_freq = rope_inv_freq(i, D, cfg.base, cfg.scaling);
         const float angle = pos * inv_freq;
         const float c = std::cos(angle), s = sign * std::sin(angle);
         // Query heads 0..H-1 and key heads H..H+G-1 are adjacent in the token row.

@@ -10,8 +10,8 @@ constexpr int kThreads = 256;
 // Angles in f32 with precise powf/sincosf, matching the CPU reference.
 template <typename T>
 __global__ void rope_kernel(T* __restrict__ qkv, int64_t n_pairs, int64_t T_len, int rotated_heads, int D,
-                            int64_t width, float base, int64_t pos_offset, const int32_t* __restrict__ positions,
-                            float sign) {
+                            int64_t width, float base, RopeScaling scaling, int64_t pos_offset,
+                            const int32_t* __restrict__ positions, float sign) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n_pairs) return;
   const int half = D / 2;
@@ -20,7 +20,7 @@ __global__ void rope_kernel(T* __restrict__ qkv, int64_t n_pairs, int64_t T_len,
   const int head = int(head_row % rotated_heads);
   const int64_t token = head_row / rotated_heads;
   const float pos = float(positions ? positions[token] : pos_offset + token % T_len);
-  const float inv_freq = 1.0f / powf(base, float(2 * i) / float(D));
+  const float inv_freq = rope_inv_freq(i, D, base, scaling);
   float s, c;
   sincosf(pos * inv_freq, &s, &c);
   s *= sign;
@@ -38,8 +38,8 @@ void rope_apply(const Context& ctx, const Tensor& qkv, const Tensor& positions, 
   dispatch_float(qkv.dtype(), "rope_apply", [&](auto tag) {
     using T = typename decltype(tag)::type;
     rope_kernel<T><<<ceil_div(n_pairs, kThreads), kThreads, 0, stream_of(ctx)>>>(
-        qkv.data_as<T>(), n_pairs, qkv.dim(1), rotated_heads, cfg.head_dim, qkv.dim(2), cfg.base, cfg.pos_offset,
-        positions.defined() ? positions.data_as<int32_t>() : nullptr, inverse ? -1.0f : 1.0f);
+        qkv.data_as<T>(), n_pairs, qkv.dim(1), rotated_heads, cfg.head_dim, qkv.dim(2), cfg.base, cfg.scaling,
+        cfg.pos_offset, positions.defined() ? positions.data_as<int32_t>() : nullptr, inverse ? -1.0f : 1.0f);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

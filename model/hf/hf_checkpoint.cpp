@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.hpp"
+#include "base/log.hpp"
 #include "storage/safetensors.hpp"
 
 namespace troupe {
@@ -61,10 +62,13 @@ class HfTensorFiles {
 }  // namespace
 
 HfCheckpoint read_hf_checkpoint(const std::string& dir) {
-  const nlohmann::json j = read_json(fs::path(dir) / "config.json");
+  const fs::path path = fs::path(dir) / "config.json";
+  const HfConfig hf = read_hf_config(read_json(path), path.string());
+  for (const std::string& key : hf.unknown_keys)
+    logger("hf").warning(path.string(), ": unknown key ", key, " (not read; check it changes nothing)");
   HfCheckpoint ck;
-  ck.arch = hf_arch_from_config(j);
-  ck.config = gpt_config_from_hf(j);
+  ck.arch = hf.arch;
+  ck.config = hf.model;
   ck.config.validate();
   return ck;
 }

@@ -7,55 +7,8 @@
 
 namespace troupe {
 
-HfArch hf_arch_from_config(const nlohmann::json& j) {
-  const std::string type = j.value("model_type", std::string());
-  if (type == "gpt2") return HfArch::gpt2;
-  if (type == "llama") return HfArch::llama;
-  TROUPE_FAIL("unsupported HF model_type '", type, "' (expected gpt2 or llama)");
-}
-
 HfArch hf_arch_for(const GptConfig& config) {
   return config.normalization == Normalization::rmsnorm ? HfArch::llama : HfArch::gpt2;
-}
-
-GptConfig gpt_config_from_hf(const nlohmann::json& j) {
-  GptConfig c;
-  try {
-    if (hf_arch_from_config(j) == HfArch::gpt2) {
-      c.num_layers = j.at("n_layer");
-      c.hidden_size = j.at("n_embd");
-      c.num_attention_heads = j.at("n_head");
-      c.max_position_embeddings = j.at("n_positions");
-      c.seq_length = c.max_position_embeddings;
-      c.vocab_size = j.at("vocab_size");
-      c.norm_epsilon = j.value("layer_norm_epsilon", 1e-5f);
-      if (j.contains("n_inner") && !j.at("n_inner").is_null()) c.ffn_hidden_size = j.at("n_inner");
-      const std::string act = j.value("activation_function", std::string("gelu_new"));
-      TROUPE_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", "GPT-2 activation_function '", act,
-                   "' is not the tanh GELU we implement");
-      c.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", true);
-    } else {
-      c = GptConfig::llama_style(j.at("num_hidden_layers"), j.at("hidden_size"), j.at("num_attention_heads"),
-                                 j.value("num_key_value_heads", int(j.at("num_attention_heads"))),
-                                 j.at("intermediate_size"));
-      if (j.contains("head_dim") && !j.at("head_dim").is_null()) c.kv_channels = j.at("head_dim");
-      c.max_position_embeddings = j.value("max_position_embeddings", 2048);
-      c.seq_length = c.max_position_embeddings;
-      c.vocab_size = j.at("vocab_size");
-      c.norm_epsilon = j.value("rms_norm_eps", 1e-6f);
-      c.rotary_base = j.value("rope_theta", 10000.0f);
-      c.untie_embeddings_and_output_weights = !j.value("tie_word_embeddings", false);
-      TROUPE_CHECK(!j.value("attention_bias", false) && !j.value("mlp_bias", false),
-                   "Llama checkpoints with attention_bias/mlp_bias are not supported");
-      TROUPE_CHECK(!j.contains("rope_scaling") || j.at("rope_scaling").is_null(),
-                   "Llama rope_scaling is not supported");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    TROUPE_FAIL("bad HF config.json: ", e.what());
-  }
-  c.hidden_dropout = 0.0f;
-  c.attention_dropout = 0.0f;
-  return c;
 }
 
 nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
@@ -71,20 +24,28 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
             {"layer_norm_epsilon", c.norm_epsilon},
             {"activation_function", "gelu_new"},
             {"tie_word_embeddings", !c.untie_embeddings_and_output_weights}};
-  return {{"model_type", "llama"},
-          {"architectures", {"LlamaForCausalLM"}},
-          {"num_hidden_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"intermediate_size", c.ffn()},
-          {"num_attention_heads", c.num_attention_heads},
-          {"num_key_value_heads", c.query_groups()},
-          {"head_dim", c.head_dim()},
-          {"max_position_embeddings", c.max_positions()},
-          {"vocab_size", c.vocab_size},
-          {"rms_norm_eps", c.norm_epsilon},
-          {"rope_theta", c.rotary_base},
-          {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
-          {"hidden_act", "silu"}};
+  nlohmann::json j = {{"model_type", "llama"},
+                      {"architectures", {"LlamaForCausalLM"}},
+                      {"num_hidden_layers", c.num_layers},
+                      {"hidden_size", c.hidden_size},
+                      {"intermediate_size", c.ffn()},
+                      {"num_attention_heads", c.num_attention_heads},
+                      {"num_key_value_heads", c.query_groups()},
+                      {"head_dim", c.head_dim()},
+                      {"max_position_embeddings", c.max_positions()},
+                      {"vocab_size", c.vocab_size},
+                      {"rms_norm_eps", c.norm_epsilon},
+                      {"rope_theta", c.rotary_base},
+                      {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
+                      {"hidden_act", "silu"}};
+  j["rope_scaling"] = nullptr;
+  if (c.rope_scaling.llama3)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
+  return j;
 }
 
 namespace {

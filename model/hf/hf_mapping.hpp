@@ -19,11 +19,10 @@
 
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
+#include "model/hf/hf_config.hpp"
 #include "model/param_layout.hpp"
 
 namespace troupe {
-
-enum class HfArch { gpt2, llama };
 
 // One HF tensor that fills rows [row_offset, row_offset + rows) of one of our parameters.
 struct HfPiece {
@@ -33,13 +32,9 @@ struct HfPiece {
   int64_t row_offset = 0;
 };
 
-// The HF architecture named by a config.json ("model_type" gpt2 | llama).
-HfArch hf_arch_from_config(const nlohmann::json& hf_config);
 // The HF architecture that holds a model of `config` (Llama for RMSNorm models, else GPT-2).
 HfArch hf_arch_for(const GptConfig& config);
-// Our model config from an HF config.json (seq_length = max positions unless given).
-GptConfig gpt_config_from_hf(const nlohmann::json& hf_config);
-// An HF config.json describing `config` (for export).
+// The config.json of a model of `config` (transformers 4.x layout, which 5.x reads too).
 nlohmann::json hf_config_from_gpt(const GptConfig& config, HfArch arch);
 
 // The HF pieces of our parameter `name`. `prefix` is prepended to GPT-2 names

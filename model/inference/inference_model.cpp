@@ -254,7 +254,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   }
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope");
-    rope_apply_at(ctx_, qkv.view({1, n, qkv.dim(1)}), m.positions, {H, G, D, c.rotary_base, 0}, false);
+    rope_apply_at(ctx_, qkv.view({1, n, qkv.dim(1)}), m.positions, {H, G, D, c.rotary_base, 0, c.rope_scaling}, false);
   }
   {
     auto t = timed("kv_append");

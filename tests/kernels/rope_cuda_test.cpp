@@ -45,11 +45,14 @@ TEST_P(RopeCuda, PerTokenPositionsMatchCpu) {
   EXPECT_LT(err, 1e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RopeCuda,
-                         ::testing::Combine(::testing::Values(RopeCase{2, 100, {4, 2, 64, 10000.0f, 7}},
-                                                              RopeCase{1, 33, {3, 3, 128, 500000.0f, 0}},
-                                                              RopeCase{1, 64, {2, 1, 64, 10000.0f, 3000}}),
-                                            ::testing::Values(DType::bf16, DType::f16)));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RopeCuda,
+    ::testing::Combine(::testing::Values(RopeCase{2, 100, {4, 2, 64, 10000.0f, 7}},
+                                         RopeCase{1, 33, {3, 3, 128, 500000.0f, 0}},
+                                         RopeCase{1, 64, {2, 1, 64, 10000.0f, 3000}},
+                                         // Llama 3.1's frequency scaling, all three bands
+                                         RopeCase{1, 64, {4, 2, 64, 500000.0f, 5000, {true, 8.0f, 1.0f, 4.0f, 64.0f}}}),
+                       ::testing::Values(DType::bf16, DType::f16)));
 
 }  // namespace
 }  // namespace troupe::test

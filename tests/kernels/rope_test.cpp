@@ -51,6 +51,57 @@ TEST(Rope, HandComputedRotation) {
   for (int k = 8; k < 12; ++k) EXPECT_EQ(x.at(12 + k), 9.0f);
 }
 
+// transformers' _compute_llama3_parameters, step by step (in double): the frequencies whose
+// wavelength is below original/high_freq_factor stay, those above original/low_freq_factor are
+// divided by the factor, the band between is interpolated.
+std::vector<double> llama3_reference(int D, double base, double factor, double low, double high, double original) {
+  std::vector<double> out;
+  for (int i = 0; i < D / 2; ++i) {
+    const double inv_freq = 1.0 / std::pow(base, double(2 * i) / D);
+    const double wavelen = 2 * M_PI / inv_freq;
+    double f = wavelen > original / low ? inv_freq / factor : inv_freq;
+    const double smooth = (original / wavelen - low) / (high - low);
+    const bool medium = !(wavelen < original / high) && !(wavelen > original / low);
+    if (medium) f = (1 - smooth) * f / factor + smooth * f;
+    out.push_back(f);
+  }
+  return out;
+}
+
+TEST(Rope, Llama3ScalingMatchesTransformersFormula) {
+  const RopeScaling s{true, 8.0f, 1.0f, 4.0f, 8192.0f};
+  const int D = 128;
+  const std::vector<double> ref = llama3_reference(D, 500000.0, 8, 1, 4, 8192);
+  int kept = 0, divided = 0, smoothed = 0;
+  for (int i = 0; i < D / 2; ++i) {
+    const double plain = 1.0 / std::pow(500000.0, double(2 * i) / D);
+    const double got = rope_inv_freq(i, D, 500000.0f, s);
+    EXPECT_NEAR(got / ref[size_t(i)], 1.0, 2e-6) << "i=" << i;
+    if (std::abs(ref[size_t(i)] / plain - 1) < 1e-9)
+      ++kept;
+    else if (std::abs(ref[size_t(i)] * 8 / plain - 1) < 1e-9)
+      ++divided;
+    else
+      ++smoothed;
+    EXPECT_NEAR(rope_inv_freq(i, D, 500000.0f, RopeScaling{}) / plain, 1.0, 2e-6) << "off: unchanged, i=" << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(smoothed, 0) << "the test must cover all three bands";
+
+  // The kernel turns each pair by position * that frequency.
+  RopeConfig cfg{1, 1, D, 500000.0f, 3000, s};
+  Tensor x = random_normal({1, 1, 3 * D}, 5);
+  Tensor y = host_copy(x);
+  rope_apply(cpu(), y, cfg, false);
+  for (int i = 0; i < D / 2; ++i) {
+    const double angle = 3000 * ref[size_t(i)];
+    const double a = x.at(i), b = x.at(i + D / 2);
+    EXPECT_NEAR(y.at(i), a * std::cos(angle) - b * std::sin(angle), 2e-3) << "i=" << i;
+    EXPECT_NEAR(y.at(i + D / 2), b * std::cos(angle) + a * std::sin(angle), 2e-3) << "i=" << i;
+  }
+}
+
 TEST(Rope, InverseUndoesForward) {
   const RopeConfig cfg{4, 2, 16, 10000.0f, 3};
   Tensor x = random_normal({2, 5, 8 * 16}, 2);

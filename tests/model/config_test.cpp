@@ -42,6 +42,29 @@ TEST(GptConfig, JsonRoundTrip) {
   EXPECT_THROW(gpt_config_from_json(nlohmann::json{{"normalization", "BatchNorm"}}), Error);
 }
 
+TEST(GptConfig, RopeScalingRoundTripsAndUnknownKeysAreRefused) {
+  GptConfig c = GptConfig::llama_style(2, 64, 4, 2, 128);
+  c.rope_scaling = {true, 32.0f, 1.0f, 4.0f, 8192.0f};
+  c.validate();
+  const nlohmann::json j = to_json(c);
+  const GptConfig d = gpt_config_from_json(j);
+  EXPECT_TRUE(d.rope_scaling.llama3);
+  EXPECT_FLOAT_EQ(d.rope_scaling.factor, 32.0f);
+  EXPECT_EQ(to_json(d), j);
+  EXPECT_TRUE(to_json(GptConfig::llama_style(2, 64, 4, 2, 128)).at("rope_scaling").is_null());
+  // A key this version does not know may change the model: refused, named.
+  nlohmann::json newer = j;
+  newer["qk_layernorm"] = true;
+  try {
+    gpt_config_from_json(newer);
+    ADD_FAILURE() << "an unknown key was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'qk_layernorm'"), std::string::npos) << e.what();
+  }
+  c.rope_scaling.high_freq_factor = 0.5f;  // below low_freq_factor
+  EXPECT_THROW(c.validate(), Error);
+}
+
 TEST(ParamLayout, ReverseOrderAlignedAndComplete) {
   const GptConfig c = GptConfig::gpt2_124m();
   ParamLayout layout(c, ChunkSpec::whole_model());

@@ -1,0 +1,262 @@
+#include "model/hf/hf_config.hpp"
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "base/check.hpp"
+
+namespace troupe {
+
+namespace {
+
+using nlohmann::json;
+
+// Keys that change nothing we compute: bookkeeping, generation defaults of old configs,
+// training-time dropout (Troupe takes its own --hidden-dropout), task heads a causal LM does
+// not use.
+const std::set<std::string>& harmless_keys() {
+  static const std::set<std::string> keys = {
+      "_name_or_path", "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "use_cache",
+      "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+      "output_attentions", "output_hidden_states", "return_dict", "id2label", "label2id", "problem_type",
+      "task_specific_params", "torchscript", "tokenizer_class", "prefix", "finetuning_task", "pruned_heads",
+      "chunk_size_feed_forward", "is_decoder", "is_encoder_decoder", "tf_legacy_loss", "use_bfloat16",
+      // generation defaults that old configs carry (generation_config.json holds them now)
+      "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+      "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+      "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+      "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+      "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+      // dropout: a training setting, Troupe's own flags decide it
+      "attention_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout",
+      // GPT-2's sequence-summary head (GPT2DoubleHeadsModel), unused by a causal LM
+      "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+      // Llama: the pretraining tensor-parallel degree; transformers 4 splits its matmuls by it,
+      // which sums the same products (the same math)
+      "pretraining_tp"};
+  return keys;
+}
+
+// Reads the config, remembering which keys it looked at; the rest are unknown.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    TROUPE_CHECK(j_.is_object(), where_, ": not a JSON object");
+  }
+
+  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const json& at(const std::string& key) {
+    seen_.insert(key);
+    TROUPE_CHECK(j_.contains(key), where_, ": '", key, "' is missing");
+    return j_.at(key);
+  }
+  void mark(const std::string& key) { seen_.insert(key); }
+
+  // A positive integer (1.9, "12" or -1 are errors).
+  int64_t integer(const std::string& key) {
+    const json& v = at(key);
+    TROUPE_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, where_, ": '", key,
+                 "' must be a positive integer, got ", v.dump());
+    return v.get<int64_t>();
+  }
+  int64_t integer_or(const std::string& key, int64_t fallback) {
+    return has(key) ? integer(key) : (mark(key), fallback);
+  }
+  double number_or(const std::string& key, double fallback) {
+    if (!has(key)) return mark(key), fallback;
+    const json& v = at(key);
+    TROUPE_CHECK(v.is_number(), where_, ": '", key, "' must be a number, got ", v.dump());
+    return v.get<double>();
+  }
+  bool boolean_or(const std::string& key, bool fallback) {
+    if (!has(key)) return mark(key), fallback;
+    const json& v = at(key);
+    TROUPE_CHECK(v.is_boolean(), where_, ": '", key, "' must be true or false, got ", v.dump());
+    return v.get<bool>();
+  }
+  std::string string_or(const std::string& key, const std::string& fallback) {
+    if (!has(key)) return mark(key), fallback;
+    const json& v = at(key);
+    TROUPE_CHECK(v.is_string(), where_, ": '", key, "' must be a string, got ", v.dump());
+    return v.get<std::string>();
+  }
+  // A key whose only value we implement; any other is refused, naming it.
+  template <typename T>
+  void require(const std::string& key, const T& implemented, const T& fallback, const std::string& why) {
+    T value = fallback;
+    if (has(key)) at(key).get_to(value);
+    mark(key);
+    TROUPE_CHECK(value == implemented, where_, ": '", key, "' = ", json(value).dump(), " is not supported (", why,
+                 "); Troupe implements ", json(implemented).dump());
+  }
+
+  std::vector<std::string> unknown() const {
+    std::vector<std::string> out;
+    for (const auto& [key, value] : j_.items())
+      if (!seen_.count(key) && !harmless_keys().count(key)) out.push_back(key + " = " + value.dump());
+    return out;
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  const json& j_;
+  std::string where_;
+  std::set<std::string> seen_;
+};
+
+std::vector<int64_t> token_ids(const json& v, const std::string& where, const char* key) {
+  std::vector<int64_t> out;
+  if (v.is_null()) return out;
+  const json list = v.is_array() ? v : json::array({v});
+  for (const json& id : list) {
+    TROUPE_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0, where, ": '", key,
+                 "' must be a token id or a list of them, got ", v.dump());
+    out.push_back(id.get<int64_t>());
+  }
+  return out;
+}
+
+void read_gpt2(Reader& r, GptConfig& c) {
+  c = GptConfig::gpt2_124m();
+  c.num_layers = int(r.integer("n_layer"));
+  c.hidden_size = int(r.integer("n_embd"));
+  c.num_attention_heads = int(r.integer("n_head"));
+  c.max_position_embeddings = int(r.integer("n_positions"));
+  if (r.has("n_ctx"))
+    TROUPE_CHECK(r.integer("n_ctx") == c.max_position_embeddings, r.where(), ": 'n_ctx' = ", r.at("n_ctx").dump(),
+                 " differs from 'n_positions' = ", c.max_position_embeddings);
+  r.mark("n_ctx");
+  c.seq_length = c.max_position_embeddings;
+  c.vocab_size = r.integer("vocab_size");
+  c.norm_epsilon = float(r.number_or("layer_norm_epsilon", 1e-5));
+  c.ffn_hidden_size = int(r.integer_or("n_inner", 0));
+  const std::string act = r.string_or("activation_function", "gelu_new");
+  TROUPE_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", r.where(), ": 'activation_function' = \"", act,
+               "\" is not supported; Troupe implements the tanh GELU (gelu_new, gelu_pytorch_tanh)");
+  r.require("scale_attn_weights", true, true, "attention scores not divided by sqrt(head_dim)");
+  r.require("scale_attn_by_inverse_layer_idx", false, false, "attention scores divided by the layer index");
+  r.require("reorder_and_upcast_attn", false, false, "a different attention order and precision");
+  r.require("add_cross_attention", false, false, "cross-attention layers");
+  c.untie_embeddings_and_output_weights = !r.boolean_or("tie_word_embeddings", true);
+}
+
+// RoPE: transformers 4's rope_theta + rope_scaling, or 5's rope_parameters.
+void read_rope(Reader& r, GptConfig& c) {
+  json params = json::object();
+  if (r.has("rope_parameters")) {
+    params = r.at("rope_parameters");
+    TROUPE_CHECK(params.is_object(), r.where(), ": 'rope_parameters' must be an object, got ", params.dump());
+    TROUPE_CHECK(!r.has("rope_scaling") || r.at("rope_scaling") == params || !r.at("rope_scaling").is_object(),
+                 r.where(), ": both 'rope_scaling' and 'rope_parameters', and they differ");
+  } else if (r.has("rope_scaling")) {
+    params = r.at("rope_scaling");
+    TROUPE_CHECK(params.is_object(), r.where(), ": 'rope_scaling' must be an object or null, got ", params.dump());
+  }
+  r.mark("rope_parameters");
+  r.mark("rope_scaling");
+  double theta = r.number_or("rope_theta", 10000.0);
+  if (params.contains("rope_theta")) {
+    const json& t = params.at("rope_theta");
+    TROUPE_CHECK(t.is_number(), r.where(), ": rope_theta must be a number, got ", t.dump());
+    TROUPE_CHECK(!r.has("rope_theta") || r.at("rope_theta").get<double>() == t.get<double>(), r.where(),
+                 ": 'rope_theta' = ", r.at("rope_theta").dump(), " and rope_parameters.rope_theta = ", t.dump(),
+                 " differ");
+    theta = t.get<double>();
+  }
+  TROUPE_CHECK(theta > 0, r.where(), ": rope_theta must be positive, got ", theta);
+  c.rotary_base = float(theta);
+  const double partial = r.number_or("partial_rotary_factor", params.value("partial_rotary_factor", 1.0));
+  TROUPE_CHECK(partial == 1.0, r.where(), ": partial_rotary_factor = ", partial,
+               " is not supported (RoPE on part of each head); Troupe rotates whole heads");
+  // "type" is the older spelling of "rope_type".
+  const std::string type = params.value("rope_type", params.value("type", std::string("default")));
+  std::set<std::string> allowed = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
+  if (type == "llama3") {
+    RopeScaling& s = c.rope_scaling;
+    s.llama3 = true;
+    for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+      TROUPE_CHECK(params.contains(key) && params.at(key).is_number(), r.where(),
+                   ": the llama3 RoPE scaling needs a number '", key, "', got ", params.dump());
+      allowed.insert(key);
+    }
+    s.factor = params.at("factor").get<float>();
+    s.low_freq_factor = params.at("low_freq_factor").get<float>();
+    s.high_freq_factor = params.at("high_freq_factor").get<float>();
+    s.original_max_positions = params.at("original_max_position_embeddings").get<float>();
+  } else {
+    TROUPE_CHECK(type == "default", r.where(), ": RoPE scaling rope_type \"", type,
+                 "\" is not supported; Troupe implements the default RoPE and \"llama3\"");
+  }
+  for (const auto& [key, value] : params.items())
+    TROUPE_CHECK(allowed.count(key), r.where(), ": the RoPE settings' '", key, "' = ", value.dump(),
+                 " is not supported with rope_type \"", type, "\"");
+}
+
+void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
+  const int heads = int(r.integer("num_attention_heads"));
+  c = GptConfig::llama_style(int(r.integer("num_hidden_layers")), int(r.integer("hidden_size")), heads,
+                             int(r.integer_or("num_key_value_heads", heads)), int(r.integer("intermediate_size")));
+  c.kv_channels = int(r.integer_or("head_dim", 0));
+  c.max_position_embeddings = int(r.integer_or("max_position_embeddings", 2048));
+  c.seq_length = c.max_position_embeddings;
+  c.vocab_size = r.integer("vocab_size");
+  c.norm_epsilon = float(r.number_or("rms_norm_eps", 1e-6));
+  r.require<std::string>("hidden_act", "silu", "silu", "another MLP activation");
+  r.require("attention_bias", false, false, "bias on the attention projections");
+  r.require("mlp_bias", false, false, "bias on the MLP projections");
+  c.untie_embeddings_and_output_weights = !r.boolean_or("tie_word_embeddings", false);
+  read_rope(r, c);
+  if (model_type == "mistral") {
+    // Mistral is Llama's math plus sliding-window attention; a window at least as long as the
+    // context never takes effect.
+    const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
+    r.mark("sliding_window");
+    TROUPE_CHECK(window == 0 || window >= c.max_position_embeddings, r.where(), ": 'sliding_window' = ", window,
+                 " is not supported (sliding-window attention is not implemented); a window of at least "
+                 "max_position_embeddings (",
+                 c.max_position_embeddings, ") or null is");
+  }
+}
+
+}  // namespace
+
+HfConfig read_hf_config(const json& j, const std::string& where) {
+  Reader r(j, where);
+  HfConfig hf;
+  try {
+    hf.model_type = r.string_or("model_type", "");
+    const std::string expected = hf.model_type == "gpt2"      ? "GPT2LMHeadModel"
+                                 : hf.model_type == "llama"   ? "LlamaForCausalLM"
+                                 : hf.model_type == "mistral" ? "MistralForCausalLM"
+                                                              : "";
+    TROUPE_CHECK(!expected.empty(), where, ": model_type \"", hf.model_type,
+                 "\" is not supported (Troupe reads gpt2, llama and mistral)");
+    if (r.has("architectures")) {
+      for (const json& a : r.at("architectures"))
+        TROUPE_CHECK(a == expected || (hf.model_type == "gpt2" && a == "GPT2Model"), where, ": architectures ",
+                     r.at("architectures").dump(), " is not ", expected, " (another head, not a causal LM?)");
+    }
+    if (hf.model_type == "gpt2") {
+      hf.arch = HfArch::gpt2;
+      read_gpt2(r, hf.model);
+    } else {
+      hf.arch = HfArch::llama;
+      read_llama(r, hf.model_type, hf.model);
+    }
+    if (r.has("bos_token_id")) {
+      const std::vector<int64_t> bos = token_ids(r.at("bos_token_id"), where, "bos_token_id");
+      if (!bos.empty()) hf.bos_token_id = bos.front();
+    }
+    if (r.has("eos_token_id")) hf.eos_token_ids = token_ids(r.at("eos_token_id"), where, "eos_token_id");
+    hf.dtype = r.has("dtype") ? r.string_or("dtype", "") : r.string_or("torch_dtype", "");
+  } catch (const json::exception& e) {
+    TROUPE_FAIL(where, ": ", e.what());
+  }
+  hf.model.hidden_dropout = 0.0f;
+  hf.model.attention_dropout = 0.0f;
+  hf.unknown_keys = r.unknown();
+  return hf;
+}
+
+}  // namespace troupe

@@ -1,0 +1,41 @@
+// Reading a Hugging Face config.json exactly, as transformers 4.x and 5.x write it: every key
+// that changes the model's math is either implemented or refused with an error naming the key
+// and its value; keys known to change nothing are accepted quietly; anything else is reported
+// as a warning (HfConfig::unknown_keys). Both layouts of the RoPE settings are read: 4.x's
+// top-level `rope_theta` and `rope_scaling`, 5.x's `rope_parameters` {rope_theta, rope_type, ...}.
+//
+//   HfConfig hf = read_hf_config(json, "ckpt/config.json");   // throws naming key and value
+//   GptConfig model = hf.model;
+//   for (const std::string& k : hf.unknown_keys) log_warning(...);
+//
+// Families: GPT2LMHeadModel; LlamaForCausalLM (Llama 2, Llama 3/3.1/3.2 with rope_type llama3);
+// MistralForCausalLM without a sliding window that takes effect (the same math as Llama).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/config.hpp"
+
+namespace troupe {
+
+enum class HfArch { gpt2, llama };
+
+struct HfConfig {
+  HfArch arch = HfArch::gpt2;  // how the weights are named and laid out
+  std::string model_type;      // as written: "gpt2", "llama", "mistral"
+  GptConfig model;             // seq_length = max_position_embeddings, dropout 0
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;     // an int or a list in the file
+  std::string dtype;                      // torch_dtype (4.x) or dtype (5.x): how the weights were saved; "" if absent
+  std::vector<std::string> unknown_keys;  // "key = value": neither implemented, refused nor known harmless
+};
+
+// `where` names the file in errors. Throws troupe::Error.
+HfConfig read_hf_config(const nlohmann::json& config, const std::string& where);
+
+}  // namespace troupe

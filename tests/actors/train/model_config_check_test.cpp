@@ -1,0 +1,39 @@
+// A checkpoint's model config against the run's (check_model_config): any difference is an
+// error naming the field, except that a feature added later (null in the run: off) may be
+// absent from a checkpoint written before it existed, so older checkpoints still load.
+#include <nlohmann/json.hpp>
+
+#include "actors/train/checkpoint_shards.hpp"
+#include "model/config.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+std::string why(const nlohmann::json& run, const nlohmann::json& ckpt) {
+  try {
+    actors::check_model_config(run, ckpt, "ckpt");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfigCheck, OlderCheckpointsWithoutANewOffFeatureLoad) {
+  GptConfig c = GptConfig::llama_style(2, 64, 4, 2, 128);
+  const nlohmann::json run = to_json(c);
+  nlohmann::json older = run;
+  older.erase("rope_scaling");  // written before RoPE scaling existed
+  EXPECT_EQ(why(run, older), "");
+
+  c.rope_scaling.llama3 = true;  // the run uses it: the older checkpoint is another model
+  const std::string e = why(to_json(c), older);
+  EXPECT_NE(e.find("has no 'rope_scaling'"), std::string::npos) << e;
+
+  nlohmann::json other = run;
+  other["rotary_base"] = 500000.0f;
+  EXPECT_NE(why(run, other).find("model_config.rotary_base"), std::string::npos) << why(run, other);
+}
+
+}  // namespace
+}  // namespace troupe::test

@@ -1,0 +1,192 @@
+// The HF config reader against config.json files as transformers 4.x and 5.x write them
+// (tests/model/hf/configs/): every family's sizes, RoPE base and scaling, tying and token ids
+// read exactly, whichever layout; and every key that would change the math without being
+// implemented refused with an error naming the key and its value.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/hf/hf_config.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const fs::path kConfigs = fs::path(TROUPE_SOURCE_DIR) / "tests/model/hf/configs";
+
+json fixture(const std::string& name) {
+  std::ifstream in(kConfigs / name);
+  EXPECT_TRUE(in.good()) << name;
+  return json::parse(in);
+}
+
+// The error read_hf_config throws, or "" when it accepts the config.
+std::string refusal(const json& j) {
+  try {
+    read_hf_config(j, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfConfig, Llama31ReadsTheLlama3ScalingAndTheta) {
+  const HfConfig hf = read_hf_config(fixture("llama3.1-8b.transformers4.json"), "llama3.1");
+  const GptConfig& c = hf.model;
+  EXPECT_EQ(hf.arch, HfArch::llama);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.num_attention_heads, 32);
+  EXPECT_EQ(c.query_groups(), 8);
+  EXPECT_EQ(c.ffn(), 14336);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.max_positions(), 131072);
+  EXPECT_FLOAT_EQ(c.norm_epsilon, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rotary_base, 500000.0f);
+  EXPECT_TRUE(c.rope_scaling.llama3);
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 8.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling.original_max_positions, 8192.0f);
+  EXPECT_TRUE(c.untie_embeddings_and_output_weights);
+  EXPECT_EQ(hf.bos_token_id, 128000);
+  EXPECT_EQ(hf.eos_token_ids, std::vector<int64_t>{128001});
+  EXPECT_EQ(hf.dtype, "bfloat16");
+  EXPECT_TRUE(hf.unknown_keys.empty()) << hf.unknown_keys.front();
+  c.validate();
+}
+
+TEST(HfConfig, Llama32TiedWithHeadDimAndAnEosList) {
+  const HfConfig hf = read_hf_config(fixture("llama3.2-1b-instruct.transformers4.json"), "llama3.2");
+  EXPECT_FALSE(hf.model.untie_embeddings_and_output_weights);
+  EXPECT_EQ(hf.model.head_dim(), 64);
+  EXPECT_FLOAT_EQ(hf.model.rope_scaling.factor, 32.0f);
+  EXPECT_EQ(hf.eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
+}
+
+TEST(HfConfig, Llama2AndGpt2AsBefore) {
+  const HfConfig llama2 = read_hf_config(fixture("llama2-7b.transformers4.json"), "llama2");
+  EXPECT_FLOAT_EQ(llama2.model.rotary_base, 10000.0f);
+  EXPECT_FALSE(llama2.model.rope_scaling.llama3);
+  EXPECT_EQ(llama2.model.query_groups(), 32);
+  EXPECT_EQ(llama2.dtype, "float16");
+  const HfConfig gpt2 = read_hf_config(fixture("gpt2.transformers4.json"), "gpt2");
+  EXPECT_EQ(gpt2.arch, HfArch::gpt2);
+  EXPECT_EQ(gpt2.model.num_layers, 12);
+  EXPECT_EQ(gpt2.model.max_positions(), 1024);
+  EXPECT_FALSE(gpt2.model.untie_embeddings_and_output_weights);
+  EXPECT_TRUE(gpt2.unknown_keys.empty()) << gpt2.unknown_keys.front();
+}
+
+TEST(HfConfig, MistralWithoutAWindowIsLlamaWithAWindowIsRefused) {
+  const HfConfig v3 = read_hf_config(fixture("mistral-7b-v0.3.transformers4.json"), "mistral");
+  EXPECT_EQ(v3.arch, HfArch::llama);
+  EXPECT_EQ(v3.model_type, "mistral");
+  EXPECT_FLOAT_EQ(v3.model.rotary_base, 1e6f);
+  EXPECT_EQ(v3.model.vocab_size, 32768);
+  const std::string why = refusal(fixture("mistral-7b-v0.1.transformers4.json"));
+  EXPECT_NE(why.find("'sliding_window' = 4096"), std::string::npos) << why;
+}
+
+// The same model written in the 5.x layout: rope_parameters instead of rope_theta/rope_scaling.
+TEST(HfConfig, Transformers5LayoutReadsTheSame) {
+  json v5 = fixture("llama3.1-8b.transformers4.json");
+  json rope = v5.at("rope_scaling");
+  rope["rope_theta"] = v5.at("rope_theta");
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5.erase("torch_dtype");
+  v5["rope_parameters"] = rope;
+  v5["dtype"] = "bfloat16";
+  const HfConfig a = read_hf_config(fixture("llama3.1-8b.transformers4.json"), "4.x");
+  const HfConfig b = read_hf_config(v5, "5.x");
+  EXPECT_EQ(to_json(a.model), to_json(b.model));
+  EXPECT_EQ(b.dtype, "bfloat16");
+  // The bug this reader exists for: theta only inside rope_parameters.
+  EXPECT_FLOAT_EQ(b.model.rotary_base, 500000.0f);
+}
+
+// Written by the installed transformers 5 (scripts/dump_hf_configs.py), where present.
+TEST(HfConfig, ConfigsWrittenByTransformers5) {
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(kConfigs)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".transformers5.json") == std::string::npos) continue;
+    ++seen;
+    const json j = fixture(name);
+    const std::string why = refusal(j);
+    if (name.rfind("llama-yarn", 0) == 0) {
+      EXPECT_NE(why.find("rope_type \"yarn\""), std::string::npos) << name << ": " << why;
+      continue;
+    }
+    if (name.rfind("mistral-window", 0) == 0) {
+      EXPECT_NE(why.find("'sliding_window' = 512"), std::string::npos) << name << ": " << why;
+      continue;
+    }
+    ASSERT_TRUE(why.empty()) << name << ": " << why;
+    const HfConfig hf = read_hf_config(j, name);
+    EXPECT_TRUE(hf.unknown_keys.empty()) << name << ": " << hf.unknown_keys.front();
+    if (name.rfind("llama3", 0) == 0) {
+      EXPECT_FLOAT_EQ(hf.model.rotary_base, 500000.0f) << name;
+      EXPECT_TRUE(hf.model.rope_scaling.llama3) << name;
+    }
+  }
+  if (seen == 0) GTEST_SKIP() << "no transformers 5 fixtures";
+}
+
+TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
+  const json llama = fixture("llama3.1-8b.transformers4.json");
+  const json gpt2 = fixture("gpt2.transformers4.json");
+  struct Case {
+    json base;
+    std::string key;
+    json value;
+    std::string expected;  // in the error
+  };
+  const Case cases[] = {
+      {llama, "hidden_act", "gelu", "'hidden_act' = \"gelu\""},
+      {llama, "attention_bias", true, "'attention_bias' = true"},
+      {llama, "mlp_bias", true, "'mlp_bias' = true"},
+      {llama, "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "rope_type \"yarn\""},
+      {llama, "rope_scaling", {{"type", "linear"}, {"factor", 2.0}}, "rope_type \"linear\""},
+      {llama, "rope_scaling", {{"rope_type", "dynamic"}, {"factor", 2.0}}, "rope_type \"dynamic\""},
+      {llama, "partial_rotary_factor", 0.5, "partial_rotary_factor = 0.5"},
+      {llama, "num_hidden_layers", 1.9, "'num_hidden_layers' must be a positive integer, got 1.9"},
+      {llama, "num_hidden_layers", "32", "'num_hidden_layers' must be a positive integer"},
+      {llama, "model_type", "qwen2", "model_type \"qwen2\""},
+      {llama, "architectures", json::array({"LlamaForSequenceClassification"}), "LlamaForSequenceClassification"},
+      {gpt2, "scale_attn_weights", false, "'scale_attn_weights' = false"},
+      {gpt2, "scale_attn_by_inverse_layer_idx", true, "'scale_attn_by_inverse_layer_idx' = true"},
+      {gpt2, "activation_function", "relu", "'activation_function' = \"relu\""},
+      {gpt2, "n_layer", 1.9, "'n_layer' must be a positive integer, got 1.9"},
+      {gpt2, "n_ctx", 512, "'n_ctx' = 512"},
+  };
+  for (const Case& c : cases) {
+    json j = c.base;
+    j[c.key] = c.value;
+    const std::string why = refusal(j);
+    EXPECT_NE(why.find(c.expected), std::string::npos) << c.key << " = " << c.value.dump() << ": got \"" << why << "\"";
+  }
+  // 4.x and 5.x spellings of theta that disagree.
+  json both = llama;
+  both["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  both.erase("rope_scaling");
+  EXPECT_NE(refusal(both).find("differ"), std::string::npos) << refusal(both);
+}
+
+TEST(HfConfig, UnknownKeysAreReportedHarmlessOnesAreNot) {
+  json j = fixture("llama2-7b.transformers4.json");
+  j["use_cache"] = false;       // harmless
+  j["some_new_switch"] = true;  // unknown: reported
+  const HfConfig hf = read_hf_config(j, "config.json");
+  ASSERT_EQ(hf.unknown_keys.size(), 1u);
+  EXPECT_EQ(hf.unknown_keys[0], "some_new_switch = true");
+}
+
+}  // namespace
+}  // namespace troupe::test
