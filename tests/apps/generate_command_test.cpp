@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -183,6 +184,32 @@ TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
   EXPECT_NE(odd.status, 0);
   EXPECT_NE(odd.out.find("must be a positive multiple of --tensor-model-parallel-size (2)"), std::string::npos)
       << odd.out;
+}
+
+// The HF config reader from the command line: a key that would change the math is refused
+// by every command that reads an HF folder, naming it; an unknown key is a warning.
+TEST_F(GenerateCommand, HfConfigKeysAreRefusedOrWarnedFromTheCommandLine) {
+  const fs::path config = fs::path(hf_) / "config.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(config));
+  auto write = [&](const nlohmann::json& c) { std::ofstream(config) << c.dump(2); };
+  nlohmann::json scaled = j;
+  scaled["scale_attn_weights"] = false;
+  write(scaled);
+  const ChildRun gen = troupe({"generate", "--hf", hf_, "--prompt", "x", "--device", "cpu"}, tmp_);
+  EXPECT_NE(gen.status, 0);
+  EXPECT_NE(gen.out.find("'scale_attn_weights' = false is not supported"), std::string::npos) << gen.out;
+  const ChildRun conv = troupe({"convert", "--from", "hf", "--input", hf_, "--save", tmp_ / "ckpt"}, tmp_);
+  EXPECT_NE(conv.status, 0);
+  EXPECT_NE(conv.out.find("'scale_attn_weights' = false"), std::string::npos) << conv.out;
+  EXPECT_FALSE(fs::exists(tmp_.path() / "ckpt" / "latest_checkpointed_iteration.txt")) << "nothing converted";
+
+  nlohmann::json unknown = j;
+  unknown["some_new_switch"] = 3;
+  write(unknown);
+  const ChildRun ok = troupe({"convert", "--from", "hf", "--input", hf_, "--save", tmp_ / "ckpt2"}, tmp_);
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("unknown key some_new_switch = 3"), std::string::npos) << ok.out;
+  write(j);
 }
 
 }  // namespace
