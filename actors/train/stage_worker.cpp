@@ -58,6 +58,26 @@ std::string StageWorker::name() const {
   return str_cat("stage ", setup_.stage, " (tensor rank ", setup_.tp_rank, ", data rank ", setup_.dp_rank, ")");
 }
 
+namespace {
+
+// Every id of the microbatches inside the model's vocabulary (the tokenizer's, not the padded
+// one: a padding row, or another tensor-parallel rank's rows, must never be read as a token);
+// targets may also be -1 (ignored). Names the microbatch and position of the first that is not.
+void check_vocabulary(const std::vector<Tensor>& mbs, int64_t vocab, bool targets) {
+  for (size_t m = 0; m < mbs.size(); ++m) {
+    const Tensor& t = mbs[m];
+    const int32_t* ids = t.data_as<int32_t>();
+    for (int64_t n = 0; n < t.numel(); ++n) {
+      if ((ids[n] >= 0 && ids[n] < vocab) || (targets && ids[n] == -1)) continue;
+      TROUPE_FAIL(targets ? "label" : "token", " id ", ids[n], " in microbatch ", m, " at [", n / t.dim(1), ", ",
+                  n % t.dim(1), "] is outside the model's vocabulary [0, ", vocab,
+                  ") (data tokenized with a larger vocabulary?)");
+    }
+  }
+}
+
+}  // namespace
+
 void StageWorker::begin(IterationPlan plan) {
   plan_ = std::move(plan);
   const int M = plan_.microbatches, V = setup_.chunks;
@@ -65,7 +85,9 @@ void StageWorker::begin(IterationPlan plan) {
   TROUPE_CHECK(M >= 1 && plan_.batch >= 1 && plan_.seq >= 1, "stage ", stage(), ": empty iteration plan");
   tokens_.clear();
   targets_.clear();
+  const int64_t vocab = setup_.models.front()->layout().config().vocab_size;
   if (first_virtual(0)) {
+    check_vocabulary(plan_.tokens, vocab, false);
     TROUPE_CHECK(int(plan_.tokens.size()) == M, "stage 0 got ", plan_.tokens.size(), " token tensors for ", M,
                  " microbatches");
     for (const Tensor& t : plan_.tokens) {
@@ -74,6 +96,7 @@ void StageWorker::begin(IterationPlan plan) {
     }
   }
   if (last_virtual(V - 1)) {
+    check_vocabulary(plan_.targets, vocab, true);
     TROUPE_CHECK(int(plan_.targets.size()) == M, "the last stage got ", plan_.targets.size(), " target tensors for ", M,
                  " microbatches");
     for (const Tensor& t : plan_.targets) {

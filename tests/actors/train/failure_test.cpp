@@ -90,6 +90,21 @@ TEST(StageFailure, DataRunningOutIsAnError) {
   EXPECT_NE(what.find("training data ran out"), std::string::npos) << what;
 }
 
+// Under tensor parallelism the vocabulary is padded to a multiple of 8 x TP (200 -> 208 here):
+// ids 200..207 have rows, but they are padding and must be refused as at TP = 1, never trained.
+TEST(StageFailure, TokenIdsPastTheVocabularyAreAnErrorInEveryLayout) {
+  for (const int tp : {1, 2}) {
+    actors::TrainingConfig config = tiny_config(false, 1, 1);
+    config.parallel.tensor_size = tp;
+    GptConfig wider = config.model;
+    wider.vocab_size = 208;  // the data's tokenizer
+    actors::TrainingRun run(config, loader(tiny_data(wider), config.micro_batch_size), nullptr);
+    const std::string what = train_error(run);
+    EXPECT_NE(what.find("is outside the model's vocabulary [0, 200)"), std::string::npos)
+        << "TP " << tp << ": " << what;
+  }
+}
+
 TEST(Layout, BadLayoutsAreClearErrors) {
   const auto error_of = [](const actors::TrainingConfig& config) -> std::string {
     try {
