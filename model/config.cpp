@@ -65,8 +65,8 @@ int64_t GptConfig::num_parameters() const {
   const int64_t norm = normalization == Normalization::layernorm ? 2 * c : c;
   const int64_t attn_out = int64_t(num_attention_heads) * head_dim();
   const int64_t fc1_rows = swiglu ? 2 * int64_t(ffn()) : ffn();
-  int64_t layer = norm + qkv_size() * c + bias * qkv_size() + c * attn_out + bias * c + norm + fc1_rows * c +
-                  bias * fc1_rows + c * ffn() + bias * c;
+  int64_t layer = norm + qkv_size() * c + (has_qkv_bias() ? 1 : 0) * qkv_size() + c * attn_out + bias * c + norm +
+                  fc1_rows * c + bias * fc1_rows + c * ffn() + bias * c;
   int64_t n = vp * c + int64_t(num_layers) * layer + norm;
   if (position_embedding_type == PositionEmbedding::learned_absolute) n += int64_t(max_positions()) * c;
   if (untie_embeddings_and_output_weights) n += vp * c;
@@ -178,6 +178,7 @@ nlohmann::json to_json(const GptConfig& c) {
           {"rope_scaling", rope_scaling_json(c.rope_scaling)},
           {"swiglu", c.swiglu},
           {"disable_bias_linear", c.disable_bias_linear},
+          {"add_qkv_bias", c.add_qkv_bias},
           {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
           {"hidden_dropout", c.hidden_dropout},
           {"attention_dropout", c.attention_dropout},
@@ -210,6 +211,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
     if (j.contains("rope_scaling")) c.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"));
     get("swiglu", c.swiglu);
     get("disable_bias_linear", c.disable_bias_linear);
+    get("add_qkv_bias", c.add_qkv_bias);
     get("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
     get("hidden_dropout", c.hidden_dropout);
     get("attention_dropout", c.attention_dropout);

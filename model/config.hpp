@@ -39,6 +39,7 @@ struct GptConfig {
   RopeScaling rope_scaling;  // --use-rope-scaling, --rope-scaling-factor: Llama 3.1's frequency scaling
   bool swiglu = false;
   bool disable_bias_linear = false;
+  bool add_qkv_bias = false;  // --add-qkv-bias: a bias on the QKV projection even without the others (Qwen2)
   bool untie_embeddings_and_output_weights = false;
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
@@ -54,6 +55,7 @@ struct GptConfig {
   // Vocabulary padded to a multiple of make_vocab_size_divisible_by (times the TP size).
   int64_t padded_vocab_size(int tensor_parallel_size = 1) const;
   bool has_bias() const { return !disable_bias_linear; }
+  bool has_qkv_bias() const { return has_bias() || add_qkv_bias; }
 
   // Throws troupe::Error naming the Megatron flag that is wrong.
   void validate() const;

@@ -38,9 +38,10 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
     if (ln) add(prefix + ".bias", {C}, false, ParamInit::zeros).norm = true;
   };
   // Column-parallel: rows split into `pieces`; the bias split the same way.
-  auto column = [&](const std::string& prefix, int64_t out, std::vector<std::pair<int64_t, int64_t>> pieces) {
+  auto column = [&](const std::string& prefix, int64_t out, std::vector<std::pair<int64_t, int64_t>> pieces,
+                    bool with_bias) {
     split(add(prefix + ".weight", {out, C}, true, ParamInit::normal), 0, pieces);
-    if (bias) split(add(prefix + ".bias", {out}, false, ParamInit::zeros), 0, pieces);
+    if (with_bias) split(add(prefix + ".bias", {out}, false, ParamInit::zeros), 0, pieces);
   };
   // Row-parallel: columns split (one contiguous piece); the bias is replicated.
   auto row = [&](const std::string& prefix, int64_t in) {
@@ -58,14 +59,14 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
     const std::string p = layer_prefix(l);
     row(p + "mlp.linear_fc2", F);
     if (c.swiglu)  // [gate; up]: each rank takes its part of both halves
-      column(p + "mlp.linear_fc1", 2 * F, {{r * Fl, Fl}, {F + r * Fl, Fl}});
+      column(p + "mlp.linear_fc1", 2 * F, {{r * Fl, Fl}, {F + r * Fl, Fl}}, bias);
     else
-      column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}});
+      column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}}, bias);
     norm(p + "pre_mlp_layernorm");
     row(p + "self_attention.linear_proj", H * D);
     // [Q of H heads; K of G groups; V of G groups]: each rank takes its heads and groups.
     column(p + "self_attention.linear_qkv", c.qkv_size(),
-           {{r * Hl * D, Hl * D}, {H * D + r * Gl * D, Gl * D}, {(H + G) * D + r * Gl * D, Gl * D}});
+           {{r * Hl * D, Hl * D}, {H * D + r * Gl * D, Gl * D}, {(H + G) * D + r * Gl * D, Gl * D}}, c.has_qkv_bias());
     norm(p + "input_layernorm");
   }
   if (spec.pre_process) {

@@ -39,12 +39,13 @@ def make_model(kind, shape):
         else:
             rope_args = dict(rope_theta=rope.pop("rope_theta"),
                              rope_scaling=rope if rope["rope_type"] != "default" else None)
-        cfg = transformers.LlamaConfig(num_hidden_layers=shape["layers"], hidden_size=shape["hidden"],
+        make = transformers.Qwen2Config if kind == "qwen2" else transformers.LlamaConfig
+        cfg = make(num_hidden_layers=shape["layers"], hidden_size=shape["hidden"],
                                        num_attention_heads=shape["heads"], num_key_value_heads=shape["groups"],
                                        intermediate_size=shape["ffn"], max_position_embeddings=shape["positions"],
                                        vocab_size=shape["vocab"], rms_norm_eps=1e-6,
                                        tie_word_embeddings=shape.get("tied", False), **rope_args)
-        model = transformers.LlamaForCausalLM(cfg)
+        model = (transformers.Qwen2ForCausalLM if kind == "qwen2" else transformers.LlamaForCausalLM)(cfg)
     cfg._attn_implementation = "eager"
     # Random-init norms are all ones and biases all zeros: perturb them so they are tested.
     with torch.no_grad():
@@ -99,6 +100,9 @@ def main():
                        seq=256, theta=500000.0, tied=True,
                        llama3=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                    original_max_position_embeddings=64))),
+        # Qwen2.5: Llama with a bias on q, k and v (perturbed like the norms), theta 1e6, tied
+        ("qwen2", dict(seed=6, layers=2, hidden=256, heads=4, groups=2, ffn=512, positions=512, vocab=1000, batch=2,
+                       seq=128, theta=1000000.0, tied=True)),
     ]
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:

@@ -99,8 +99,8 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
 void check_model_config(const nlohmann::json& run, const nlohmann::json& ckpt, const std::string& dir) {
   TROUPE_CHECK(ckpt.is_object(), "checkpoint '", dir, "': model_config is not an object");
   for (const auto& [key, value] : run.items()) {
-    // A feature added later is null when off: a checkpoint from before it lacks the key.
-    if (!ckpt.contains(key) && value.is_null()) continue;
+    // A checkpoint from before a field existed lacks it: it was written with the default.
+    if (!ckpt.contains(key) && value == to_json(GptConfig{}).at(key)) continue;
     TROUPE_CHECK(ckpt.contains(key), "checkpoint '", dir,
                  "' was saved for a different model: its model_config has no '", key, "' (this run: ", value.dump(),
                  ")");

@@ -63,7 +63,7 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
                                     const std::vector<std::pair<std::string, std::string>>& files = {});
 
 // Throws naming the first field where the checkpoint's model config differs from `run`'s. A
-// field this run has as null (a feature that is off) may be absent from an older checkpoint.
+// field an older checkpoint lacks counts as GptConfig's default (what it was written with).
 void check_model_config(const nlohmann::json& run, const nlohmann::json& ckpt, const std::string& dir);
 
 }  // namespace troupe::actors

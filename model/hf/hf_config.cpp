@@ -207,6 +207,24 @@ void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
   r.require("mlp_bias", false, false, "bias on the MLP projections");
   c.untie_embeddings_and_output_weights = !r.boolean_or("tie_word_embeddings", false);
   read_rope(r, c);
+  if (model_type == "qwen2") {
+    // Qwen2 / Qwen2.5: Llama's math with a bias on q, k and v. Its sliding window is off
+    // unless use_sliding_window; then it applies to the layers from max_window_layers on.
+    c.add_qkv_bias = true;
+    const bool sliding = r.boolean_or("use_sliding_window", false);
+    const int64_t from_layer = r.integer_or("max_window_layers", c.num_layers);
+    const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
+    r.mark("sliding_window");
+    TROUPE_CHECK(!sliding || window == 0 || window >= c.max_position_embeddings || from_layer >= c.num_layers,
+                 r.where(), ": 'use_sliding_window' = true with 'sliding_window' = ", window,
+                 " is not supported (sliding-window attention is not implemented)");
+    if (r.has("layer_types")) {
+      for (const json& t : r.at("layer_types"))
+        TROUPE_CHECK(t == "full_attention", r.where(), ": 'layer_types' ", r.at("layer_types").dump(),
+                     " is not supported (only full attention is implemented)");
+    }
+    r.mark("layer_types");
+  }
   if (model_type == "mistral") {
     // Mistral is Llama's math plus sliding-window attention; a window at least as long as the
     // context never takes effect.
@@ -229,9 +247,10 @@ HfConfig read_hf_config(const json& j, const std::string& where) {
     const std::string expected = hf.model_type == "gpt2"      ? "GPT2LMHeadModel"
                                  : hf.model_type == "llama"   ? "LlamaForCausalLM"
                                  : hf.model_type == "mistral" ? "MistralForCausalLM"
+                                 : hf.model_type == "qwen2"   ? "Qwen2ForCausalLM"
                                                               : "";
     TROUPE_CHECK(!expected.empty(), where, ": model_type \"", hf.model_type,
-                 "\" is not supported (Troupe reads gpt2, llama and mistral)");
+                 "\" is not supported (Troupe reads gpt2, llama, mistral and qwen2)");
     if (r.has("architectures")) {
       for (const json& a : r.at("architectures"))
         TROUPE_CHECK(a == expected || (hf.model_type == "gpt2" && a == "GPT2Model"), where, ": architectures ",

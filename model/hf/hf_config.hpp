@@ -10,6 +10,8 @@
 //
 // Families: GPT2LMHeadModel; LlamaForCausalLM (Llama 2, Llama 3/3.1/3.2 with rope_type llama3);
 // MistralForCausalLM without a sliding window that takes effect (the same math as Llama).
+// Qwen2ForCausalLM (Qwen2, Qwen2.5: Llama's math with a bias on q, k and v) without its
+// sliding window.
 #pragma once
 
 #include <cstdint>

@@ -38,6 +38,11 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
                       {"rope_theta", c.rotary_base},
                       {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
                       {"hidden_act", "silu"}};
+  if (c.add_qkv_bias) {  // Llama with a bias on q, k and v is Qwen2
+    j["model_type"] = "qwen2";
+    j["architectures"] = {"Qwen2ForCausalLM"};
+    j["use_sliding_window"] = false;
+  }
   j["rope_scaling"] = nullptr;
   if (c.rope_scaling.llama3)
     j["rope_scaling"] = {{"rope_type", "llama3"},
@@ -102,6 +107,10 @@ std::vector<HfPiece> llama_pieces(const GptConfig& c, const std::string& name) {
     return {{h + "self_attn.q_proj.weight", {H * D, C}, false, 0},
             {h + "self_attn.k_proj.weight", {G * D, C}, false, H * D},
             {h + "self_attn.v_proj.weight", {G * D, C}, false, (H + G) * D}};
+  if (rest == "self_attention.linear_qkv.bias")  // Qwen2
+    return {{h + "self_attn.q_proj.bias", {H * D}, false, 0},
+            {h + "self_attn.k_proj.bias", {G * D}, false, H * D},
+            {h + "self_attn.v_proj.bias", {G * D}, false, (H + G) * D}};
   if (rest == "self_attention.linear_proj.weight") return {{h + "self_attn.o_proj.weight", {C, H * D}}};
   if (rest == "mlp.linear_fc1.weight")
     return {{h + "mlp.gate_proj.weight", {F, C}, false, 0}, {h + "mlp.up_proj.weight", {F, C}, false, F}};

@@ -1,6 +1,6 @@
 // A checkpoint's model config against the run's (check_model_config): any difference is an
-// error naming the field, except that a feature added later (null in the run: off) may be
-// absent from a checkpoint written before it existed, so older checkpoints still load.
+// error naming the field, except that a field added later may be absent from a checkpoint
+// written before it existed (it was written with the default), so older checkpoints still load.
 #include <nlohmann/json.hpp>
 
 #include "actors/train/checkpoint_shards.hpp"
@@ -23,12 +23,16 @@ TEST(ModelConfigCheck, OlderCheckpointsWithoutANewOffFeatureLoad) {
   GptConfig c = GptConfig::llama_style(2, 64, 4, 2, 128);
   const nlohmann::json run = to_json(c);
   nlohmann::json older = run;
-  older.erase("rope_scaling");  // written before RoPE scaling existed
+  older.erase("rope_scaling");  // written before RoPE scaling and the QKV bias existed
+  older.erase("add_qkv_bias");
   EXPECT_EQ(why(run, older), "");
 
   c.rope_scaling.llama3 = true;  // the run uses it: the older checkpoint is another model
   const std::string e = why(to_json(c), older);
   EXPECT_NE(e.find("has no 'rope_scaling'"), std::string::npos) << e;
+  GptConfig qwen = GptConfig::llama_style(2, 64, 4, 2, 128);
+  qwen.add_qkv_bias = true;
+  EXPECT_NE(why(to_json(qwen), older).find("has no 'add_qkv_bias'"), std::string::npos);
 
   nlohmann::json other = run;
   other["rotary_base"] = 500000.0f;

@@ -20,11 +20,13 @@ struct Layout {
   bool sequence_parallel, distributed_optimizer;
   bool overlap = false;  // gradient reducer actors; small buckets so that there are many
   int V = 1;
+  bool qkv_bias = false;  // Qwen2's bias on q, k, v (--add-qkv-bias) on the Llama shape
 };
 
 std::string name_of(const Layout& l) {
   return str_cat(l.llama ? "llama" : "gpt2", "_TP", l.T, "_PP", l.P, "_DP", l.D, l.sequence_parallel ? "_SP" : "",
-                 l.distributed_optimizer ? "_DistOpt" : "", l.overlap ? "_Overlap" : "", l.V > 1 ? "_V2" : "");
+                 l.distributed_optimizer ? "_DistOpt" : "", l.overlap ? "_Overlap" : "", l.V > 1 ? "_V2" : "",
+                 l.qkv_bias ? "_QkvBias" : "");
 }
 
 actors::TrainingConfig config_of(const Layout& l) {
@@ -35,6 +37,7 @@ actors::TrainingConfig config_of(const Layout& l) {
   config.parallel.data_size = l.D;
   config.parallel.sequence_parallel = l.sequence_parallel;
   config.parallel.distributed_optimizer = l.distributed_optimizer;
+  config.model.add_qkv_bias = l.qkv_bias;
   return config;
 }
 
@@ -62,6 +65,7 @@ std::vector<Layout> layouts() {
   // Llama-style (RMSNorm, RoPE, SwiGLU, grouped-query attention, untied output layer).
   out.push_back({true, 2, 1, 1, true, false});
   out.push_back({true, 2, 2, 2, true, true});
+  out.push_back({true, 2, 2, 1, true, false, false, 1, true});  // Qwen2: the QKV bias split over tensor ranks
   // Buckets reduced by the reducer actors during backward (--overlap-grad-reduce), also with
   // interleaved chunks (two chunks' buckets per device).
   out.push_back({false, 1, 1, 2, false, false, true});

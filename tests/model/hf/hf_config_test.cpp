@@ -93,6 +93,25 @@ TEST(HfConfig, MistralWithoutAWindowIsLlamaWithAWindowIsRefused) {
   EXPECT_NE(why.find("'sliding_window' = 4096"), std::string::npos) << why;
 }
 
+TEST(HfConfig, Qwen25IsLlamaWithAQkvBias) {
+  const json j = fixture("qwen2.5-0.5b.transformers4.json");
+  const HfConfig hf = read_hf_config(j, "qwen2.5");
+  EXPECT_EQ(hf.arch, HfArch::llama);
+  EXPECT_TRUE(hf.model.add_qkv_bias);
+  EXPECT_FALSE(hf.model.has_bias());
+  EXPECT_EQ(hf.model.head_dim(), 64);
+  EXPECT_FLOAT_EQ(hf.model.rotary_base, 1e6f);
+  EXPECT_FALSE(hf.model.untie_embeddings_and_output_weights);
+  EXPECT_TRUE(hf.unknown_keys.empty()) << hf.unknown_keys.front();
+  hf.model.validate();
+  json sliding = j;  // its window on, from layer 4 on: refused
+  sliding["use_sliding_window"] = true;
+  sliding["sliding_window"] = 4096;
+  sliding["max_window_layers"] = 4;
+  const std::string why = refusal(sliding);
+  EXPECT_NE(why.find("'use_sliding_window' = true"), std::string::npos) << why;
+}
+
 // The same model written in the 5.x layout: rope_parameters instead of rope_theta/rope_scaling.
 TEST(HfConfig, Transformers5LayoutReadsTheSame) {
   json v5 = fixture("llama3.1-8b.transformers4.json");
@@ -158,7 +177,7 @@ TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
       {llama, "partial_rotary_factor", 0.5, "partial_rotary_factor = 0.5"},
       {llama, "num_hidden_layers", 1.9, "'num_hidden_layers' must be a positive integer, got 1.9"},
       {llama, "num_hidden_layers", "32", "'num_hidden_layers' must be a positive integer"},
-      {llama, "model_type", "qwen2", "model_type \"qwen2\""},
+      {llama, "model_type", "qwen3", "model_type \"qwen3\""},
       {llama, "architectures", json::array({"LlamaForSequenceClassification"}), "LlamaForSequenceClassification"},
       {gpt2, "scale_attn_weights", false, "'scale_attn_weights' = false"},
       {gpt2, "scale_attn_by_inverse_layer_idx", true, "'scale_attn_by_inverse_layer_idx' = true"},
