@@ -26,10 +26,7 @@ class OptimizerShardActor : public optimizer_shard_actor::base {
           return make_run_error(RunError::optimizer, str_cat("the optimizer shard of ", name, " failed: ", what));
         });
     return {
-        [this](peers_atom, shard_listener optimizer) {
-          optimizer_ = std::move(optimizer);
-          if (unsent_) send(optimizer_, norm_atom::value, *std::exchange(unsent_, std::nullopt));
-        },
+        [this](peers_atom, shard_listener optimizer) { optimizer_ = std::move(optimizer); },
         [this](grads_atom, const GradsReady& g) {
           grads_ = g;
           maybe_report();
@@ -77,17 +74,15 @@ class OptimizerShardActor : public optimizer_shard_actor::base {
       opt.finalize_grads();
       report.grads = opt.grad_stats();
     }
-    if (optimizer_)
-      send(optimizer_, norm_atom::value, report);
-    else
-      unsent_ = report;  // the optimizer's peers message is still on its way
+    // spawn_optimizer enqueued the peers message before any stage could finish an iteration.
+    TROUPE_CHECK(optimizer_, "an optimizer shard reported before it knew the optimizer");
+    send(optimizer_, norm_atom::value, report);
   }
 
   OptimizerShardSetup s_;
   shard_listener optimizer_;
   std::optional<GradsReady> grads_;        // the stage's message of this iteration
   std::optional<BucketsReduced> reduced_;  // the reducer's
-  std::optional<ShardReport> unsent_;
 };
 
 }  // namespace

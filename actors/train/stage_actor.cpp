@@ -118,7 +118,6 @@ class StageActor : public stage_actor::base {
   void fail(const std::string& text) {
     if (failed_) return;
     failed_ = true;
-    failure_ = text;
     const caf::error error = make_run_error(RunError::stage_failed, text);
     if (trainer_) send(trainer_, fail_atom::value, error);
     quit(error);
@@ -420,7 +419,6 @@ class StageActor : public stage_actor::base {
   bool active_ = false;
   bool pump_pending_ = false;
   bool failed_ = false;
-  std::string failure_;
   double loss_sum_ = 0;                        // of the iteration being reported
   std::map<int64_t, StageData> data_;          // from the loader, by plan (the next iteration's may come early)
   std::optional<IterationPlan> waiting_plan_;  // a plan whose data has not come yet

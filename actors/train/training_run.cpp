@@ -181,7 +181,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   const RankCoord at = layout.coord(int(r));
   const int s = at.pp, dp = at.dp, tp = at.tp;
   const int layers_per_virtual = model.num_layers / (P * V);
-  const bool dist_opt = par.distributed_optimizer && D > 1;
+  const bool dist_opt = distributed_optimizer();
   const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
   StageSetup setup;
   setup.stage = s;
@@ -220,8 +220,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
 // every bucket with the distributed optimizer).
 std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r,
                                                                         std::shared_ptr<StageWorker> worker) const {
-  const bool dist_opt = config.parallel.distributed_optimizer && D > 1;
-  const bool tied_split = !config.model.untie_embeddings_and_output_weights && P * V > 1;
+  const bool dist_opt = distributed_optimizer();
   const int dp = layout.coord(int(r)).dp, s = layout.coord(int(r)).pp;
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   for (int c = 0; c < V; ++c) {
@@ -233,7 +232,7 @@ std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r
     optimizers.push_back(std::make_unique<Optimizer>(worker->model(c), config.optimizer, shard));
   }
   std::vector<std::string> norm_exclude(size_t(V), "");
-  if (tied_split && s == P - 1) norm_exclude[size_t(V - 1)] = kWordEmbeddingName;  // counted on stage 0
+  if (tied_split() && s == P - 1) norm_exclude[size_t(V - 1)] = kWordEmbeddingName;  // counted on stage 0
   return std::make_shared<StageOptimizer>(std::move(worker), std::move(optimizers), std::move(norm_exclude));
 }
 
@@ -243,7 +242,6 @@ std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r
 // process in the same order. With tied embeddings the first and last stage sum the
 // embedding's gradient through a pair reducer.
 void TrainingRun::Impl::link_pipelines() {
-  const bool tied_split = !config.model.untie_embeddings_and_output_weights && P * V > 1;
   const bool timing = !config.trace_path.empty() || config.time_ops;
   auto link = [&](size_t from, size_t to) -> Channel* {
     const Context* f = local(from) ? &workers[from]->context() : nullptr;
@@ -270,7 +268,7 @@ void TrainingRun::Impl::link_pipelines() {
         if (local(r))
           workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
       }
-      if (!tied_split) continue;
+      if (!tied_split()) continue;
       const size_t first = rank(0, dp, tp), last = rank(P - 1, dp, tp);
       if (local(first) && local(last)) {
         tied.push_back(make_pair_reducer(workers[first]->context(), workers[last]->context()));
@@ -579,7 +577,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     os.ranks.push_back(int(r));
   }
   os.layout = d.layout;
-  os.distributed_optimizer = config.parallel.distributed_optimizer && d.D > 1;
+  os.distributed_optimizer = d.distributed_optimizer();
   os.fabric = d.fabric;
   os.clip_grad = config.optimizer.clip_grad;
   os.timeout = config.op_timeout;

@@ -61,7 +61,7 @@ CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, i
 
 bool TrainingRun::Impl::saves_state(const StageWorker* w) const {
   // Data-parallel replicas hold the same state, unless the distributed optimizer shards it.
-  return w != nullptr && (w->dp_rank() == 0 || (config.parallel.distributed_optimizer && D > 1));
+  return w != nullptr && (w->dp_rank() == 0 || distributed_optimizer());
 }
 
 const Tensor& TrainingRun::Impl::staging_buffer(size_t slot, int64_t numel) {

@@ -37,7 +37,11 @@ struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
-  RankLayout layout;                                    // {T, D, P}: every rank computation goes through it
+  RankLayout layout;  // {T, D, P}: every rank computation goes through it
+  // Each data rank owns a shard of the optimizer state (--use-distributed-optimizer with D > 1).
+  bool distributed_optimizer() const { return config.parallel.distributed_optimizer && D > 1; }
+  // The first and last stage each hold a copy of the tied embedding (P * V > 1 and not untied).
+  bool tied_split() const { return !config.model.untie_embeddings_and_output_weights && P * V > 1; }
   std::shared_ptr<Fabric> fabric;                       // this process among the run's processes (one without mpirun)
   std::vector<std::unique_ptr<Collectives>> groups;     // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
