@@ -93,4 +93,10 @@ std::string Gpt2Tokenizer::decode(std::span<const int32_t> ids) const {
   return text;
 }
 
+std::optional<int32_t> Gpt2Tokenizer::token_id(std::string_view token) const {
+  const int32_t id = model_->token_id(token);
+  if (id < 0) return std::nullopt;
+  return id;
+}
+
 }  // namespace troupe

@@ -45,6 +45,9 @@ class Gpt2Tokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return model_->vocab_size(); }
   int32_t eod() const override { return eod_; }
+  // By the vocabulary's byte-level spelling ("Ġworld", "<|endoftext|>").
+  std::optional<int32_t> token_id(std::string_view token) const override;
+  bool is_special(int32_t id) const override { return id == eod_; }
   std::unique_ptr<Tokenizer> clone() const override;
 
   SpecialTokens special_tokens() const { return special_; }

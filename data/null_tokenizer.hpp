@@ -26,6 +26,8 @@ class NullTokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return int64_t(eod_) + 1; }
   int32_t eod() const override { return eod_; }
+  std::optional<int32_t> token_id(std::string_view) const override { return std::nullopt; }
+  bool is_special(int32_t id) const override { return id == eod_; }
   std::unique_ptr<Tokenizer> clone() const override { return std::make_unique<NullTokenizer>(*this); }
 
  private:

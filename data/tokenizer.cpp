@@ -6,6 +6,14 @@
 
 namespace troupe {
 
+std::string Tokenizer::decode_skipping_special(std::span<const int32_t> ids) const {
+  std::vector<int32_t> kept;
+  kept.reserve(ids.size());
+  for (int32_t id : ids)
+    if (!is_special(id)) kept.push_back(id);
+  return decode(kept);
+}
+
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   if (options.type == "GPT2BPETokenizer") {
     TROUPE_CHECK(!options.vocab_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --vocab-file");

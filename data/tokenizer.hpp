@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,22 @@ class Tokenizer {
   }
   // Throws troupe::Error on an id the tokenizer does not know.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
+
+  // HF's encode(text, add_special_tokens=True): the ids of `text` with the tokens the
+  // tokenizer's post-processor puts around one sequence (Mistral's "<s>" before it). What
+  // preprocess, generate and serve encode a document or prompt with (as Megatron's
+  // HuggingFaceTokenizer and vLLM do); chat templates write their special tokens themselves
+  // and are encoded with encode_append.
+  virtual void encode_with_special_tokens_append(std::string_view text, std::vector<int32_t>& ids) const {
+    encode_append(text, ids);
+  }
+  // The id of a token by its spelling in the vocabulary or the added tokens ("<|eot_id|>",
+  // "<s>"), or nullopt.
+  virtual std::optional<int32_t> token_id(std::string_view token) const = 0;
+  // Whether `id` is a special token (decode_skipping_special() leaves it out).
+  virtual bool is_special(int32_t id) const = 0;
+  // HF's decode(ids, skip_special_tokens=True): the text a user sees.
+  std::string decode_skipping_special(std::span<const int32_t> ids) const;
 
   // Number of ids (before the model pads it to make_vocab_size_divisible_by).
   virtual int64_t vocab_size() const = 0;

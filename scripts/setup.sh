@@ -7,7 +7,7 @@ build=${1:-build}
 
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
           libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
-          libzmq3-dev cppzmq-dev libcpp-httplib-dev
+          libzmq3-dev cppzmq-dev libcpp-httplib-dev libpcre2-dev
           clang-format clang-tidy  # scripts/check_format.sh, scripts/check_tidy.sh (tests)
           chromium libpng-dev)  # the dashboard test: headless Chromium, and libpng to read its screenshot
 missing=()
@@ -20,6 +20,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Node.js runs the reference implementations the tokenizer, chat-template and serve tests compare
+# with (tests/node/package.json: Hugging Face's tokenizers and jinja ports, the OpenAI client).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "setup: installing nodejs npm"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+fi
+if ! cmp -s tests/node/package-lock.json tests/node/node_modules/.troupe-installed-lock.json; then
+  echo "setup: installing the Node.js test references (tests/node)"
+  npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+  cp tests/node/package-lock.json tests/node/node_modules/.troupe-installed-lock.json
 fi
 
 cuda_args=()

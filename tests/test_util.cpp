@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -143,6 +145,24 @@ std::shared_ptr<actors::Fabric> g_fabric;
 void FabricEnvironment::SetUp() { g_fabric = actors::Fabric::init(); }
 void FabricEnvironment::TearDown() { g_fabric.reset(); }
 actors::Fabric* test_fabric() { return g_fabric.get(); }
+
+std::string run_node(const std::string& script, const std::vector<std::string>& args) {
+  auto quoted = [](const std::string& a) {
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string command = quoted(TROUPE_NODE) + " " + quoted(source_path("tests/node/" + script));
+  for (const auto& a : args) command += " " + quoted(a);
+  FILE* pipe = popen(command.c_str(), "r");
+  TROUPE_CHECK(pipe != nullptr, "cannot run ", command, ": ", std::strerror(errno));
+  std::string out;
+  char buffer[1 << 16];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  TROUPE_CHECK(status == 0, command, " failed (status ", status, ")");
+  return out;
+}
 
 std::string troupe_binary() {
   const char* env = std::getenv("TROUPE_BINARY");

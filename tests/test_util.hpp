@@ -66,6 +66,11 @@ std::string source_path(const std::string& relative);
 // ($TROUPE_BINARY overrides).
 std::string troupe_binary();
 
+// Runs `node tests/node/<script> args...` (the Hugging Face and OpenAI reference
+// implementations, installed by scripts/setup.sh) and returns its standard output; throws
+// troupe::Error with the exit status when it fails (its stderr goes to the test's).
+std::string run_node(const std::string& script, const std::vector<std::string>& args);
+
 // fn(id) on a thread of its own for every id (the members of a collective group, say);
 // rethrows the first exception once every thread has joined.
 void run_threads(const std::vector<int>& ids, const std::function<void(int)>& fn);
