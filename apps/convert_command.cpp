@@ -2,8 +2,9 @@
 //   troupe convert --to hf --load CKPT --output HF_DIR    latest checkpoint -> config.json + model.safetensors
 //   troupe convert --from hf --input HF_DIR --save CKPT   HF GPT-2 / Llama -> a Troupe checkpoint (iteration 0)
 // Checkpoints hold global tensors, so any checkpoint converts whatever layout saved it, and a
-// converted one loads into any layout (`troupe train --load CKPT --finetune`). The GPT-2
-// tokenizer files (vocab.json, merges.txt) travel along where they exist.
+// converted one loads into any layout (`troupe train --load CKPT --finetune`). The tokenizer and
+// generation files (tokenizer.json, tokenizer_config.json, generation_config.json, vocab.json,
+// merges.txt) travel along where they exist.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "actors/train/checkpoint_shards.hpp"
 #include "apps/commands.hpp"
+#include "apps/common/tokenizer_flags.hpp"
 #include "base/check.hpp"
 #include "model/hf/hf_checkpoint.hpp"
 #include "storage/atomic_file.hpp"
@@ -27,16 +29,6 @@ struct ConvertOptions {
   std::string output, save;  // destinations: an HF folder / a Troupe checkpoint root
 };
 
-const char* const kTokenizerFiles[] = {"vocab.json", "merges.txt"};
-
-// The tokenizer files of `dir` as (path, name) pairs.
-std::vector<std::pair<std::string, std::string>> tokenizer_files(const fs::path& dir) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const char* name : kTokenizerFiles)
-    if (fs::exists(dir / name)) out.emplace_back((dir / name).string(), name);
-  return out;
-}
-
 int to_hf(const ConvertOptions& o) {
   TROUPE_CHECK(!o.load.empty() && !o.output.empty(), "convert --to hf needs --load CHECKPOINT_DIR and --output HF_DIR");
   TROUPE_CHECK(!fs::exists(fs::path(o.output) / "model.safetensors"), "'", o.output,
@@ -50,7 +42,7 @@ int to_hf(const ConvertOptions& o) {
   const Tensor params = actors::read_checkpoint_params(o.load, layout);
   fs::create_directories(o.output);
   save_hf_checkpoint(o.output, layout, hf_arch_for(config), params);
-  for (const auto& [from, name] : tokenizer_files(r.dir()))
+  for (const auto& [from, name] : tokenizer_files_in(r.dir()))
     copy_file_atomic(from, (fs::path(o.output) / name).string());
   std::printf("  wrote %s/config.json and model.safetensors\n", o.output.c_str());
   return 0;
@@ -64,7 +56,7 @@ int from_hf(const ConvertOptions& o) {
               hf.arch == HfArch::llama ? "Llama" : "GPT-2", o.input.c_str(), double(hf.config.num_parameters()) / 1e6,
               o.save.c_str());
   const Tensor params = load_hf_weights(o.input, layout, hf.arch);
-  const std::string dir = actors::write_params_checkpoint(o.save, layout, params, tokenizer_files(o.input));
+  const std::string dir = actors::write_params_checkpoint(o.save, layout, params, tokenizer_files_in(o.input));
   std::printf("  wrote %s (weights only: train from it with --load %s --finetune)\n", dir.c_str(), o.save.c_str());
   return 0;
 }

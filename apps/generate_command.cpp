@@ -55,11 +55,12 @@ int generate(const GenerateOptions& o) {
 
   const InferenceSetup s = load_inference_setup(o.model);
   const Tokenizer& tok = *s.tokenizer;
-  if (!o.ignore_eod) sp.stop_tokens = {tok.eod()};
+  if (!o.ignore_eod) sp.stop_tokens = s.stop_tokens;
   std::vector<std::vector<int32_t>> ids;
   int64_t longest = 0, reserve_blocks = 0;
   for (const std::string& p : prompts) {
-    ids.push_back(tok.encode(p));
+    ids.push_back({});
+    tok.encode_with_special_tokens_append(p, ids.back());  // an HF tokenizer's BOS, as HF's generate has
     TROUPE_CHECK(!ids.back().empty(), "an empty prompt cannot be continued (the model needs one token at least)");
     longest = std::max<int64_t>(longest, int64_t(ids.back().size()));
     const int64_t reach = std::min(int64_t(ids.back().size()) + o.max_tokens, s.max_seq_length);
@@ -70,7 +71,7 @@ int generate(const GenerateOptions& o) {
       make_replica_models(o.model, s, 0, inference_model_options(o.model, longest));
   // Blocks for every prompt at once, within the memory budget.
   InferenceEngine engine(replica->ranks(), engine_options(o.model, s, reserve_blocks),
-                         [&](std::span<const int32_t> t) { return tok.decode(t); });
+                         [&](std::span<const int32_t> t) { return tok.decode_skipping_special(t); });
 
   OrderedStream out(stdout, tok, prompts, o.stop, {.logprobs = o.logprobs, .ids = o.print_ids});
   for (size_t i = 0; i < ids.size(); ++i)
@@ -98,7 +99,8 @@ void add_generate_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--top-p", o->top_p, "nucleus sampling (0: off; not with --top-k)");
   cmd->add_option("--seed", o->seed, "sampling seed (each prompt draws from its own generator)");
   cmd->add_option("--stop", o->stop, "stop when the text contains this string (repeatable; not printed)");
-  cmd->add_flag("--ignore-eod", o->ignore_eod, "do not stop at the tokenizer's end-of-document token");
+  cmd->add_flag("--ignore-eod", o->ignore_eod,
+                "do not stop at the tokenizer's end-of-document token or the model's eos_token_id");
   cmd->add_flag("--logprobs", o->logprobs, "print the log-probability of each generated token");
   cmd->add_flag("--print-ids", o->print_ids, "print the generated token ids after each completion");
   cmd->callback([&run, o] { run = [o] { return generate(*o); }; });

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "apps/commands.hpp"
+#include "apps/common/tokenizer_flags.hpp"
 #include "base/log.hpp"
 #include "data/preprocess.hpp"
 
@@ -121,13 +122,9 @@ void add_preprocess_command(CLI::App& app, CommandRunner& run) {
       ->default_str("text")
       ->expected(1, -1);
   cmd->add_option("--output-prefix", o.output_prefix, "Output path prefix (without _{key}_document)")->required();
-  cmd->add_option("--tokenizer-type", o.tokenizer.type, "Tokenizer")
-      ->check(CLI::IsMember({"GPT2BPETokenizer", "NullTokenizer"}))
-      ->capture_default_str();
-  cmd->add_option("--vocab-file", o.tokenizer.vocab_file, "GPT-2 vocab.json (GPT2BPETokenizer)");
-  cmd->add_option("--merge-file", o.tokenizer.merge_file, "GPT-2 merges.txt (GPT2BPETokenizer)");
-  cmd->add_option("--vocab-size", o.tokenizer.vocab_size, "Ids before the EOD (NullTokenizer)");
-  cmd->add_flag("--append-eod", o.append_eod, "End every non-empty document with the EOD id");
+  add_tokenizer_flags(cmd, o.tokenizer);
+  cmd->add_flag("--append-eod", o.append_eod,
+                "End every non-empty document with the EOD id (an HF tokenizer's eos_token)");
   cmd->add_option("--workers", o.workers, "Tokenizing threads (output is the same for any count)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -55,7 +55,7 @@ int serve(const ServeOptions& o) {
     for (int t = 1; t < T; ++t) r.other_ranks.emplace_back(models, models->models[size_t(t)].get());
     r.engine = engine_options(o.model, s, 0);
     std::shared_ptr<const Tokenizer> tok = s.tokenizer->clone();  // the worker's own (its thread)
-    r.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode(ids); };
+    r.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode_skipping_special(ids); };
     replicas.push_back(std::move(r));
   }
   {
@@ -63,7 +63,7 @@ int serve(const ServeOptions& o) {
     if (o.monitor.enabled())
       print_monitor_addresses(pool.start_monitor(
           o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, count, T)));
-    actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name});
+    actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name, .stop_tokens = s.stop_tokens});
     // A thread for every request the pool may hold, and spare ones that answer 503 and /health
     // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
     const int64_t threads = o.http_threads > 0 ? o.http_threads : pool.stats().capacity + 16;

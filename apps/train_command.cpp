@@ -14,6 +14,7 @@
 #include "actors/fabric/fabric.hpp"
 #include "actors/train/training_run.hpp"
 #include "apps/commands.hpp"
+#include "apps/common/tokenizer_flags.hpp"
 #include "apps/train/train_log.hpp"
 #include "apps/common/monitor_flags.hpp"
 #include "apps/train/train_monitor.hpp"
@@ -49,8 +50,8 @@ struct TrainOptions {
   bool bf16 = false, fp16 = false;
   float loss_scale = 0;
   std::vector<std::string> data_path;
-  std::string split = "969,30,1", data_cache_path, vocab_file, merge_file, tokenizer_type = "GPT2BPETokenizer";
-  int64_t vocab_size = 0;
+  std::string split = "969,30,1", data_cache_path;
+  TokenizerOptions tokenizer;  // --tokenizer-type --vocab-file --merge-file --tokenizer-model --vocab-size
   bool mock_data = false, eod_mask_loss = false;
   int pipeline_size = 1, layers_per_virtual_stage = 0, group_size = 0;
   int tensor_size = 1;
@@ -116,13 +117,9 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TrainOptions& o) {
-  if (o.vocab_file.empty() && o.tokenizer_type != "NullTokenizer") return nullptr;
-  TokenizerOptions topt;
-  topt.type = o.tokenizer_type;
-  topt.vocab_file = o.vocab_file;
-  topt.merge_file = o.merge_file;
-  topt.vocab_size = o.vocab_size;
-  return build_tokenizer(topt);
+  const TokenizerOptions& t = o.tokenizer;
+  if (t.type != "NullTokenizer" && t.vocab_file.empty() && t.tokenizer_model.empty()) return nullptr;
+  return build_tokenizer(t);
 }
 
 // What the run trains on: the model's shape, the tokenizer (vocabulary size, EOD, the text
@@ -138,8 +135,9 @@ struct TrainData {
 TrainData load_train_data(const TrainOptions& o, int64_t gbs) {
   TrainData d;
   d.tokenizer = make_tokenizer(o);
-  const int64_t vocab = d.tokenizer ? d.tokenizer->vocab_size() : o.vocab_size;
-  TROUPE_CHECK(vocab > 0, "no vocabulary: pass --vocab-file/--merge-file, or --vocab-size with --mock-data");
+  const int64_t vocab = d.tokenizer ? d.tokenizer->vocab_size() : o.tokenizer.vocab_size;
+  TROUPE_CHECK(vocab > 0,
+               "no vocabulary: pass --vocab-file/--merge-file, --tokenizer-model, or --vocab-size with --mock-data");
   d.model = model_config(o, vocab);
 
   // Data: Megatron's sample counts per split.
@@ -268,8 +266,7 @@ class Checkpointer {
     saved_at_ = !o.load.empty() && o.load == o.save ? run.iteration() : -1;
     options_ = {.optimizer = !o.no_save_optim, .keep_last = o.most_recent_k, .files = {}};
     // The tokenizer goes with the weights (`troupe generate` reads it from there).
-    if (!o.vocab_file.empty()) options_.files.emplace_back(o.vocab_file, "vocab.json");
-    if (!o.merge_file.empty()) options_.files.emplace_back(o.merge_file, "merges.txt");
+    options_.files = tokenizer_source_files(o.tokenizer);
     if (!o.save.empty()) run.reserve_save_buffers(options_.optimizer);
   }
 
@@ -556,10 +553,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--data-cache-path", o->data_cache_path);
   cmd->add_flag("--mock-data", o->mock_data, "random tokens (needs --vocab-size or a tokenizer)");
   cmd->add_flag("--eod-mask-loss", o->eod_mask_loss);
-  cmd->add_option("--tokenizer-type", o->tokenizer_type)->check(CLI::IsMember({"GPT2BPETokenizer", "NullTokenizer"}));
-  cmd->add_option("--vocab-file", o->vocab_file);
-  cmd->add_option("--merge-file", o->merge_file);
-  cmd->add_option("--vocab-size", o->vocab_size, "NullTokenizer / mock data vocabulary");
+  add_tokenizer_flags(cmd, o->tokenizer);
   cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size);
   cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage, "interleaved 1F1B");
   cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size);

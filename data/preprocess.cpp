@@ -136,7 +136,9 @@ class LineEncoder {
         int32_t sequences = 0;
         for (const std::string* text : texts[k]) {
           const size_t before = kt.tokens.size();
-          tokenizer_->encode_append(*text, kt.tokens);
+          // With the post-processor's tokens (an HF tokenizer's BOS), as Megatron's
+          // HuggingFaceTokenizer encodes by default (include_special_tokens).
+          tokenizer_->encode_with_special_tokens_append(*text, kt.tokens);
           const size_t n = kt.tokens.size() - before;
           if (n == 0) continue;  // Megatron drops empty sentences
           TROUPE_CHECK(n <= size_t(INT32_MAX), "a sequence of ", n, " tokens does not fit the index");

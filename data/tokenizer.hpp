@@ -80,6 +80,7 @@ struct TokenizerOptions {
   std::string type = "GPT2BPETokenizer";  // --tokenizer-type: GPT2BPETokenizer | NullTokenizer
   std::string vocab_file;                 // --vocab-file (GPT2BPETokenizer)
   std::string merge_file;                 // --merge-file (GPT2BPETokenizer)
+  std::string tokenizer_model;            // --tokenizer-model: folder or tokenizer.json (HuggingFaceTokenizer)
   int64_t vocab_size = 0;                 // --vocab-size (NullTokenizer: ids 0..vocab_size, eod = vocab_size)
   SpecialTokens special_tokens = SpecialTokens::recognize;
 };

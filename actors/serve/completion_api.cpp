@@ -26,7 +26,8 @@ std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const std::ve
                                              const char* field) {
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    out.push_back(tok.encode(prompts[i]));
+    out.emplace_back();
+    tok.encode_with_special_tokens_append(prompts[i], out.back());  // an HF tokenizer's BOS, as vLLM
     require(!out.back().empty(), field, "prompt ", i, " is empty (nothing to continue)");
   }
   return out;
@@ -62,7 +63,7 @@ std::vector<Completion> run_all(InferencePool& pool, const Tokenizer& tok, const
       cancel_all();
       throw ApiError(400, field, str_cat("prompt ", i, ": ", e.what()));
     }
-    out[i].text = tok.decode(out[i].result.tokens);
+    out[i].text = tok.decode_skipping_special(out[i].result.tokens);
     if (out[i].result.finish == FinishReason::stop_string) out[i].text.resize(out[i].result.stop_text_bytes);
   }
   return out;
@@ -109,7 +110,9 @@ json completion_choices(const std::vector<Completion>& done, const std::vector<s
 }  // namespace
 
 CompletionApi::CompletionApi(InferencePool& pool, const Tokenizer& tokenizer, CompletionApiOptions options)
-    : pool_(pool), tokenizer_(tokenizer), options_(std::move(options)) {}
+    : pool_(pool), tokenizer_(tokenizer), options_(std::move(options)) {
+  if (options_.stop_tokens.empty()) options_.stop_tokens = {tokenizer_.eod()};
+}
 
 HttpReply CompletionApi::megatron(const std::string& body) {
   return answer_or_error([&] {
@@ -133,11 +136,14 @@ HttpReply CompletionApi::megatron(const std::string& body) {
     p.top_p = number<float>(j, "top_p", 0.0f, 0.0, 1.0);
     require(!(p.top_k > 0 && p.top_p > 0.0f), "top_p", "'top_k' and 'top_p' cannot both be set");
     p.seed = number<uint64_t>(j, "random_seed", 1234, 0, 1.8e19);
-    p.stop_tokens = {number<int32_t>(j, "stop_token", tok->eod(), 0, double(tok->vocab_size() - 1))};
+    if (j.contains("stop_token"))
+      p.stop_tokens = {number<int32_t>(j, "stop_token", tok->eod(), 0, double(tok->vocab_size() - 1))};
+    else
+      p.stop_tokens = options_.stop_tokens;
     const std::vector<Completion> done = run_all(pool_, *tok, encode_all(*tok, prompts, "prompts"), p, "prompts");
     json text = json::array(), tokens = json::array(), logprobs = json::array();
     for (size_t i = 0; i < done.size(); ++i) {
-      text.push_back(prompts[i] + done[i].text);
+      text.push_back(prompts[i] + tok->decode(done[i].result.tokens));  // Megatron's: special tokens as text
       std::vector<int32_t> all = done[i].prompt;
       all.insert(all.end(), done[i].result.tokens.begin(), done[i].result.tokens.end());
       tokens.push_back(all);
@@ -182,7 +188,7 @@ HttpReply CompletionApi::completions(const std::string& body) {
     p.seed = number<uint64_t>(j, "seed", 1234, 0, 1.8e19);
     p.stop_strings = strings(j, "stop");
     for (const std::string& s : p.stop_strings) require(!s.empty(), "stop", "'stop' holds an empty string");
-    p.stop_tokens = {tok->eod()};
+    p.stop_tokens = options_.stop_tokens;
     const bool want_logprobs = j.contains("logprobs") && !j.at("logprobs").is_null() &&
                                !(j.at("logprobs").is_boolean() && !j.at("logprobs").get<bool>());
     p.logprobs = want_logprobs;

@@ -29,6 +29,7 @@ namespace troupe::actors {
 struct CompletionApiOptions {
   std::string model_name = "troupe";  // "model" in OpenAI answers
   int max_prompts = 128;              // per call (Megatron's limit)
+  std::vector<int32_t> stop_tokens;   // generation ends after one (the tokenizer's EOD and the model's EOS ids)
 };
 
 class CompletionApi {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "actors/serve/api_request.hpp"
+#include "data/text_stream.hpp"
 
 namespace troupe::actors {
 
@@ -48,17 +49,6 @@ struct Tickets {
   }
 };
 
-// The length of the longest prefix of `s` that does not end inside a UTF-8 character.
-size_t complete_utf8(const std::string& s) {
-  for (size_t back = 1; back <= std::min<size_t>(4, s.size()); ++back) {
-    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
-    const size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-    return len > back ? s.size() - back : s.size();
-  }
-  return s.size();
-}
-
 // One choice's text as it streams: what was sent, and what may still turn into a stop string.
 struct ChoiceText {
   std::vector<int32_t> tokens;
@@ -67,11 +57,11 @@ struct ChoiceText {
   // The text to send after `e` (its token appended).
   std::string next(const Tokenizer& tok, const TokenEvent& e, size_t hold_back) {
     if (e.has_token) tokens.push_back(e.token);
-    std::string text = tok.decode(tokens);
+    std::string text = tok.decode_skipping_special(tokens);
     size_t end = text.size();
     if (e.finish == FinishReason::stop_string) end = std::min(end, e.stop_text_bytes);
     if (e.finish == FinishReason::none) {
-      end = complete_utf8(text);
+      end = settled_text_end(text);
       end = end > hold_back ? end - hold_back : 0;  // a stop string may be starting there
     }
     if (end <= sent) return "";

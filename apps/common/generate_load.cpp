@@ -1,6 +1,10 @@
 #include "apps/common/generate_load.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "actors/train/checkpoint_shards.hpp"
 #include "base/check.hpp"
@@ -14,12 +18,38 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// vocab.json and merges.txt in `dir`, when both are there.
-void find_tokenizer_files(const std::string& dir, LoadedModel& m) {
-  const fs::path vocab = fs::path(dir) / "vocab.json", merges = fs::path(dir) / "merges.txt";
-  if (fs::exists(vocab) && fs::exists(merges)) {
-    m.vocab_file = vocab.string();
-    m.merge_file = merges.string();
+// generation_config.json's eos_token_id (an int or a list) in `dir`, if there is one.
+std::vector<int64_t> generation_eos_ids(const fs::path& dir) {
+  const fs::path path = dir / "generation_config.json";
+  if (!fs::exists(path)) return {};
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TROUPE_FAIL(path.string(), ": not valid JSON: ", e.what());
+  }
+  if (!j.is_object() || !j.contains("eos_token_id") || j.at("eos_token_id").is_null()) return {};
+  const nlohmann::json& e = j.at("eos_token_id");
+  std::vector<int64_t> out;
+  for (const nlohmann::json& id : e.is_array() ? e : nlohmann::json::array({e})) {
+    TROUPE_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0, path.string(),
+                 ": eos_token_id must be a non-negative integer or a list of them, got ", e.dump());
+    out.push_back(id.get<int64_t>());
+  }
+  return out;
+}
+
+// The files of `dir`, and the end-of-sequence ids it names (besides `config_eos`).
+void note_files(const fs::path& dir, const std::vector<int64_t>& config_eos, LoadedModel& m) {
+  m.files = dir.string();
+  std::vector<int64_t> ids = config_eos;
+  for (int64_t id : generation_eos_ids(dir)) ids.push_back(id);
+  for (int64_t id : ids) {
+    TROUPE_CHECK(id < m.config.vocab_size, dir.string(), ": eos_token_id ", id, " is past the model's vocabulary (",
+                 m.config.vocab_size, ")");
+    if (std::find(m.eos_token_ids.begin(), m.eos_token_ids.end(), int32_t(id)) == m.eos_token_ids.end())
+      m.eos_token_ids.push_back(int32_t(id));
   }
 }
 
@@ -31,7 +61,7 @@ LoadedModel load_hf_model(const std::string& dir) {
   LoadedModel m;
   m.config = ck.config;
   m.weights = load_hf_weights(dir, ParamLayout(m.config, ChunkSpec::whole_model()), ck.arch);
-  find_tokenizer_files(dir, m);
+  note_files(dir, ck.eos_token_ids, m);
   return m;
 }
 
@@ -42,7 +72,7 @@ LoadedModel load_checkpoint_model(const std::string& dir) {
   m.config = gpt_config_from_json(r.metadata().model_config);
   // Global tensors by parameter name, whatever layout saved them (vocabulary padding rows zero).
   m.weights = actors::read_checkpoint_params(dir, ParamLayout(m.config, ChunkSpec::whole_model()));
-  find_tokenizer_files(r.dir(), m);
+  note_files(r.dir(), {}, m);
   return m;
 }
 

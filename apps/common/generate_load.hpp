@@ -3,7 +3,9 @@
 // ParamLayout(config, ChunkSpec::whole_model()), and the tokenizer files found beside them.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
@@ -12,17 +14,18 @@ namespace troupe::apps {
 
 struct LoadedModel {
   GptConfig config;
-  Tensor weights;          // host f32 [ParamLayout(config, whole_model()).size()]
-  std::string vocab_file;  // "" when the directory has none
-  std::string merge_file;
+  Tensor weights;     // host f32 [ParamLayout(config, whole_model()).size()]
+  std::string files;  // the folder with its tokenizer (and generation) files, if it has them
+  // End-of-sequence ids besides the tokenizer's: config.json's and generation_config.json's
+  // eos_token_id (Llama 3's <|eot_id|> and <|end_of_text|>), as HF's generate and vLLM stop at.
+  std::vector<int32_t> eos_token_ids;
 };
 
-// --hf DIR: config.json + model.safetensors (GPT2LMHeadModel or LlamaForCausalLM); vocab.json and
-// merges.txt in DIR when present.
+// --hf DIR: config.json + model.safetensors (an architecture model/hf reads).
 LoadedModel load_hf_model(const std::string& dir);
 // --load DIR: the newest checkpoint the tracker in DIR names (any layout saved it:
-// actors::read_checkpoint_params); vocab.json and merges.txt in its iteration directory when
-// present. Throws naming the file or tensor at fault.
+// actors::read_checkpoint_params); its files are in its iteration directory. Throws naming the
+// file or tensor at fault.
 LoadedModel load_checkpoint_model(const std::string& dir);
 
 }  // namespace troupe::apps

@@ -1,7 +1,10 @@
 #include "apps/common/inference_flags.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "actors/fabric/fabric.hpp"
-#include "data/gpt2_tokenizer.hpp"
+#include "apps/common/tokenizer_flags.hpp"
 #include "base/check.hpp"
 
 namespace troupe::apps {
@@ -9,8 +12,7 @@ namespace troupe::apps {
 void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--load", f.load, "Troupe checkpoint directory (its newest checkpoint)");
   cmd->add_option("--hf", f.hf, "Hugging Face folder: config.json + model.safetensors (GPT-2 or Llama)");
-  cmd->add_option("--vocab-file", f.vocab_file, "GPT-2 vocab.json (default: the one beside the weights)");
-  cmd->add_option("--merge-file", f.merge_file, "GPT-2 merges.txt (default: the one beside the weights)");
+  add_tokenizer_flags(cmd, f.tokenizer);  // default: the tokenizer files beside the weights
   cmd->add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", f.dtype, "CUDA compute dtype: bf16, f16, or f32 (slower; exact against an fp32 reference)")
@@ -32,15 +34,23 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
 namespace {
 
 std::unique_ptr<Tokenizer> tokenizer_for(const InferenceFlags& f, const LoadedModel& m) {
-  TROUPE_CHECK(f.vocab_file.empty() == f.merge_file.empty(), "--vocab-file and --merge-file go together");
-  const std::string vocab = f.vocab_file.empty() ? m.vocab_file : f.vocab_file;
-  const std::string merges = f.merge_file.empty() ? m.merge_file : f.merge_file;
-  TROUPE_CHECK(!vocab.empty(), "no tokenizer: ", f.hf.empty() ? "--load " + f.load : "--hf " + f.hf,
-               " has no vocab.json and merges.txt; pass --vocab-file and --merge-file");
-  auto tok = std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::from_files(vocab, merges));
-  TROUPE_CHECK(tok->vocab_size() <= m.config.vocab_size, "the tokenizer (", vocab, ") has ", tok->vocab_size(),
+  std::optional<TokenizerOptions> t = f.tokenizer;
+  if (!tokenizer_flags_given(f.tokenizer)) t = tokenizer_in(m.files);
+  TROUPE_CHECK(t.has_value(), "no tokenizer: ", f.hf.empty() ? "--load " + f.load : "--hf " + f.hf,
+               " has no tokenizer.json, nor vocab.json and merges.txt; pass --tokenizer-model, or --vocab-file and "
+               "--merge-file");
+  auto tok = build_tokenizer(*t);
+  TROUPE_CHECK(tok->vocab_size() <= m.config.vocab_size, "the tokenizer (",
+               t->tokenizer_model.empty() ? t->vocab_file : t->tokenizer_model, ") has ", tok->vocab_size(),
                " ids, the model only ", m.config.vocab_size);
   return tok;
+}
+
+std::vector<int32_t> stop_tokens_for(const Tokenizer& tok, const LoadedModel& m) {
+  std::vector<int32_t> out = {tok.eod()};
+  for (int32_t id : m.eos_token_ids)
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  return out;
 }
 
 }  // namespace
@@ -53,6 +63,7 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
   s.model = f.hf.empty() ? load_checkpoint_model(f.load) : load_hf_model(f.hf);
   (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
   s.tokenizer = tokenizer_for(f, s.model);
+  s.stop_tokens = stop_tokens_for(*s.tokenizer, s.model);
   s.max_seq_length = f.max_seq_length > 0 ? f.max_seq_length : s.model.config.max_positions();
   return s;
 }

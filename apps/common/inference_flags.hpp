@@ -20,7 +20,8 @@ class Fabric;
 namespace troupe::apps {
 
 struct InferenceFlags {
-  std::string load, hf, vocab_file, merge_file, device = "auto", dtype = "bf16";
+  std::string load, hf, device = "auto", dtype = "bf16";
+  TokenizerOptions tokenizer;  // default: the tokenizer files beside the weights
   int64_t max_requests = 64, max_batch_tokens = 2048, max_seq_length = 0;
   int block_size = 16, tensor_parallel = 1;
   double kv_cache_gb = 2.0;
@@ -28,7 +29,8 @@ struct InferenceFlags {
   bool no_cuda_graphs = false;
 };
 
-// Registers --load --hf --vocab-file --merge-file --device --dtype --inference-max-requests
+// Registers --load --hf, the tokenizer flags (apps/common/tokenizer_flags.hpp), --device --dtype
+// --inference-max-requests
 // --inference-max-batch-tokens --inference-max-seq-length --kv-block-size --kv-cache-gb
 // --no-cuda-graphs --tensor-model-parallel-size --inference-step-timeout.
 void add_inference_flags(CLI::App* cmd, InferenceFlags& f);
@@ -37,6 +39,9 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f);
 struct InferenceSetup {
   LoadedModel model;
   std::unique_ptr<Tokenizer> tokenizer;
+  // Generation stops after any of these (unless asked not to): the tokenizer's end-of-document
+  // id and the model's eos_token_id(s).
+  std::vector<int32_t> stop_tokens;
   bool cuda = false;
   DType compute = DType::f32;
   int64_t max_seq_length = 0;  // --inference-max-seq-length or the model's positions

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "data/text_stream.hpp"
+
 namespace troupe::apps {
 
 OrderedStream::OrderedStream(std::FILE* out, const Tokenizer& tokenizer, std::vector<std::string> prompts,
@@ -31,9 +33,10 @@ void OrderedStream::write(Entry& e) {
     std::fputs(e.prompt.c_str(), out_);
     e.started = true;
   }
-  const std::string text = tokenizer_.decode(e.tokens);
+  const std::string text = tokenizer_.decode_skipping_special(e.tokens);
   const bool done = e.finish != FinishReason::none;
-  size_t upto = done ? std::min(e.end, text.size()) : (text.size() > hold_back_ ? text.size() - hold_back_ : 0);
+  const size_t settled = settled_text_end(text);
+  size_t upto = done ? std::min(e.end, text.size()) : (settled > hold_back_ ? settled - hold_back_ : 0);
   if (upto > e.printed) {
     std::fwrite(text.data() + e.printed, 1, upto - e.printed, out_);
     e.printed = upto;

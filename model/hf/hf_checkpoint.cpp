@@ -69,6 +69,7 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
   HfCheckpoint ck;
   ck.arch = hf.arch;
   ck.config = hf.model;
+  ck.eos_token_ids = hf.eos_token_ids;
   ck.config.validate();
   return ck;
 }

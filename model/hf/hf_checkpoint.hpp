@@ -7,7 +7,9 @@
 // Missing tensors, wrong shapes or dtypes, or truncated files are errors naming the tensor.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/hf/hf_mapping.hpp"
 
@@ -16,6 +18,7 @@ namespace troupe {
 struct HfCheckpoint {
   HfArch arch = HfArch::gpt2;
   GptConfig config;
+  std::vector<int64_t> eos_token_ids;  // config.json's eos_token_id (an int or a list there)
 };
 
 HfCheckpoint read_hf_checkpoint(const std::string& dir);
