@@ -1,14 +1,17 @@
 // CUDA causal attention forward and backward (bf16) as Google Benchmark cases, on the shapes of
-// GPT-2 124M, GPT-2 350M and a Llama-style GQA layer (Args B, T, H, G, D: batch, sequence,
-// query heads, key/value heads, head size). One iteration is kCallsPerEvent (10) back-to-back
+// GPT-2 124M, GPT-2 350M, a Llama-style GQA layer and a Mistral-style long sequence with and
+// without a sliding window (Args B, T, H, G, D, W: batch, sequence, query heads, key/value
+// heads, head size, window; W = 0 is unbounded). One iteration is kCallsPerEvent (10) back-to-back
 // calls between two CUDA events on the context's stream, reported per call (manual time), after
 // 3 warm-up calls; a lone call would also time its ~5 us launch. --iters N calls in all
 // (default 50, as the reference script times them; 0: as many as --benchmark_min_time needs).
 // The counter FLOP is the throughput: causal forward 2 B H T^2 D (half of the full
-// 4 B H T^2 D), backward 2.5x that.
+// 4 B H T^2 D), backward 2.5x that; under a window W < T, 4 B H D times the visible
+// (query, key) pairs, W (W + 1) / 2 + (T - W) W.
 //
 // The ratio to PyTorch comes from bench/attention_torch_reference.py (torch's SDPA flash kernel
-// on the same shapes, printed in the same units) run beside this on the GPU machine:
+// on the same shapes, flex_attention for the windowed one, printed in the same units) run
+// beside this on the GPU machine:
 //   attention_bench --benchmark_out=attention.json --benchmark_out_format=json
 //   python3 bench/attention_torch_reference.py
 //
@@ -34,7 +37,15 @@ using troupe::Tensor;
 
 struct AttentionShape {
   int64_t B, T, H, G, D;
+  int64_t W = 0;  // sliding window, 0: unbounded
 };
+
+// Forward FLOPs: 4 B H D per visible (query, key) pair, causal counted as T^2 / 2 pairs.
+double forward_flop(const AttentionShape& s) {
+  const double T = double(s.T), W = double(s.W);
+  const double pairs = s.W == 0 || s.W >= s.T ? T * T / 2.0 : W * (W + 1.0) / 2.0 + (T - W) * W;
+  return 4.0 * double(s.B * s.H) * double(s.D) * pairs;
+}
 
 constexpr int kCallsPerEvent = 10;
 
@@ -42,6 +53,10 @@ constexpr AttentionShape kShapes[] = {
     {16, 1024, 12, 12, 64},  // GPT-2 124M
     {8, 1024, 16, 16, 64},   // GPT-2 350M
     {4, 2048, 32, 8, 128},   // Llama-style GQA
+    // Mistral-style GQA on a long sequence, unbounded and with a sliding window: with W = T / 8
+    // the window does ~1/4 of the causal work, so it should take about a quarter of the time.
+    {1, 8192, 32, 8, 128},
+    {1, 8192, 32, 8, 128, 1024},
 };
 
 // The inputs of one case: qkv [B, T, (H + 2G) D] and dout [B, T, H D] random; out [B, T, H D],
@@ -52,10 +67,12 @@ struct AttentionTensors {
         dout(troupe::bench::random_normal(ctx, DType::bf16, {s.B, s.T, s.H * s.D}, 2)),
         out(Tensor::empty(ctx, DType::bf16, dout.shape())),
         lse(Tensor::empty(ctx, DType::f32, {s.B, s.H, s.T})),
-        dqkv(Tensor::empty(ctx, DType::bf16, qkv.shape())) {
+        dqkv(Tensor::empty(ctx, DType::bf16, qkv.shape())),
+        window(cfg.window) {
     troupe::attention_forward(ctx, qkv, cfg, out, lse);
   }
   Tensor qkv, dout, out, lse, dqkv;
+  int window = 0;  // the window out and lse were computed with
 };
 
 // Runs the cases on one GPU. A shape's forward and backward share its tensors, kept until a
@@ -70,11 +87,12 @@ class AttentionBench {
       return;
     }
     const Context& ctx = *ctx_;
-    const AttentionShape s{state.range(0), state.range(1), state.range(2), state.range(3), state.range(4)};
-    const troupe::AttentionConfig cfg{int(s.H), int(s.G), int(s.D)};
+    const AttentionShape s{state.range(0), state.range(1), state.range(2),
+                           state.range(3), state.range(4), state.range(5)};
+    const troupe::AttentionConfig cfg{int(s.H), int(s.G), int(s.D), 0.0f, int(s.W)};
     try {
       if (!tensors_ || tensors_->qkv.shape() != troupe::Shape{s.B, s.T, (s.H + 2 * s.G) * s.D} ||
-          tensors_->lse.dim(1) != s.H) {
+          tensors_->lse.dim(1) != s.H || tensors_->window != cfg.window) {
         tensors_.reset();  // free the last shape's first
         tensors_ = std::make_unique<AttentionTensors>(ctx, s, cfg);
       }
@@ -88,9 +106,8 @@ class AttentionBench {
     for (int i = 0; i < 3; ++i) call();  // warm-up
     ctx.synchronize();
     troupe::bench::time_on_stream(state, ctx, call, kCallsPerEvent);
-    const double forward_flop = 2.0 * double(s.B * s.H) * double(s.T) * double(s.T) * double(s.D);
     state.counters["FLOP"] =
-        benchmark::Counter((backward ? 2.5 : 1.0) * forward_flop, benchmark::Counter::kIsIterationInvariantRate);
+        benchmark::Counter((backward ? 2.5 : 1.0) * forward_flop(s), benchmark::Counter::kIsIterationInvariantRate);
   }
 
  private:
@@ -101,7 +118,7 @@ class AttentionBench {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Causal attention forward/backward (CUDA, bf16), on Google Benchmark"};
+  CLI::App app{"Causal (and sliding-window) attention forward/backward (CUDA, bf16), on Google Benchmark"};
   int iters = 50;
   app.add_option("--iters", iters, "timed calls per case; 0: as many as --benchmark_min_time needs")
       ->check(CLI::NonNegativeNumber)
@@ -114,7 +131,7 @@ int main(int argc, char** argv) {
         benchmark::internal::Benchmark* b =
             benchmark::RegisterBenchmark(backward ? "attention/backward" : "attention/forward",
                                          [&bench, backward](benchmark::State& state) { bench.run(state, backward); });
-        b->Args({s.B, s.T, s.H, s.G, s.D})->ArgNames({"B", "T", "H", "G", "D"});
+        b->Args({s.B, s.T, s.H, s.G, s.D, s.W})->ArgNames({"B", "T", "H", "G", "D", "W"});
         b->UseManualTime()->Unit(benchmark::kMicrosecond);
         if (iters > 0) b->Iterations((iters + kCallsPerEvent - 1) / kCallsPerEvent);
       }

@@ -17,6 +17,7 @@ std::pair<int64_t, int64_t> expect_qkv(const Context& ctx, const char* op, const
   TROUPE_CHECK(cfg.n_heads % cfg.n_kv_heads == 0, op, ": n_kv_heads (", cfg.n_kv_heads, ") must divide n_heads (",
                cfg.n_heads, ")");
   TROUPE_CHECK(cfg.scale >= 0.0f, op, ": scale must be positive (or 0 for 1/sqrt(D)), got ", cfg.scale);
+  TROUPE_CHECK(cfg.window >= 0, op, ": window must be positive (or 0 for unbounded), got ", cfg.window);
   expect_device(op, "qkv", ctx, qkv);
   TROUPE_CHECK(qkv.ndim() == 3, op, ": qkv must be [B, T, (H + 2G) * D], got ", qkv.str());
   const int64_t width = int64_t(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim;

@@ -6,6 +6,12 @@
 //   out_h = softmax(q_h k_g^T * scale + causal mask) v_g,   scale = 1/sqrt(D)
 // lse [B, H, T] f32 keeps each row's log-sum-exp of the scaled scores, so backward can
 // rebuild the probabilities without storing the T x T matrix (flash-attention style).
+//
+// Sliding window (Mistral, Qwen's use_sliding_window): with window = W > 0, query i sees key j
+// iff i - W < j <= i, W keys counting itself (HF's sliding-window causal mask; Megatron's
+// window_size = (W - 1, 0)). Work is O(T W) instead of O(T^2); W >= T is unbounded attention.
+//   AttentionConfig cfg{H, G, D};  cfg.window = 4096;
+//   attention_forward(ctx, qkv, cfg, out, lse);
 #pragma once
 
 #include "kernels/tensor.hpp"
@@ -17,6 +23,7 @@ struct AttentionConfig {
   int n_kv_heads = 0;  // G, divides H
   int head_dim = 0;    // D
   float scale = 0.0f;  // 0 means 1/sqrt(D)
+  int window = 0;      // W: query i sees keys (i - W, i]; 0 means unbounded (all keys <= i)
 };
 
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,

@@ -15,6 +15,7 @@ int64_t expect_paged(const Context& ctx, const char* op, const Tensor& qkv, cons
   TROUPE_CHECK(cfg.n_heads % cfg.n_kv_heads == 0, op, ": n_kv_heads (", cfg.n_kv_heads, ") must divide n_heads (",
                cfg.n_heads, ")");
   TROUPE_CHECK(cfg.scale >= 0.0f, op, ": scale must be positive (or 0 for 1/sqrt(D)), got ", cfg.scale);
+  TROUPE_CHECK(cfg.window >= 0, op, ": window must be positive (or 0 for unbounded), got ", cfg.window);
   expect_device(op, "qkv", ctx, qkv);
   expect_device(op, "k_cache", ctx, k_cache);
   expect_device(op, "v_cache", ctx, v_cache);

@@ -10,7 +10,10 @@
 //
 // qkv [N, (H + 2G) * D] is the fused projection (attention.hpp's layout, RoPE already applied).
 // New token j of sequence s (of n_s new tokens) sits at position seq_lens[s] - n_s + j and attends
-// causally to positions 0..that one; query head h reads kv head h / (H / G).
+// causally to positions 0..that one; query head h reads kv head h / (H / G). With window = W > 0
+// (sliding-window attention, as attention.hpp) a row at position p sees only positions
+// p - W + 1..p; cache blocks wholly before every new row's window are never read, so their
+// block-table entries may be anything (-1 included).
 // CPU: f32. CUDA: bf16, f16 or f32 qkv and cache, f32 accumulation.
 #pragma once
 
@@ -24,6 +27,7 @@ struct PagedAttentionConfig {
   int head_dim = 0;    // D
   int block_size = 0;  // tokens per cache block
   float scale = 0.0f;  // 0 means 1/sqrt(D)
+  int window = 0;      // W: a row at position p sees positions (p - W, p]; 0 means unbounded
 };
 
 // Where the rows of a flattened batch of S sequences come from. All i32, on ctx's device.

@@ -1,6 +1,7 @@
 // f32 reference for causal grouped-query attention. One query row at a time with O(T)
 // scratch; backward rebuilds the probabilities from the saved lse and uses
-// delta_t = rowsum(dout_t * out_t) = sum_k p_tk dp_tk for the softmax gradient.
+// delta_t = rowsum(dout_t * out_t) = sum_k p_tk dp_tk for the softmax gradient. A sliding
+// window only narrows each row's key range to [first_key(t), t].
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,6 +17,10 @@ struct AttentionLayout {
   int64_t B, T;
   int H, G, D;
   float scale;
+  int window;  // 0: unbounded
+
+  // The first key query t sees: t - W + 1 under a window of W, else 0.
+  int64_t first_key(int64_t t) const { return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0; }
 
   int64_t qkv_width() const { return int64_t(H + 2 * G) * D; }
   // Offset of head slot `slot` (queries 0..H-1, keys H..H+G-1, values H+G..H+2G-1) of token (b, t).
@@ -29,7 +34,7 @@ struct AttentionLayout {
 
 AttentionLayout layout_of(const Tensor& qkv, const AttentionConfig& cfg) {
   const float scale = cfg.scale != 0.0f ? cfg.scale : 1.0f / std::sqrt(float(cfg.head_dim));
-  return {qkv.dim(0), qkv.dim(1), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale};
+  return {qkv.dim(0), qkv.dim(1), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale, cfg.window};
 }
 
 float dot(const float* a, const float* b, int n) {
@@ -56,16 +61,17 @@ void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, const Tens
       std::vector<float> p(size_t(L.T));
       for (int64_t t = 0; t < L.T; ++t) {
         const float* q = x + L.qkv_at(b, t, h);
+        const int64_t k0 = L.first_key(t);
         float m = -INFINITY;
-        for (int64_t k = 0; k <= t; ++k) {
+        for (int64_t k = k0; k <= t; ++k) {
           p[k] = L.scale * dot(q, x + L.qkv_at(b, k, L.key_slot(g)), L.D);
           m = std::max(m, p[k]);
         }
         float sum = 0.0f;
-        for (int64_t k = 0; k <= t; ++k) sum += p[k] = std::exp(p[k] - m);
+        for (int64_t k = k0; k <= t; ++k) sum += p[k] = std::exp(p[k] - m);
         float* o = y + L.out_at(b, t, h);
         std::fill(o, o + L.D, 0.0f);
-        for (int64_t k = 0; k <= t; ++k) axpy(p[k] / sum, x + L.qkv_at(b, k, L.value_slot(g)), o, L.D);
+        for (int64_t k = k0; k <= t; ++k) axpy(p[k] / sum, x + L.qkv_at(b, k, L.value_slot(g)), o, L.D);
         row_lse[L.lse_at(b, h, t)] = m + std::log(sum);
       }
     }
@@ -94,7 +100,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
           const float delta = dot(dy_t, y + L.out_at(b, t, h), L.D);
           const float lse_t = row_lse[L.lse_at(b, h, t)];
           float* dq = dx + L.qkv_at(b, t, h);
-          for (int64_t k = 0; k <= t; ++k) {
+          for (int64_t k = L.first_key(t); k <= t; ++k) {
             const float* key = x + L.qkv_at(b, k, L.key_slot(g));
             const float* value = x + L.qkv_at(b, k, L.value_slot(g));
             const float p = std::exp(L.scale * dot(q, key, L.D) - lse_t);

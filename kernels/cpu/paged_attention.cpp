@@ -1,6 +1,7 @@
 // f32 reference for paged attention: one query row at a time with O(context) scratch, keys
 // and values looked up slot by slot through the block table. Block ids and slots are checked
-// (the CUDA kernels trust them).
+// (the CUDA kernels trust them): every block a row reads, so under a sliding window not the
+// blocks wholly before the window of a sequence's first new row.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -18,6 +19,9 @@ float dot(const float* a, const float* b, int n) {
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
+
+// The first position a row at position `pos` sees.
+int64_t first_key(int64_t pos, int window) { return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0; }
 
 }  // namespace
 
@@ -59,7 +63,7 @@ void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const P
     longest = std::max<int64_t>(longest, lens[s]);
     TROUPE_CHECK(n_new >= 0 && n_new <= lens[s] && lens[s] <= max_blocks * bs, "paged_attention: sequence ", s, " has ",
                  n_new, " new tokens and length ", lens[s], " (a block table holds ", max_blocks * bs, ")");
-    for (int64_t b = 0; b < (lens[s] + bs - 1) / bs; ++b) {
+    for (int64_t b = first_key(lens[s] - n_new, cfg.window) / bs; b < (lens[s] + bs - 1) / bs; ++b) {
       const int32_t id = tables[s * max_blocks + b];
       TROUPE_CHECK(id >= 0 && id < num_blocks, "paged_attention: sequence ", s, " block ", b, " is ", id,
                    ", outside the cache's ", num_blocks, " blocks");
@@ -78,16 +82,17 @@ void paged_attention(const Tensor& qkv, const PagedAttentionConfig& cfg, const P
       for (int64_t row = start[s]; row < start[s + 1]; ++row) {
         const int64_t pos = lens[s] - (start[s + 1] - row);  // this token's position
         const float* q = x + row * width + int64_t(h) * D;
+        const int64_t k0 = first_key(pos, cfg.window);
         float m = -INFINITY;
-        for (int64_t k = 0; k <= pos; ++k) {
+        for (int64_t k = k0; k <= pos; ++k) {
           p[size_t(k)] = scale * dot(q, kc + kv_at(s, k, g), D);
           m = std::max(m, p[size_t(k)]);
         }
         float sum = 0.0f;
-        for (int64_t k = 0; k <= pos; ++k) sum += p[size_t(k)] = std::exp(p[size_t(k)] - m);
+        for (int64_t k = k0; k <= pos; ++k) sum += p[size_t(k)] = std::exp(p[size_t(k)] - m);
         float* o = y + row * int64_t(H) * D + int64_t(h) * D;
         std::fill(o, o + D, 0.0f);
-        for (int64_t k = 0; k <= pos; ++k) {
+        for (int64_t k = k0; k <= pos; ++k) {
           const float w = p[size_t(k)] / sum;
           const float* v = vc + kv_at(s, k, g);
           for (int i = 0; i < D; ++i) o[i] += w * v[i];

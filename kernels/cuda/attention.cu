@@ -1,5 +1,6 @@
 // CUDA attention entry points: the flash (tensor-core) kernels for head dims 64 and 128 with
-// 16-byte aligned tensors, the simple kernels for everything else.
+// 16-byte aligned tensors, the simple kernels for everything else. Both take the sliding window
+// (AttentionDims::window) and skip the keys outside it.
 #include <cmath>
 #include <cstdint>
 
@@ -16,7 +17,9 @@ AttentionDims dims_of(const Tensor& qkv, const AttentionConfig& cfg) {
   // Grids put B * H in x (31 bits) and row tiles of at least 4 rows in y (16 bits).
   TROUPE_CHECK(qkv.dim(0) * cfg.n_heads < (int64_t(1) << 31) && qkv.dim(1) <= 4 * 65535,
                "attention: CUDA kernels need B * H < 2^31 and T <= 262140, got ", qkv.str());
-  return {int(qkv.dim(0)), int(qkv.dim(1)), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale};
+  const int T = int(qkv.dim(1));
+  const int window = cfg.window > 0 && cfg.window < T ? cfg.window : kUnboundedWindow;  // W >= T: unbounded
+  return {int(qkv.dim(0)), T, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale, window};
 }
 
 bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }

@@ -8,6 +8,8 @@
 //   dq kernel, one block per (batch, query head, tile of queries), looping over key tiles:
 //     dQ += scale dS K
 // S and dP are computed twice (seven matrix products instead of five) to avoid atomics.
+// Under a sliding window both loops cover only the tiles some row/key of the block reaches:
+// dq from its first row's window edge, dk/dv up to the query_end of its last key.
 #include "kernels/cuda/attention_flash_tiles.cuh"
 #include "kernels/cuda/attention_tuning.cuh"
 
@@ -54,12 +56,14 @@ __global__ void __launch_bounds__(32 * kWarps)
   const T* do_head = dout + dims.token(b, 0) * out_ld + int64_t(h) * D;
   const T* out_head = out + dims.token(b, 0) * out_ld + int64_t(h) * D;
 
+  const int W = dims.window;
   const int kv_end = min(T_len, q0 + kBr);
-  const int n_kv = (kv_end + kBc - 1) / kBc;
+  const int kv_begin = dims.first_key(q0) / kBc * kBc;
+  const int n_kv = (kv_end - kv_begin + kBc - 1) / kBc;
   load_rows_async<kBr, D, Tile::kThreads>(q_s, seq + int64_t(h) * D, ld, q0, T_len);
   load_rows_async<kBr, D, Tile::kThreads>(do_s, do_head, out_ld, q0, T_len);
-  load_rows_async<kBc, D, Tile::kThreads>(k_s, k_head, ld, 0, T_len);
-  load_rows_async<kBc, D, Tile::kThreads>(v_s, v_head, ld, 0, T_len);
+  load_rows_async<kBc, D, Tile::kThreads>(k_s, k_head, ld, kv_begin, T_len);
+  load_rows_async<kBc, D, Tile::kThreads>(v_s, v_head, ld, kv_begin, T_len);
   cp_async_commit();
 
   // Statistics of this lane's rows (g and g + 8 of each m-tile): lse in log2 units, and
@@ -90,7 +94,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   uint32_t q_frag[kMTiles][D / 16][4], do_frag[kMTiles][D / 16][4];
   float dq[kMTiles][D / 8][4] = {};
   for (int j = 0; j < n_kv; ++j) {
-    const int buf = j % 2, kv0 = j * kBc;
+    const int buf = j % 2, kv0 = kv_begin + j * kBc;
     if (j + 1 < n_kv) {
       load_rows_async<kBc, D, Tile::kThreads>(k_s + (1 - buf) * kBc * kStride, k_head, ld, kv0 + kBc, T_len);
       load_rows_async<kBc, D, Tile::kThreads>(v_s + (1 - buf) * kBc * kStride, v_head, ld, kv0 + kBc, T_len);
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(32 * kWarps)
           ldmatrix_x4(do_frag[mt][kk], a_frag_addr(do_s + at, kStride, lane));
         }
     }
-    if (kv0 <= warp_row0 + kWarpRows - 1) {
+    if (kv0 <= warp_row0 + kWarpRows - 1 && kv0 + kBc - 1 >= warp_row0 - W + 1) {  // as in the forward
       const T* k_tile = k_s + buf * kBc * kStride;
       const T* v_tile = v_s + buf * kBc * kStride;
       float s[kMTiles][kBc / 8][4] = {}, dp[kMTiles][kBc / 8][4] = {};
@@ -130,7 +134,7 @@ __global__ void __launch_bounds__(32 * kWarps)
           }
         }
       }
-      const bool need_mask = kv0 + kBc - 1 > warp_row0 || kv0 + kBc > T_len;
+      const bool need_mask = kv0 + kBc - 1 > warp_row0 || kv0 + kBc > T_len || kv0 <= warp_row0 + kWarpRows - 1 - W;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -139,7 +143,7 @@ __global__ void __launch_bounds__(32 * kWarps)
           for (int e = 0; e < 4; ++e) {
             const int row = warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
             const int col = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
-            const bool keep = !need_mask || (col <= row && col < T_len);
+            const bool keep = !need_mask || (col <= row && col < T_len && col > row - W);
             const float p = keep ? fast_exp2(fmaf(s[mt][n][e], scale_log2, -lse2[mt][e / 2])) : 0.0f;
             s[mt][n][e] = p * (dp[mt][n][e] - delta[mt][e / 2]);  // dS
           }
@@ -209,9 +213,11 @@ __global__ void __launch_bounds__(32 * kWarps)
   const T* seq = qkv + dims.token(b, 0) * ld;
   const T* dseq = dout + dims.token(b, 0) * out_ld;
 
-  // Steps: for each query head of the group, the query tiles that reach key k0 or later.
+  // Steps: for each query head of the group, the query tiles that see a key of [k0, k0 + kBc):
+  // from the one holding query k0 to the one holding query query_end(last key) - 1.
+  const int W = dims.window;
   const int first_tile = k0 / kBr;
-  const int tiles_per_head = (T_len + kBr - 1) / kBr - first_tile;
+  const int tiles_per_head = (dims.query_end(min(k0 + kBc, T_len) - 1) + kBr - 1) / kBr - first_tile;
   const int n_steps = group * tiles_per_head;
   auto load_step = [&](int step, int buf) {
     const int h = g * group + step / tiles_per_head;
@@ -261,7 +267,8 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
     }
     const int qt0 = (first_tile + step % tiles_per_head) * kBr;
-    if (qt0 + kBr - 1 >= warp_key0) {  // some query of the tile sees some key of the warp
+    // Some query of the tile sees some key of the warp: not all before it, not all past its window.
+    if (qt0 + kBr - 1 >= warp_key0 && qt0 <= warp_key0 + kWarpKeys - 1 + W - 1) {
       const T* q_tile = q_s + buf * kBr * kStride;
       const T* do_tile = do_s + buf * kBr * kStride;
       const float* lse_tile = lse_s + buf * kBr;
@@ -295,8 +302,8 @@ __global__ void __launch_bounds__(32 * kWarps)
           }
         }
       }
-      // P^T into st, dS^T into dpt. Masked: key after query, or query past the end.
-      const bool need_mask = qt0 < warp_key0 + kWarpKeys - 1 || qt0 + kBr > T_len;
+      // P^T into st, dS^T into dpt. Masked: key after query, query past the end or past the key's window.
+      const bool need_mask = qt0 < warp_key0 + kWarpKeys - 1 || qt0 + kBr > T_len || qt0 + kBr - 1 >= warp_key0 + W;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -305,7 +312,7 @@ __global__ void __launch_bounds__(32 * kWarps)
           for (int e = 0; e < 4; ++e) {
             const int key = warp_key0 + mt * 16 + lane / 4 + (e / 2) * 8;
             const int qi = n * 8 + (lane % 4) * 2 + e % 2;
-            const bool keep = !need_mask || (key <= qt0 + qi && qt0 + qi < T_len);
+            const bool keep = !need_mask || (key <= qt0 + qi && qt0 + qi < T_len && qt0 + qi < key + W);
             const float p = keep ? fast_exp2(fmaf(st[mt][n][e], scale_log2, -lse_tile[qi] * kLog2e)) : 0.0f;
             dpt[mt][n][e] = p * (dpt[mt][n][e] - delta_tile[qi]);
             st[mt][n][e] = p;

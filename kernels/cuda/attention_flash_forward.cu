@@ -1,8 +1,9 @@
 // Flash-attention-2 forward on tensor cores (mma.sync m16n8k16, f32 accumulators).
 //
 // One block per (batch, query head, tile of kBr query rows); each warp owns 16 * kMTiles
-// rows. The block walks the key/value tiles of its kv head up to the diagonal (causal block
-// skipping), double-buffered with cp.async, and keeps per row the running max m, the running
+// rows. The block walks the key/value tiles of its kv head from the window edge of its first
+// row (sliding window; tile 0 without one) up to the diagonal (causal block skipping),
+// double-buffered with cp.async, and keeps per row the running max m, the running
 // sum l and the unnormalized output O (online softmax), so no T x T matrix exists anywhere:
 //   S = Q K^T;  m' = max(m, rowmax S);  P = exp(scale (S - m'));  l = l e^{scale (m - m')} + rowsum P
 //   O = O e^{scale (m - m')} + P V;   at the end out = O / l,  lse = scale m + ln l.
@@ -48,11 +49,13 @@ __global__ void __launch_bounds__(32 * kWarps)
   const T* k_head = seq + int64_t(dims.key_slot(g)) * D;
   const T* v_head = seq + int64_t(dims.value_slot(g)) * D;
 
-  const int kv_end = min(T_len, q0 + kBr);  // causal: no key after the tile's last row
-  const int n_kv = (kv_end + kBc - 1) / kBc;
+  const int W = dims.window;
+  const int kv_end = min(T_len, q0 + kBr);              // causal: no key after the tile's last row
+  const int kv_begin = dims.first_key(q0) / kBc * kBc;  // window: none before its first row's window
+  const int n_kv = (kv_end - kv_begin + kBc - 1) / kBc;
   load_rows_async<kBr, D, Tile::kThreads>(q_s, seq + int64_t(h) * D, ld, q0, T_len);
-  load_rows_async<kBc, D, Tile::kThreads>(k_s, k_head, ld, 0, T_len);
-  load_rows_async<kBc, D, Tile::kThreads>(v_s, v_head, ld, 0, T_len);
+  load_rows_async<kBc, D, Tile::kThreads>(k_s, k_head, ld, kv_begin, T_len);
+  load_rows_async<kBc, D, Tile::kThreads>(v_s, v_head, ld, kv_begin, T_len);
   cp_async_commit();
 
   const int warp_row0 = q0 + warp * kWarpRows;  // first query row of this warp
@@ -64,7 +67,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int mt = 0; mt < kMTiles; ++mt) row_max[mt][0] = row_max[mt][1] = -INFINITY;
 
   for (int j = 0; j < n_kv; ++j) {
-    const int buf = j % 2, kv0 = j * kBc;
+    const int buf = j % 2, kv0 = kv_begin + j * kBc;
     if (j + 1 < n_kv) {  // prefetch the next tile into the other buffer (free since the last sync)
       load_rows_async<kBc, D, Tile::kThreads>(k_s + (1 - buf) * kBc * kStride, k_head, ld, kv0 + kBc, T_len);
       load_rows_async<kBc, D, Tile::kThreads>(v_s + (1 - buf) * kBc * kStride, v_head, ld, kv0 + kBc, T_len);
@@ -82,8 +85,9 @@ __global__ void __launch_bounds__(32 * kWarps)
           ldmatrix_x4(q_frag[mt][kk],
                       a_frag_addr(q_s + (warp * kWarpRows + mt * 16) * kStride + kk * 16, kStride, lane));
     }
-    // Skip the tile for this warp when all its keys come after all the warp's rows.
-    if (kv0 <= warp_row0 + kWarpRows - 1) {
+    // Skip the tile for this warp when all its keys come after all the warp's rows, or before
+    // the window of all of them.
+    if (kv0 <= warp_row0 + kWarpRows - 1 && kv0 + kBc - 1 >= warp_row0 - W + 1) {
       const T* k_tile = k_s + buf * kBc * kStride;
       const T* v_tile = v_s + buf * kBc * kStride;
       float s[kMTiles][kBc / 8][4] = {};
@@ -100,7 +104,8 @@ __global__ void __launch_bounds__(32 * kWarps)
           }
         }
       }
-      if (kv0 + kBc - 1 > warp_row0 || kv0 + kBc > T_len) {  // tile crosses the diagonal or the end
+      // Masked where the tile crosses the diagonal, the end or the window's left edge.
+      if (kv0 + kBc - 1 > warp_row0 || kv0 + kBc > T_len || kv0 <= warp_row0 + kWarpRows - 1 - W) {
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -109,7 +114,7 @@ __global__ void __launch_bounds__(32 * kWarps)
             for (int e = 0; e < 4; ++e) {
               const int row = warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
               const int col = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
-              if (col > row || col >= T_len) s[mt][n][e] = -INFINITY;
+              if (col > row || col >= T_len || col <= row - W) s[mt][n][e] = -INFINITY;
             }
       }
       // Online softmax; each row is spread over the 4 lanes of a quad.
@@ -121,8 +126,9 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
           for (int n = 0; n < kBc / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
           mx = quad_max(mx);
-          // Every row sees key 0 in tile 0, so mx is finite; the guard keeps a fully masked
-          // row at p = 0 instead of NaN.
+          // A row's max stays -inf until a tile holds one of its keys (under a window, earlier
+          // tiles may hold keys only for the warp's first rows); the guard keeps such a row at
+          // p = 0 and its sums at 0 instead of NaN. Every row sees itself, so it ends finite.
           const float m_scaled = mx == -INFINITY ? 0.0f : mx * scale_log2;
           const float correction = fast_exp2(row_max[mt][r] * scale_log2 - m_scaled);
           row_max[mt][r] = mx;

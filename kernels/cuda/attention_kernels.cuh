@@ -15,11 +15,17 @@
 
 namespace troupe::cuda {
 
+// A window no sequence reaches (T <= 2^18, so t + window and t - window never overflow):
+// unbounded attention runs the windowed code with edges that never bind.
+constexpr int kUnboundedWindow = 1 << 30;
+
 // qkv [B, T, (H + 2G) * D] (per token: H query heads, G key heads, G value heads),
-// out/dout [B, T, H * D], lse [B, H, T] f32. scale is resolved (never 0 here).
+// out/dout [B, T, H * D], lse [B, H, T] f32. scale is resolved (never 0 here); query t sees
+// keys [t - window + 1, t], window in [1, T) or kUnboundedWindow (never 0 here).
 struct AttentionDims {
   int B, T, H, G, D;
   float scale;
+  int window;
 
   __host__ __device__ int64_t qkv_stride() const { return int64_t(H + 2 * G) * D; }  // between tokens
   __host__ __device__ int64_t out_stride() const { return int64_t(H) * D; }
@@ -27,6 +33,9 @@ struct AttentionDims {
   __host__ __device__ int key_slot(int g) const { return H + g; }  // head slots within a token row
   __host__ __device__ int value_slot(int g) const { return H + G + g; }
   __host__ __device__ int64_t token(int b, int t) const { return int64_t(b) * T + t; }
+  // The first key query t sees, and one past the last query that sees key s.
+  __host__ __device__ int first_key(int t) const { return t - window + 1 > 0 ? t - window + 1 : 0; }
+  __host__ __device__ int query_end(int s) const { return s < T - window ? s + window : T; }
 };
 
 // Backward order: attention_delta writes delta[b, t, h] = rowsum(dout * out) as f32 into the

@@ -1,7 +1,8 @@
 // Fallback attention for head dims without a flash kernel (any D <= 256): one warp per query
 // row (forward, dq) or key row (dk/dv), lane i holding dims i, i + 32, ... in f32, keys and
 // values streamed from global memory (L2). Memory-efficient like the flash kernels (online
-// softmax, probabilities rebuilt from lse), but on CUDA cores and far slower.
+// softmax, probabilities rebuilt from lse), but on CUDA cores and far slower. A sliding window
+// bounds each row's loop: query t reads keys [first_key(t), t], key s queries [s, query_end(s)).
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/common.cuh"
 
@@ -61,7 +62,7 @@ __global__ void simple_forward_kernel(const T* __restrict__ qkv, T* __restrict__
   q.load(seq + t * ld + int64_t(h) * D, D, lane);
   acc.fill(0.0f);
   float m = -INFINITY, sum = 0.0f;
-  for (int k = 0; k <= t; ++k) {
+  for (int k = dims.first_key(t); k <= t; ++k) {
     const float s = q.dot(seq + k * ld + int64_t(dims.key_slot(g)) * D, D, lane) * dims.scale;
     const float m_new = fmaxf(m, s);
     const float correction = expf(m - m_new), p = expf(s - m_new);
@@ -89,7 +90,7 @@ __global__ void simple_dq_kernel(const T* __restrict__ dout, const T* __restrict
   dq.fill(0.0f);
   const float delta = dy.dot(out + out_at, D, lane);
   const float lse_t = lse[(int64_t(b) * dims.H + h) * dims.T + t];
-  for (int k = 0; k <= t; ++k) {
+  for (int k = dims.first_key(t); k <= t; ++k) {
     const T* key = seq + k * ld + int64_t(dims.key_slot(g)) * D;
     const float p = expf(q.dot(key, D, lane) * dims.scale - lse_t);
     const float dp = dy.dot(seq + k * ld + int64_t(dims.value_slot(g)) * D, D, lane);
@@ -98,7 +99,8 @@ __global__ void simple_dq_kernel(const T* __restrict__ dout, const T* __restrict
   dq.store(dqkv + dims.token(b, t) * ld + int64_t(h) * D, dims.scale, D, lane);
 }
 
-// dk_s, dv_s summed over the group's query heads and the queries t >= s, one warp per key row.
+// dk_s, dv_s summed over the group's query heads and the queries t in [s, query_end(s)), one
+// warp per key row.
 // Reads delta from the delta slot of dqkv.
 template <typename T>
 __global__ void simple_dkdv_kernel(const T* __restrict__ dout, const T* __restrict__ qkv, const float* __restrict__ lse,
@@ -113,8 +115,9 @@ __global__ void simple_dkdv_kernel(const T* __restrict__ dout, const T* __restri
   value.load(seq + s * ld + int64_t(dims.value_slot(g)) * D, D, lane);
   dk.fill(0.0f);
   dv.fill(0.0f);
+  const int t_end = dims.query_end(s);
   for (int h = g * dims.group_size(); h < (g + 1) * dims.group_size(); ++h) {
-    for (int t = s; t < dims.T; ++t) {
+    for (int t = s; t < t_end; ++t) {
       const T* q = seq + t * ld + int64_t(h) * D;
       const T* dy = dout + dims.token(b, t) * dims.out_stride() + int64_t(h) * D;
       const float p = expf(key.dot(q, D, lane) * dims.scale - lse[(int64_t(b) * dims.H + h) * dims.T + t]);

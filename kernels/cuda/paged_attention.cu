@@ -1,12 +1,13 @@
 // Paged attention on CUDA. Append: one thread per K and V element of a new token. Attention:
 // one block per (query row, query head); each warp walks every kWarps-th tile of 32 keys of the
 // row's context with an online softmax (f32): a lane per key for the scores, then the tile's V
-// rows; the warps' partial results are merged at the end. Where a V row is a power-of-two
-// number of 16-byte chunks (bf16/f16 D = 8..256, f32 D = 4..128), lanes take (key, chunk)
-// pairs and a tile's V rows are read with one batch of independent 16-byte loads per lane;
-// otherwise lanes split the head dimension and read a few rows at a time. Meant for decode (one
-// row per sequence) and moderate prefills; the flash kernels in attention_flash_*.cu are the
-// fast path for training.
+// rows; the warps' partial results are merged at the end. Under a sliding window the tiles start
+// at the window's left edge: O(W) work per row, and blocks before it are never looked up.
+// Where a V row is a power-of-two number of 16-byte chunks (bf16/f16 D = 8..256, f32 D =
+// 4..128), lanes take (key, chunk) pairs and a tile's V rows are read with one batch of
+// independent 16-byte loads per lane; otherwise lanes split the head dimension and read a few
+// rows at a time. Meant for decode (one row per sequence) and moderate prefills; the flash
+// kernels in attention_flash_*.cu are the fast path for training.
 #include "kernels/cuda/common.cuh"
 #include "kernels/paged_attention.hpp"
 
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const T* __restrict__ qkv, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
                            const int32_t* __restrict__ query_start, const int32_t* __restrict__ seq_lens,
                            const int32_t* __restrict__ block_tables, T* __restrict__ out, int S, int max_blocks, int H,
-                           int G, int D, int block_size, float scale) {
+                           int G, int D, int block_size, int window, float scale) {
   constexpr int P = Pack128<T>::size;
   __shared__ float q[32 * kMaxPerLane];
   __shared__ float part[kWarps][32 * kMaxPerLane];
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // A decode batch's row r is sequence r (every earlier sequence has one row): no search.
   const int s = row < S && query_start[row] == row ? row : last_not_above(query_start, S, row);
   const int pos = seq_lens[s] - (query_start[s + 1] - row);
+  const int first = window > 0 && pos >= window ? pos - window + 1 : 0;  // first key in the window
   const int64_t width = int64_t(H + 2 * G) * D, kv_width = int64_t(G) * D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) q[i] = to_f32(qkv[row * width + int64_t(h) * D + i]) * scale;
   __syncthreads();
@@ -59,7 +61,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   float m = -INFINITY, l = 0.0f, acc[kMaxPerLane];  // acc: dims lane + 32 j, or chunk * P + j
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) acc[j] = 0.0f;
-  for (int base = warp * 32; base <= pos; base += kWarps * 32) {
+  for (int base = first + warp * 32; base <= pos; base += kWarps * 32) {
     // Scores: lane i takes key base + i over the whole head dimension.
     const int k = base + lane;
     const bool valid = k <= pos;
@@ -204,7 +206,7 @@ void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttention
         qkv.data_as<T>(), k_cache.data_as<T>(), v_cache.data_as<T>(), batch.query_start.data_as<int32_t>(),
         batch.seq_lens.data_as<int32_t>(), batch.block_tables.data_as<int32_t>(), out.data_as<T>(),
         int(batch.seq_lens.dim(0)), int(batch.block_tables.dim(1)), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-        cfg.block_size, scale);
+        cfg.block_size, cfg.window, scale);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

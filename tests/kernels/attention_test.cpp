@@ -1,5 +1,5 @@
-// CPU attention against a naive reference that materializes the T x T score matrix, and
-// its backward against finite differences.
+// CPU attention against a naive reference that materializes the T x T score matrix with an
+// explicit (causal or sliding-window) mask, and its backward against finite differences.
 #include <cmath>
 #include <vector>
 
@@ -13,13 +13,15 @@ struct AttentionCase {
   int64_t B, T;
   int H, G, D;
   float scale = 0.0f;
+  int window = 0;  // 0: unbounded
 };
 
-AttentionConfig config_of(const AttentionCase& c) { return {c.H, c.G, c.D, c.scale}; }
+AttentionConfig config_of(const AttentionCase& c) { return {c.H, c.G, c.D, c.scale, c.window}; }
 Shape qkv_shape(const AttentionCase& c) { return {c.B, c.T, int64_t(c.H + 2 * c.G) * c.D}; }
 Shape out_shape(const AttentionCase& c) { return {c.B, c.T, int64_t(c.H) * c.D}; }
 
-// Full masked score matrix per (b, h) in f64, softmax, then P V.
+// Full masked score matrix per (b, h) in f64, softmax, then P V. Query i sees key j iff
+// j <= i and, under a window W, i - W < j.
 void naive_attention(const AttentionCase& c, const Tensor& qkv, const Tensor& out, const Tensor& lse) {
   const double scale = c.scale != 0.0f ? c.scale : 1.0 / std::sqrt(double(c.D));
   const int64_t width = qkv.dim(2);
@@ -33,7 +35,8 @@ void naive_attention(const AttentionCase& c, const Tensor& qkv, const Tensor& ou
         for (int64_t j = 0; j < c.T; ++j) {
           double d = 0;
           for (int k = 0; k < c.D; ++k) d += double(head(b, i, h)[k]) * head(b, j, c.H + g)[k];
-          s[i * c.T + j] = j <= i ? d * scale : -INFINITY;
+          const bool visible = j <= i && (c.window == 0 || j > i - c.window);
+          s[i * c.T + j] = visible ? d * scale : -INFINITY;
         }
       }
       for (int64_t i = 0; i < c.T; ++i) {
@@ -69,6 +72,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionForward,
                          ::testing::Values(AttentionCase{2, 13, 4, 2, 8}, AttentionCase{1, 13, 3, 3, 16},
                                            AttentionCase{2, 7, 4, 1, 5}, AttentionCase{1, 9, 2, 2, 8, 0.3f},
                                            AttentionCase{1, 1, 2, 1, 4}));
+// Sliding windows: W = 1, W < T with GQA and MQA, W = T, W > T, a custom scale, one token.
+INSTANTIATE_TEST_SUITE_P(
+    Windows, AttentionForward,
+    ::testing::Values(AttentionCase{2, 13, 4, 2, 8, 0.0f, 1}, AttentionCase{2, 13, 4, 2, 8, 0.0f, 4},
+                      AttentionCase{1, 17, 6, 1, 5, 0.0f, 6}, AttentionCase{1, 13, 3, 3, 16, 0.0f, 13},
+                      AttentionCase{2, 7, 4, 1, 5, 0.0f, 20}, AttentionCase{1, 9, 2, 2, 8, 0.3f, 3},
+                      AttentionCase{1, 1, 2, 1, 4, 0.0f, 1}));
 
 TEST(Attention, FirstTokenCopiesItsValue) {
   // Causality at its simplest: row 0 attends only to itself, so out = v_0 and lse = scaled q.k.
@@ -85,6 +95,55 @@ TEST(Attention, FirstTokenCopiesItsValue) {
     }
     EXPECT_NEAR(lse.at(h * 4), qk / 2.0, 1e-6);  // 1/sqrt(4)
   }
+}
+
+TEST(Attention, WindowOfOneCopiesEachValue) {
+  // W = 1: every row attends only to itself, so out_t = v_t exactly and lse = scaled q_t.k_t.
+  const AttentionCase c{2, 6, 2, 1, 4, 0.0f, 1};
+  Tensor qkv = random_normal(qkv_shape(c), 5);
+  Tensor out = Tensor::host(DType::f32, out_shape(c)), lse = Tensor::host(DType::f32, {c.B, c.H, c.T});
+  attention_forward(cpu(), qkv, config_of(c), out, lse);
+  const int64_t width = qkv.dim(2);
+  for (int64_t bt = 0; bt < c.B * c.T; ++bt) {
+    const float* token = qkv.data_as<float>() + bt * width;
+    const float *key = token + c.H * c.D, *value = token + (c.H + c.G) * c.D;  // G = 1
+    for (int h = 0; h < c.H; ++h) {
+      double qk = 0;
+      for (int k = 0; k < c.D; ++k) {
+        EXPECT_EQ(out.at(bt * c.H * c.D + h * c.D + k), value[k]) << "token " << bt << " head " << h;
+        qk += double(token[h * c.D + k]) * key[k];
+      }
+      const int64_t b = bt / c.T, t = bt % c.T;
+      EXPECT_NEAR(lse.at((b * c.H + h) * c.T + t), qk / 2.0, 1e-6);  // scale 1/sqrt(4)
+    }
+  }
+}
+
+TEST(Attention, WindowAtLeastTIsUnboundedBitForBit) {
+  const AttentionCase c{2, 11, 4, 2, 8};
+  Tensor qkv = random_normal(qkv_shape(c), 9), dout = random_normal(out_shape(c), 10);
+  auto run = [&](int window, Tensor& out, Tensor& lse, Tensor& dqkv) {
+    AttentionConfig cfg = config_of(c);
+    cfg.window = window;
+    out = Tensor::host(DType::f32, out_shape(c));
+    lse = Tensor::host(DType::f32, {c.B, c.H, c.T});
+    dqkv = Tensor::host(DType::f32, qkv_shape(c));
+    attention_forward(cpu(), qkv, cfg, out, lse);
+    attention_backward(cpu(), dout, qkv, out, lse, cfg, dqkv);
+  };
+  Tensor out0, lse0, dqkv0;
+  run(0, out0, lse0, dqkv0);
+  for (int window : {int(c.T), int(c.T) + 1, 1000}) {
+    Tensor out, lse, dqkv;
+    run(window, out, lse, dqkv);
+    EXPECT_EQ(max_abs_diff(out, out0), 0.0) << "window " << window;
+    EXPECT_EQ(max_abs_diff(lse, lse0), 0.0) << "window " << window;
+    EXPECT_EQ(max_abs_diff(dqkv, dqkv0), 0.0) << "window " << window;
+  }
+  // And a window below T does change the result (the comparison above can fail).
+  Tensor out, lse, dqkv;
+  run(int(c.T) - 1, out, lse, dqkv);
+  EXPECT_GT(max_abs_diff(out, out0), 0.0);
 }
 
 class AttentionBackward : public ::testing::TestWithParam<AttentionCase> {};
@@ -107,6 +166,11 @@ TEST_P(AttentionBackward, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBackward,
                          ::testing::Values(AttentionCase{1, 6, 4, 2, 4}, AttentionCase{2, 5, 2, 2, 3},
                                            AttentionCase{1, 7, 3, 1, 4, 0.7f}));
+// W = 1 (only self), W < T with GQA and MQA, W = T.
+INSTANTIATE_TEST_SUITE_P(Windows, AttentionBackward,
+                         ::testing::Values(AttentionCase{2, 5, 2, 2, 3, 0.0f, 1}, AttentionCase{1, 9, 4, 2, 4, 0.0f, 3},
+                                           AttentionCase{1, 9, 3, 1, 4, 0.7f, 4},
+                                           AttentionCase{1, 6, 4, 2, 4, 0.0f, 6}));
 
 TEST(Attention, BadArgumentsAreErrors) {
   Tensor qkv = Tensor::host(DType::f32, {1, 4, 3 * 8});
@@ -118,6 +182,10 @@ TEST(Attention, BadArgumentsAreErrors) {
   Tensor lse_bf16 = Tensor::host(DType::bf16, {1, 1, 4});
   EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 8}, out, lse_bf16), Error);
   EXPECT_THROW(attention_backward(cpu(), out, qkv, out, lse, {1, 1, 8}, qkv), Error);  // dqkv aliases qkv
+  EXPECT_THROW(attention_forward(cpu(), qkv, {1, 1, 8, 0.0f, -1}, out, lse), Error);   // negative window
+  Tensor dqkv = Tensor::host(DType::f32, {1, 4, 3 * 8});
+  EXPECT_THROW(attention_backward(cpu(), out, qkv, out, lse, {1, 1, 8, 0.0f, -2}, dqkv), Error);
+  EXPECT_NO_THROW(attention_forward(cpu(), qkv, {1, 1, 8, 0.0f, 2}, out, lse));
 }
 
 }  // namespace

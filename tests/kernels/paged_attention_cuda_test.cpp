@@ -1,6 +1,8 @@
 // CUDA paged attention against the CPU reference in bf16, f16 and f32: a mixed batch (prefills of
 // several tokens, decodes of one) over contexts already in shuffled cache blocks, GQA/MHA,
-// head dims 64, 128 and 80, contexts from 1 to several hundred tokens.
+// head dims 64, 128 and 80, contexts from 1 to several hundred tokens, unbounded and under
+// sliding windows (the block-table entries of blocks wholly before a window point at a block of
+// other data, so reading one shows).
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -39,10 +41,14 @@ TEST_P(PagedAttentionCuda, AppendAndAttentionMatchCpu) {
   size_t next = 0;
   for (int64_t s = 0; s < S; ++s) {
     std::vector<int32_t> row(size_t(max_blocks), 0);
+    const int32_t first_new = c.lens[size_t(s)] - c.n_new[size_t(s)];
     for (int32_t b = 0; b < (c.lens[size_t(s)] + cfg.block_size - 1) / cfg.block_size; ++b)
       row[size_t(b)] = ids[next++];
-    for (int32_t p = c.lens[size_t(s)] - c.n_new[size_t(s)]; p < c.lens[size_t(s)]; ++p)
+    for (int32_t p = first_new; p < c.lens[size_t(s)]; ++p)
       slots.push_back(row[size_t(p / cfg.block_size)] * cfg.block_size + p % cfg.block_size);
+    if (cfg.window > 0)  // blocks no new row's window reaches: an unused block instead
+      for (int32_t b = 0; b < std::max(0, first_new - cfg.window + 1) / cfg.block_size; ++b)
+        row[size_t(b)] = ids.back();
     tables.insert(tables.end(), row.begin(), row.end());
     start.push_back(start.back() + c.n_new[size_t(s)]);
   }
@@ -68,8 +74,9 @@ TEST_P(PagedAttentionCuda, AppendAndAttentionMatchCpu) {
 
   const double e_k = max_abs_diff(to_host_f32(gpu(), k_d), k_ref), e_v = max_abs_diff(to_host_f32(gpu(), v_d), v_ref);
   const double e_out = rel_error(to_host_f32(gpu(), out_d), out_ref);
-  std::printf("H=%d G=%d D=%d block %d S=%lld N=%lld %s: max abs err k %.1e v %.1e, rel err out %.2e\n", cfg.n_heads,
-              cfg.n_kv_heads, cfg.head_dim, cfg.block_size, (long long)S, (long long)N, dtype_name(t), e_k, e_v, e_out);
+  std::printf("H=%d G=%d D=%d block %d W=%d S=%lld N=%lld %s: max abs err k %.1e v %.1e, rel err out %.2e\n",
+              cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.block_size, cfg.window, (long long)S, (long long)N,
+              dtype_name(t), e_k, e_v, e_out);
   EXPECT_EQ(e_k, 0.0);  // the append copies values
   EXPECT_EQ(e_v, 0.0);
   EXPECT_LT(e_out, t == DType::f32 ? 1e-5 : 1e-2);  // f32: the same sums in another order
@@ -81,6 +88,12 @@ const CudaPagedCase kCases[] = {
     {{4, 1, 128, 32}, {513, 64}, {2, 64}},                    // MQA, D = 128
     {{6, 3, 80, 8}, {3, 90}, {3, 1}},                         // D = 80 (lanes partly idle)
     {{4, 2, 36, 16}, {70, 33, 1}, {1, 33, 1}},                // D = 36: rows not 16-byte aligned (scalar K loads)
+    // Sliding windows (32 keys per warp tile, 8 warps: 256 keys per round).
+    {{8, 2, 64, 16, 0.0f, 100}, {1, 37, 300, 16, 5}, {1, 1, 1, 16, 3}},  // W not a multiple of block or tile
+    {{4, 1, 128, 32, 0.0f, 1}, {513, 64}, {2, 64}},                      // MQA, W = 1: out = v
+    {{6, 3, 80, 8, 0.0f, 300}, {700, 90}, {5, 40}},                      // W > 256 keys, W > one length
+    {{4, 2, 36, 16, 0.0f, 33}, {70, 33, 1}, {1, 33, 1}},                 // scalar path, W = a prefill's length
+    {{12, 12, 64, 16, 0.0f, 1024}, {129, 7}, {1, 7}},                    // W longer than every context
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionCuda,
