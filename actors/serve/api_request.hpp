@@ -48,9 +48,10 @@ T number(const nlohmann::json& j, const char* key, T fallback, double lo, double
     require(v.is_number_integer(), key, "'", key, "' must be an integer");
   else
     require(v.is_number(), key, "'", key, "' must be a number");
-  const T x = v.get<T>();
-  require(double(x) >= lo && double(x) <= hi, key, "'", key, "' must be in [", lo, ", ", hi, "], got ", v.dump());
-  return x;
+  // The range is checked on the value as sent, before it is narrowed to T (no wrap-around).
+  const double sent = v.get<double>();
+  require(sent >= lo && sent <= hi, key, "'", key, "' must be in [", lo, ", ", hi, "], got ", v.dump());
+  return v.get<T>();
 }
 // A boolean field (false when absent or null).
 bool flag(const nlohmann::json& j, const char* key);

@@ -7,7 +7,9 @@
 #include <future>
 
 #include "actors/serve/api_request.hpp"
+#include "actors/serve/completion_run.hpp"
 #include "actors/serve/completion_stream.hpp"
+#include "actors/serve/openai_sampling.hpp"
 #include "base/check.hpp"
 
 namespace troupe::actors {
@@ -15,12 +17,6 @@ namespace troupe::actors {
 namespace {
 
 using json = nlohmann::json;
-
-struct Completion {
-  std::vector<int32_t> prompt;
-  GenerationResult result;
-  std::string text;  // the generated text (cut before a stop string)
-};
 
 std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const std::vector<std::string>& prompts,
                                              const char* field) {
@@ -33,46 +29,6 @@ std::vector<std::vector<int32_t>> encode_all(const Tokenizer& tok, const std::ve
   return out;
 }
 
-// Submits every prompt (so they batch) and waits for all. A full pool (PoolFull) or a prompt
-// the engine refuses (400) cancels the others.
-std::vector<Completion> run_all(InferencePool& pool, const Tokenizer& tok, const std::vector<std::vector<int32_t>>& ids,
-                                const SamplingParams& params, const char* field) {
-  std::vector<Completion> out(ids.size());
-  std::vector<std::future<GenerationResult>> pending;
-  std::vector<RequestTicket> tickets;
-  auto cancel_all = [&] {
-    for (const RequestTicket& t : tickets) t.cancel();
-    for (auto& f : pending)
-      if (f.valid()) f.wait();  // nothing left running for this call
-  };
-  try {
-    for (const std::vector<int32_t>& p : ids) {
-      RequestTicket t(nullptr);
-      pending.push_back(pool.generate_async({p, params}, &t));
-      tickets.push_back(t);
-    }
-  } catch (const PoolFull&) {
-    cancel_all();
-    throw;
-  }
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i].prompt = ids[i];
-    try {
-      out[i].result = pending[i].get();
-    } catch (const Error& e) {
-      cancel_all();
-      throw ApiError(400, field, str_cat("prompt ", i, ": ", e.what()));
-    }
-    out[i].text = tok.decode_skipping_special(out[i].result.tokens);
-    if (out[i].result.finish == FinishReason::stop_string) out[i].text.resize(out[i].result.stop_text_bytes);
-  }
-  return out;
-}
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string next_completion_id() {
   static std::atomic<int64_t> next_id{0};
   return str_cat("cmpl-", next_id++);
@@ -83,9 +39,10 @@ std::string next_completion_id() {
 json completion_choices(const std::vector<Completion>& done, const std::vector<std::string>& prompts,
                         const Tokenizer& tok, bool echo, bool want_logprobs) {
   json choices = json::array();
+  const size_t n = done.size() / prompts.size();  // choices per prompt
   for (size_t i = 0; i < done.size(); ++i) {
     const Completion& c = done[i];
-    const std::string prefix = echo ? prompts[i] : "";
+    const std::string prefix = echo ? prompts[i / n] : "";
     json lp = nullptr;
     if (want_logprobs) {
       json toks = json::array(), offsets = json::array();
@@ -102,7 +59,7 @@ json completion_choices(const std::vector<Completion>& done, const std::vector<s
     choices.push_back({{"index", i},
                        {"text", prefix + c.text},
                        {"logprobs", lp},
-                       {"finish_reason", c.result.finish == FinishReason::length ? "length" : "stop"}});
+                       {"finish_reason", finish_reason_json(c.result.finish)}});
   }
   return choices;
 }
@@ -140,7 +97,9 @@ HttpReply CompletionApi::megatron(const std::string& body) {
       p.stop_tokens = {number<int32_t>(j, "stop_token", tok->eod(), 0, double(tok->vocab_size() - 1))};
     else
       p.stop_tokens = options_.stop_tokens;
-    const std::vector<Completion> done = run_all(pool_, *tok, encode_all(*tok, prompts, "prompts"), p, "prompts");
+    std::vector<GenerationRequest> requests;
+    for (std::vector<int32_t>& ids : encode_all(*tok, prompts, "prompts")) requests.push_back({std::move(ids), p});
+    const std::vector<Completion> done = run_all(pool_, *tok, requests, "prompts");
     json text = json::array(), tokens = json::array(), logprobs = json::array();
     for (size_t i = 0; i < done.size(); ++i) {
       text.push_back(prompts[i] + tok->decode(done[i].result.tokens));  // Megatron's: special tokens as text
@@ -164,62 +123,37 @@ HttpReply CompletionApi::completions(const std::string& body) {
     const std::vector<std::string> prompts = strings(j, "prompt");
     require(!prompts.empty() && int(prompts.size()) <= options_.max_prompts, "prompt", "'prompt' must hold 1 to ",
             options_.max_prompts, " strings");
-    require(number<int>(j, "n", 1, 1, 1) == 1, "n", "'n' must be 1");
     require(number<int>(j, "best_of", 1, 1, 1) == 1, "best_of", "'best_of' must be 1");
-    if (j.contains("model") && !j.at("model").is_null())
-      require(j.at("model") == options_.model_name, "model", "'model' must be \"", options_.model_name,
-              "\" (GET /v1/models), got ", j.at("model").dump());
-    const bool stream = flag(j, "stream");
-    bool include_usage = false;
-    if (j.contains("stream_options") && !j.at("stream_options").is_null()) {
-      const json& so = j.at("stream_options");
-      require(stream && so.is_object(), "stream_options", "'stream_options' must be an object, with 'stream': true");
-      require_known_fields(so, {"include_usage"});
-      include_usage = flag(so, "include_usage");
-    }
     const std::unique_ptr<Tokenizer> tok = tokenizer_.clone();
-    SamplingParams p;
-    p.max_tokens = number<int64_t>(j, "max_tokens", 16, 1, 1e9);
-    p.temperature = number<float>(j, "temperature", 1.0f, 0.0, 100.0);
-    p.top_k = number<int>(j, "top_k", 0, 0, 1000000);
-    p.top_p = number<float>(j, "top_p", 1.0f, 0.0, 1.0);
-    if (p.top_p >= 1.0f) p.top_p = 0.0f;  // OpenAI's default 1 keeps every token: off
-    require(!(p.top_k > 0 && p.top_p > 0.0f), "top_p", "'top_k' and 'top_p' cannot both be set");
-    p.seed = number<uint64_t>(j, "seed", 1234, 0, 1.8e19);
-    p.stop_strings = strings(j, "stop");
-    for (const std::string& s : p.stop_strings) require(!s.empty(), "stop", "'stop' holds an empty string");
-    p.stop_tokens = options_.stop_tokens;
+    const OpenAiSampling s = read_openai_sampling(
+        j, {.model_name = options_.model_name, .default_max_tokens = 16, .stop_tokens = options_.stop_tokens});
+    require(int(prompts.size()) * s.n <= options_.max_prompts, "n", "prompts times 'n' must be at most ",
+            options_.max_prompts, ", got ", prompts.size() * size_t(s.n));
     const bool want_logprobs = j.contains("logprobs") && !j.at("logprobs").is_null() &&
                                !(j.at("logprobs").is_boolean() && !j.at("logprobs").get<bool>());
-    p.logprobs = want_logprobs;
     const bool echo = flag(j, "echo");
-    require(!(echo && stream), "echo", "'echo' cannot be used with 'stream'");
-    std::vector<std::vector<int32_t>> ids = encode_all(*tok, prompts, "prompt");
-    if (stream)
+    require(!(echo && s.stream), "echo", "'echo' cannot be used with 'stream'");
+    std::vector<GenerationRequest> requests;  // prompt-major: choice i * n + k is prompt i's k-th
+    for (std::vector<int32_t>& ids : encode_all(*tok, prompts, "prompt"))
+      for (int k = 0; k < s.n; ++k) {
+        requests.push_back({ids, s.choice_params(k)});
+        requests.back().sampling.logprobs = want_logprobs;
+      }
+    if (s.stream)
       return stream_completions(pool_, tokenizer_.clone(),
-                                {.prompts = std::move(ids),
-                                 .params = p,
-                                 .include_usage = include_usage,
+                                {.choices = std::move(requests),
+                                 .shape = StreamShape::completion,
+                                 .include_usage = s.include_usage,
                                  .id = next_completion_id(),
                                  .model = options_.model_name,
                                  .created = unix_seconds()});
-    const std::vector<Completion> done = run_all(pool_, *tok, ids, p, "prompt");
-
-    int64_t prompt_tokens = 0, completion_tokens = 0;
-    for (const Completion& c : done) {
-      prompt_tokens += int64_t(c.prompt.size());
-      completion_tokens += int64_t(c.result.tokens.size());
-    }
-    const json choices = completion_choices(done, prompts, *tok, echo, want_logprobs);
+    const std::vector<Completion> done = run_all(pool_, *tok, requests, "prompt");
     const json out = {{"id", next_completion_id()},
                       {"object", "text_completion"},
                       {"created", unix_seconds()},
                       {"model", options_.model_name},
-                      {"choices", choices},
-                      {"usage",
-                       {{"prompt_tokens", prompt_tokens},
-                        {"completion_tokens", completion_tokens},
-                        {"total_tokens", prompt_tokens + completion_tokens}}}};
+                      {"choices", completion_choices(done, prompts, *tok, echo, want_logprobs)},
+                      {"usage", usage_json(done)}};
     return HttpReply{200, dump_json(out)};
   });
 }

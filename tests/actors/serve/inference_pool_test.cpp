@@ -147,7 +147,15 @@ TEST_F(PoolFixture, HttpApis) {
           .body);
   EXPECT_EQ(s["choices"][0]["text"].get<std::string>(), text.substr(0, text.find(stop)));
   EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(call("POST", "/v1/completions", {{"prompt", "x"}, {"n", 2}}).status, 400);
+  // n: choices per prompt, prompt-major; greedy choices agree.
+  const json two = json::parse(call("POST", "/v1/completions",
+                                    {{"prompt", {"Hello there", "x"}}, {"max_tokens", 5}, {"temperature", 0}, {"n", 2}})
+                                   .body);
+  ASSERT_EQ(two["choices"].size(), 4u);
+  EXPECT_EQ(two["choices"][0]["text"], json(tok.decode(gen)));
+  EXPECT_EQ(two["choices"][1]["text"], two["choices"][0]["text"]);
+  EXPECT_EQ(two["choices"][3]["index"], 3);
+  EXPECT_EQ(two["usage"]["completion_tokens"], 20);
   EXPECT_EQ(json::parse(http_get("127.0.0.1", http.port(), "/v1/health").body)["status"], "ok");
 }
 
