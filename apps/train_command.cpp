@@ -39,7 +39,7 @@ struct TrainOptions {
   int kv_channels = 0, seq_length = 0, max_position_embeddings = 0, make_vocab_size_divisible_by = 128;
   std::string normalization, position_embedding_type;
   bool swiglu = false, disable_bias_linear = false, untie = false, group_query_attention = false;
-  bool use_rope_scaling = false, add_qkv_bias = false;
+  bool use_rope_scaling = false, add_qkv_bias = false, qk_layernorm = false;
   float rope_scaling_factor = 8.0f;
   float hidden_dropout = -1, attention_dropout = -1, init_method_std = -1, norm_epsilon = -1, rotary_base = -1;
   int64_t micro_batch_size = 4, global_batch_size = 0, train_iters = 100;
@@ -107,6 +107,7 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   if (o.swiglu) c.swiglu = true;
   if (o.disable_bias_linear) c.disable_bias_linear = true;
   if (o.add_qkv_bias) c.add_qkv_bias = true;
+  if (o.qk_layernorm) c.qk_layernorm = true;
   if (o.untie) c.untie_embeddings_and_output_weights = true;
   TROUPE_CHECK(!o.group_query_attention || o.num_query_groups > 0, "--group-query-attention needs --num-query-groups");
   if (o.max_position_embeddings == 0 && c.position_embedding_type == PositionEmbedding::learned_absolute)
@@ -527,6 +528,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--disable-bias-linear", o->disable_bias_linear);
   cmd->add_flag("--add-qkv-bias", o->add_qkv_bias,
                 "a bias on the QKV projection (Qwen2), also with --disable-bias-linear");
+  cmd->add_flag("--qk-layernorm", o->qk_layernorm,
+                "RMSNorm on each query and key head before RoPE, one weight per q and k (Qwen3; needs "
+                "--normalization RMSNorm)");
   cmd->add_flag("--untie-embeddings-and-output-weights", o->untie);
   cmd->add_option("--hidden-dropout", o->hidden_dropout);
   cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented");

@@ -25,6 +25,30 @@ void expect_f32(const Context& ctx, const char* op, const char* arg, const Tenso
   expect_like(ctx, op, arg, t, shape, DType::f32);
 }
 
+// x [N, W] holds `heads` of D values somewhere in each row (W need not be a multiple of D).
+void expect_heads(const Context& ctx, const char* op, const char* arg, const Tensor& x, int64_t n, int64_t d,
+                  HeadSpan heads, DType dtype) {
+  expect_device(op, arg, ctx, x);
+  expect_dtype(op, arg, x, dtype);
+  TROUPE_CHECK(x.ndim() == 2 && x.dim(0) == n && (heads.first + heads.count) * d <= x.dim(1), op, ": '", arg,
+               "' must be [", n, ", W] holding heads [", heads.first, ", ", heads.first + heads.count, ") of ", d,
+               " values, got ", x.str());
+}
+
+// The head norms' shared checks: x's rows, the span, w [D], rstd [N, count].
+void expect_head_norm(const Context& ctx, const char* op, const Tensor& x, const Tensor& w, HeadSpan heads,
+                      const Tensor& rstd) {
+  expect_device(op, "x", ctx, x);
+  TROUPE_CHECK(x.ndim() == 2, op, ": x must be [N, W], got ", x.str());
+  if (!ctx.is_cuda()) expect_dtype(op, "x", x, DType::f32);
+  TROUPE_CHECK(heads.first >= 0 && heads.count > 0, op, ": heads [", heads.first, ", +", heads.count,
+               ") must be a non-empty range of heads");
+  TROUPE_CHECK(w.ndim() == 1 && w.dim(0) > 0, op, ": argument 'w' must be [D] with D > 0, got ", w.str());
+  expect_like(ctx, op, "w", w, w.shape(), x.dtype());
+  expect_heads(ctx, op, "x", x, x.dim(0), w.dim(0), heads, x.dtype());
+  expect_f32(ctx, op, "rstd", rstd, {x.dim(0), heads.count});
+}
+
 }  // namespace
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
@@ -91,6 +115,32 @@ void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, con
     TROUPE_ON_CUDA(cuda::rmsnorm_backward(ctx, dy, x, w, rstd, dx, dw));
   else
     cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw);
+}
+
+void rmsnorm_heads_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, HeadSpan heads,
+                           const Tensor& y, const Tensor& rstd) {
+  constexpr const char* op = "rmsnorm_heads_forward";
+  expect_head_norm(ctx, op, x, w, heads, rstd);
+  expect_heads(ctx, op, "y", y, x.dim(0), w.dim(0), heads, x.dtype());
+  TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::rmsnorm_heads_forward(ctx, x, w, eps, heads, y, rstd));
+  else
+    cpu::rmsnorm_heads_forward(x, w, eps, heads, y, rstd);
+}
+
+void rmsnorm_heads_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                            HeadSpan heads, const Tensor& dx, const Tensor& dw) {
+  constexpr const char* op = "rmsnorm_heads_backward";
+  expect_head_norm(ctx, op, x, w, heads, rstd);
+  expect_heads(ctx, op, "dy", dy, x.dim(0), w.dim(0), heads, x.dtype());
+  expect_like(ctx, op, "dx", dx, dy.shape(), x.dtype());
+  expect_f32(ctx, op, "dw", dw, {w.dim(0)});
+  TROUPE_CHECK(dx.data() != x.data(), op, ": dx must not be x (backward reads x after writing dx)");
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::rmsnorm_heads_backward(ctx, dy, x, w, rstd, heads, dx, dw));
+  else
+    cpu::rmsnorm_heads_backward(dy, x, w, rstd, heads, dx, dw);
 }
 
 }  // namespace troupe

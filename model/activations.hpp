@@ -12,7 +12,8 @@ namespace troupe {
 
 struct LayerActivations {
   Tensor ln1, ln1_mean, ln1_rstd;  // [N, C], f32 [N], f32 [N] (mean unused by RMSNorm)
-  Tensor qkv;                      // [N, (H+2G)*D], after RoPE
+  Tensor qkv;                      // [N, (H+2G)*D], after the q/k norms and RoPE
+  Tensor qk, q_rstd, k_rstd;       // qk_layernorm: [N, (H+G)*D] q and k before their norms, f32 [N, H], f32 [N, G]
   Tensor attn, lse;                // [N, H*D], f32 [B, H, T]
   Tensor x_mid;                    // [N, C] residual stream after attention
   Tensor ln2, ln2_mean, ln2_rstd;  // [N, C], f32 [N], f32 [N]

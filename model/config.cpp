@@ -46,6 +46,9 @@ void GptConfig::validate() const {
   TROUPE_CHECK(attention_dropout == 0.0f, "--attention-dropout ", attention_dropout,
                ": dropout on attention probabilities is not implemented yet; pass --attention-dropout 0");
   TROUPE_CHECK(init_method_std > 0, "--init-method-std must be positive, got ", init_method_std);
+  TROUPE_CHECK(!qk_layernorm || normalization == Normalization::rmsnorm,
+               "--qk-layernorm with --normalization LayerNorm is not implemented (Qwen3's q/k norm is RMSNorm): pass "
+               "--normalization RMSNorm");
   if (rope_scaling.llama3) {
     const RopeScaling& s = rope_scaling;
     TROUPE_CHECK(position_embedding_type == PositionEmbedding::rope,
@@ -67,6 +70,7 @@ int64_t GptConfig::num_parameters() const {
   const int64_t fc1_rows = swiglu ? 2 * int64_t(ffn()) : ffn();
   int64_t layer = norm + qkv_size() * c + (has_qkv_bias() ? 1 : 0) * qkv_size() + c * attn_out + bias * c + norm +
                   fc1_rows * c + bias * fc1_rows + c * ffn() + bias * c;
+  if (qk_layernorm) layer += 2 * int64_t(head_dim());
   int64_t n = vp * c + int64_t(num_layers) * layer + norm;
   if (position_embedding_type == PositionEmbedding::learned_absolute) n += int64_t(max_positions()) * c;
   if (untie_embeddings_and_output_weights) n += vp * c;
@@ -179,6 +183,7 @@ nlohmann::json to_json(const GptConfig& c) {
           {"swiglu", c.swiglu},
           {"disable_bias_linear", c.disable_bias_linear},
           {"add_qkv_bias", c.add_qkv_bias},
+          {"qk_layernorm", c.qk_layernorm},
           {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
           {"hidden_dropout", c.hidden_dropout},
           {"attention_dropout", c.attention_dropout},
@@ -212,6 +217,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
     get("swiglu", c.swiglu);
     get("disable_bias_linear", c.disable_bias_linear);
     get("add_qkv_bias", c.add_qkv_bias);
+    get("qk_layernorm", c.qk_layernorm);
     get("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
     get("hidden_dropout", c.hidden_dropout);
     get("attention_dropout", c.attention_dropout);

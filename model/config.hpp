@@ -3,6 +3,7 @@
 // Two families are first-class:
 //   GPT-2:        LayerNorm, learned absolute positions, GELU(tanh), biases, tied embeddings
 //   Llama-style:  RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases, untied output
+// with Qwen2's bias on q, k, v (add_qkv_bias) and Qwen3's per-head q/k norm (qk_layernorm).
 //
 //   GptConfig c = GptConfig::gpt2_124m();
 //   c.validate();                          // throws with the offending flag named
@@ -40,6 +41,9 @@ struct GptConfig {
   bool swiglu = false;
   bool disable_bias_linear = false;
   bool add_qkv_bias = false;  // --add-qkv-bias: a bias on the QKV projection even without the others (Qwen2)
+  // --qk-layernorm: each query and key head normalized (RMSNorm, a weight [head_dim] shared by the
+  // query heads and one by the key heads) after the QKV projection, before RoPE (Qwen3)
+  bool qk_layernorm = false;
   bool untie_embeddings_and_output_weights = false;
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;

@@ -75,10 +75,10 @@ Shape GptChunk::hidden_shape(int64_t batch, int64_t seq) const {
   return {batch * seq / tp_.shard.size, C};
 }
 
-void GptChunk::reduce_sequence_parallel_grads() {
-  if (!sharded_rows()) return;
+void GptChunk::reduce_tensor_parallel_grads() {
+  if (tp_.shard.size == 1) return;
   for (const ParamInfo& p : layout_.params())
-    if (p.norm) tp_.comm->all_reduce(ctx_, grads_.slice(p.offset, {p.numel()}));
+    if (p.head_norm || (p.norm && sharded_rows())) tp_.comm->all_reduce(ctx_, grads_.slice(p.offset, {p.numel()}));
 }
 
 void GptChunk::init_weights(uint64_t seed) {
@@ -178,6 +178,11 @@ ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
     l.ln1_mean = f32({rows});
     l.ln1_rstd = f32({rows});
     l.qkv = act({n, layout_.local_qkv_size()});
+    if (c.qk_layernorm) {
+      l.qk = act({n, (H + layout_.local_query_groups()) * c.head_dim()});
+      l.q_rstd = f32({n, H});
+      l.k_rstd = f32({n, layout_.local_query_groups()});
+    }
     l.attn = act({n, H * c.head_dim()});
     l.lse = f32({batch, H, seq});
     l.x_mid = act({rows, C});
@@ -337,7 +342,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const bool rank0 = tp_.shard.rank == 0;  // adds the row-parallel biases (once, before the reduction)
   const int Hl = layout_.local_heads(), Gl = layout_.local_query_groups();
 
-  // Attention block: x_mid = x + dropout(proj(attention(rope(qkv(norm(x))))))
+  // Attention block: x_mid = x + dropout(proj(attention(rope(qk_norm(qkv(norm(x)))))))
   {
     auto t = timed("ln1.fwd");
     norm_forward(x, w.ln1_w, w.ln1_b, rows_of(s.ln1), s.ln1_mean, s.ln1_rstd);
@@ -346,6 +351,10 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   {
     auto t = timed("qkv.fwd");
     linear_forward(ctx_, s.ln1, w.qkv_w, w.qkv_b, s.qkv);
+  }
+  if (c.qk_layernorm) {
+    auto t = timed("qk_norm.fwd");
+    qk_norm_forward(w, s);
   }
   const Tensor qkv3 = s.qkv.view({B, T, int64_t(layout_.local_qkv_size())});
   if (c.position_embedding_type == PositionEmbedding::rope) {
@@ -398,6 +407,24 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("residual.fwd");
     add(ctx_, s.x_mid, h, y);
   }
+}
+
+// Each query head with the q weight, each key head with the k weight (Megatron's q_layernorm and
+// k_layernorm, HF Qwen3's q_norm and k_norm), before RoPE; the values are untouched. Every rank
+// normalizes its own heads: the norms work within a head, so sharding heads changes nothing.
+void GptChunk::qk_norm_forward(const LayerTensors& w, LayerActivations& s) {
+  const int64_t H = layout_.local_heads(), G = layout_.local_query_groups(), D = config().head_dim();
+  const float eps = config().norm_epsilon;
+  copy_columns(ctx_, s.qkv, 0, s.qk, 0, (H + G) * D);
+  rmsnorm_heads_forward(ctx_, s.qk, w.q_norm, eps, {0, H}, s.qkv, s.q_rstd);
+  rmsnorm_heads_forward(ctx_, s.qk, w.k_norm, eps, {H, G}, s.qkv, s.k_rstd);
+}
+
+void GptChunk::qk_norm_backward(const LayerTensors& w, const LayerTensors& g, const LayerActivations& s,
+                                const Tensor& dqkv) {
+  const int64_t H = layout_.local_heads(), G = layout_.local_query_groups();
+  rmsnorm_heads_backward(ctx_, dqkv, s.qk, w.q_norm, s.q_rstd, {0, H}, dqkv, g.q_norm);
+  rmsnorm_heads_backward(ctx_, dqkv, s.qk, w.k_norm, s.k_rstd, {H, G}, dqkv, g.k_norm);
 }
 
 void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput) {
@@ -519,6 +546,10 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.bwd");
     rope_apply(ctx_, dqkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, true);
+  }
+  if (c.qk_layernorm) {
+    auto t = timed("qk_norm.bwd");
+    qk_norm_backward(w, g, s, tmp.dqkv);
   }
   {
     auto t = timed("qkv.bwd");

@@ -65,9 +65,10 @@ class GptChunk {
   // The shape of the hidden states between chunks for a [batch, seq] microbatch: [B, T, C],
   // or this rank's [B*T/TP, C] rows under sequence parallelism.
   Shape hidden_shape(int64_t batch, int64_t seq) const;
-  // Sequence parallelism leaves each rank with its rows' part of the norm weights' gradients:
-  // sums them over the group (once per iteration, after the last backward).
-  void reduce_sequence_parallel_grads();
+  // Sums over the tensor-parallel group the gradients of replicated weights that each rank
+  // computed only part of (once per iteration, after the last backward): the norms' under
+  // sequence parallelism (each rank has its rows), the q/k norms' always (each rank has its heads).
+  void reduce_tensor_parallel_grads();
 
   // Megatron initialization (init_params) with the given seed, uploaded to the device.
   void init_weights(uint64_t seed);
@@ -101,6 +102,10 @@ class GptChunk {
   Scratch& scratch(int64_t batch, int64_t seq);
   void layer_forward(int l, ChunkActivations& a, const ForwardOptions& o);
   void layer_backward(int l, ChunkActivations& a);
+  // qk_layernorm: the query and key heads of s.qkv normalized in place (their inputs kept in s.qk).
+  void qk_norm_forward(const LayerTensors& w, LayerActivations& s);
+  // The q/k norms' backward in place on dqkv [N, (H+2G)*D]; their weights' gradients into g.
+  void qk_norm_backward(const LayerTensors& w, const LayerTensors& g, const LayerActivations& s, const Tensor& dqkv);
   void norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mean,
                     const Tensor& rstd);
   void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,

@@ -64,6 +64,10 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
       column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}}, bias);
     norm(p + "pre_mlp_layernorm");
     row(p + "self_attention.linear_proj", H * D);
+    if (c.qk_layernorm) {  // one weight over every head: each rank normalizes its own heads with it
+      add(p + "self_attention.k_layernorm.weight", {D}, false, ParamInit::ones).head_norm = true;
+      add(p + "self_attention.q_layernorm.weight", {D}, false, ParamInit::ones).head_norm = true;
+    }
     // [Q of H heads; K of G groups; V of G groups]: each rank takes its heads and groups.
     column(p + "self_attention.linear_qkv", c.qkv_size(),
            {{r * Hl * D, Hl * D}, {H * D + r * Gl * D, Gl * D}, {(H + G) * D + r * Gl * D, Gl * D}}, c.has_qkv_bias());
@@ -193,6 +197,8 @@ LayerTensors ParamLayout::layer(const Tensor& flat, int l) const {
   t.ln1_b = view_if(flat, p + "input_layernorm.bias");
   t.qkv_w = view(flat, p + "self_attention.linear_qkv.weight");
   t.qkv_b = view_if(flat, p + "self_attention.linear_qkv.bias");
+  t.q_norm = view_if(flat, p + "self_attention.q_layernorm.weight");
+  t.k_norm = view_if(flat, p + "self_attention.k_layernorm.weight");
   t.proj_w = view(flat, p + "self_attention.linear_proj.weight");
   t.proj_b = view_if(flat, p + "self_attention.linear_proj.bias");
   t.ln2_w = view(flat, p + "pre_mlp_layernorm.weight");

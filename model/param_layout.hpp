@@ -13,7 +13,8 @@
 // Under tensor parallelism (Megatron's layout) a chunk holds its rank's shard of each weight:
 // column-parallel weights (linear_qkv by head group, linear_fc1, the word embedding and output
 // layer by vocabulary rows) split their rows, row-parallel weights (linear_proj, linear_fc2)
-// their columns; norms, position embeddings and row-parallel biases are replicated. ParamInfo
+// their columns; norms (the q/k norms too), position embeddings and row-parallel biases are
+// replicated. ParamInfo
 // says where the shard lies in the global tensor, so initialization, checkpoints and export
 // work on global tensors whatever the layout.
 #pragma once
@@ -57,7 +58,10 @@ struct ParamInfo {
   int64_t offset = 0;  // elements into the flat buffer
   bool decay = true;   // weight decay applies (not to biases and norm weights)
   ParamInit init = ParamInit::normal;
-  bool norm = false;   // a norm weight/bias (its gradient is partial per rank under sequence parallelism)
+  bool norm = false;  // a norm weight/bias (its gradient is partial per rank under sequence parallelism)
+  // Replicated, but each tensor-parallel rank's gradient covers only its own heads (the q/k norm
+  // weights): summed over the group whether or not sequence parallelism is on.
+  bool head_norm = false;
   Shape global_shape;  // the whole parameter across the tensor-parallel group
   int split_dim = -1;  // -1: every tensor-parallel rank holds all of it
   // (global start, length) along split_dim, concatenated in this order into the shard.
@@ -79,6 +83,7 @@ void shard_to_global(const ParamInfo& p, const float* shard, float* global, int6
 struct LayerTensors {
   Tensor ln1_w, ln1_b;    // [C]
   Tensor qkv_w, qkv_b;    // [(H+2G)*D, C], [(H+2G)*D]
+  Tensor q_norm, k_norm;  // [D] each (qk_layernorm): self_attention.q_layernorm / k_layernorm
   Tensor proj_w, proj_b;  // [C, H*D], [C]
   Tensor ln2_w, ln2_b;    // [C]
   Tensor fc1_w, fc1_b;    // [F or 2F (swiglu: [gate; up]), C]

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """HF parity: our model against `transformers` on the same weights and tokens.
 
-For a few random-init GPT2LMHeadModel and LlamaForCausalLM shapes: save the model as
-safetensors, compute logits, loss and parameter gradients with transformers (fp32, eager
-attention), run bench/hf_parity_tool on the CPU (fp32) and on CUDA (bf16), and compare.
+For a few random-init GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM
+shapes: save the model as safetensors, compute logits, loss and parameter gradients with
+transformers (fp32, eager attention), run bench/hf_parity_tool on the CPU (fp32) and on CUDA
+(bf16), and compare. The tool also continues each row's first tokens greedily with our inference
+model (prefill, then decode steps on the KV cache): every token it picks must be transformers'
+argmax on that same sequence (exactly on the CPU, within a bf16 gap of it on CUDA). And it
+exports the weights back to an HF folder, which transformers must load as the same class with
+the same weights and logits (export round trip, checked once per model).
 Prints one row per (model, device) and exits non-zero if any row fails its tolerance.
 
-Usage (on a machine with torch + transformers): python3 scripts/check_hf_parity.py --tool build/bench/hf_parity_tool
+Usage (on a machine with torch + transformers >= 4.51, for Qwen3):
+    python3 scripts/check_hf_parity.py --tool build/bench/hf_parity_tool
 """
 import argparse
 import os
@@ -20,6 +26,10 @@ from safetensors.torch import load_file, save_file
 
 # (relative-norm tolerance for logits and gradients, absolute for the loss)
 TOLERANCE = {"cpu": (1e-4, 1e-4), "cuda": (3e-2, 2e-2)}
+# Greedy tokens: how far below transformers' largest logit (as a fraction of the row's logit range)
+# our pick may be; 0 on the CPU up to f32 noise, bf16 noise on CUDA.
+GAP_TOLERANCE = {"cpu": 1e-5, "cuda": 5e-2}
+PROMPT, GENERATE = 16, 8  # greedy continuation: each row's first PROMPT tokens, GENERATE new ones
 
 
 def make_model(kind, shape):
@@ -39,13 +49,16 @@ def make_model(kind, shape):
         else:
             rope_args = dict(rope_theta=rope.pop("rope_theta"),
                              rope_scaling=rope if rope["rope_type"] != "default" else None)
-        make = transformers.Qwen2Config if kind == "qwen2" else transformers.LlamaConfig
+        make, causal_lm = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+                           "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+                           "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[kind]
+        extra = dict(head_dim=shape["head_dim"]) if "head_dim" in shape else {}
         cfg = make(num_hidden_layers=shape["layers"], hidden_size=shape["hidden"],
-                                       num_attention_heads=shape["heads"], num_key_value_heads=shape["groups"],
-                                       intermediate_size=shape["ffn"], max_position_embeddings=shape["positions"],
-                                       vocab_size=shape["vocab"], rms_norm_eps=1e-6,
-                                       tie_word_embeddings=shape.get("tied", False), **rope_args)
-        model = (transformers.Qwen2ForCausalLM if kind == "qwen2" else transformers.LlamaForCausalLM)(cfg)
+                   num_attention_heads=shape["heads"], num_key_value_heads=shape["groups"],
+                   intermediate_size=shape["ffn"], max_position_embeddings=shape["positions"],
+                   vocab_size=shape["vocab"], rms_norm_eps=1e-6,
+                   tie_word_embeddings=shape.get("tied", False), **rope_args, **extra)
+        model = causal_lm(cfg)
     cfg._attn_implementation = "eager"
     # Random-init norms are all ones and biases all zeros: perturb them so they are tested.
     with torch.no_grad():
@@ -83,6 +96,36 @@ def compare(ours_path, logits, loss, grads):
     return rel(ours["logits"], logits), abs(ours["loss"].item() - loss.item()), worst_grad, worst_name
 
 
+@torch.no_grad()
+def greedy_gap(model, tokens, generated):
+    """Our greedy tokens against transformers on the same sequences: the largest gap between
+    transformers' top logit and the logit of our pick, relative to the row's logit range, and how
+    many picks are transformers' argmax."""
+    seq = torch.cat([tokens[:, :PROMPT].long(), generated.long()], dim=1)
+    logits = model(input_ids=seq).logits[:, PROMPT - 1:-1].double()  # the rows that chose each new token
+    top = logits.max(dim=-1).values
+    picked = logits.gather(-1, generated.long().unsqueeze(-1)).squeeze(-1)
+    spread = (top - logits.min(dim=-1).values).clamp_min(1e-30)
+    gap = ((top - picked) / spread).max().item()
+    same = (logits.argmax(dim=-1) == generated.long()).sum().item()
+    return gap, same
+
+
+@torch.no_grad()
+def export_round_trip(model, export_dir, tokens):
+    """transformers loads our export as the same class with the same weights and logits."""
+    import transformers
+    back = transformers.AutoModelForCausalLM.from_pretrained(export_dir, attn_implementation="eager").float().eval()
+    if type(back) is not type(model):
+        return f"loaded as {type(back).__name__}, not {type(model).__name__}"
+    ours, theirs = back.state_dict(), model.state_dict()
+    for name, t in theirs.items():
+        if name not in ours or ours[name].shape != t.shape or not torch.equal(ours[name], t):
+            return f"weight {name} differs"
+    e = rel(back(input_ids=tokens.long()).logits, model(input_ids=tokens.long()).logits)
+    return "" if e <= 1e-6 else f"logits differ (rel {e:.2e})"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
@@ -103,6 +146,10 @@ def main():
         # Qwen2.5: Llama with a bias on q, k and v (perturbed like the norms), theta 1e6, tied
         ("qwen2", dict(seed=6, layers=2, hidden=256, heads=4, groups=2, ffn=512, positions=512, vocab=1000, batch=2,
                        seq=128, theta=1000000.0, tied=True)),
+        # Qwen3: q_norm / k_norm on each head before RoPE (weights perturbed like the norms), head_dim
+        # 128 apart from hidden / heads = 64, grouped queries, theta 1e6, tied
+        ("qwen3", dict(seed=7, layers=2, hidden=256, heads=4, groups=2, head_dim=128, ffn=512, positions=512,
+                       vocab=1000, batch=2, seq=128, theta=1000000.0, tied=True)),
     ]
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,29 +166,43 @@ def main():
             logits, loss, grads = reference(model, tokens, targets)
             for dev in a.devices.split(","):
                 out = os.path.join(tmp, f"out{i}_{dev}.safetensors")
-                r = subprocess.run([a.tool, "--hf-dir", d, "--inputs", inputs, "--device", dev, "--out", out],
-                                   capture_output=True, text=True)
+                export_dir = os.path.join(tmp, f"export{i}")
+                cmd = [a.tool, "--hf-dir", d, "--inputs", inputs, "--device", dev, "--out", out,
+                       "--generate", str(GENERATE), "--prompt-len", str(PROMPT)]
+                if dev == "cpu":  # the export does not depend on the device: once per model
+                    cmd += ["--export-dir", export_dir]
+                r = subprocess.run(cmd, capture_output=True, text=True)
                 if r.returncode != 0:
                     rows.append((kind, shape, dev, None, r.stderr.strip()[-300:]))
                     failed = True
                     continue
                 e_logits, e_loss, e_grad, worst = compare(out, logits, loss, grads)
+                gap, same = greedy_gap(model, tokens, load_file(out)["generated"])
+                export = export_round_trip(model, export_dir, tokens) if dev == "cpu" else None
                 tol_rel, tol_loss = TOLERANCE[dev]
-                ok = e_logits <= tol_rel and e_loss <= tol_loss and e_grad <= tol_rel
+                ok = e_logits <= tol_rel and e_loss <= tol_loss and e_grad <= tol_rel and gap <= GAP_TOLERANCE[dev] \
+                    and not export
                 failed |= not ok
-                rows.append((kind, shape, dev, (e_logits, e_loss, e_grad, worst, ok), ""))
+                rows.append((kind, shape, dev, (e_logits, e_loss, e_grad, worst, gap, same, export, ok), ""))
+    report(rows)
+    sys.exit(1 if failed else 0)
 
-    print(f"{'model':6} {'L':>2} {'C':>4} {'H':>2} {'G':>2} {'V':>6} {'T':>4} {'dev':5} {'logits rel':>11} "
-          f"{'loss abs':>9} {'grad rel (worst)':>17}  worst tensor / error")
+
+def report(rows):
+    print(f"{'model':6} {'L':>2} {'C':>4} {'H':>2} {'G':>2} {'D':>3} {'V':>6} {'T':>4} {'dev':5} {'logits rel':>11} "
+          f"{'loss abs':>9} {'grad rel':>9} {'greedy':>6} {'gap':>8} {'export':>6}  worst tensor / error")
     for kind, s, dev, res, err in rows:
+        n = GENERATE * s["batch"]
+        head_dim = s.get("head_dim", s["hidden"] // s["heads"])
         head = f"{kind:6} {s['layers']:>2} {s['hidden']:>4} {s['heads']:>2} {s.get('groups', s['heads']):>2} " \
-               f"{s['vocab']:>6} {s['seq']:>4} {dev:5}"
+               f"{head_dim:>3} {s['vocab']:>6} {s['seq']:>4} {dev:5}"
         if res is None:
             print(f"{head} FAILED: {err}")
-        else:
-            el, es, eg, worst, ok = res
-            print(f"{head} {el:11.2e} {es:9.2e} {eg:17.2e}  {worst} {'ok' if ok else 'FAIL'}")
-    sys.exit(1 if failed else 0)
+            continue
+        el, es, eg, worst, gap, same, export, ok = res
+        ex = "-" if export is None else ("ok" if not export else "FAIL")
+        print(f"{head} {el:11.2e} {es:9.2e} {eg:9.2e} {same:>3}/{n:<2} {gap:8.1e} {ex:>6}  {worst} "
+              f"{export or ''} {'ok' if ok else 'FAIL'}")
 
 
 if __name__ == "__main__":

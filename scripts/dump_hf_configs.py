@@ -39,6 +39,11 @@ configs = {
                                                                original_max_position_embeddings=256))),
     "mistral-window": T.MistralConfig(**small, sliding_window=512, **rope(1000000.0)),
     "mistral-nowindow": T.MistralConfig(**small, sliding_window=None, **rope(1000000.0)),
+    # Qwen3: head_dim 128 apart from hidden / heads = 64, tied; and a sliding window that takes
+    # effect (from layer 1 on), which the reader refuses
+    "qwen3": T.Qwen3Config(**small, head_dim=128, tie_word_embeddings=True, **rope(1000000.0)),
+    "qwen3-window": T.Qwen3Config(**small, head_dim=128, tie_word_embeddings=True, use_sliding_window=True,
+                                  sliding_window=512, max_window_layers=1, **rope(1000000.0)),
 }
 for name, cfg in configs.items():
     with tempfile.TemporaryDirectory() as tmp:

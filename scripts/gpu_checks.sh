@@ -5,10 +5,10 @@
 set -uo pipefail
 build=${1:-build}
 summary=()
-ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tee /tmp/gpu_ctest.log
+ctest --test-dir "$build" -L gpu --timeout 300 --output-on-failure 2>&1 | tee /tmp/gpu_ctest.log
 summary+=("gpu tests: $(grep -E 'tests passed|tests failed' /tmp/gpu_ctest.log | tail -1)")
 PYTHONUNBUFFERED=1 python3 scripts/check_hf_parity.py --tool "$build/bench/hf_parity_tool" 2>&1 | tee /tmp/parity.log
 summary+=("hf parity: exit ${PIPESTATUS[0]}")
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
-grep -E '^(gpt2|llama) ' /tmp/parity.log || true
+grep -E '^(gpt2|llama|qwen2|qwen3) ' /tmp/parity.log || true

@@ -21,6 +21,14 @@ GptConfig tiny_inference_config(bool llama, int hidden, int seq_length, int64_t 
   return c;
 }
 
+GptConfig tiny_qwen3_inference_config(int hidden, int seq_length, int64_t vocab) {
+  GptConfig c = tiny_inference_config(true, hidden, seq_length, vocab);
+  c.kv_channels = hidden / 2;
+  c.qk_layernorm = true;
+  c.untie_embeddings_and_output_weights = false;
+  return c;
+}
+
 std::vector<int32_t> random_token_list(int64_t n, uint64_t seed, int32_t vocab) {
   const Tensor t = random_tokens({n}, seed, vocab);
   return {t.data_as<int32_t>(), t.data_as<int32_t>() + n};

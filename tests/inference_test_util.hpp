@@ -14,6 +14,9 @@ namespace troupe::test {
 // Llama-style (RMSNorm, RoPE, SwiGLU with F = 3/2 hidden, 2 query groups, no biases, untied).
 // The vocabulary is padded to a multiple of 8.
 GptConfig tiny_inference_config(bool llama, int hidden, int seq_length, int64_t vocab);
+// The Llama-style one with Qwen3's q/k norms, a head dimension of hidden / 2 (twice hidden /
+// heads, as Qwen3-0.6B's) and a tied output layer.
+GptConfig tiny_qwen3_inference_config(int hidden, int seq_length, int64_t vocab);
 // n token ids in [0, vocab).
 std::vector<int32_t> random_token_list(int64_t n, uint64_t seed, int32_t vocab);
 // A host i32 tensor holding `values`.

@@ -27,7 +27,7 @@ StageOptimizer::StageOptimizer(std::shared_ptr<StageWorker> worker, std::vector<
 void StageOptimizer::finalize_grads() {
   StageWorker& w = *worker_;
   const NvtxRange range("reduce grads stage ", w.stage());
-  for (int c = 0; c < w.chunks(); ++c) w.model(c).reduce_sequence_parallel_grads();
+  for (int c = 0; c < w.chunks(); ++c) w.model(c).reduce_tensor_parallel_grads();
   Collectives* dp = w.dp_group();
   if (dp == nullptr || w.overlap_grad_reduce()) return;  // no replicas / the reducer actor did it
   const int D = w.dp_size();

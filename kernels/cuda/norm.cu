@@ -1,4 +1,5 @@
-// Launchers of the LayerNorm / RMSNorm kernels (kernels in norm_kernels.cuh).
+// Launchers of the LayerNorm / RMSNorm kernels (kernels in norm_kernels.cuh), for plain
+// [N, C] rows and for the per-head norms' rows inside a fused activation.
 //
 // Parameter gradients: the backward kernel runs on at most as many blocks as fit on the
 // GPU at once; each block writes its f32 partial column sums to a scratch buffer
@@ -81,55 +82,76 @@ class StreamScratch {
   float* ptr_ = nullptr;
 };
 
+// n rows of c values; x: the input's rows, y: the output's (forward) or dy's and dx's (backward),
+// each tensor's data pointer at its first row.
+struct NormRows {
+  int64_t n;
+  int64_t c;
+  norm::RowMap x, y;
+};
+
+NormRows plain_rows(const Tensor& x) { return {x.dim(0), x.dim(1), {x.dim(1), 1}, {x.dim(1), 1}}; }
+
+// Heads [first, first + count) of x [N, Wx] and y [N, Wy]: views from the first head on.
+NormRows head_rows(const char* op, const Tensor& x, const Tensor& y, int64_t d, HeadSpan heads) {
+  TROUPE_CHECK(x.dim(1) % 8 == 0 && y.dim(1) % 8 == 0, op,
+               ": the CUDA kernel needs row widths that are multiples of 8, got ", x.str(), " and ", y.str());
+  return {x.dim(0) * heads.count, d, {x.dim(1), int(heads.count)}, {y.dim(1), int(heads.count)}};
+}
+
+// t from head `first` (of d values) of its first row on.
+Tensor from_head(const Tensor& t, int64_t first, int64_t d) { return t.slice(first * d, {t.numel() - first * d}); }
+
 // mean: nullptr for RMSNorm (kCentered false).
 template <bool kCentered>
-void launch_forward(const Context& ctx, const char* op, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                    const Tensor& y, float* mean, const Tensor& rstd) {
+void launch_forward(const Context& ctx, const char* op, const NormRows& r, const Tensor& x, const Tensor& w,
+                    const Tensor& b, float eps, const Tensor& y, float* mean, const Tensor& rstd) {
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t rows = x.dim(0), c = x.dim(1);
-    const NormLaunch cfg = norm_launch<T>(op, c);
+    const NormLaunch cfg = norm_launch<T>(op, r.c);
     for (auto [name, t] : {std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"y", &y}}) expect_aligned16(op, name, *t);
     if (b.defined()) expect_aligned16(op, "b", b);
-    if (rows == 0) return;
+    if (r.n == 0) return;
     const int rows_per_block = cfg.threads / cfg.group;
     // Enough blocks to fill the GPU many times over; the kernel strides over the rest.
     const unsigned grid =
-        unsigned(std::min<int64_t>(ceil_div(rows, rows_per_block), int64_t(ctx.cuda_state().sm_count) * 64));
+        unsigned(std::min<int64_t>(ceil_div(r.n, rows_per_block), int64_t(ctx.cuda_state().sm_count) * 64));
     const T* bias = b.defined() ? b.data_as<T>() : nullptr;
     with_packs(cfg.packs_per_thread, [&](auto packs) {
       norm::forward_kernel<T, decltype(packs)::value, kCentered>
-          <<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), w.data_as<T>(), bias, eps, y.data_as<T>(), mean,
-                                                     rstd.data_as<float>(), rows, int(c), cfg.group);
+          <<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), r.x, w.data_as<T>(), bias, eps, y.data_as<T>(),
+                                                     r.y, mean, rstd.data_as<float>(), r.n, int(r.c), cfg.group);
       TROUPE_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-// mean: nullptr for RMSNorm; db: nullptr when there is no bias gradient.
-template <bool kCentered>
-void launch_backward(const Context& ctx, const char* op, const Tensor& dy, const Tensor& x, const Tensor& w,
-                     const float* mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw, float* db) {
+// mean: nullptr for RMSNorm; db: nullptr when there is no bias gradient. kAccumulate: dx +=
+// (else dx =, and dx may be dy).
+template <bool kCentered, bool kAccumulate>
+void launch_backward(const Context& ctx, const char* op, const NormRows& r, const Tensor& dy, const Tensor& x,
+                     const Tensor& w, const float* mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw,
+                     float* db) {
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t rows = x.dim(0), c = x.dim(1);
+    const int64_t c = r.c;
     const NormLaunch cfg = norm_launch<T>(op, c);
     for (auto [name, t] : {std::pair{"dy", &dy}, std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"dx", &dx}})
       expect_aligned16(op, name, *t);
-    if (rows == 0) return;
+    if (r.n == 0) return;
     const int rows_per_block = cfg.threads / cfg.group;
     cudaStream_t stream = stream_of(ctx);
     with_packs(cfg.packs_per_thread, [&](auto packs) {
-      auto* kernel = norm::backward_kernel<T, decltype(packs)::value, kCentered>;
+      auto* kernel = norm::backward_kernel<T, decltype(packs)::value, kCentered, kAccumulate>;
       // Only as many blocks as are resident at once: each block's partial sums cost C floats.
       int blocks_per_sm = 0;
       TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, cfg.threads, 0));
       const int64_t resident = int64_t(std::max(blocks_per_sm, 1)) * ctx.cuda_state().sm_count;
-      const int grid = int(std::min<int64_t>(ceil_div(rows, rows_per_block), resident));
+      const int grid = int(std::min<int64_t>(ceil_div(r.n, rows_per_block), resident));
       const int planes = kCentered ? 2 : 1;
       StreamScratch partial(stream, size_t(planes) * size_t(grid) * size_t(c));
-      kernel<<<grid, cfg.threads, 0, stream>>>(dy.data_as<T>(), x.data_as<T>(), w.data_as<T>(), mean,
-                                               rstd.data_as<float>(), dx.data_as<T>(), partial.get(), rows, int(c),
+      kernel<<<grid, cfg.threads, 0, stream>>>(dy.data_as<T>(), r.y, x.data_as<T>(), r.x, w.data_as<T>(), mean,
+                                               rstd.data_as<float>(), dx.data_as<T>(), partial.get(), r.n, int(c),
                                                cfg.group);
       TROUPE_CUDA_CHECK_LAUNCH();
       const dim3 finish_grid(ceil_div(c, 32), db ? 2 : 1), finish_block(32, norm::kFinishSlices);
@@ -144,23 +166,40 @@ void launch_backward(const Context& ctx, const char* op, const Tensor& dy, const
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                        const Tensor& y, const Tensor& mean, const Tensor& rstd) {
-  launch_forward<true>(ctx, "layernorm_forward", x, w, b, eps, y, mean.data_as<float>(), rstd);
+  launch_forward<true>(ctx, "layernorm_forward", plain_rows(x), x, w, b, eps, y, mean.data_as<float>(), rstd);
 }
 
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
-  launch_backward<true>(ctx, "layernorm_backward", dy, x, w, mean.data_as<float>(), rstd, dx, dw,
-                        db.defined() ? db.data_as<float>() : nullptr);
+  launch_backward<true, true>(ctx, "layernorm_backward", plain_rows(x), dy, x, w, mean.data_as<float>(), rstd, dx, dw,
+                              db.defined() ? db.data_as<float>() : nullptr);
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
                      const Tensor& rstd) {
-  launch_forward<false>(ctx, "rmsnorm_forward", x, w, Tensor(), eps, y, nullptr, rstd);
+  launch_forward<false>(ctx, "rmsnorm_forward", plain_rows(x), x, w, Tensor(), eps, y, nullptr, rstd);
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                       const Tensor& dx, const Tensor& dw) {
-  launch_backward<false>(ctx, "rmsnorm_backward", dy, x, w, nullptr, rstd, dx, dw, nullptr);
+  launch_backward<false, true>(ctx, "rmsnorm_backward", plain_rows(x), dy, x, w, nullptr, rstd, dx, dw, nullptr);
+}
+
+void rmsnorm_heads_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, HeadSpan heads,
+                           const Tensor& y, const Tensor& rstd) {
+  constexpr const char* op = "rmsnorm_heads_forward";
+  const int64_t d = w.dim(0);
+  launch_forward<false>(ctx, op, head_rows(op, x, y, d, heads), from_head(x, heads.first, d), w, Tensor(), eps,
+                        from_head(y, heads.first, d), nullptr, rstd);
+}
+
+void rmsnorm_heads_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                            HeadSpan heads, const Tensor& dx, const Tensor& dw) {
+  constexpr const char* op = "rmsnorm_heads_backward";
+  const int64_t d = w.dim(0);
+  launch_backward<false, false>(ctx, op, head_rows(op, x, dy, d, heads), from_head(dy, heads.first, d),
+                                from_head(x, heads.first, d), w, nullptr, rstd, from_head(dx, heads.first, d), dw,
+                                nullptr);
 }
 
 }  // namespace troupe::cuda

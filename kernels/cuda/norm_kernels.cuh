@@ -12,6 +12,8 @@
 // Forward keeps the thread's packs of x in registers (x is read from memory once); backward
 // keeps the dw/db accumulators there instead and reads x and dy twice (the second time
 // from L1). Either way a row costs one round trip to memory.
+// Rows are found through a RowMap: plain [rows, C] tensors, or the per-head norms' rows of D
+// values a head apart inside a fused activation (q and k heads of a [N, (H + 2G) * D] qkv).
 #pragma once
 
 #include "kernels/cuda/common.cuh"
@@ -23,6 +25,16 @@ constexpr int kWarpModeThreads = 256;  // block size when a warp handles a row
 constexpr int kMaxPacksPerThread = 4;  // register budget per thread for one row
 constexpr int kMaxGroupThreads = 512;  // widest block-per-row group: C <= 512 * 4 * 8 (16-bit)
 constexpr int kFinishSlices = 32;      // threads summing one column of the per-block partials
+
+// Where row `row` of c values starts: rows come in groups of `per` contiguous rows (one token's
+// heads), groups `stride` elements apart. Plain [rows, c]: per 1, stride c.
+struct RowMap {
+  int64_t stride;
+  int per;
+  __device__ __forceinline__ int64_t operator()(int64_t row, int c) const {
+    return per == 1 ? row * stride : (row / per) * stride + (row % per) * c;
+  }
+};
 
 // `group` is uniform over the block: the branches below cannot split a block at a barrier.
 __device__ __forceinline__ float group_sum(float v, int group) { return group == 32 ? warp_sum(v) : block_sum(v); }
@@ -42,12 +54,12 @@ __device__ __forceinline__ void group_sum2(float& a, float& b, int group) {
   b = warp_sum(v.y);
 }
 
-// x, y: [rows, c]; w, b: [c] (b nullable); mean (if kCentered), rstd: f32 [rows].
+// x, y: rows of c (at xm, ym); w, b: [c] (b nullable); mean (if kCentered), rstd: f32 [rows].
+// y may be x (in place): a thread reads its packs of a row before it writes them.
 template <typename T, int kPacks, bool kCentered>
 __global__ void __launch_bounds__(kMaxGroupThreads)
-    forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, float eps,
-                   T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c,
-                   int group) {
+    forward_kernel(const T* x, RowMap xm, const T* __restrict__ w, const T* __restrict__ b, float eps, T* y, RowMap ym,
+                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
@@ -62,7 +74,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
     for (int k = 0; k < kPacks; ++k) {
       const int p = g + k * group;
       if (p >= packs) continue;
-      xs[k] = load128cs(x + row * c + p * P);
+      xs[k] = load128cs(x + xm(row, c) + p * P);
       if constexpr (kEarly) {
         ws[k] = load128(w + p * P);
         if (b) bs[k] = load128(b + p * P);
@@ -106,20 +118,21 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
 #pragma unroll
       for (int i = 0; i < P; ++i)
         out[i] = from_f32<T>((to_f32(xs[k][i]) - mu) * s * to_f32(wk[i]) + (b ? to_f32(bk[i]) : 0.0f));
-      store128(y + row * c + p * P, out);
+      store128(y + ym(row, c) + p * P, out);
     }
   }
 }
 
-// dx [rows, c] += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w
-// (the mean(dxhat) term only when kCentered). dx is read-modify-written (not __restrict__:
-// a caller may hand in dy as dx). partial: f32 [planes, gridDim.x, c], plane 0 the block's sum of
-// dy * xhat over its rows, plane 1 (kCentered) its sum of dy.
-template <typename T, int kPacks, bool kCentered>
+// dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w
+// (the mean(dxhat) term only when kCentered); kAccumulate adds to dx, else dx is overwritten.
+// dy and dx rows at dym, x rows at xm. dx is not __restrict__: a caller may hand in dy as dx (a
+// thread reads its packs of dy before it writes them). partial: f32 [planes, gridDim.x, c], plane 0
+// the block's sum of dy * xhat over its rows, plane 1 (kCentered) its sum of dy.
+template <typename T, int kPacks, bool kCentered, bool kAccumulate>
 __global__ void __launch_bounds__(kMaxGroupThreads)
-    backward_kernel(const T* dy, const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ mean,
-                    const float* __restrict__ rstd, T* dx, float* __restrict__ partial, int64_t rows, int c,
-                    int group) {
+    backward_kernel(const T* dy, RowMap dym, const T* __restrict__ x, RowMap xm, const T* __restrict__ w,
+                    const float* __restrict__ mean, const float* __restrict__ rstd, T* dx, float* __restrict__ partial,
+                    int64_t rows, int c, int group) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
@@ -128,10 +141,11 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
   for (int64_t row = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / group; row < rows;
        row += int64_t(gridDim.x) * rows_per_block) {
     const float mu = kCentered ? mean[row] : 0.0f, s = rstd[row];
-    const T* xr = x + row * c;
-    const T* dyr = dy + row * c;
-    T* dxr = dx + row * c;
-    // Pass 1: one trip to memory for x, dy and dx; the row sums; this row's share of dw/db.
+    const T* xr = x + xm(row, c);
+    const T* dyr = dy + dym(row, c);
+    T* dxr = dx + dym(row, c);
+    // Pass 1: one trip to memory for x, dy (and dx when accumulating); the row sums; this row's
+    // share of dw/db.
     // Only dx stays in registers (the dw/db accumulators need the room): pass 2 reads x, dy
     // and w (the same for every row) again from L1.
     Pack128<T> dxs[kPacks];
@@ -141,7 +155,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
       const int p = g + k * group;
       if (p >= packs) continue;
       const Pack128<T> xk = load128(xr + p * P), dyk = load128(dyr + p * P), wk = load128(w + p * P);
-      dxs[k] = load128(dxr + p * P);
+      if constexpr (kAccumulate) dxs[k] = load128(dxr + p * P);
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         const float d = to_f32(dyk[i]), xhat = (to_f32(xk[i]) - mu) * s, dxhat = d * to_f32(wk[i]);
@@ -153,7 +167,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
     }
     group_sum2(sum_dxhat, sum_dxhat_xhat, group);
     const float mean_dxhat = kCentered ? sum_dxhat * inv_c : 0.0f, mean_dxhat_xhat = sum_dxhat_xhat * inv_c;
-    // Pass 2: dx += ..., the last use of x and dy (streaming loads).
+    // Pass 2: dx (+)= ..., the last use of x and dy (streaming loads).
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
       const int p = g + k * group;
@@ -163,7 +177,9 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         const float xhat = (to_f32(xk[i]) - mu) * s, dxhat = to_f32(dyk[i]) * to_f32(wk[i]);
-        out[i] = from_f32<T>(to_f32(dxs[k][i]) + s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+        float grad = s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+        if constexpr (kAccumulate) grad += to_f32(dxs[k][i]);
+        out[i] = from_f32<T>(grad);
       }
       store128(dxr + p * P, out);
     }

@@ -193,12 +193,33 @@ void read_rope(Reader& r, GptConfig& c) {
                  " is not supported with rope_type \"", type, "\"");
 }
 
+// Qwen2's and Qwen3's sliding window: off unless use_sliding_window; then it applies to the layers
+// from max_window_layers on (transformers 5 spells that out in layer_types).
+void read_qwen_sliding_window(Reader& r, const GptConfig& c) {
+  const bool sliding = r.boolean_or("use_sliding_window", false);
+  const int64_t from_layer = r.integer_or("max_window_layers", c.num_layers);
+  const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
+  r.mark("sliding_window");
+  TROUPE_CHECK(!sliding || window == 0 || window >= c.max_position_embeddings || from_layer >= c.num_layers, r.where(),
+               ": 'use_sliding_window' = true with 'sliding_window' = ", window,
+               " is not supported (sliding-window attention is not implemented)");
+  if (r.has("layer_types")) {
+    for (const json& t : r.at("layer_types"))
+      TROUPE_CHECK(t == "full_attention", r.where(), ": 'layer_types' ", r.at("layer_types").dump(),
+                   " is not supported (only full attention is implemented)");
+  }
+  r.mark("layer_types");
+}
+
 void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
+  // Qwen3's config class has other defaults than Llama's for keys a file may leave out.
+  const bool qwen3 = model_type == "qwen3";
   const int heads = int(r.integer("num_attention_heads"));
   c = GptConfig::llama_style(int(r.integer("num_hidden_layers")), int(r.integer("hidden_size")), heads,
-                             int(r.integer_or("num_key_value_heads", heads)), int(r.integer("intermediate_size")));
-  c.kv_channels = int(r.integer_or("head_dim", 0));
-  c.max_position_embeddings = int(r.integer_or("max_position_embeddings", 2048));
+                             int(r.integer_or("num_key_value_heads", qwen3 ? 32 : heads)),
+                             int(r.integer("intermediate_size")));
+  c.kv_channels = int(r.integer_or("head_dim", qwen3 ? 128 : 0));
+  c.max_position_embeddings = int(r.integer_or("max_position_embeddings", qwen3 ? 32768 : 2048));
   c.seq_length = c.max_position_embeddings;
   c.vocab_size = r.integer("vocab_size");
   c.norm_epsilon = float(r.number_or("rms_norm_eps", 1e-6));
@@ -207,23 +228,13 @@ void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
   r.require("mlp_bias", false, false, "bias on the MLP projections");
   c.untie_embeddings_and_output_weights = !r.boolean_or("tie_word_embeddings", false);
   read_rope(r, c);
-  if (model_type == "qwen2") {
-    // Qwen2 / Qwen2.5: Llama's math with a bias on q, k and v. Its sliding window is off
-    // unless use_sliding_window; then it applies to the layers from max_window_layers on.
+  if (model_type == "qwen2") {  // Qwen2 / Qwen2.5: Llama's math with a bias on q, k and v
     c.add_qkv_bias = true;
-    const bool sliding = r.boolean_or("use_sliding_window", false);
-    const int64_t from_layer = r.integer_or("max_window_layers", c.num_layers);
-    const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
-    r.mark("sliding_window");
-    TROUPE_CHECK(!sliding || window == 0 || window >= c.max_position_embeddings || from_layer >= c.num_layers,
-                 r.where(), ": 'use_sliding_window' = true with 'sliding_window' = ", window,
-                 " is not supported (sliding-window attention is not implemented)");
-    if (r.has("layer_types")) {
-      for (const json& t : r.at("layer_types"))
-        TROUPE_CHECK(t == "full_attention", r.where(), ": 'layer_types' ", r.at("layer_types").dump(),
-                     " is not supported (only full attention is implemented)");
-    }
-    r.mark("layer_types");
+    read_qwen_sliding_window(r, c);
+  }
+  if (qwen3) {  // Qwen3: Llama's math with an RMSNorm on each query and key head before RoPE
+    c.qk_layernorm = true;
+    read_qwen_sliding_window(r, c);
   }
   if (model_type == "mistral") {
     // Mistral is Llama's math plus sliding-window attention; a window at least as long as the
@@ -248,9 +259,10 @@ HfConfig read_hf_config(const json& j, const std::string& where) {
                                  : hf.model_type == "llama"   ? "LlamaForCausalLM"
                                  : hf.model_type == "mistral" ? "MistralForCausalLM"
                                  : hf.model_type == "qwen2"   ? "Qwen2ForCausalLM"
+                                 : hf.model_type == "qwen3"   ? "Qwen3ForCausalLM"
                                                               : "";
     TROUPE_CHECK(!expected.empty(), where, ": model_type \"", hf.model_type,
-                 "\" is not supported (Troupe reads gpt2, llama, mistral and qwen2)");
+                 "\" is not supported (Troupe reads gpt2, llama, mistral, qwen2 and qwen3)");
     if (r.has("architectures")) {
       for (const json& a : r.at("architectures"))
         TROUPE_CHECK(a == expected || (hf.model_type == "gpt2" && a == "GPT2Model"), where, ": architectures ",

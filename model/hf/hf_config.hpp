@@ -10,8 +10,9 @@
 //
 // Families: GPT2LMHeadModel; LlamaForCausalLM (Llama 2, Llama 3/3.1/3.2 with rope_type llama3);
 // MistralForCausalLM without a sliding window that takes effect (the same math as Llama).
-// Qwen2ForCausalLM (Qwen2, Qwen2.5: Llama's math with a bias on q, k and v) without its
-// sliding window.
+// Qwen2ForCausalLM (Qwen2, Qwen2.5: Llama's math with a bias on q, k and v) and Qwen3ForCausalLM
+// (Llama's math with an RMSNorm on each query and key head before RoPE, qk_layernorm, and a
+// head_dim of its own) without their sliding window.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ enum class HfArch { gpt2, llama };
 
 struct HfConfig {
   HfArch arch = HfArch::gpt2;  // how the weights are named and laid out
-  std::string model_type;      // as written: "gpt2", "llama", "mistral"
+  std::string model_type;      // as written: "gpt2", "llama", "mistral", "qwen2", "qwen3"
   GptConfig model;             // seq_length = max_position_embeddings, dropout 0
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;     // an int or a list in the file

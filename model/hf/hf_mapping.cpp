@@ -38,7 +38,18 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
                       {"rope_theta", c.rotary_base},
                       {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
                       {"hidden_act", "silu"}};
-  if (c.add_qkv_bias) {  // Llama with a bias on q, k and v is Qwen2
+  if (c.qk_layernorm) {  // Llama with an RMSNorm on each query and key head is Qwen3
+    // Qwen3's attention_bias puts a bias on o_proj too: only the bias-free form exists there.
+    TROUPE_CHECK(!c.add_qkv_bias,
+                 "no Hugging Face family has --qk-layernorm with --add-qkv-bias (Qwen3's "
+                 "attention_bias also puts a bias on o_proj): such a model cannot be exported");
+    j["model_type"] = "qwen3";
+    j["architectures"] = {"Qwen3ForCausalLM"};
+    j["attention_bias"] = false;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = c.num_layers;
+  } else if (c.add_qkv_bias) {  // Llama with a bias on q, k and v is Qwen2
     j["model_type"] = "qwen2";
     j["architectures"] = {"Qwen2ForCausalLM"};
     j["use_sliding_window"] = false;
@@ -111,6 +122,8 @@ std::vector<HfPiece> llama_pieces(const GptConfig& c, const std::string& name) {
     return {{h + "self_attn.q_proj.bias", {H * D}, false, 0},
             {h + "self_attn.k_proj.bias", {G * D}, false, H * D},
             {h + "self_attn.v_proj.bias", {G * D}, false, (H + G) * D}};
+  if (rest == "self_attention.q_layernorm.weight") return {{h + "self_attn.q_norm.weight", {D}}};  // Qwen3
+  if (rest == "self_attention.k_layernorm.weight") return {{h + "self_attn.k_norm.weight", {D}}};
   if (rest == "self_attention.linear_proj.weight") return {{h + "self_attn.o_proj.weight", {C, H * D}}};
   if (rest == "mlp.linear_fc1.weight")
     return {{h + "mlp.gate_proj.weight", {F, C}, false, 0}, {h + "mlp.up_proj.weight", {F, C}, false, F}};

@@ -5,7 +5,9 @@
 //   GPT2LMHeadModel:  h.{i}.attn.c_attn.weight [C, 3C] (Conv1D, in x out) -> linear_qkv.weight [3C, C] (transposed);
 //                     transformer.wte.weight [V, C] -> word_embeddings rows [0, V) (padded rows are 0)
 //   LlamaForCausalLM: q_proj [H*D, C] ; k_proj [G*D, C] ; v_proj [G*D, C] -> linear_qkv.weight rows;
-//                     gate_proj [F, C] ; up_proj [F, C] -> linear_fc1.weight rows ([gate; up] for SwiGLU)
+//                     gate_proj [F, C] ; up_proj [F, C] -> linear_fc1.weight rows ([gate; up] for SwiGLU);
+//                     (Qwen2) q/k/v_proj.bias -> linear_qkv.bias; (Qwen3) self_attn.q_norm.weight [D],
+//                     self_attn.k_norm.weight [D] -> self_attention.q_layernorm.weight, k_layernorm.weight
 // Our fused QKV rows are [all query heads | all key heads | all value heads], which is
 // GPT-2's c_attn order and Llama's q/k/v concatenation; RoPE is HF's rotate-half form.
 #pragma once
@@ -34,7 +36,8 @@ struct HfPiece {
 
 // The HF architecture that holds a model of `config` (Llama for RMSNorm models, else GPT-2).
 HfArch hf_arch_for(const GptConfig& config);
-// The config.json of a model of `config` (transformers 4.x layout, which 5.x reads too).
+// The config.json of a model of `config` (transformers 4.x layout, which 5.x reads too): a Llama
+// with add_qkv_bias is written as Qwen2, one with qk_layernorm as Qwen3.
 nlohmann::json hf_config_from_gpt(const GptConfig& config, HfArch arch);
 
 // The HF pieces of our parameter `name`. `prefix` is prepended to GPT-2 names

@@ -48,6 +48,10 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
   act_ = act(N, F);
   mean_ = Tensor::empty(ctx, DType::f32, {N});
   rstd_ = Tensor::empty(ctx, DType::f32, {N});
+  if (config.qk_layernorm) {
+    q_rstd_ = Tensor::empty(ctx, DType::f32, {N, layout_.local_heads()});
+    k_rstd_ = Tensor::empty(ctx, DType::f32, {N, layout_.local_query_groups()});
+  }
   last_ = act(S, C);
   lnf_ = act(S, C);
   logits_ = act(S, layout_.local_vocab());
@@ -243,7 +247,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const Tensor act = rows(act_, n);
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f};
 
-  // x += proj(paged_attention(rope(qkv(norm(x))))): the residual add happens in the GEMM.
+  // x += proj(paged_attention(rope(qk_norm(qkv(norm(x)))))): the residual add happens in the GEMM.
   {
     auto t = timed("ln1");
     norm(x, w.ln1_w, w.ln1_b, ln, n);
@@ -251,6 +255,11 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   {
     auto t = timed("qkv");
     linear_forward(ctx_, ln, w.qkv_w, w.qkv_b, qkv);
+  }
+  if (c.qk_layernorm) {  // each query and key head normalized in place, before RoPE
+    auto t = timed("qk_norm");
+    rmsnorm_heads_forward(ctx_, qkv, w.q_norm, c.norm_epsilon, {0, H}, qkv, rows(q_rstd_, n));
+    rmsnorm_heads_forward(ctx_, qkv, w.k_norm, c.norm_epsilon, {H, G}, qkv, rows(k_rstd_, n));
   }
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope");

@@ -2,7 +2,7 @@
 // ChunkSpec::whole_model()), the same flat weights), a forward over a flattened batch of new
 // tokens from several sequences (prefills of many tokens and decode steps of one, mixed), and
 // attention over a paged KV cache (model/inference/kv_cache.hpp). It reuses the training kernels
-// (embedding, norms, linear, RoPE, activations) and returns the logits of each sequence's
+// (embedding, norms incl. the per-head q/k norms, linear, RoPE, activations) and returns the logits of each sequence's
 // last new token. CPU: f32; CUDA: bf16/f16, or f32 (exact: greedy parity with an fp32 reference). On CUDA a decode step
 // (one new token per sequence) is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA
 // graph and replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
@@ -116,6 +116,7 @@ class InferenceModel {
   // Activations for up to max_tokens rows (views of the first n rows are used).
   // Per rank: qkv_ [N, (Hl+2Gl)*D], attn_ [N, Hl*D], fc1_ [N, Fl or 2Fl], act_ [N, Fl].
   Tensor x_, ln_, qkv_, attn_, hidden_, fc1_, act_, mean_, rstd_;
+  Tensor q_rstd_, k_rstd_;          // qk_layernorm: f32 [N, Hl], [N, Gl] (unused statistics)
   Tensor last_, lnf_, logits_;      // [max_sequences, C], [max_sequences, C], [max_sequences, Vp / T]
   std::vector<int32_t> host_meta_;  // staging for the index tensors (kept alive for the async copy)
   Tensor meta_;                     // i32 on the device, grown on demand

@@ -1,5 +1,6 @@
 // CUDA LayerNorm / RMSNorm against the CPU backend in bf16 and f16 (and f32, which the
-// kernels also accept), and a bandwidth printout for GPT-2 shapes (informational only).
+// kernels also accept), the per-head RMSNorm (q/k norms) likewise, and a bandwidth printout for
+// GPT-2 shapes (informational only).
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -141,6 +142,85 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NormCuda,
                          [](const auto& info) {
                            const Rows r = std::get<1>(info.param);
                            return str_cat(dtype_name(std::get<0>(info.param)), "_", r.n, "x", r.c);
+                         });
+
+// The per-head RMSNorm (Qwen3's q/k norms) on a fused qkv [N, (H + 2G) * D], as the model runs
+// it: forward from a copy of the q and k heads into qkv (and in place), backward in place on
+// dqkv. The value heads must come out bit for bit as they went in.
+struct Heads {
+  int64_t n, h, g, d;
+};
+
+class HeadNormCuda : public ::testing::TestWithParam<std::tuple<DType, Heads>> {};
+
+// Columns [from, from + cols) of each row of t [N, W], as a host f32 tensor [N, cols].
+Tensor columns(const Tensor& t, int64_t from, int64_t cols) {
+  Tensor out = Tensor::host(DType::f32, {t.dim(0), cols});
+  copy_columns(cpu(), t, from, out, 0, cols);
+  return out;
+}
+
+TEST_P(HeadNormCuda, MatchesCpu) {
+  const auto [t, s] = GetParam();
+  const int64_t W = (s.h + 2 * s.g) * s.d, QK = (s.h + s.g) * s.d;
+  const Tensor qkv_in = round_through(random_normal({s.n, W}, 31, 2.0f), t);
+  const Tensor qk = columns(qkv_in, 0, QK);
+  const Tensor wq = round_through(random_uniform({s.d}, 32, 0.5f, 1.5f), t);
+  const Tensor wk = round_through(random_uniform({s.d}, 33, 0.5f, 1.5f), t);
+  const Tensor dqkv_in = round_through(random_normal({s.n, W}, 34), t);
+  const Tensor dwq0 = random_normal({s.d}, 35), dwk0 = random_normal({s.d}, 36);
+  const HeadSpan q{0, s.h}, k{s.h, s.g};
+
+  // CPU reference.
+  Tensor y_ref = host_copy(qkv_in), rq_ref = Tensor::host(DType::f32, {s.n, s.h});
+  Tensor rk_ref = Tensor::host(DType::f32, {s.n, s.g});
+  rmsnorm_heads_forward(cpu(), qk, wq, kEps, q, y_ref, rq_ref);
+  rmsnorm_heads_forward(cpu(), qk, wk, kEps, k, y_ref, rk_ref);
+  Tensor d_ref = host_copy(dqkv_in), dwq_ref = host_copy(dwq0), dwk_ref = host_copy(dwk0);
+  rmsnorm_heads_backward(cpu(), d_ref, qk, wq, rq_ref, q, d_ref, dwq_ref);
+  rmsnorm_heads_backward(cpu(), d_ref, qk, wk, rk_ref, k, d_ref, dwk_ref);
+
+  const Context& gc = gpu();
+  Tensor qk_d = to_device(gc, qk, t), y = to_device(gc, qkv_in, t), in_place = to_device(gc, qkv_in, t);
+  Tensor wq_d = to_device(gc, wq, t), wk_d = to_device(gc, wk, t);
+  Tensor rq = Tensor::empty(gc, DType::f32, {s.n, s.h}), rk = Tensor::empty(gc, DType::f32, {s.n, s.g});
+  rmsnorm_heads_forward(gc, qk_d, wq_d, kEps, q, y, rq);
+  rmsnorm_heads_forward(gc, qk_d, wk_d, kEps, k, y, rk);
+  rmsnorm_heads_forward(gc, in_place, wq_d, kEps, q, in_place, rq);
+  rmsnorm_heads_forward(gc, in_place, wk_d, kEps, k, in_place, rk);
+  Tensor d = to_device(gc, dqkv_in, t), dwq = to_device(gc, dwq0, DType::f32), dwk = to_device(gc, dwk0, DType::f32);
+  rmsnorm_heads_backward(gc, d, qk_d, wq_d, rq, q, d, dwq);
+  rmsnorm_heads_backward(gc, d, qk_d, wk_d, rk, k, d, dwk);
+
+  const std::string what = str_cat("head rmsnorm ", dtype_name(t), " N ", s.n, " H ", s.h, " G ", s.g, " D ", s.d);
+  const Tensor y_host = to_host_f32(gc, y), d_host = to_host_f32(gc, d);
+  const double e_y = rel_error(columns(y_host, 0, QK), columns(y_ref, 0, QK));
+  const double e_dx = rel_error(columns(d_host, 0, QK), columns(d_ref, 0, QK));
+  const double e_dwq = rel_error(minus(to_host_f32(gc, dwq), dwq0), minus(dwq_ref, dwq0));
+  const double e_dwk = rel_error(minus(to_host_f32(gc, dwk), dwk0), minus(dwk_ref, dwk0));
+  EXPECT_LT(e_y, 1e-2) << what << " y";
+  EXPECT_LT(rel_error(to_host_f32(gc, rq), rq_ref), 1e-4) << what << " q rstd";
+  EXPECT_LT(rel_error(to_host_f32(gc, rk), rk_ref), 1e-4) << what << " k rstd";
+  EXPECT_LT(e_dx, 2e-2) << what << " dx";
+  EXPECT_LT(e_dwq, 2e-2) << what << " dw (q)";
+  EXPECT_LT(e_dwk, 2e-2) << what << " dw (k)";
+  EXPECT_EQ(max_abs_diff(to_host_f32(gc, in_place), y_host), 0.0) << what << ": in place differs";
+  EXPECT_EQ(max_abs_diff(columns(y_host, QK, W - QK), columns(qkv_in, QK, W - QK)), 0.0) << what << ": v written";
+  EXPECT_EQ(max_abs_diff(columns(d_host, QK, W - QK), columns(dqkv_in, QK, W - QK)), 0.0) << what << ": dv written";
+  std::printf("%-48s rel err: y %.1e  dx %.1e  dw %.1e / %.1e\n", what.c_str(), e_y, e_dx, e_dwq, e_dwk);
+}
+
+// Qwen3-0.6B's heads on one GPU and on TP2, Qwen2.5's D = 64 shape, a small D (3 packs of
+// bf16), D = 256, and enough tokens (4096) that backward blocks stride over many rows.
+INSTANTIATE_TEST_SUITE_P(Shapes, HeadNormCuda,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
+                                            ::testing::Values(Heads{64, 16, 8, 128}, Heads{37, 8, 4, 128},
+                                                              Heads{300, 14, 2, 64}, Heads{33, 4, 2, 24},
+                                                              Heads{8, 8, 1, 256}, Heads{4096, 16, 8, 128})),
+                         [](const auto& info) {
+                           const Heads h = std::get<1>(info.param);
+                           return str_cat(dtype_name(std::get<0>(info.param)), "_N", h.n, "_H", h.h, "_G", h.g, "_D",
+                                          h.d);
                          });
 
 TEST(NormCudaErrors, UnsupportedWidthIsAnError) {

@@ -1,4 +1,5 @@
-// CPU LayerNorm / RMSNorm against hand-computed values and finite differences.
+// CPU LayerNorm / RMSNorm against hand-computed values and finite differences; the per-head
+// RMSNorm (q/k norms inside a fused activation) against the plain one and finite differences.
 #include <cmath>
 #include <string>
 
@@ -141,6 +142,111 @@ TEST(Norm, BackwardAccumulates) {
   rmsnorm_backward(cpu(), dy, x, w, rstd, dx, dw);
   for (int64_t i = 0; i < dx.numel(); ++i) EXPECT_NEAR(dx.at(i), pre_dx.at(i) + dx0.at(i), 1e-5) << "dx[" << i << "]";
   for (int64_t j = 0; j < c; ++j) EXPECT_NEAR(dw.at(j), pre_dw.at(j) + dw0.at(j), 1e-5) << "dw[" << j << "]";
+}
+
+// Per-head RMSNorm inside fused rows: rows of W columns holding heads of D values (a fused
+// [q heads | k heads | v heads] activation), heads [first, first + count) normalized.
+struct HeadCase {
+  int64_t n = 5, d = 16, first = 3, count = 2;
+  int64_t wx = 6 * 16 + 8;  // x's width: more heads than the span, and columns past the last head
+  int64_t wy = 7 * 16;      // y's (dy's, dx's) width
+};
+
+// The span's heads of t [N, W] as contiguous rows [N * count, D].
+Tensor gather_heads(const Tensor& t, const HeadCase& h) {
+  Tensor out = Tensor::host(DType::f32, {h.n * h.count, h.d});
+  for (int64_t r = 0; r < h.n; ++r)
+    for (int64_t k = 0; k < h.count; ++k)
+      for (int64_t j = 0; j < h.d; ++j)
+        out.at((r * h.count + k) * h.d + j) = t.at(r * t.dim(1) + (h.first + k) * h.d + j);
+  return out;
+}
+
+// Whether column `col` of a row lies in the span's heads.
+bool in_span(int64_t col, const HeadCase& h) { return col >= h.first * h.d && col < (h.first + h.count) * h.d; }
+
+TEST(HeadNorm, ForwardIsRmsNormOfEachHeadOtherColumnsUntouched) {
+  const HeadCase h;
+  Tensor x = random_normal({h.n, h.wx}, 21, 2.0f), w = random_normal({h.d}, 22);
+  Tensor y = random_normal({h.n, h.wy}, 23), y0 = host_copy(y), rstd = Tensor::host(DType::f32, {h.n, h.count});
+  rmsnorm_heads_forward(cpu(), x, w, kEps, {h.first, h.count}, y, rstd);
+  // Reference: the plain RMSNorm of the heads laid out as rows of their own.
+  Tensor ref = Tensor::host(DType::f32, {h.n * h.count, h.d}), ref_rstd = Tensor::host(DType::f32, {h.n * h.count});
+  rmsnorm_forward(cpu(), gather_heads(x, h), w, kEps, ref, ref_rstd);
+  EXPECT_LT(max_abs_diff(gather_heads(y, h), ref), 1e-6);
+  EXPECT_LT(max_abs_diff(rstd, ref_rstd), 1e-6);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    if (!in_span(i % h.wy, h)) {
+      ASSERT_EQ(y.at(i), y0.at(i)) << "y[" << i << "] outside the heads was written";
+    }
+  }
+  // In place (y = x) gives the same heads.
+  Tensor inplace = host_copy(x);
+  rmsnorm_heads_forward(cpu(), inplace, w, kEps, {h.first, h.count}, inplace, rstd);
+  EXPECT_EQ(max_abs_diff(gather_heads(inplace, h), ref), 0.0);
+}
+
+TEST(HeadNorm, BackwardMatchesFiniteDifferences) {
+  const HeadCase h;
+  Tensor x = random_normal({h.n, h.wx}, 24, 2.0f), w = random_normal({h.d}, 25);
+  Tensor r = random_normal({h.n, h.wy}, 26);  // loss = sum over the heads of y * r: dy = r there
+  for (int64_t i = 0; i < r.numel(); ++i)
+    if (!in_span(i % h.wy, h)) r.at(i) = 0.0f;
+  Tensor y = host_zeros({h.n, h.wy}), rstd = Tensor::host(DType::f32, {h.n, h.count});
+  auto loss = [&] {
+    rmsnorm_heads_forward(cpu(), x, w, kEps, {h.first, h.count}, y, rstd);
+    return dot(y, r);
+  };
+  loss();
+  Tensor dx = random_normal({h.n, h.wy}, 27), dx_before = host_copy(dx);
+  Tensor dw0 = random_normal({h.d}, 28), dw = host_copy(dw0);
+  rmsnorm_heads_backward(cpu(), r, x, w, rstd, {h.first, h.count}, dx, dw);
+  // dx's heads are overwritten (not added to), the rest of it untouched; seen as x's shape for
+  // the finite differences (zero outside the heads, where x does not reach the loss).
+  Tensor dx_as_x = host_zeros({h.n, h.wx});
+  for (int64_t row = 0; row < h.n; ++row)
+    for (int64_t col = 0; col < h.wy; ++col) {
+      const int64_t i = row * h.wy + col;
+      if (in_span(col, h)) {
+        dx_as_x.at(row * h.wx + col) = dx.at(i);
+      } else {
+        ASSERT_EQ(dx.at(i), dx_before.at(i)) << "dx[" << i << "] outside the heads was written";
+      }
+    }
+  expect_grad_close("head rmsnorm dx", loss, x, dx_as_x, 48);
+  Tensor dw_increment = Tensor::host(DType::f32, {h.d});
+  for (int64_t j = 0; j < h.d; ++j) dw_increment.at(j) = dw.at(j) - dw0.at(j);  // dw accumulates
+  expect_grad_close("head rmsnorm dw", loss, w, dw_increment);
+
+  // In place on dy gives the same dx.
+  Tensor dy_inplace = host_copy(r), dw2 = host_zeros({h.d});
+  rmsnorm_heads_backward(cpu(), dy_inplace, x, w, rstd, {h.first, h.count}, dy_inplace, dw2);
+  EXPECT_EQ(max_abs_diff(gather_heads(dy_inplace, h), gather_heads(dx, h)), 0.0);
+  for (int64_t j = 0; j < h.d; ++j) EXPECT_NEAR(dw2.at(j), dw_increment.at(j), 1e-5) << "dw[" << j << "]";
+}
+
+TEST(HeadNorm, BadArgumentsAreErrorsNamingTheArgument) {
+  Tensor x = Tensor::host(DType::f32, {4, 40}), w = Tensor::host(DType::f32, {8}),
+         rstd = Tensor::host(DType::f32, {4, 2});
+  Tensor dw = Tensor::host(DType::f32, {8});
+  expect_error_mentions([&] { rmsnorm_heads_forward(cpu(), x, w, kEps, {4, 2}, x, rstd); }, "heads [4, 6)");
+  expect_error_mentions([&] { rmsnorm_heads_forward(cpu(), x, w, kEps, {0, 0}, x, rstd); }, "non-empty");
+  expect_error_mentions(
+      [&] {
+        rmsnorm_heads_forward(cpu(), x, w, kEps, {0, 2}, x, Tensor::host(DType::f32, {4, 3}));
+      },
+      "'rstd'");
+  expect_error_mentions(
+      [&] {
+        rmsnorm_heads_forward(cpu(), x, w, kEps, {0, 2}, Tensor::host(DType::f32, {3, 40}), rstd);
+      },
+      "'y'");
+  expect_error_mentions(
+      [&] {
+        rmsnorm_heads_backward(cpu(), x, x, w, rstd, {0, 2}, Tensor::host(DType::f32, {4, 32}), dw);
+      },
+      "'dx'");
+  expect_error_mentions([&] { rmsnorm_heads_backward(cpu(), x, x, w, rstd, {0, 2}, x, dw); }, "dx must not be x");
 }
 
 TEST(Norm, BadArgumentsAreErrorsNamingTheArgument) {

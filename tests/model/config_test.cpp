@@ -1,4 +1,6 @@
 // Model config defaults, validation messages, parameter layout and HF name mapping.
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "model/config.hpp"
@@ -54,15 +56,70 @@ TEST(GptConfig, RopeScalingRoundTripsAndUnknownKeysAreRefused) {
   EXPECT_TRUE(to_json(GptConfig::llama_style(2, 64, 4, 2, 128)).at("rope_scaling").is_null());
   // A key this version does not know may change the model: refused, named.
   nlohmann::json newer = j;
-  newer["qk_layernorm"] = true;
+  newer["multi_latent_attention"] = true;
   try {
     gpt_config_from_json(newer);
     ADD_FAILURE() << "an unknown key was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown key 'qk_layernorm'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown key 'multi_latent_attention'"), std::string::npos) << e.what();
   }
   c.rope_scaling.high_freq_factor = 0.5f;  // below low_freq_factor
   EXPECT_THROW(c.validate(), Error);
+}
+
+// Qwen3's shape: q/k norms, a head dimension apart from hidden / heads, grouped queries.
+GptConfig qwen3_tiny() {
+  GptConfig c = GptConfig::llama_style(2, 64, 4, 2, 128);
+  c.kv_channels = 24;
+  c.qk_layernorm = true;
+  c.untie_embeddings_and_output_weights = false;
+  c.vocab_size = 1000;
+  return c;
+}
+
+TEST(GptConfig, QkLayernormRoundTripsCountsAndNeedsRmsNorm) {
+  const GptConfig c = qwen3_tiny();
+  c.validate();
+  const nlohmann::json j = to_json(c);
+  EXPECT_EQ(j.at("qk_layernorm"), true);
+  EXPECT_TRUE(gpt_config_from_json(j).qk_layernorm);
+  EXPECT_FALSE(gpt_config_from_json(to_json(GptConfig::llama_style(2, 64, 4, 2, 128))).qk_layernorm);
+  GptConfig plain = c;
+  plain.qk_layernorm = false;
+  EXPECT_EQ(c.num_parameters() - plain.num_parameters(), 2 * 2 * 24);  // two weights [D] per layer
+  GptConfig ln = GptConfig::gpt2_124m();
+  ln.qk_layernorm = true;
+  try {
+    ln.validate();
+    ADD_FAILURE() << "LayerNorm with --qk-layernorm was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--qk-layernorm"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParamLayout, QkNormWeightsAreReplicatedOnesWithoutDecay) {
+  const GptConfig c = qwen3_tiny();
+  for (int tp : {1, 2}) {
+    ParamLayout layout(c, ChunkSpec::whole_model(), {0, tp});
+    int64_t total = 0;
+    for (const ParamInfo& p : layout.params()) total += p.replicated() ? p.numel() : p.global_numel();
+    EXPECT_EQ(total, c.num_parameters()) << "TP " << tp;
+    for (const char* name :
+         {"decoder.layers.1.self_attention.q_layernorm.weight", "decoder.layers.1.self_attention.k_layernorm.weight"}) {
+      const ParamInfo& p = layout.find(name);
+      EXPECT_EQ(p.shape, (Shape{24})) << name;
+      EXPECT_TRUE(p.replicated()) << name;
+      EXPECT_TRUE(p.head_norm) << name;
+      EXPECT_FALSE(p.norm) << name;  // not only under sequence parallelism
+      EXPECT_FALSE(p.decay) << name;
+      EXPECT_EQ(p.init, ParamInit::ones) << name;
+    }
+    const LayerTensors t = layout.layer(Tensor::host(DType::f32, {layout.size()}), 0);
+    EXPECT_EQ(t.q_norm.shape(), (Shape{24}));
+    EXPECT_EQ(t.k_norm.shape(), (Shape{24}));
+  }
+  EXPECT_FALSE(ParamLayout(GptConfig::llama_style(2, 64, 4, 2, 128), ChunkSpec::whole_model())
+                   .has("decoder.layers.0.self_attention.q_layernorm.weight"));
 }
 
 TEST(ParamLayout, ReverseOrderAlignedAndComplete) {
@@ -96,12 +153,8 @@ TEST(ParamLayout, InitIsTheSameWhateverChunkHoldsTheParameter) {
   EXPECT_NEAR(std::sqrt(sq / double(w.numel())), 0.02 / std::sqrt(8.0), 0.002);
 }
 
-class HfMapping : public ::testing::TestWithParam<HfArch> {};
-
-TEST_P(HfMapping, ExportThenImportIsIdentity) {
-  const HfArch arch = GetParam();
-  GptConfig c = arch == HfArch::gpt2 ? GptConfig::preset("gpt2-tiny") : GptConfig::preset("llama-tiny");
-  c.vocab_size = 1000;
+// Exports random weights of `c` and imports them back: the same weights. Returns the HF names.
+std::vector<std::string> expect_export_import_identity(const GptConfig& c, HfArch arch) {
   ParamLayout layout(c, ChunkSpec::whole_model());
   Tensor w = random_normal({layout.size()}, 3);
   // Padded vocabulary rows do not exist in HF files: zero them so the round trip is exact.
@@ -123,6 +176,34 @@ TEST_P(HfMapping, ExportThenImportIsIdentity) {
       back);
   for (const ParamInfo& p : layout.params())
     EXPECT_EQ(max_abs_diff(layout.view(back, p.name), layout.view(w, p.name)), 0.0) << p.name;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : hf) names.push_back(name);
+  return names;
+}
+
+class HfMapping : public ::testing::TestWithParam<HfArch> {};
+
+TEST_P(HfMapping, ExportThenImportIsIdentity) {
+  const HfArch arch = GetParam();
+  GptConfig c = arch == HfArch::gpt2 ? GptConfig::preset("gpt2-tiny") : GptConfig::preset("llama-tiny");
+  c.vocab_size = 1000;
+  expect_export_import_identity(c, arch);
+}
+
+TEST(HfMapping, Qwen3QkNormsMapToQNormAndKNorm) {
+  const GptConfig c = qwen3_tiny();
+  const std::vector<std::string> names = expect_export_import_identity(c, HfArch::llama);
+  for (const char* name : {"model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  const nlohmann::json j = hf_config_from_gpt(c, HfArch::llama);
+  EXPECT_EQ(j.at("model_type"), "qwen3");
+  EXPECT_EQ(j.at("architectures"), nlohmann::json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(j.at("head_dim"), 24);
+  EXPECT_EQ(j.at("attention_bias"), false);
+  EXPECT_EQ(j.at("tie_word_embeddings"), true);
+  GptConfig biased = c;  // Qwen3's attention_bias also biases o_proj: no HF family has this
+  biased.add_qkv_bias = true;
+  EXPECT_THROW(hf_config_from_gpt(biased, HfArch::llama), Error);
 }
 
 TEST(HfMapping, Gpt2Conv1DWeightsAreTransposed) {

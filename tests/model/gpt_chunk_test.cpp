@@ -1,20 +1,34 @@
-// The whole model on the CPU: gradients against finite differences (both families),
-// the loss of a fresh model, and a split into two chunks reproducing the whole model.
+// The whole model on the CPU: gradients against finite differences (GPT-2, Llama, Qwen3), Qwen3's
+// q/k norms against a direct computation, the loss of a fresh model, and a split into two chunks
+// reproducing the whole model.
 #include <cmath>
 #include <random>
 
+#include "kernels/ops.hpp"
 #include "model/gpt_chunk.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
 namespace {
 
-GptConfig tiny(bool llama) {
+// Qwen3 is Llama-style with q/k norms, a head dimension (16) apart from hidden / heads (8) and
+// a tied output layer.
+enum class Family { gpt2, llama, qwen3 };
+
+const char* family_name(Family f) { return f == Family::gpt2 ? "Gpt2" : f == Family::llama ? "Llama" : "Qwen3"; }
+
+GptConfig tiny(Family f) {
+  const bool llama = f != Family::gpt2;
   GptConfig c = llama ? GptConfig::llama_style(2, 32, 4, 2, 48) : GptConfig::gpt2_124m();
   if (!llama) {
     c.num_layers = 2;
     c.hidden_size = 16;
     c.num_attention_heads = 2;
+  }
+  if (f == Family::qwen3) {
+    c.kv_channels = 16;
+    c.qk_layernorm = true;
+    c.untie_embeddings_and_output_weights = false;
   }
   c.seq_length = 6;
   c.vocab_size = 50;
@@ -46,7 +60,7 @@ double mean_loss(GptChunk& m, const Inputs& in, float grad_scale) {
   return s / double(in.counted);
 }
 
-class GptGradient : public ::testing::TestWithParam<bool> {};
+class GptGradient : public ::testing::TestWithParam<Family> {};
 
 TEST_P(GptGradient, EveryParameterMatchesFiniteDifferences) {
   const GptConfig c = tiny(GetParam());
@@ -77,11 +91,42 @@ TEST_P(GptGradient, EveryParameterMatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GptGradient, ::testing::Values(false, true),
-                         [](const auto& info) { return std::string(info.param ? "Llama" : "Gpt2"); });
+INSTANTIATE_TEST_SUITE_P(Families, GptGradient, ::testing::Values(Family::gpt2, Family::llama, Family::qwen3),
+                         [](const auto& info) { return std::string(family_name(info.param)); });
+
+// A Qwen3 layer's q and k against a direct computation from its saved activations: the QKV
+// projection of the normed input, each query head RMS-normed with the q weight and each key head
+// with the k weight (HF Qwen3's q_norm / k_norm on the [.., heads, D] view), then RoPE; values as
+// projected.
+TEST(GptChunk, QkNormIsRmsNormOfEachHeadBeforeRope) {
+  const GptConfig c = tiny(Family::qwen3);
+  GptChunk model(cpu(), c, ChunkSpec::whole_model(), DType::f32);
+  model.load_weights(random_normal({model.layout().size()}, 21, 0.5f));  // the norm weights too
+  const Inputs in = make_inputs(2, c.seq_length, int32_t(c.vocab_size), 23);
+  ActivationsPtr a = model.forward(in.tokens, in.targets, Tensor(), {.training = false});
+  const int64_t H = c.num_attention_heads, G = c.query_groups(), D = c.head_dim(), W = c.qkv_size();
+  const int64_t n = a->rows();
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerActivations& s = a->layers[size_t(l)];
+    const LayerTensors w = model.layout().layer(model.params(), l);
+    Tensor projected = Tensor::host(DType::f32, {n, W});
+    linear_forward(cpu(), s.ln1, w.qkv_w, Tensor(), projected);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t head = 0; head < H + G; ++head) {
+        float* x = projected.data_as<float>() + r * W + head * D;
+        const float* g = (head < H ? w.q_norm : w.k_norm).data_as<float>();
+        double sq = 0;
+        for (int64_t j = 0; j < D; ++j) sq += double(x[j]) * x[j];
+        const double rstd = 1.0 / std::sqrt(sq / double(D) + double(c.norm_epsilon));
+        for (int64_t j = 0; j < D; ++j) x[j] = float(x[j] * rstd) * g[j];
+      }
+    rope_apply(cpu(), projected.view({a->batch, a->seq, W}), {int(H), int(G), int(D), c.rotary_base}, false);
+    EXPECT_LT(max_abs_diff(projected, s.qkv), 1e-5) << "layer " << l;
+  }
+}
 
 TEST(GptChunk, FreshModelLossIsNearLogVocab) {
-  GptConfig c = tiny(false);
+  GptConfig c = tiny(Family::gpt2);
   c.init_method_std = 0.02f;
   GptChunk model(cpu(), c, ChunkSpec::whole_model(), DType::f32);
   model.init_weights(5);
@@ -96,8 +141,8 @@ TEST(GptChunk, FreshModelLossIsNearLogVocab) {
 // Embedding + layer 0 on one chunk, layer 1 + head on another: same loss and gradients as
 // the whole model (what a two-stage pipeline computes).
 TEST(GptChunk, TwoChunksReproduceTheWholeModel) {
-  for (bool llama : {false, true}) {
-    const GptConfig c = tiny(llama);
+  for (Family f : {Family::gpt2, Family::llama, Family::qwen3}) {
+    const GptConfig c = tiny(f);
     GptChunk whole(cpu(), c, ChunkSpec::whole_model(), DType::f32);
     GptChunk first(cpu(), c, {0, 1, true, false}, DType::f32);
     GptChunk last(cpu(), c, {1, 1, false, true}, DType::f32);
@@ -117,7 +162,7 @@ TEST(GptChunk, TwoChunksReproduceTheWholeModel) {
     last.backward(*a2, Tensor(), dhidden);
     first.backward(*a1, dhidden, Tensor());
 
-    EXPECT_LT(rel_error(a2->losses, a->losses), 1e-6) << (llama ? "llama" : "gpt2");
+    EXPECT_LT(rel_error(a2->losses, a->losses), 1e-6) << family_name(f);
     for (const GptChunk* part : {&first, &last}) {
       for (const ParamInfo& p : part->layout().params()) {
         Tensor expected = whole.layout().view(whole.grads(), p.name);
@@ -139,7 +184,7 @@ TEST(GptChunk, TwoChunksReproduceTheWholeModel) {
 }
 
 TEST(GptChunk, BadInputsAreErrors) {
-  const GptConfig c = tiny(false);
+  const GptConfig c = tiny(Family::gpt2);
   GptChunk model(cpu(), c, ChunkSpec::whole_model(), DType::f32);
   const Inputs in = make_inputs(2, c.seq_length + 1, int32_t(c.vocab_size), 1);
   EXPECT_THROW(model.forward(in.tokens, in.targets, Tensor(), {}), Error);  // longer than --seq-length

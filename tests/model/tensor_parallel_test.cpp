@@ -1,7 +1,8 @@
 // Tensor parallelism in the model: T chunks, each on its own CPU device and thread holding its
 // ParamLayout shard, reproduce the whole model's per-token losses and every parameter's
 // gradient (gathered into the global layout), with and without sequence parallelism and for
-// both families (vocabulary-parallel embedding and cross-entropy, heads and MLP split).
+// GPT-2, Llama and Qwen3 (vocabulary-parallel embedding and cross-entropy, heads and MLP split,
+// the q/k norms' replicated weights summed over the ranks' heads).
 #include <mutex>
 
 #include "actors/fabric/collective_groups.hpp"
@@ -12,8 +13,18 @@
 namespace troupe::test {
 namespace {
 
-GptConfig tiny(bool llama) {
+enum Family { kGpt2, kLlama, kQwen3 };
+
+// Qwen3: Llama-style with q/k norms (replicated weights, each rank normalizing its own heads), a
+// head dimension (16) apart from hidden / heads (8) and a tied output layer.
+GptConfig tiny(Family f) {
+  const bool llama = f != kGpt2;
   GptConfig c = llama ? GptConfig::llama_style(2, 32, 4, 2, 48) : GptConfig::gpt2_124m();
+  if (f == kQwen3) {
+    c.kv_channels = 16;
+    c.qk_layernorm = true;
+    c.untie_embeddings_and_output_weights = false;
+  }
   if (!llama) {
     c.num_layers = 2;
     c.hidden_size = 32;
@@ -62,7 +73,7 @@ Result run_sharded(const GptConfig& c, int T, bool sp, const Tensor& tokens, con
       ActivationsPtr a =
           model.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = scale, .dropout_seed = 9});
       model.backward(*a, Tensor(), Tensor());
-      model.reduce_sequence_parallel_grads();
+      model.reduce_tensor_parallel_grads();
       const double sum_sq = Optimizer(model, {}).grad_stats().sum_sq;  // replicated parameters on rank 0 only
       std::lock_guard lock(mu);
       r.grad_sum_sq += sum_sq;
@@ -80,11 +91,11 @@ Result run_sharded(const GptConfig& c, int T, bool sp, const Tensor& tokens, con
   return r;
 }
 
-class TensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, bool>> {};
+class TensorParallel : public ::testing::TestWithParam<std::tuple<Family, int, bool>> {};
 
 TEST_P(TensorParallel, MatchesTheWholeModel) {
-  const auto [llama, T, sp] = GetParam();
-  const GptConfig c = tiny(llama);
+  const auto [family, T, sp] = GetParam();
+  const GptConfig c = tiny(family);
   const Tensor tokens = random_tokens({kBatch, c.seq_length}, 3, int32_t(c.vocab_size));
   Tensor targets = random_tokens({kBatch, c.seq_length}, 4, int32_t(c.vocab_size));
   targets.data_as<int32_t>()[2] = -1;  // an ignored position
@@ -103,16 +114,20 @@ TEST_P(TensorParallel, MatchesTheWholeModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
-                         ::testing::Values(std::tuple(false, 2, false), std::tuple(false, 2, true),
-                                           std::tuple(false, 4, false), std::tuple(false, 4, true),
-                                           std::tuple(true, 2, false), std::tuple(true, 2, true)),
+                         ::testing::Values(std::tuple(kGpt2, 2, false), std::tuple(kGpt2, 2, true),
+                                           std::tuple(kGpt2, 4, false), std::tuple(kGpt2, 4, true),
+                                           std::tuple(kLlama, 2, false), std::tuple(kLlama, 2, true),
+                                           std::tuple(kQwen3, 2, false), std::tuple(kQwen3, 2, true)),
                          [](const auto& info) {
-                           return str_cat(std::get<0>(info.param) ? "llama" : "gpt2", "_TP", std::get<1>(info.param),
-                                          std::get<2>(info.param) ? "_SP" : "");
+                           const Family f = std::get<0>(info.param);
+                           return str_cat(f == kGpt2    ? "gpt2"
+                                          : f == kLlama ? "llama"
+                                                        : "qwen3",
+                                          "_TP", std::get<1>(info.param), std::get<2>(info.param) ? "_SP" : "");
                          });
 
 TEST(TensorParallelLayout, RefusesShapesThatDoNotSplit) {
-  GptConfig c = tiny(false);
+  GptConfig c = tiny(kGpt2);
   c.num_attention_heads = 4;
   try {
     [[maybe_unused]] const ParamLayout layout(c, ChunkSpec::whole_model(), {0, 8});
@@ -126,7 +141,7 @@ TEST(TensorParallelLayout, RefusesShapesThatDoNotSplit) {
 }
 
 TEST(TensorParallelLayout, ShardsRoundTripThroughTheGlobalTensor) {
-  const GptConfig c = tiny(true);  // SwiGLU [gate; up] and grouped-query QKV: several pieces per shard
+  const GptConfig c = tiny(kLlama);  // SwiGLU [gate; up] and grouped-query QKV: several pieces per shard
   const ParamLayout whole(c, ChunkSpec::whole_model());
   Tensor global = Tensor::host(DType::f32, {whole.size()});
   init_params(whole, 5, global);

@@ -4,7 +4,8 @@
 //   sequence parallel, the distributed optimizer, interleaved chunks), with a synchronous and
 //   an asynchronous save;
 // - resharding: saved under TP2xPP2 (and TP2xPP2xDP2 with the distributed optimizer), loaded
-//   under TP1xPP1, PP4, TP4 and DP4: the losses of the uninterrupted run (1e-5);
+//   under TP1xPP1, PP4, TP4 and DP4: the losses of the uninterrupted run (1e-5); a Qwen3-shaped
+//   model (q/k norms) from TP2xPP2xDP2 onto TP1xPP1 and PP4;
 // - errors: another model, a corrupt, truncated or missing shard file name the file and
 //   tensor and change nothing on disk; --no-load-rng and --finetune do what they say.
 #include <gtest/gtest.h>
@@ -26,14 +27,20 @@ struct Layout {
   int T = 1, P = 1, D = 1;
   bool sp = false, dist = false;
   int V = 1;
+  bool qwen3 = false;  // the Llama shape with q/k norms (replicated weights) and a head dimension of 16
 };
 
 std::string name_of(const Layout& l) {
-  return str_cat("TP", l.T, "_PP", l.P, "_DP", l.D, l.V > 1 ? "_V2" : "", l.sp ? "_SP" : "", l.dist ? "_DistOpt" : "");
+  return str_cat("TP", l.T, "_PP", l.P, "_DP", l.D, l.V > 1 ? "_V2" : "", l.sp ? "_SP" : "", l.dist ? "_DistOpt" : "",
+                 l.qwen3 ? "_Qwen3" : "");
 }
 
 actors::TrainingConfig config(const Layout& l) {
-  actors::TrainingConfig t = tiny_config(/*llama=*/false, l.P, l.V, /*microbatches=*/8);
+  actors::TrainingConfig t = tiny_config(/*llama=*/l.qwen3, l.P, l.V, /*microbatches=*/8);
+  if (l.qwen3) {
+    t.model.qk_layernorm = true;
+    t.model.kv_channels = 16;
+  }
   t.parallel.tensor_size = l.T;
   t.parallel.data_size = l.D;
   t.parallel.sequence_parallel = l.sp;
@@ -128,6 +135,10 @@ std::vector<Reshard> reshards() {
     for (const Layout& loader :
          {Layout{}, Layout{.P = 4}, Layout{.T = 4}, Layout{.D = 4, .dist = true}, Layout{.D = 4}})
       out.push_back({saver, loader});
+  // Qwen3's q/k norm weights (replicated, saved once) from TP2 x PP2 x DP2 onto one device and PP4.
+  const Layout qwen3{2, 2, 2, true, true, 1, true};
+  out.push_back({qwen3, Layout{.qwen3 = true}});
+  out.push_back({qwen3, Layout{.P = 4, .qwen3 = true}});
   return out;
 }
 

@@ -23,8 +23,9 @@ TEST(ModelConfigCheck, OlderCheckpointsWithoutANewOffFeatureLoad) {
   GptConfig c = GptConfig::llama_style(2, 64, 4, 2, 128);
   const nlohmann::json run = to_json(c);
   nlohmann::json older = run;
-  older.erase("rope_scaling");  // written before RoPE scaling and the QKV bias existed
+  older.erase("rope_scaling");  // written before RoPE scaling, the QKV bias and the q/k norms existed
   older.erase("add_qkv_bias");
+  older.erase("qk_layernorm");
   EXPECT_EQ(why(run, older), "");
 
   c.rope_scaling.llama3 = true;  // the run uses it: the older checkpoint is another model
@@ -33,6 +34,9 @@ TEST(ModelConfigCheck, OlderCheckpointsWithoutANewOffFeatureLoad) {
   GptConfig qwen = GptConfig::llama_style(2, 64, 4, 2, 128);
   qwen.add_qkv_bias = true;
   EXPECT_NE(why(to_json(qwen), older).find("has no 'add_qkv_bias'"), std::string::npos);
+  GptConfig qwen3 = GptConfig::llama_style(2, 64, 4, 2, 128);
+  qwen3.qk_layernorm = true;
+  EXPECT_NE(why(to_json(qwen3), older).find("has no 'qk_layernorm'"), std::string::npos);
 
   nlohmann::json other = run;
   other["rotary_base"] = 500000.0f;

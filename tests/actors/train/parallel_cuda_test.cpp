@@ -1,6 +1,7 @@
 // Tensor, sequence and data parallelism on GPUs (NCCL groups, one rank per GPU): every layout
 // that fits the visible GPUs trains the same losses as one GPU, within bf16 noise (tensor
-// parallelism sums the GEMMs' partial products in another order).
+// parallelism sums the GEMMs' partial products in another order); a Qwen3-shaped model on one GPU
+// trains the CPU's losses, and on TP2 the one GPU's.
 #include <cstdio>
 
 #if TROUPE_HAVE_CUDA
@@ -52,6 +53,54 @@ TEST(ParallelCuda, LayoutsMatchOneGpu) {
     ++ran;
   }
   EXPECT_GT(ran, 0);
+}
+
+// Qwen3-shaped: q/k norms (the per-head RMSNorm kernels in bf16, backward in place on dqkv), a
+// head dimension of 64 apart from hidden / heads = 32, grouped-query attention, tied embeddings.
+actors::TrainingConfig qwen3_gpu_config() {
+  actors::TrainingConfig config = gpu_config(1, 1);
+  const GptConfig base = config.model;
+  GptConfig& m = config.model;
+  m = GptConfig::llama_style(base.num_layers, 128, 4, 2, 256);
+  m.kv_channels = 64;
+  m.qk_layernorm = true;
+  m.untie_embeddings_and_output_weights = false;
+  m.seq_length = base.seq_length;
+  m.vocab_size = base.vocab_size;
+  m.make_vocab_size_divisible_by = base.make_vocab_size_divisible_by;
+  m.hidden_dropout = 0.0f;  // the CPU's run below need not draw the same masks
+  return config;
+}
+
+// One GPU (bf16) trains the CPU's (f32) losses within bf16 noise; TP2 with and without sequence
+// parallelism (the q/k norm weights' gradients summed over the ranks' heads) the one GPU's.
+TEST(ParallelCuda, Qwen3MatchesTheCpuAndOneGpu) {
+#if TROUPE_HAVE_CUDA
+  const int gpus = cuda::device_count();
+#else
+  const int gpus = 0;
+#endif
+  if (gpus < 1) GTEST_SKIP() << "needs a GPU";
+  const int iters = 6;
+  actors::TrainingConfig on_cpu = qwen3_gpu_config();
+  on_cpu.devices.cuda = false;
+  on_cpu.devices.compute = DType::f32;
+  const std::vector<IterationStats> cpu_ref = train_iterations(on_cpu, iters);
+  const std::vector<IterationStats> ref = train_iterations(qwen3_gpu_config(), iters);
+  for (int it = 0; it < iters; ++it)
+    EXPECT_LT(rel(ref[size_t(it)].loss, cpu_ref[size_t(it)].loss), 2e-2) << "one GPU, iteration " << it + 1;
+  std::printf("Qwen3 one GPU: last loss %.6f (CPU %.6f)\n", ref.back().loss, cpu_ref.back().loss);
+  if (gpus < 2) return;
+  for (bool sp : {false, true}) {
+    actors::TrainingConfig config = qwen3_gpu_config();
+    config.parallel.tensor_size = 2;
+    config.parallel.sequence_parallel = sp;
+    const std::vector<IterationStats> got = train_iterations(config, iters);
+    for (int it = 0; it < iters; ++it)
+      EXPECT_LT(rel(got[size_t(it)].loss, ref[size_t(it)].loss), 1e-2)
+          << "TP2" << (sp ? " SP" : "") << " iteration " << it + 1;
+    std::printf("Qwen3 TP2%s: last loss %.6f (one GPU %.6f)\n", sp ? " SP" : "", got.back().loss, ref.back().loss);
+  }
 }
 
 }  // namespace

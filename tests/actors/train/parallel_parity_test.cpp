@@ -21,12 +21,18 @@ struct Layout {
   bool overlap = false;  // gradient reducer actors; small buckets so that there are many
   int V = 1;
   bool qkv_bias = false;  // Qwen2's bias on q, k, v (--add-qkv-bias) on the Llama shape
+  // Qwen3 on the Llama shape: q/k norms (--qk-layernorm), a head dimension of 16 (not hidden /
+  // heads = 8); 1 also ties the output layer to the embedding (2: untied, as the Llama shape).
+  int qwen3 = 0;
 };
 
 std::string name_of(const Layout& l) {
   return str_cat(l.llama ? "llama" : "gpt2", "_TP", l.T, "_PP", l.P, "_DP", l.D, l.sequence_parallel ? "_SP" : "",
                  l.distributed_optimizer ? "_DistOpt" : "", l.overlap ? "_Overlap" : "", l.V > 1 ? "_V2" : "",
-                 l.qkv_bias ? "_QkvBias" : "");
+                 l.qkv_bias ? "_QkvBias" : "",
+                 l.qwen3 == 1   ? "_Qwen3Tied"
+                 : l.qwen3 == 2 ? "_Qwen3"
+                                : "");
 }
 
 actors::TrainingConfig config_of(const Layout& l) {
@@ -38,6 +44,11 @@ actors::TrainingConfig config_of(const Layout& l) {
   config.parallel.sequence_parallel = l.sequence_parallel;
   config.parallel.distributed_optimizer = l.distributed_optimizer;
   config.model.add_qkv_bias = l.qkv_bias;
+  if (l.qwen3 > 0) {
+    config.model.qk_layernorm = true;
+    config.model.kv_channels = 16;
+    config.model.untie_embeddings_and_output_weights = l.qwen3 == 2;
+  }
   return config;
 }
 
@@ -66,6 +77,12 @@ std::vector<Layout> layouts() {
   out.push_back({true, 2, 1, 1, true, false});
   out.push_back({true, 2, 2, 2, true, true});
   out.push_back({true, 2, 2, 1, true, false, false, 1, true});  // Qwen2: the QKV bias split over tensor ranks
+  // Qwen3: the q/k norm weights replicated over tensor ranks that each normalize their own heads
+  // (their gradients summed over the group with and without sequence parallelism), tied and untied;
+  // and with the distributed optimizer and overlapped reduction over two replicas.
+  out.push_back({true, 2, 2, 1, true, false, false, 1, false, 2});
+  out.push_back({true, 2, 2, 1, false, false, false, 1, false, 1});
+  out.push_back({true, 2, 2, 2, false, true, true, 1, false, 1});
   // Buckets reduced by the reducer actors during backward (--overlap-grad-reduce), also with
   // interleaved chunks (two chunks' buckets per device).
   out.push_back({false, 1, 1, 2, false, false, true});

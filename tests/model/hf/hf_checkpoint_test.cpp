@@ -1,5 +1,6 @@
 // HF checkpoint folders: a save/load round trip, and clear errors naming the tensor for a
 // missing tensor, a wrong shape and a truncated file.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -55,6 +56,34 @@ TEST_P(HfCheckpointRoundTrip, SaveThenLoadGivesTheSameWeightsAndConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, HfCheckpointRoundTrip, ::testing::Values(HfArch::gpt2, HfArch::llama),
                          [](const auto& info) { return std::string(info.param == HfArch::gpt2 ? "Gpt2" : "Llama"); });
+
+// Qwen3 (q/k norms, head_dim 24 apart from hidden / heads = 32, tied): written as a Qwen3 folder,
+// read back as the same model and weights.
+TEST(HfCheckpoint, Qwen3RoundTrip) {
+  const TempDir tmp("hf");
+  const std::string dir = tmp.path().string();
+  GptConfig c = small(HfArch::llama);
+  c.kv_channels = 24;
+  c.qk_layernorm = true;
+  c.untie_embeddings_and_output_weights = false;
+  c.rotary_base = 1e6f;
+  c.norm_epsilon = 1e-6f;
+  ParamLayout layout(c, ChunkSpec::whole_model());
+  const Tensor w = random_weights(layout);
+  save_hf_checkpoint(dir, layout, HfArch::llama, w);
+  const HfCheckpoint ck = read_hf_checkpoint(dir);
+  EXPECT_EQ(ck.arch, HfArch::llama);
+  EXPECT_TRUE(ck.config.qk_layernorm);
+  EXPECT_EQ(ck.config.head_dim(), 24);
+  EXPECT_FALSE(ck.config.untie_embeddings_and_output_weights);
+  ParamLayout loaded_layout(ck.config, ChunkSpec::whole_model());
+  ASSERT_EQ(loaded_layout.size(), layout.size());
+  EXPECT_EQ(max_abs_diff(load_hf_weights(dir, loaded_layout, HfArch::llama), w), 0.0);
+  const SafetensorsFile f = SafetensorsFile::open(dir + "/model.safetensors");
+  const std::vector<std::string> names = f.names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "model.layers.0.self_attn.q_norm.weight"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "model.layers.0.self_attn.k_norm.weight"), names.end());
+}
 
 // Rewrites model.safetensors of `dir` through `edit` (which may drop or replace tensors).
 void rewrite(const std::string& dir, const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {

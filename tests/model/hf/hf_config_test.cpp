@@ -112,6 +112,69 @@ TEST(HfConfig, Qwen25IsLlamaWithAQkvBias) {
   EXPECT_NE(why.find("'use_sliding_window' = true"), std::string::npos) << why;
 }
 
+TEST(HfConfig, Qwen3IsLlamaWithQkNormAndItsOwnHeadDim) {
+  const json j = fixture("qwen3-0.6b.transformers4.json");
+  const HfConfig hf = read_hf_config(j, "qwen3");
+  const GptConfig& c = hf.model;
+  EXPECT_EQ(hf.arch, HfArch::llama);
+  EXPECT_EQ(hf.model_type, "qwen3");
+  EXPECT_TRUE(c.qk_layernorm);
+  EXPECT_FALSE(c.add_qkv_bias);
+  EXPECT_FALSE(c.has_bias());
+  EXPECT_EQ(c.num_layers, 28);
+  EXPECT_EQ(c.hidden_size, 1024);
+  EXPECT_EQ(c.num_attention_heads, 16);
+  EXPECT_EQ(c.query_groups(), 8);
+  EXPECT_EQ(c.head_dim(), 128);  // not hidden / heads = 64
+  EXPECT_EQ(c.qkv_size(), (16 + 2 * 8) * 128);
+  EXPECT_EQ(c.ffn(), 3072);
+  EXPECT_EQ(c.max_positions(), 40960);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_FLOAT_EQ(c.rotary_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.norm_epsilon, 1e-6f);
+  EXPECT_FALSE(c.untie_embeddings_and_output_weights);
+  EXPECT_EQ(hf.bos_token_id, 151643);
+  EXPECT_EQ(hf.eos_token_ids, std::vector<int64_t>{151645});
+  EXPECT_EQ(hf.dtype, "bfloat16");
+  EXPECT_TRUE(hf.unknown_keys.empty()) << hf.unknown_keys.front();
+  c.validate();
+  // 0.6B with the tied embedding counted once: the model's name.
+  EXPECT_NEAR(double(c.num_parameters()) / 1e9, 0.6, 0.05);
+}
+
+// Keys a Qwen3 config may leave out take Qwen3Config's defaults, not Llama's.
+TEST(HfConfig, Qwen3DefaultsAreQwen3Configs) {
+  json j = fixture("qwen3-0.6b.transformers4.json");
+  for (const char* key : {"head_dim", "num_key_value_heads", "max_position_embeddings"}) j.erase(key);
+  const HfConfig hf = read_hf_config(j, "qwen3");
+  EXPECT_EQ(hf.model.head_dim(), 128);
+  EXPECT_EQ(hf.model.query_groups(), 32);
+  EXPECT_EQ(hf.model.max_positions(), 32768);
+}
+
+TEST(HfConfig, Qwen3RefusesWhatItCannotRun) {
+  const json base = fixture("qwen3-0.6b.transformers4.json");
+  json sliding = base;  // the window on from layer 4 on, shorter than the context
+  sliding["use_sliding_window"] = true;
+  sliding["sliding_window"] = 4096;
+  sliding["max_window_layers"] = 4;
+  EXPECT_NE(refusal(sliding).find("'use_sliding_window' = true with 'sliding_window' = 4096"), std::string::npos)
+      << refusal(sliding);
+  json after_last = sliding;  // from a layer the model does not have: no effect
+  after_last["max_window_layers"] = 28;
+  EXPECT_EQ(refusal(after_last), "");
+  json types = base;  // 5.x's spelled-out layer kinds
+  types["layer_types"] = json::array();
+  for (int l = 0; l < 28; ++l) types["layer_types"].push_back(l < 20 ? "full_attention" : "sliding_attention");
+  EXPECT_NE(refusal(types).find("'layer_types'"), std::string::npos) << refusal(types);
+  json bias = base;  // Qwen3's attention_bias also puts a bias on o_proj
+  bias["attention_bias"] = true;
+  EXPECT_NE(refusal(bias).find("'attention_bias' = true"), std::string::npos) << refusal(bias);
+  json other_head = base;
+  other_head["architectures"] = json::array({"Qwen3ForSequenceClassification"});
+  EXPECT_NE(refusal(other_head).find("Qwen3ForSequenceClassification"), std::string::npos) << refusal(other_head);
+}
+
 // The same model written in the 5.x layout: rope_parameters instead of rope_theta/rope_scaling.
 TEST(HfConfig, Transformers5LayoutReadsTheSame) {
   json v5 = fixture("llama3.1-8b.transformers4.json");
@@ -143,7 +206,7 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
       EXPECT_NE(why.find("rope_type \"yarn\""), std::string::npos) << name << ": " << why;
       continue;
     }
-    if (name.rfind("mistral-window", 0) == 0) {
+    if (name.rfind("mistral-window", 0) == 0 || name.rfind("qwen3-window", 0) == 0) {
       EXPECT_NE(why.find("'sliding_window' = 512"), std::string::npos) << name << ": " << why;
       continue;
     }
@@ -153,6 +216,13 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
     if (name.rfind("llama3", 0) == 0) {
       EXPECT_FLOAT_EQ(hf.model.rotary_base, 500000.0f) << name;
       EXPECT_TRUE(hf.model.rope_scaling.llama3) << name;
+    }
+    if (name.rfind("qwen3", 0) == 0) {
+      EXPECT_TRUE(hf.model.qk_layernorm) << name;
+      EXPECT_EQ(hf.model.head_dim(), 128) << name;
+      EXPECT_FLOAT_EQ(hf.model.rotary_base, 1e6f) << name;
+      EXPECT_FALSE(hf.model.untie_embeddings_and_output_weights) << name;
+      hf.model.validate();
     }
   }
   if (seen == 0) GTEST_SKIP() << "no transformers 5 fixtures";
@@ -177,7 +247,8 @@ TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
       {llama, "partial_rotary_factor", 0.5, "partial_rotary_factor = 0.5"},
       {llama, "num_hidden_layers", 1.9, "'num_hidden_layers' must be a positive integer, got 1.9"},
       {llama, "num_hidden_layers", "32", "'num_hidden_layers' must be a positive integer"},
-      {llama, "model_type", "qwen3", "model_type \"qwen3\""},
+      {llama, "model_type", "qwen3_moe", "model_type \"qwen3_moe\""},
+      {llama, "model_type", "qwen3", "architectures [\"LlamaForCausalLM\"] is not Qwen3ForCausalLM"},
       {llama, "architectures", json::array({"LlamaForSequenceClassification"}), "LlamaForSequenceClassification"},
       {gpt2, "scale_attn_weights", false, "'scale_attn_weights' = false"},
       {gpt2, "scale_attn_by_inverse_layer_idx", true, "'scale_attn_by_inverse_layer_idx' = true"},

@@ -1,4 +1,5 @@
-// The inference model on CUDA (bf16, and f32) against the CPU (f32) on the same weights, and
+// The inference model on CUDA (bf16, and f32) against the CPU (f32) on the same weights (GPT-2,
+// Llama-style, Qwen3 with its q/k norms inside the captured decode graphs), and
 // decode steps replayed from CUDA graphs against the same steps run op by op, for batch sizes
 // that fill a bucket and that need padding (3 sequences in the bucket of 4).
 #include <cstdio>
@@ -35,10 +36,15 @@ std::vector<Tensor> run_steps(InferenceModel& model, const std::vector<std::vect
   return out;
 }
 
-class InferenceCuda : public ::testing::TestWithParam<bool> {};
+enum Family { kGpt2, kLlama, kQwen3 };
+
+const char* family_name(Family f) { return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : "qwen3"; }
+
+class InferenceCuda : public ::testing::TestWithParam<Family> {};
 
 TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
-  const GptConfig c = tiny_inference_config(GetParam(), 128, 128, 1000);
+  const GptConfig c = GetParam() == kQwen3 ? tiny_qwen3_inference_config(128, 128, 1000)
+                                           : tiny_inference_config(GetParam() == kLlama, 128, 128, 1000);
   const Tensor w = random_normal({ParamLayout(c, ChunkSpec::whole_model()).size()}, 3, 0.05f);
   InferenceModel on_cpu(cpu(), c, DType::f32, {.max_tokens = 256, .max_sequences = 8});
   InferenceModel eager(gpu(), c, DType::bf16, {.max_tokens = 256, .max_sequences = 8, .cuda_graphs = false});
@@ -62,7 +68,7 @@ TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
       worst_f32 = std::max(worst_f32, rel_error(f[i], ref[i]));
     }
     std::printf("%s S=%d: CUDA bf16 vs CPU f32 max rel err %.2e, graph vs eager %.2e, CUDA f32 vs CPU f32 %.2e\n",
-                GetParam() ? "llama" : "gpt2", S, worst_cpu, worst_graph, worst_f32);
+                family_name(GetParam()), S, worst_cpu, worst_graph, worst_f32);
     EXPECT_LT(worst_cpu, 3e-2);
     EXPECT_LT(worst_graph, 1e-2);
     EXPECT_LT(worst_f32, 1e-5);  // the same arithmetic in another order (f32 GEMMs without TF32)
@@ -71,8 +77,8 @@ TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
   EXPECT_EQ(eager.cuda_graphs_captured(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, InferenceCuda, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "llama" : "gpt2"; });
+INSTANTIATE_TEST_SUITE_P(Families, InferenceCuda, ::testing::Values(kGpt2, kLlama, kQwen3),
+                         [](const auto& info) { return family_name(info.param); });
 
 }  // namespace
 }  // namespace troupe::test

@@ -1,5 +1,5 @@
 // The inference model on the CPU against the training forward (GptChunk) on the same flat
-// weights, for GPT-2 and Llama-style configs: a prompt's last logits, decoding token by token
+// weights, for GPT-2, Llama-style and Qwen3 (q/k norms) configs: a prompt's last logits, decoding token by token
 // after a short prefill, and several sequences at different stages in one forward.
 #include <vector>
 
@@ -26,13 +26,19 @@ Tensor chunk_logits(const GptConfig& c, const Tensor& w, const std::vector<int32
   return out;
 }
 
-GptConfig tiny(bool llama) { return tiny_inference_config(llama, 32, 24, 50); }
+enum Family { kGpt2, kLlama, kQwen3 };
+
+const char* family_name(Family f) { return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : "qwen3"; }
+
+GptConfig tiny(Family f) {
+  return f == kQwen3 ? tiny_qwen3_inference_config(32, 24, 50) : tiny_inference_config(f == kLlama, 32, 24, 50);
+}
 
 std::vector<int32_t> prompt(int64_t n, uint64_t seed, int32_t vocab) { return random_token_list(n, seed, vocab); }
 
 Tensor row(const Tensor& logits, int64_t r) { return logits.slice(r * logits.dim(1), {logits.dim(1)}); }
 
-class InferenceVsTraining : public ::testing::TestWithParam<bool> {};
+class InferenceVsTraining : public ::testing::TestWithParam<Family> {};
 
 TEST_P(InferenceVsTraining, PromptLogitsMatch) {
   const GptConfig c = tiny(GetParam());
@@ -49,7 +55,7 @@ TEST_P(InferenceVsTraining, PromptLogitsMatch) {
   const Tensor logits = model.forward(batch, cache);
   ASSERT_EQ(logits.shape(), (Shape{1, c.padded_vocab_size()}));
   const double err = rel_error(row(logits, 0), row(ref, 10));
-  std::printf("%s prompt: rel err %.2e\n", GetParam() ? "llama" : "gpt2", err);
+  std::printf("%s prompt: rel err %.2e\n", family_name(GetParam()), err);
   EXPECT_LT(err, 1e-5);
 }
 
@@ -75,7 +81,7 @@ TEST_P(InferenceVsTraining, DecodeStepByStepMatchesFullForward) {
     const std::vector<SequenceInput> batch{{std::span(tokens).subspan(size_t(t), 1), t, blocks}};
     worst = std::max(worst, rel_error(row(model.forward(batch, cache), 0), row(ref, t)));
   }
-  std::printf("%s decode: max rel err %.2e\n", GetParam() ? "llama" : "gpt2", worst);
+  std::printf("%s decode: max rel err %.2e\n", family_name(GetParam()), worst);
   EXPECT_LT(worst, 1e-5);
 }
 
@@ -104,11 +110,11 @@ TEST_P(InferenceVsTraining, MixedBatchMatchesEachSequence) {
   EXPECT_LT(ed, 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, InferenceVsTraining, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "llama" : "gpt2"; });
+INSTANTIATE_TEST_SUITE_P(Families, InferenceVsTraining, ::testing::Values(kGpt2, kLlama, kQwen3),
+                         [](const auto& info) { return family_name(info.param); });
 
 TEST(InferenceModelChecks, BadBatchesAreErrors) {
-  const GptConfig c = tiny(false);
+  const GptConfig c = tiny(kGpt2);
   InferenceModel model(cpu(), c, DType::f32, {.max_tokens = 8, .max_sequences = 2});
   KvCache cache(cpu(), c, DType::f32, 16, 4);
   std::vector<int32_t> blocks;
@@ -124,7 +130,7 @@ TEST(InferenceModelChecks, BadBatchesAreErrors) {
 }
 
 TEST(KvCacheBlocks, AllocateAllOrNothingAndReleaseOnce) {
-  const GptConfig c = tiny(true);
+  const GptConfig c = tiny(kLlama);
   KvCache cache(cpu(), c, DType::f32, 5, 4);
   EXPECT_EQ(cache.k(1).shape(), (Shape{6, 4, 2, 8}));  // + the scratch block
   EXPECT_EQ(cache.scratch_block(), 5);

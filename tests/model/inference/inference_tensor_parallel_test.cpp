@@ -1,9 +1,9 @@
 // The inference model split over a tensor-parallel group of CPU devices (one thread each)
 // against the same model on one device, on the same weights: through a prefill and several
 // mixed prefill + decode steps of three sequences, every rank's logits equal its columns of
-// the whole vocabulary's logits, for GPT-2 (tied, learned positions, biases) and Llama-style
-// (grouped-query attention, SwiGLU, RoPE) models. The engine over such a group generates what
-// one device does, and a group whose rank stops stepping ends the step with an error.
+// the whole vocabulary's logits, for GPT-2 (tied, learned positions, biases), Llama-style
+// (grouped-query attention, SwiGLU, RoPE) and Qwen3 (q/k norms on each rank's heads) models. The engine over such a
+// group generates what one device does, and a group whose rank stops stepping ends the step with an error.
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -23,7 +23,13 @@
 namespace troupe::test {
 namespace {
 
-GptConfig tiny(bool llama) { return tiny_inference_config(llama, 32, 24, 50); }
+enum Family { kGpt2, kLlama, kQwen3 };
+
+const char* family_name(Family f) { return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : "qwen3"; }
+
+GptConfig tiny(Family f) {
+  return f == kQwen3 ? tiny_qwen3_inference_config(32, 24, 50) : tiny_inference_config(f == kLlama, 32, 24, 50);
+}
 
 // Three sequences: a and b prefill at step 0, c joins at step 1, then all decode to step 4.
 // Calls `check(step, logits)` with each step's logits [S, V(l)].
@@ -60,12 +66,12 @@ Tensor columns(const Tensor& t, int64_t from, int64_t n) {
   return out;
 }
 
-class InferenceTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int>> {};
+class InferenceTensorParallel : public ::testing::TestWithParam<std::tuple<Family, int>> {};
 
 TEST_P(InferenceTensorParallel, RanksHoldTheirColumnsOfTheWholeLogits) {
-  const auto [llama, tensor_parallel] = GetParam();
+  const auto [family, tensor_parallel] = GetParam();
   const int T = tensor_parallel;  // a plain variable: lambdas capture it (clang 14 cannot capture a binding)
-  const GptConfig c = tiny(llama);
+  const GptConfig c = tiny(family);
   const ParamLayout whole(c, ChunkSpec::whole_model());
   const Tensor w = random_normal({whole.size()}, 5, 0.3f);
   const InferenceModelOptions options{.max_tokens = 32, .max_sequences = 4};
@@ -104,19 +110,20 @@ TEST_P(InferenceTensorParallel, RanksHoldTheirColumnsOfTheWholeLogits) {
       throw;
     }
   });
-  std::printf("%s TP%d: max rel err %.2e over %d rank-steps\n", llama ? "llama" : "gpt2", T, worst, checked);
+  std::printf("%s TP%d: max rel err %.2e over %d rank-steps\n", family_name(family), T, worst, checked);
   EXPECT_EQ(checked, 5 * T);
   EXPECT_LT(worst, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, InferenceTensorParallel,
-                         ::testing::Values(std::tuple(false, 2), std::tuple(false, 4), std::tuple(true, 2)),
+                         ::testing::Values(std::tuple(kGpt2, 2), std::tuple(kGpt2, 4), std::tuple(kLlama, 2),
+                                           std::tuple(kQwen3, 2)),
                          [](const auto& info) {
-                           return str_cat(std::get<0>(info.param) ? "llama" : "gpt2", "_TP", std::get<1>(info.param));
+                           return str_cat(family_name(std::get<0>(info.param)), "_TP", std::get<1>(info.param));
                          });
 
 TEST(InferenceTensorParallelChecks, RefusesAGroupWithoutCollectivesAndAMismatchedCache) {
-  const GptConfig c = tiny(true);
+  const GptConfig c = tiny(kLlama);
   EXPECT_THROW(InferenceModel(cpu(), c, DType::f32, {}, {{0, 2}, false, nullptr}), Error);
   auto group = actors::make_cpu_group(1);
   EXPECT_THROW(InferenceModel(cpu(), c, DType::f32, {}, {{0, 1}, true, group[0].get()}), Error);  // sequence parallel
@@ -133,11 +140,11 @@ TEST(InferenceTensorParallelChecks, RefusesAGroupWithoutCollectivesAndAMismatche
 // and on a TP group's engine (rank 0 here, the others on the engine's threads) get the same
 // tokens and log-probs: greedy (the ranks' slices merged on the host) and sampled with seeds
 // (whole rows assembled from the slices).
-class EngineTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, bool>> {};
+class EngineTensorParallel : public ::testing::TestWithParam<std::tuple<Family, int, bool>> {};
 
 TEST_P(EngineTensorParallel, SameTokensAsOneDevice) {
-  const auto [llama, T, greedy] = GetParam();
-  const GptConfig c = tiny(llama);
+  const auto [family, T, greedy] = GetParam();
+  const GptConfig c = tiny(family);
   const ParamLayout whole(c, ChunkSpec::whole_model());
   const Tensor w = random_normal({whole.size()}, 7, 0.3f);
   const InferenceModelOptions options{.max_tokens = 32, .max_sequences = 8};
@@ -162,22 +169,22 @@ TEST_P(EngineTensorParallel, SameTokensAsOneDevice) {
   const double worst = expect_same_tokens(got, ref);
   for (size_t i = 0; i < requests.size(); ++i)
     EXPECT_EQ(int64_t(ref[i].tokens.size()), requests[i].sampling.max_tokens);
-  std::printf("%s TP%d %s: tokens equal, max |logprob diff| %.2e\n", llama ? "llama" : "gpt2", T,
+  std::printf("%s TP%d %s: tokens equal, max |logprob diff| %.2e\n", family_name(family), T,
               greedy ? "greedy" : "sampled", worst);
   EXPECT_LT(worst, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EngineTensorParallel,
-                         ::testing::Values(std::tuple(false, 2, true), std::tuple(false, 2, false),
-                                           std::tuple(true, 2, true), std::tuple(true, 2, false),
-                                           std::tuple(false, 4, true)),
+                         ::testing::Values(std::tuple(kGpt2, 2, true), std::tuple(kGpt2, 2, false),
+                                           std::tuple(kLlama, 2, true), std::tuple(kLlama, 2, false),
+                                           std::tuple(kGpt2, 4, true), std::tuple(kQwen3, 2, true)),
                          [](const auto& info) {
-                           return str_cat(std::get<0>(info.param) ? "llama" : "gpt2", "_TP", std::get<1>(info.param),
+                           return str_cat(family_name(std::get<0>(info.param)), "_TP", std::get<1>(info.param),
                                           std::get<2>(info.param) ? "_greedy" : "_sampled");
                          });
 
 TEST(EngineTensorParallelChecks, RefusesModelsOutOfRankOrder) {
-  const GptConfig c = tiny(false);
+  const GptConfig c = tiny(kGpt2);
   auto group = actors::make_cpu_group(2);
   InferenceModel r0(cpu(), c, DType::f32, {.max_tokens = 8, .max_sequences = 2}, {{0, 2}, false, group[0].get()});
   InferenceModel r1(cpu(), c, DType::f32, {.max_tokens = 8, .max_sequences = 2}, {{1, 2}, false, group[1].get()});
@@ -224,7 +231,7 @@ class StallingCollectives final : public Collectives {
 };
 
 TEST(EngineTensorParallelChecks, AStalledRankFailsTheStepWithinTheTimeout) {
-  const GptConfig c = tiny(false);
+  const GptConfig c = tiny(kGpt2);
   const ParamLayout whole(c, ChunkSpec::whole_model());
   const Tensor w = random_normal({whole.size()}, 7, 0.3f);
   auto group = actors::make_cpu_group(2, {"tp", std::chrono::seconds(600)});  // longer than the test may take
