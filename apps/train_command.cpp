@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string normalization, position_embedding_type;
   bool swiglu = false, disable_bias_linear = false, untie = false, group_query_attention = false;
   bool use_rope_scaling = false, add_qkv_bias = false, qk_layernorm = false;
+  std::string window_size;  // --window-size "LEFT,RIGHT" (Megatron's tuple)
   float rope_scaling_factor = 8.0f;
   float hidden_dropout = -1, attention_dropout = -1, init_method_std = -1, norm_epsilon = -1, rotary_base = -1;
   int64_t micro_batch_size = 4, global_batch_size = 0, train_iters = 100;
@@ -75,6 +76,30 @@ struct TrainOptions {
   double peak_tflops = 0;          // per device, for MFU in the monitor
 };
 
+// Megatron's --window-size "LEFT,RIGHT" (or "(LEFT,RIGHT)"): a query sees keys LEFT before it
+// through RIGHT after it, -1 unbounded. Causal models have RIGHT 0; the window is LEFT + 1 keys.
+int sliding_window_from_flag(const std::string& flag) {
+  std::string s = flag;
+  if (s.size() >= 2 && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
+  const size_t comma = s.find(',');
+  int left = 0, right = 0;
+  try {
+    TROUPE_CHECK(comma != std::string::npos, "");
+    size_t used = 0;
+    left = std::stoi(s.substr(0, comma), &used);
+    TROUPE_CHECK(used == comma, "");
+    const std::string r = s.substr(comma + 1);
+    right = std::stoi(r, &used);
+    TROUPE_CHECK(used == r.size(), "");
+  } catch (const std::exception&) {
+    TROUPE_FAIL("--window-size ", flag, ": expected LEFT,RIGHT (two integers, e.g. 4095,0)");
+  }
+  TROUPE_CHECK(right == 0, "--window-size ", flag,
+               ": a window that looks ahead (RIGHT != 0) is not implemented; GPT attention is causal (RIGHT 0)");
+  TROUPE_CHECK(left >= -1, "--window-size ", flag, ": LEFT must be -1 (unbounded) or >= 0");
+  return left < 0 ? 0 : left + 1;
+}
+
 GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   GptConfig c = GptConfig::preset(o.model);
   auto set = [](auto& field, auto value, auto unset) {
@@ -108,6 +133,7 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   if (o.disable_bias_linear) c.disable_bias_linear = true;
   if (o.add_qkv_bias) c.add_qkv_bias = true;
   if (o.qk_layernorm) c.qk_layernorm = true;
+  if (!o.window_size.empty()) c.sliding_window = sliding_window_from_flag(o.window_size);
   if (o.untie) c.untie_embeddings_and_output_weights = true;
   TROUPE_CHECK(!o.group_query_attention || o.num_query_groups > 0, "--group-query-attention needs --num-query-groups");
   if (o.max_position_embeddings == 0 && c.position_embedding_type == PositionEmbedding::learned_absolute)
@@ -531,6 +557,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--qk-layernorm", o->qk_layernorm,
                 "RMSNorm on each query and key head before RoPE, one weight per q and k (Qwen3; needs "
                 "--normalization RMSNorm)");
+  cmd->add_option("--window-size", o->window_size,
+                  "sliding-window attention, Megatron's LEFT,RIGHT: a token sees the LEFT before it (Mistral's "
+                  "sliding_window - 1); RIGHT must be 0, -1 unbounded");
   cmd->add_flag("--untie-embeddings-and-output-weights", o->untie);
   cmd->add_option("--hidden-dropout", o->hidden_dropout);
   cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented");

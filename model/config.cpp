@@ -46,6 +46,7 @@ void GptConfig::validate() const {
   TROUPE_CHECK(attention_dropout == 0.0f, "--attention-dropout ", attention_dropout,
                ": dropout on attention probabilities is not implemented yet; pass --attention-dropout 0");
   TROUPE_CHECK(init_method_std > 0, "--init-method-std must be positive, got ", init_method_std);
+  TROUPE_CHECK(sliding_window >= 0, "the sliding window must be >= 0 (0: none), got ", sliding_window);
   TROUPE_CHECK(!qk_layernorm || normalization == Normalization::rmsnorm,
                "--qk-layernorm with --normalization LayerNorm is not implemented (Qwen3's q/k norm is RMSNorm): pass "
                "--normalization RMSNorm");
@@ -184,6 +185,7 @@ nlohmann::json to_json(const GptConfig& c) {
           {"disable_bias_linear", c.disable_bias_linear},
           {"add_qkv_bias", c.add_qkv_bias},
           {"qk_layernorm", c.qk_layernorm},
+          {"sliding_window", c.sliding_window},
           {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
           {"hidden_dropout", c.hidden_dropout},
           {"attention_dropout", c.attention_dropout},
@@ -218,6 +220,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
     get("disable_bias_linear", c.disable_bias_linear);
     get("add_qkv_bias", c.add_qkv_bias);
     get("qk_layernorm", c.qk_layernorm);
+    get("sliding_window", c.sliding_window);
     get("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
     get("hidden_dropout", c.hidden_dropout);
     get("attention_dropout", c.attention_dropout);

@@ -44,6 +44,10 @@ struct GptConfig {
   // --qk-layernorm: each query and key head normalized (RMSNorm, a weight [head_dim] shared by the
   // query heads and one by the key heads) after the QKV projection, before RoPE (Qwen3)
   bool qk_layernorm = false;
+  // Sliding-window attention (Mistral): a token attends to the last `sliding_window` positions,
+  // itself included (HF's sliding_window; Megatron's --window-size (sliding_window - 1, 0)).
+  // 0: every earlier position.
+  int sliding_window = 0;
   bool untie_embeddings_and_output_weights = false;
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;

@@ -361,7 +361,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("rope.fwd");
     rope_apply(ctx_, qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, false);
   }
-  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f};
+  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f, c.sliding_window};
   {
     auto t = timed("attention.fwd");
     attention_forward(ctx_, qkv3, ac, s.attn.view({B, T, s.attn.dim(1)}), s.lse);
@@ -537,7 +537,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   const int64_t qkv_cols = layout_.local_qkv_size();
   const Tensor qkv3 = s.qkv.view({B, T, qkv_cols});
   const Tensor dqkv3 = tmp.dqkv.view({B, T, qkv_cols});
-  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f};
+  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f, c.sliding_window};
   {
     auto t = timed("attention.bwd");
     attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}), s.lse,

@@ -11,4 +11,4 @@ PYTHONUNBUFFERED=1 python3 scripts/check_hf_parity.py --tool "$build/bench/hf_pa
 summary+=("hf parity: exit ${PIPESTATUS[0]}")
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
-grep -E '^(gpt2|llama|qwen2|qwen3) ' /tmp/parity.log || true
+grep -E '^(gpt2|llama|qwen2|qwen3|mistral) ' /tmp/parity.log || true

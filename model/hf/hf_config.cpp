@@ -193,20 +193,39 @@ void read_rope(Reader& r, GptConfig& c) {
                  " is not supported with rope_type \"", type, "\"");
 }
 
-// Qwen2's and Qwen3's sliding window: off unless use_sliding_window; then it applies to the layers
-// from max_window_layers on (transformers 5 spells that out in layer_types).
-void read_qwen_sliding_window(Reader& r, const GptConfig& c) {
-  const bool sliding = r.boolean_or("use_sliding_window", false);
-  const int64_t from_layer = r.integer_or("max_window_layers", c.num_layers);
+// The sliding window a config names ('sliding_window', null or absent: none).
+int64_t sliding_window_of(Reader& r) {
   const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
   r.mark("sliding_window");
-  TROUPE_CHECK(!sliding || window == 0 || window >= c.max_position_embeddings || from_layer >= c.num_layers, r.where(),
-               ": 'use_sliding_window' = true with 'sliding_window' = ", window,
-               " is not supported (sliding-window attention is not implemented)");
+  return window;
+}
+
+// Qwen2's and Qwen3's sliding window: off unless use_sliding_window; then it applies to the layers
+// from max_window_layers on (transformers 5 spells that out in layer_types). Troupe's window is
+// the same for every layer: all windowed or none.
+void read_qwen_sliding_window(Reader& r, GptConfig& c) {
+  const bool sliding = r.boolean_or("use_sliding_window", false);
+  int64_t from_layer = c.num_layers;  // 0 is meaningful here: every layer windowed
+  if (r.has("max_window_layers")) {
+    const json& v = r.at("max_window_layers");
+    TROUPE_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, r.where(),
+                 ": 'max_window_layers' must be a non-negative integer, got ", v.dump());
+    from_layer = v.get<int64_t>();
+  }
+  r.mark("max_window_layers");
+  const int64_t window = sliding_window_of(r);
+  const bool windowed = sliding && window > 0 && from_layer < c.num_layers;
+  TROUPE_CHECK(!windowed || from_layer <= 0, r.where(),
+               ": 'use_sliding_window' = true with 'max_window_layers' = ", from_layer, " of ", c.num_layers,
+               " layers is not supported (a window on some layers only; Troupe windows all layers or none)");
+  if (windowed) c.sliding_window = int(window);
   if (r.has("layer_types")) {
-    for (const json& t : r.at("layer_types"))
-      TROUPE_CHECK(t == "full_attention", r.where(), ": 'layer_types' ", r.at("layer_types").dump(),
-                   " is not supported (only full attention is implemented)");
+    const json& types = r.at("layer_types");
+    for (const json& t : types)
+      TROUPE_CHECK(t == (windowed ? "sliding_attention" : "full_attention"), r.where(), ": 'layer_types' ",
+                   types.dump(),
+                   " does not match use_sliding_window/max_window_layers, or mixes layer types "
+                   "(not supported: Troupe windows all layers or none)");
   }
   r.mark("layer_types");
 }
@@ -236,16 +255,7 @@ void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
     c.qk_layernorm = true;
     read_qwen_sliding_window(r, c);
   }
-  if (model_type == "mistral") {
-    // Mistral is Llama's math plus sliding-window attention; a window at least as long as the
-    // context never takes effect.
-    const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
-    r.mark("sliding_window");
-    TROUPE_CHECK(window == 0 || window >= c.max_position_embeddings, r.where(), ": 'sliding_window' = ", window,
-                 " is not supported (sliding-window attention is not implemented); a window of at least "
-                 "max_position_embeddings (",
-                 c.max_position_embeddings, ") or null is");
-  }
+  if (model_type == "mistral") c.sliding_window = int(sliding_window_of(r));  // Llama's math, windowed
 }
 
 }  // namespace

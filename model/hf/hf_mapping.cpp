@@ -53,6 +53,16 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
     j["model_type"] = "qwen2";
     j["architectures"] = {"Qwen2ForCausalLM"};
     j["use_sliding_window"] = false;
+  } else if (c.sliding_window > 0) {  // Llama with a sliding window is Mistral
+    j["model_type"] = "mistral";
+    j["architectures"] = {"MistralForCausalLM"};
+  }
+  if (c.sliding_window > 0) {
+    j["sliding_window"] = c.sliding_window;
+    if (j["model_type"] != "mistral") {  // Qwen's: on every layer
+      j["use_sliding_window"] = true;
+      j["max_window_layers"] = 0;
+    }
   }
   j["rope_scaling"] = nullptr;
   if (c.rope_scaling.llama3)

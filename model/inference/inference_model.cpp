@@ -245,7 +245,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const int H = layout_.local_heads(), G = layout_.local_query_groups(), D = c.head_dim();
   const Tensor x = rows(x_, n), ln = rows(ln_, n), qkv = rows(qkv_, n), attn = rows(attn_, n);
   const Tensor act = rows(act_, n);
-  const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f};
+  const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f, c.sliding_window};
 
   // x += proj(paged_attention(rope(qk_norm(qkv(norm(x)))))): the residual add happens in the GEMM.
   {

@@ -38,10 +38,14 @@ TEST(GptConfig, ValidationNamesTheFlag) {
 }
 
 TEST(GptConfig, JsonRoundTrip) {
-  const GptConfig c = GptConfig::llama_style(3, 64, 4, 2, 160);
+  GptConfig c = GptConfig::llama_style(3, 64, 4, 2, 160);
+  c.sliding_window = 4096;
   const GptConfig d = gpt_config_from_json(to_json(c));
   EXPECT_EQ(to_json(d), to_json(c));
+  EXPECT_EQ(d.sliding_window, 4096);
   EXPECT_THROW(gpt_config_from_json(nlohmann::json{{"normalization", "BatchNorm"}}), Error);
+  c.sliding_window = -1;
+  EXPECT_THROW(c.validate(), Error);
 }
 
 TEST(GptConfig, RopeScalingRoundTripsAndUnknownKeysAreRefused) {

@@ -13,9 +13,12 @@ namespace {
 
 // Qwen3 is Llama-style with q/k norms, a head dimension (16) apart from hidden / heads (8) and
 // a tied output layer.
-enum class Family { gpt2, llama, qwen3 };
+// Mistral is Llama-style with a sliding window (3 positions) shorter than the sequence (6).
+enum class Family { gpt2, llama, qwen3, mistral };
 
-const char* family_name(Family f) { return f == Family::gpt2 ? "Gpt2" : f == Family::llama ? "Llama" : "Qwen3"; }
+const char* family_name(Family f) {
+  return f == Family::gpt2 ? "Gpt2" : f == Family::llama ? "Llama" : f == Family::qwen3 ? "Qwen3" : "Mistral";
+}
 
 GptConfig tiny(Family f) {
   const bool llama = f != Family::gpt2;
@@ -30,6 +33,7 @@ GptConfig tiny(Family f) {
     c.qk_layernorm = true;
     c.untie_embeddings_and_output_weights = false;
   }
+  if (f == Family::mistral) c.sliding_window = 3;
   c.seq_length = 6;
   c.vocab_size = 50;
   c.make_vocab_size_divisible_by = 8;  // 50 -> 56: padded columns exist
@@ -91,7 +95,8 @@ TEST_P(GptGradient, EveryParameterMatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GptGradient, ::testing::Values(Family::gpt2, Family::llama, Family::qwen3),
+INSTANTIATE_TEST_SUITE_P(Families, GptGradient,
+                         ::testing::Values(Family::gpt2, Family::llama, Family::qwen3, Family::mistral),
                          [](const auto& info) { return std::string(family_name(info.param)); });
 
 // A Qwen3 layer's q and k against a direct computation from its saved activations: the QKV

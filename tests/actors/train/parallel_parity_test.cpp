@@ -24,6 +24,7 @@ struct Layout {
   // Qwen3 on the Llama shape: q/k norms (--qk-layernorm), a head dimension of 16 (not hidden /
   // heads = 8); 1 also ties the output layer to the embedding (2: untied, as the Llama shape).
   int qwen3 = 0;
+  int window = 0;  // Mistral: a sliding window shorter than the sequence
 };
 
 std::string name_of(const Layout& l) {
@@ -32,7 +33,8 @@ std::string name_of(const Layout& l) {
                  l.qkv_bias ? "_QkvBias" : "",
                  l.qwen3 == 1   ? "_Qwen3Tied"
                  : l.qwen3 == 2 ? "_Qwen3"
-                                : "");
+                                : "",
+                 l.window > 0 ? "_Window" : "");
 }
 
 actors::TrainingConfig config_of(const Layout& l) {
@@ -49,6 +51,7 @@ actors::TrainingConfig config_of(const Layout& l) {
     config.model.kv_channels = 16;
     config.model.untie_embeddings_and_output_weights = l.qwen3 == 2;
   }
+  config.model.sliding_window = l.window;
   return config;
 }
 
@@ -83,6 +86,9 @@ std::vector<Layout> layouts() {
   out.push_back({true, 2, 2, 1, true, false, false, 1, false, 2});
   out.push_back({true, 2, 2, 1, false, false, false, 1, false, 1});
   out.push_back({true, 2, 2, 2, false, true, true, 1, false, 1});
+  // Mistral: sliding-window attention (a window of 5 in sequences of tiny_config's length) under
+  // tensor, sequence and pipeline parallelism.
+  out.push_back({true, 2, 2, 1, true, false, false, 1, false, 0, 5});
   // Buckets reduced by the reducer actors during backward (--overlap-grad-reduce), also with
   // interleaved chunks (two chunks' buckets per device).
   out.push_back({false, 1, 1, 2, false, false, true});

@@ -83,14 +83,18 @@ TEST(HfConfig, Llama2AndGpt2AsBefore) {
   EXPECT_TRUE(gpt2.unknown_keys.empty()) << gpt2.unknown_keys.front();
 }
 
-TEST(HfConfig, MistralWithoutAWindowIsLlamaWithAWindowIsRefused) {
+TEST(HfConfig, MistralIsLlamaWithItsSlidingWindow) {
   const HfConfig v3 = read_hf_config(fixture("mistral-7b-v0.3.transformers4.json"), "mistral");
   EXPECT_EQ(v3.arch, HfArch::llama);
   EXPECT_EQ(v3.model_type, "mistral");
   EXPECT_FLOAT_EQ(v3.model.rotary_base, 1e6f);
   EXPECT_EQ(v3.model.vocab_size, 32768);
-  const std::string why = refusal(fixture("mistral-7b-v0.1.transformers4.json"));
-  EXPECT_NE(why.find("'sliding_window' = 4096"), std::string::npos) << why;
+  EXPECT_EQ(v3.model.sliding_window, 0);  // v0.3: sliding_window null
+  const HfConfig v1 = read_hf_config(fixture("mistral-7b-v0.1.transformers4.json"), "mistral");
+  EXPECT_EQ(v1.model.sliding_window, 4096);
+  json negative = fixture("mistral-7b-v0.1.transformers4.json");
+  negative["sliding_window"] = -1;
+  EXPECT_NE(refusal(negative).find("'sliding_window' must be a positive integer"), std::string::npos);
 }
 
 TEST(HfConfig, Qwen25IsLlamaWithAQkvBias) {
@@ -158,8 +162,12 @@ TEST(HfConfig, Qwen3RefusesWhatItCannotRun) {
   sliding["use_sliding_window"] = true;
   sliding["sliding_window"] = 4096;
   sliding["max_window_layers"] = 4;
-  EXPECT_NE(refusal(sliding).find("'use_sliding_window' = true with 'sliding_window' = 4096"), std::string::npos)
+  EXPECT_NE(refusal(sliding).find("'max_window_layers' = 4 of 28 layers is not supported"), std::string::npos)
       << refusal(sliding);
+  json everywhere = sliding;  // the window on every layer: read
+  everywhere["max_window_layers"] = 0;
+  EXPECT_EQ(refusal(everywhere), "");
+  EXPECT_EQ(read_hf_config(everywhere, "qwen3").model.sliding_window, 4096);
   json after_last = sliding;  // from a layer the model does not have: no effect
   after_last["max_window_layers"] = 28;
   EXPECT_EQ(refusal(after_last), "");
@@ -206,8 +214,8 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
       EXPECT_NE(why.find("rope_type \"yarn\""), std::string::npos) << name << ": " << why;
       continue;
     }
-    if (name.rfind("mistral-window", 0) == 0 || name.rfind("qwen3-window", 0) == 0) {
-      EXPECT_NE(why.find("'sliding_window' = 512"), std::string::npos) << name << ": " << why;
+    if (name.rfind("qwen3-window", 0) == 0) {  // a window from layer 1 on: some layers only
+      EXPECT_NE(why.find("'max_window_layers' = 1 of 2"), std::string::npos) << name << ": " << why;
       continue;
     }
     ASSERT_TRUE(why.empty()) << name << ": " << why;
@@ -217,6 +225,7 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
       EXPECT_FLOAT_EQ(hf.model.rotary_base, 500000.0f) << name;
       EXPECT_TRUE(hf.model.rope_scaling.llama3) << name;
     }
+    EXPECT_EQ(hf.model.sliding_window, name.rfind("mistral-window", 0) == 0 ? 512 : 0) << name;
     if (name.rfind("qwen3", 0) == 0) {
       EXPECT_TRUE(hf.model.qk_layernorm) << name;
       EXPECT_EQ(hf.model.head_dim(), 128) << name;

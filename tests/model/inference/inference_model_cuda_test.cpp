@@ -36,15 +36,18 @@ std::vector<Tensor> run_steps(InferenceModel& model, const std::vector<std::vect
   return out;
 }
 
-enum Family { kGpt2, kLlama, kQwen3 };
+enum Family { kGpt2, kLlama, kQwen3, kMistral };  // Mistral: Llama with a sliding window of 20
 
-const char* family_name(Family f) { return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : "qwen3"; }
+const char* family_name(Family f) {
+  return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : f == kQwen3 ? "qwen3" : "mistral";
+}
 
 class InferenceCuda : public ::testing::TestWithParam<Family> {};
 
 TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
-  const GptConfig c = GetParam() == kQwen3 ? tiny_qwen3_inference_config(128, 128, 1000)
-                                           : tiny_inference_config(GetParam() == kLlama, 128, 128, 1000);
+  GptConfig c = GetParam() == kQwen3 ? tiny_qwen3_inference_config(128, 128, 1000)
+                                     : tiny_inference_config(GetParam() != kGpt2, 128, 128, 1000);
+  if (GetParam() == kMistral) c.sliding_window = 20;
   const Tensor w = random_normal({ParamLayout(c, ChunkSpec::whole_model()).size()}, 3, 0.05f);
   InferenceModel on_cpu(cpu(), c, DType::f32, {.max_tokens = 256, .max_sequences = 8});
   InferenceModel eager(gpu(), c, DType::bf16, {.max_tokens = 256, .max_sequences = 8, .cuda_graphs = false});
@@ -77,7 +80,7 @@ TEST_P(InferenceCuda, MatchesCpuAndGraphsMatchEagerDecode) {
   EXPECT_EQ(eager.cuda_graphs_captured(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, InferenceCuda, ::testing::Values(kGpt2, kLlama, kQwen3),
+INSTANTIATE_TEST_SUITE_P(Families, InferenceCuda, ::testing::Values(kGpt2, kLlama, kQwen3, kMistral),
                          [](const auto& info) { return family_name(info.param); });
 
 }  // namespace

@@ -26,12 +26,19 @@ Tensor chunk_logits(const GptConfig& c, const Tensor& w, const std::vector<int32
   return out;
 }
 
-enum Family { kGpt2, kLlama, kQwen3 };
+// Mistral: the Llama shape with a sliding window of 5, shorter than the prompts (the prefill and
+// the decode steps both see only the window, and cache blocks wholly before it are skipped).
+enum Family { kGpt2, kLlama, kQwen3, kMistral };
 
-const char* family_name(Family f) { return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : "qwen3"; }
+const char* family_name(Family f) {
+  return f == kGpt2 ? "gpt2" : f == kLlama ? "llama" : f == kQwen3 ? "qwen3" : "mistral";
+}
 
 GptConfig tiny(Family f) {
-  return f == kQwen3 ? tiny_qwen3_inference_config(32, 24, 50) : tiny_inference_config(f == kLlama, 32, 24, 50);
+  if (f == kQwen3) return tiny_qwen3_inference_config(32, 24, 50);
+  GptConfig c = tiny_inference_config(f != kGpt2, 32, 24, 50);
+  if (f == kMistral) c.sliding_window = 5;
+  return c;
 }
 
 std::vector<int32_t> prompt(int64_t n, uint64_t seed, int32_t vocab) { return random_token_list(n, seed, vocab); }
@@ -110,7 +117,7 @@ TEST_P(InferenceVsTraining, MixedBatchMatchesEachSequence) {
   EXPECT_LT(ed, 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, InferenceVsTraining, ::testing::Values(kGpt2, kLlama, kQwen3),
+INSTANTIATE_TEST_SUITE_P(Families, InferenceVsTraining, ::testing::Values(kGpt2, kLlama, kQwen3, kMistral),
                          [](const auto& info) { return family_name(info.param); });
 
 TEST(InferenceModelChecks, BadBatchesAreErrors) {
