@@ -3,12 +3,14 @@
 //
 //   troupe generate --hf gpt2 --prompt "Hello, my name is" --max-tokens 32 --temperature 0
 //   troupe generate --load ckpt --prompts-file prompts.txt --top-p 0.9 --seed 7 --logprobs
+//   troupe generate --hf llama3-dir --chat --system "Be brief." --temperature 0.7
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
 #include "apps/commands.hpp"
+#include "apps/generate/chat_session.hpp"
 #include "apps/generate/generate_stream.hpp"
 #include "apps/common/inference_flags.hpp"
 #include "base/check.hpp"
@@ -27,6 +29,8 @@ struct GenerateOptions {
   int top_k = 0;
   uint64_t seed = 1234;
   bool logprobs = false, print_ids = false, ignore_eod = false;
+  bool chat = false;   // --chat: a conversation in the terminal
+  std::string system;  // --system: its system message
 };
 
 std::vector<std::string> read_prompts(const GenerateOptions& o) {
@@ -41,8 +45,28 @@ std::vector<std::string> read_prompts(const GenerateOptions& o) {
   return prompts;
 }
 
+// --chat: user lines from stdin, the assistant's answers streamed to stdout.
+int chat(const GenerateOptions& o, SamplingParams sp) {
+  TROUPE_CHECK(o.prompts.empty() && o.prompts_file.empty(),
+               "--chat reads the conversation from standard input; "
+               "--prompt and --prompts-file do not go with it");
+  TROUPE_CHECK(!o.logprobs && !o.print_ids, "--logprobs and --print-ids do not go with --chat");
+  const InferenceSetup s = load_inference_setup(o.model);
+  TROUPE_CHECK(s.chat != nullptr,
+               "--chat: the model has no chat template (no chat_template in its "
+               "tokenizer_config.json); pass --chat-template FILE");
+  if (!o.ignore_eod) sp.stop_tokens = s.stop_tokens;
+  const std::shared_ptr<ReplicaModels> replica =
+      make_replica_models(o.model, s, 0, inference_model_options(o.model, s.max_seq_length));
+  const Tokenizer& tok = *s.tokenizer;
+  InferenceEngine engine(replica->ranks(), engine_options(o.model, s, 0),
+                         [&](std::span<const int32_t> t) { return tok.decode_skipping_special(t); });
+  ChatSession session(engine, tok, *s.chat, sp, {.system = o.system, .template_variables = nullptr});
+  session.run(stdin, stdout);
+  return 0;
+}
+
 int generate(const GenerateOptions& o) {
-  const std::vector<std::string> prompts = read_prompts(o);
   SamplingParams sp;
   sp.temperature = o.temperature;
   sp.top_k = o.top_k;
@@ -52,6 +76,8 @@ int generate(const GenerateOptions& o) {
   sp.stop_strings = o.stop;
   sp.logprobs = o.logprobs;
   sp.validate();  // before the (slow) load
+  if (o.chat) return chat(o, sp);
+  const std::vector<std::string> prompts = read_prompts(o);
 
   const InferenceSetup s = load_inference_setup(o.model);
   const Tokenizer& tok = *s.tokenizer;
@@ -103,6 +129,10 @@ void add_generate_command(CLI::App& app, CommandRunner& run) {
                 "do not stop at the tokenizer's end-of-document token or the model's eos_token_id");
   cmd->add_flag("--logprobs", o->logprobs, "print the log-probability of each generated token");
   cmd->add_flag("--print-ids", o->print_ids, "print the generated token ids after each completion");
+  cmd->add_flag("--chat", o->chat,
+                "a conversation: each line of standard input is a user message, answered with the model's chat "
+                "template (an empty line ends it)");
+  cmd->add_option("--system", o->system, "--chat: a system message first");
   cmd->callback([&run, o] { run = [o] { return generate(*o); }; });
 }
 

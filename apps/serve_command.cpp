@@ -1,8 +1,8 @@
 // `troupe serve`: the inference actor pool (a router in front of one worker per replica) behind
-// Megatron-LM's HTTP APIs (PUT /api, POST /v1/completions, GET /v1/models, GET /health;
-// actors/serve/completion_api.hpp), until SIGINT/SIGTERM. Binds 127.0.0.1 unless --host says otherwise.
-// With --monitor-endpoint / --metrics-port the pool's monitor publishes the queue, batch, tokens
-// and latencies for `troupe monitor` and Prometheus (apps/serve/serve_monitor.hpp).
+// Megatron-LM's and OpenAI's HTTP APIs (PUT /api, POST /v1/completions, GET /v1/models, GET /health:
+// actors/serve/completion_api.hpp; POST /v1/chat/completions: actors/serve/chat_api.hpp), until SIGINT/SIGTERM. Binds
+// 127.0.0.1 unless --host says otherwise. With --monitor-endpoint / --metrics-port the pool's monitor publishes the
+// queue, batch, tokens and latencies for `troupe monitor` and Prometheus (apps/serve/serve_monitor.hpp).
 //
 //   troupe serve --hf gpt2 --port 5000 --devices 2
 //   curl -X PUT localhost:5000/api -d '{"prompts": ["Hello"], "tokens_to_generate": 16}'
@@ -13,6 +13,7 @@
 #include <memory>
 #include <thread>
 
+#include "actors/serve/chat_api.hpp"
 #include "actors/serve/completion_api.hpp"
 #include "actors/http/http_server.hpp"
 #include "actors/serve/inference_pool.hpp"
@@ -64,15 +65,19 @@ int serve(const ServeOptions& o) {
       print_monitor_addresses(pool.start_monitor(
           o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, count, T)));
     actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name, .stop_tokens = s.stop_tokens});
+    actors::ChatApi chat(pool, *s.tokenizer, s.chat, {.model_name = o.model_name, .stop_tokens = s.stop_tokens});
+    std::vector<actors::HttpRoute> routes = api.routes();
+    for (actors::HttpRoute& r : chat.routes()) routes.push_back(std::move(r));
     // A thread for every request the pool may hold, and spare ones that answer 503 and /health
     // at once: connections never wait in the HTTP library's own (unbounded) queue for long.
     const int64_t threads = o.http_threads > 0 ? o.http_threads : pool.stats().capacity + 16;
-    actors::HttpServer http(o.host, o.port, api.routes(), int(threads));
+    actors::HttpServer http(o.host, o.port, std::move(routes), int(threads));
     std::printf(
-        "serving %s on http://%s:%d (PUT /api, POST /v1/completions, GET /v1/models, GET /health), "
-        "%d %s replica%s%s\n",
-        o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(), count,
-        s.cuda ? "GPU" : "CPU", count > 1 ? "s" : "", T > 1 ? str_cat(" of ", T, " devices").c_str() : "");
+        "serving %s on http://%s:%d (PUT /api, POST /v1/completions, POST /v1/chat/completions%s, GET /v1/models, "
+        "GET /health), %d %s replica%s%s\n",
+        o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(),
+        s.chat ? "" : " (refused: no chat template)", count, s.cuda ? "GPU" : "CPU", count > 1 ? "s" : "",
+        T > 1 ? str_cat(" of ", T, " devices").c_str() : "");
     std::fflush(stdout);
     std::signal(SIGINT, on_serve_signal);
     std::signal(SIGTERM, on_serve_signal);

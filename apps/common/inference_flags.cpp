@@ -1,10 +1,15 @@
 #include "apps/common/inference_flags.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "actors/fabric/fabric.hpp"
 #include "apps/common/tokenizer_flags.hpp"
+#include "data/chat/chat_template.hpp"
 #include "base/check.hpp"
 
 namespace troupe::apps {
@@ -13,6 +18,8 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--load", f.load, "Troupe checkpoint directory (its newest checkpoint)");
   cmd->add_option("--hf", f.hf, "Hugging Face folder: config.json + model.safetensors (GPT-2 or Llama)");
   add_tokenizer_flags(cmd, f.tokenizer);  // default: the tokenizer files beside the weights
+  cmd->add_option("--chat-template", f.chat_template,
+                  "a Jinja chat template file (default: the chat_template of the tokenizer's tokenizer_config.json)");
   cmd->add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is visible)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", f.dtype, "CUDA compute dtype: bf16, f16, or f32 (slower; exact against an fp32 reference)")
@@ -46,6 +53,29 @@ std::unique_ptr<Tokenizer> tokenizer_for(const InferenceFlags& f, const LoadedMo
   return tok;
 }
 
+// The tokenizer_config.json that goes with the tokenizer, or "" (a GPT-2 tokenizer has none).
+std::string tokenizer_config_path(const InferenceFlags& f, const LoadedModel& m) {
+  const std::optional<TokenizerOptions> t = tokenizer_flags_given(f.tokenizer) ? f.tokenizer : tokenizer_in(m.files);
+  if (!t || t->type != "HuggingFaceTokenizer") return "";
+  const std::filesystem::path path = std::filesystem::path(hf_tokenizer_dir(*t)) / "tokenizer_config.json";
+  return std::filesystem::exists(path) ? path.string() : "";
+}
+
+std::shared_ptr<const ChatTemplate> chat_template_for(const InferenceFlags& f, const LoadedModel& m) {
+  const std::string config_path = tokenizer_config_path(f, m);
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  if (!config_path.empty()) {
+    std::ifstream in(config_path);
+    config = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+    TROUPE_CHECK(config.is_object(), config_path, ": not a JSON object");
+  }
+  if (!f.chat_template.empty())
+    return std::make_shared<const ChatTemplate>(ChatTemplate::from_file(f.chat_template, config));
+  if (config.contains("chat_template") && !config.at("chat_template").is_null())
+    return std::make_shared<const ChatTemplate>(ChatTemplate::from_tokenizer_config(config_path));
+  return nullptr;
+}
+
 std::vector<int32_t> stop_tokens_for(const Tokenizer& tok, const LoadedModel& m) {
   std::vector<int32_t> out = {tok.eod()};
   for (int32_t id : m.eos_token_ids)
@@ -64,6 +94,7 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
   (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
   s.tokenizer = tokenizer_for(f, s.model);
   s.stop_tokens = stop_tokens_for(*s.tokenizer, s.model);
+  s.chat = chat_template_for(f, s.model);
   s.max_seq_length = f.max_seq_length > 0 ? f.max_seq_length : s.model.config.max_positions();
   return s;
 }

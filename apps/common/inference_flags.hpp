@@ -17,11 +17,16 @@ namespace troupe::actors {
 class Fabric;
 }  // namespace troupe::actors
 
+namespace troupe {
+class ChatTemplate;
+}  // namespace troupe
+
 namespace troupe::apps {
 
 struct InferenceFlags {
   std::string load, hf, device = "auto", dtype = "bf16";
   TokenizerOptions tokenizer;  // default: the tokenizer files beside the weights
+  std::string chat_template;   // --chat-template FILE; default: tokenizer_config.json's chat_template
   int64_t max_requests = 64, max_batch_tokens = 2048, max_seq_length = 0;
   int block_size = 16, tensor_parallel = 1;
   double kv_cache_gb = 2.0;
@@ -29,7 +34,7 @@ struct InferenceFlags {
   bool no_cuda_graphs = false;
 };
 
-// Registers --load --hf, the tokenizer flags (apps/common/tokenizer_flags.hpp), --device --dtype
+// Registers --load --hf, the tokenizer flags (apps/common/tokenizer_flags.hpp), --chat-template, --device --dtype
 // --inference-max-requests
 // --inference-max-batch-tokens --inference-max-seq-length --kv-block-size --kv-cache-gb
 // --no-cuda-graphs --tensor-model-parallel-size --inference-step-timeout.
@@ -42,6 +47,8 @@ struct InferenceSetup {
   // Generation stops after any of these (unless asked not to): the tokenizer's end-of-document
   // id and the model's eos_token_id(s).
   std::vector<int32_t> stop_tokens;
+  // The chat template (--chat-template, or tokenizer_config.json's); null when there is none.
+  std::shared_ptr<const ChatTemplate> chat;
   bool cuda = false;
   DType compute = DType::f32;
   int64_t max_seq_length = 0;  // --inference-max-seq-length or the model's positions
