@@ -606,7 +606,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size, "elements per gradient bucket (default 40000000)");
   cmd->add_option("--eval-interval", o->eval_interval);
   cmd->add_option("--eval-iters", o->eval_iters);
-  cmd->add_option("--log-interval", o->log_interval);
+  cmd->add_option("--log-interval", o->log_interval)->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed);
   cmd->add_option("--trace", o->trace,
                   "record every op of every actor to this msgpack file (see troupe replay; under mpirun one file per "

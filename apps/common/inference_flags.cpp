@@ -24,12 +24,15 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", f.dtype, "CUDA compute dtype: bf16, f16, or f32 (slower; exact against an fp32 reference)")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}));
-  cmd->add_option("--inference-max-requests", f.max_requests, "requests decoded together at most");
-  cmd->add_option("--inference-max-batch-tokens", f.max_batch_tokens, "tokens per forward step at most");
+  cmd->add_option("--inference-max-requests", f.max_requests, "requests decoded together at most")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--inference-max-batch-tokens", f.max_batch_tokens, "tokens per forward step at most")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--inference-max-seq-length", f.max_seq_length,
                   "prompt + generated tokens at most (default: the model's positions)");
-  cmd->add_option("--kv-block-size", f.block_size, "tokens per KV-cache block");
-  cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica, over its T devices)");
+  cmd->add_option("--kv-block-size", f.block_size, "tokens per KV-cache block")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica, over its T devices)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--tensor-model-parallel-size", f.tensor_parallel,
                   "devices per model replica (tensor parallelism: heads, MLP columns and vocabulary split)")
       ->check(CLI::PositiveNumber);

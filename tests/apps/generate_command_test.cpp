@@ -184,6 +184,17 @@ TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
   EXPECT_NE(odd.status, 0);
   EXPECT_NE(odd.out.find("must be a positive multiple of --tensor-model-parallel-size (2)"), std::string::npos)
       << odd.out;
+  // Sizes that would divide by zero (issue 23: SIGFPE) are refused naming the flag.
+  for (const char* flag : {"--kv-block-size", "--inference-max-requests", "--kv-cache-gb"}) {
+    const ChildRun zero = troupe({"generate", "--hf", hf_, "--prompt", "x", "--device", "cpu", flag, "0"}, tmp_);
+    EXPECT_NE(zero.status, 0) << flag;
+    EXPECT_LT(zero.status, 128) << flag << " crashed: " << zero.out;
+    EXPECT_NE(zero.out.find(flag), std::string::npos) << zero.out;
+  }
+  const ChildRun log0 = troupe(tiny_train_args(2, {"--log-interval", "0"}), tmp_);
+  EXPECT_NE(log0.status, 0);
+  EXPECT_LT(log0.status, 128) << log0.out;
+  EXPECT_NE(log0.out.find("--log-interval"), std::string::npos) << log0.out;
 }
 
 // The HF config reader from the command line: a key that would change the math is refused
