@@ -1,18 +1,23 @@
-// GPT-2 tokenizer throughput over the texts of a JSON-lines corpus, as Google Benchmark cases
-// (wall time):
+// Tokenizer throughput over the texts of a JSON-lines corpus, as Google Benchmark cases (wall
+// time), for GPT-2 (Gpt2Tokenizer) and each HF tokenizer.json given (HfTokenizer; by default
+// the Llama 3, Qwen3 and Mistral files in assets/tokenizers):
 //   tokenizer/load                   Gpt2Tokenizer::from_files (vocab.json + merges.txt)
-//   tokenizer/pretokenize            the pre-tokenizer alone (pieces)
+//   tokenizer/pretokenize            GPT-2's pre-tokenizer alone (pieces)
 //   tokenizer/encode_cold/threads:N  every text once, N threads, each with its own clone() made
 //                                    fresh (empty word cache) before the timed pass
 //   tokenizer/encode_warm/threads:N  the same with the clones' caches warmed by an earlier pass
 //   tokenizer/decode                 all the corpus's ids back to text
+//   hf/<name>/load, hf/<name>/encode_cold/threads:N, hf/<name>/encode_warm/threads:N,
+//   hf/<name>/decode                 the same for HfTokenizer (<name>: the tokenizer's folder)
 // Counters: bytes (of text; of decoded text for decode), tokens, pieces, per second. --threads
 // takes a list (1,4); each thread encodes every N-th document.
 //
-// There is no reference script for this one: scripts/bench_tokenizers_hf.py compares HF
-// `tokenizers` with bench/preprocess_bench's tokenize cases, on the same corpora.
+// scripts/bench_tokenizers_hf.py compares HF `tokenizers` with these (--tokenizer-model: the
+// encode_cold rows of hf/<name>) and with bench/preprocess_bench's tokenize cases for GPT-2.
 //
-//   tokenizer_bench [--corpus assets/corpora/sotu.jsonl] [--threads 1] [--benchmark_* flags]
+//   tokenizer_bench [--corpus assets/corpora/sotu.jsonl] [--threads 1]
+//                   [--tokenizer-model assets/tokenizers/llama3 ...] [--benchmark_* flags]
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -27,6 +32,7 @@
 #include "bench/common/bench_main.hpp"
 #include "data/gpt2_pretokenize.hpp"
 #include "data/gpt2_tokenizer.hpp"
+#include "data/hf_tokenizer/hf_tokenizer.hpp"
 
 namespace {
 
@@ -82,6 +88,10 @@ void load(benchmark::State& state, const Corpus& corpus) {
     benchmark::DoNotOptimize(troupe::Gpt2Tokenizer::from_files(corpus.vocab_file, corpus.merge_file).vocab_size());
 }
 
+void load_hf(benchmark::State& state, const std::string& path) {
+  for (auto _ : state) benchmark::DoNotOptimize(troupe::HfTokenizer::from_path(path).vocab_size());
+}
+
 void pretokenize(benchmark::State& state, const Corpus& corpus) {
   int64_t pieces = 0;
   for (auto _ : state) {
@@ -124,10 +134,12 @@ void decode(benchmark::State& state, const Corpus& corpus, const troupe::Tokeniz
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"GPT-2 tokenizer throughput, on Google Benchmark"};
+  CLI::App app{"GPT-2 and HF tokenizer.json tokenizer throughput, on Google Benchmark"};
   Corpus corpus{"assets/gpt2/gpt2-vocab.json", "assets/gpt2/gpt2-merges.txt", {}, 0};
   std::string corpus_file = "assets/corpora/sotu.jsonl", key = "text";
   std::vector<int64_t> threads = {1};
+  std::vector<std::string> hf_models = {"assets/tokenizers/llama3", "assets/tokenizers/qwen3",
+                                        "assets/tokenizers/mistral"};
   app.add_option("--vocab-file", corpus.vocab_file, "vocab.json");
   app.add_option("--merge-file", corpus.merge_file, "merges.txt");
   app.add_option("--corpus", corpus_file, "JSON lines file");
@@ -135,8 +147,12 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "encoding threads, one tokenizer clone each (a list: 1,4)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  app.add_option("--tokenizer-model", hf_models, "HF tokenizers: folders with tokenizer.json (a list)")->delimiter(',');
   return troupe::bench::bench_main(app, argc, argv, "tokenizer_bench", [&] {
     const troupe::Gpt2Tokenizer tok = troupe::Gpt2Tokenizer::from_files(corpus.vocab_file, corpus.merge_file);
+    std::vector<std::pair<std::string, troupe::HfTokenizer>> hf;
+    for (const std::string& path : hf_models)
+      hf.emplace_back(std::filesystem::path(path).filename().string(), troupe::HfTokenizer::from_path(path));
     corpus.texts = read_texts(corpus_file, key);
     for (const std::string& t : corpus.texts) corpus.bytes += int64_t(t.size());
     benchmark::AddCustomContext("corpus", corpus_file);
@@ -159,6 +175,25 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("tokenizer/decode", [&](benchmark::State& s) { decode(s, corpus, tok); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    for (size_t i = 0; i < hf.size(); ++i) {
+      const std::string prefix = "hf/" + hf[i].first;
+      const troupe::HfTokenizer* h = &hf[i].second;
+      const std::string path = hf_models[i];
+      benchmark::RegisterBenchmark((prefix + "/load").c_str(), [path](benchmark::State& s) { load_hf(s, path); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      for (const bool warm : {false, true}) {
+        benchmark::internal::Benchmark* b =
+            benchmark::RegisterBenchmark((prefix + (warm ? "/encode_warm" : "/encode_cold")).c_str(),
+                                         [&corpus, h, warm](benchmark::State& s) { encode(s, corpus, *h, warm); });
+        for (int64_t n : threads) b->Arg(n);
+        b->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+      }
+      benchmark::RegisterBenchmark((prefix + "/decode").c_str(),
+                                   [&corpus, h](benchmark::State& s) { decode(s, corpus, *h); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;

@@ -30,4 +30,20 @@ void BpeWordCache::insert(std::string_view word, uint64_t h, std::span<const int
   ++size_;
 }
 
+void BpeWordCache::encode_word(const BpeModel& model, std::string_view word, std::vector<int32_t>& ids) {
+  if (word.size() > kMaxCachedBytes) {
+    model.encode_word(word, ids);
+    return;
+  }
+  const uint64_t h = hash(word);
+  std::span<const int32_t> hit;
+  if (find(word, h, hit)) {
+    ids.insert(ids.end(), hit.begin(), hit.end());
+    return;
+  }
+  const size_t first = ids.size();
+  model.encode_word(word, ids);
+  insert(word, h, std::span<const int32_t>(ids.data() + first, ids.size() - first));
+}
+
 }  // namespace troupe

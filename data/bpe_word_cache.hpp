@@ -4,7 +4,9 @@
 // Not thread-safe: each tokenizer copy has its own.
 //
 //   BpeWordCache cache;
-//   const uint64_t h = BpeWordCache::hash(piece);
+//   cache.encode_word(model, piece, ids);   // appends piece's ids, from the cache or the model
+//
+//   const uint64_t h = BpeWordCache::hash(piece);   // or by hand
 //   std::span<const int32_t> ids;
 //   if (!cache.find(piece, h, ids)) { ...run BPE...; cache.insert(piece, h, new_ids); }
 #pragma once
@@ -16,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "data/bpe_model.hpp"
 
 namespace troupe {
 
@@ -55,6 +59,12 @@ class BpeWordCache {
 
   // `word` must not be present already.
   void insert(std::string_view word, uint64_t h, std::span<const int32_t> ids);
+
+  // Appends the ids of one pre-token: from the cache, or from model.encode_word (then cached,
+  // unless longer than kMaxCachedBytes: long digit or whitespace runs are rare and would crowd
+  // the cache).
+  void encode_word(const BpeModel& model, std::string_view word, std::vector<int32_t>& ids);
+  static constexpr size_t kMaxCachedBytes = 64;
 
   size_t size() const { return size_; }
   void clear();

@@ -11,9 +11,6 @@
 namespace troupe {
 namespace {
 
-// Longer pieces (long digit or whitespace runs) are rare and would crowd the cache.
-constexpr size_t kMaxCachedBytes = 64;
-
 std::string read_text_file(const std::string& path, const char* what) {
   TROUPE_CHECK(!path.empty(), "gpt2 tokenizer: no ", what, " given");
   std::ifstream in(path, std::ios::binary);
@@ -63,21 +60,7 @@ void Gpt2Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& i
 void Gpt2Tokenizer::encode_ordinary_append(std::string_view text, std::vector<int32_t>& ids) const {
   Gpt2Pretokenizer pieces(text);
   std::string_view piece;
-  while (pieces.next(piece)) {
-    if (piece.size() > kMaxCachedBytes) {
-      model_->encode_word(piece, ids);
-      continue;
-    }
-    const uint64_t h = BpeWordCache::hash(piece);
-    std::span<const int32_t> hit;
-    if (cache_.find(piece, h, hit)) {
-      ids.insert(ids.end(), hit.begin(), hit.end());
-      continue;
-    }
-    const size_t first = ids.size();
-    model_->encode_word(piece, ids);
-    cache_.insert(piece, h, std::span<const int32_t>(ids.data() + first, ids.size() - first));
-  }
+  while (pieces.next(piece)) cache_.encode_word(*model_, piece, ids);
 }
 
 std::string Gpt2Tokenizer::decode(std::span<const int32_t> ids) const {

@@ -1,6 +1,7 @@
 // The tokenizer interface the data pipeline and the apps use, and Megatron's
-// `--tokenizer-type` factory. Two implementations: Gpt2Tokenizer (GPT2BPETokenizer: byte-level
-// BPE from --vocab-file/--merge-file) and NullTokenizer (ids written as text, for mock data).
+// `--tokenizer-type` factory. Three implementations: Gpt2Tokenizer (GPT2BPETokenizer: byte-level
+// BPE from --vocab-file/--merge-file), HfTokenizer (HuggingFaceTokenizer: a tokenizer.json from
+// --tokenizer-model) and NullTokenizer (ids written as text, for mock data).
 //
 //   TokenizerOptions opt;
 //   opt.type = "GPT2BPETokenizer";
@@ -77,7 +78,7 @@ enum class SpecialTokens {
 
 // Megatron's tokenizer flags.
 struct TokenizerOptions {
-  std::string type = "GPT2BPETokenizer";  // --tokenizer-type: GPT2BPETokenizer | NullTokenizer
+  std::string type = "GPT2BPETokenizer";  // --tokenizer-type: GPT2BPETokenizer | HuggingFaceTokenizer | NullTokenizer
   std::string vocab_file;                 // --vocab-file (GPT2BPETokenizer)
   std::string merge_file;                 // --merge-file (GPT2BPETokenizer)
   std::string tokenizer_model;            // --tokenizer-model: folder or tokenizer.json (HuggingFaceTokenizer)

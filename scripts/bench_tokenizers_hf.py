@@ -23,6 +23,19 @@ document d is HF's encoding of line d's text followed by the EOD id 50256.
 Troupe's "tokenize" rows are the same work (texts in memory, fresh caches). Its "preprocess"
 rows do more (read and parse the JSON lines, write .bin/.idx, load the tokenizer), so their
 ratio to HF's tokenize-only time understates Troupe.
+
+With --tokenizer-model PATH (repeatable: a folder holding tokenizer.json, or the file) it also
+times HF's Tokenizer.from_file(tokenizer.json).encode_batch(texts, add_special_tokens=False), and
+with --troupe-tokenizer-json (bench/tokenizer_bench's --benchmark_out JSON) gives the ratio of
+Troupe's hf/<name>/encode_cold rows to it. tokenizer_bench reads one corpus once, so run both on
+the same one:
+
+  build/bench/tokenizer_bench --corpus assets/corpora/sotu.jsonl --threads 1,$(nproc) \
+      --benchmark_filter='hf/' --benchmark_repetitions=3 \
+      --benchmark_out=/tmp/tok.json --benchmark_out_format=json
+  python3 scripts/bench_tokenizers_hf.py --corpora assets/corpora/sotu.jsonl --copies 1 \
+      --tokenizer-model assets/tokenizers/llama3 --tokenizer-model assets/tokenizers/qwen3 \
+      --tokenizer-model assets/tokenizers/mistral --troupe-tokenizer-json /tmp/tok.json
 """
 import argparse
 import json
@@ -45,6 +58,10 @@ def load_texts(corpora, copies):
     return texts
 
 
+def tokenizer_json(model):
+    return model if model.endswith(".json") else os.path.join(model, "tokenizer.json")
+
+
 def worker(args):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     import tokenizers
@@ -54,6 +71,14 @@ def worker(args):
     best = None
     tokens = 0
     for _ in range(args.repeats):
+        if args.model:  # an HF tokenizer.json, as Troupe's HfTokenizer encodes (no post-processor tokens)
+            tok = Tokenizer.from_file(tokenizer_json(args.model))
+            t0 = time.perf_counter()
+            encs = tok.encode_batch(texts, add_special_tokens=False)
+            s = time.perf_counter() - t0
+            tokens = sum(len(e.ids) for e in encs)
+            best = s if best is None else min(best, s)
+            continue
         tok = Tokenizer(models.BPE.from_file(args.vocab, args.merges))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -125,7 +150,23 @@ def check_dataset(args, prefix, jsonl):
     return not bad
 
 
-def run_mode(args, parallel):
+def read_troupe_tokenizer_bench(path):
+    """tokenizer_bench's Google Benchmark JSON -> {(name, threads): best bytes/s} of hf/<name>/encode_cold."""
+    with open(path) as f:
+        data = json.load(f)
+    best = {}
+    for r in data["benchmarks"]:
+        if r["run_type"] != "iteration" or r.get("error_occurred") or r.get("skipped"):
+            continue
+        parts = r["run_name"].split("/")  # hf/<name>/encode_cold/threads:N/real_time
+        if len(parts) < 4 or parts[0] != "hf" or parts[2] != "encode_cold":
+            continue
+        key = (parts[1], int(parts[3].split(":")[1]))
+        best[key] = max(best.get(key, 0.0), r["bytes"])
+    return best
+
+
+def run_mode(args, parallel, model=None):
     env = dict(os.environ)
     if parallel:
         env["TOKENIZERS_PARALLELISM"] = "true"
@@ -135,6 +176,8 @@ def run_mode(args, parallel):
         env["RAYON_NUM_THREADS"] = "1"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--copies", str(args.copies),
            "--repeats", str(args.repeats), "--vocab", args.vocab, "--merges", args.merges, "--corpora", *args.corpora]
+    if model:
+        cmd += ["--model", model]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -150,10 +193,29 @@ def main():
     p.add_argument("--troupe-json", help="preprocess_bench's --benchmark_out JSON, for the ratios")
     p.add_argument("--check", nargs=2, action="append", metavar=("PREFIX", "JSONL"), default=[],
                    help="check a `troupe preprocess --append-eod` output against HF (repeatable)")
+    p.add_argument("--tokenizer-model", action="append", default=[],
+                   help="also time this HF tokenizer.json (a folder holding it, or the file; repeatable)")
+    p.add_argument("--troupe-tokenizer-json", help="tokenizer_bench's --benchmark_out JSON, for the HF models' ratios")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return worker(args)
+
+    if args.tokenizer_model:
+        troupe_hf = read_troupe_tokenizer_bench(args.troupe_tokenizer_json) if args.troupe_tokenizer_json else {}
+        print(f"HF tokenizer.json models, encode_batch(add_special_tokens=False), {os.cpu_count()} cores:")
+        print(f"{'model':<28} {'threads':>7} {'seconds':>9} {'MB/s':>9} {'tokens':>10}  troupe ratio")
+        for model in args.tokenizer_model:
+            name = os.path.basename(os.path.dirname(os.path.abspath(tokenizer_json(model))))
+            for n, parallel in ((1, False), (os.cpu_count(), True)):
+                r = run_mode(args, parallel, model)
+                mbps = r["bytes"] / 1e6 / r["seconds"]
+                ours = troupe_hf.get((name, n))
+                ratio = f"{ours / 1e6:8.1f} MB/s = {ours / 1e6 / mbps:5.2f} x HF" if ours else ""
+                print(f"{name:<28} {n:>7} {r['seconds']:>9.3f} {mbps:>9.1f} {r['tokens']:>10}  {ratio}")
+        if not args.troupe_json and not args.check:
+            return 0
 
     ok = all([check_dataset(args, prefix, jsonl) for prefix, jsonl in args.check])
     hf = {1: run_mode(args, False), os.cpu_count(): run_mode(args, True)}

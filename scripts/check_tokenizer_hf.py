@@ -19,6 +19,17 @@ What is compared:
 
   python3 scripts/check_tokenizer_hf.py --tool build-tok/bench/tokenize_tool [--out DIR]
 
+With --tokenizer-model PATH (repeatable: a folder holding tokenizer.json, or the file) it checks
+Troupe's HF tokenizer instead (tokenize_tool --tokenizer-model) against HF `tokenizers`'
+Tokenizer.from_file: ids with add_special_tokens False and True, and decode(ids,
+skip_special_tokens=False), on the hard strings, tests/data/tokenizer_hard_cases.jsonl, each added
+token of the tokenizer in text, --fuzz strings (the alphabet plus the added tokens) and the
+corpora; also Tokenizer.encode's single-thread speed, for scale:
+
+  python3 scripts/check_tokenizer_hf.py --tool build/bench/tokenize_tool \
+      --tokenizer-model assets/tokenizers/llama3 --tokenizer-model assets/tokenizers/qwen3 \
+      --tokenizer-model assets/tokenizers/mistral
+
 Exit status 1 when anything differs. With --out (default $OUT), writes report.json (the hard
 strings with the reference ids, which tests/data/tokenizer_test.cpp holds; for sweep
 mismatches the reference's class ranges), mismatches.txt, and sweep_reference.json.gz, which
@@ -255,6 +266,71 @@ class OpenAiReference:
         return ["".join(self.byte_encoder[b] for b in t.encode("utf-8")) for t in self.pat.findall(text)]
 
 
+def run_hf_tool(tool, model, jsonl, *flags):
+    """tokenize_tool --tokenizer-model: one list of ids (or, with --decode, one string) per line."""
+    cmd = [tool, "--tokenizer-model", model, "--encode-jsonl", jsonl, *flags]
+    p = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8")
+    if p.returncode != 0:
+        raise RuntimeError(f"tool failed ({' '.join(cmd)}):\n{p.stderr[-4000:]}")
+    lines = p.stdout.split("\n")[:-1]
+    if "--decode" in flags:
+        return [json.loads(l) for l in lines]
+    return [[int(x) for x in l.split()] for l in lines]
+
+
+def check_hf_model(args, model, corpora, tmp):
+    """Troupe's HfTokenizer against tokenizers.Tokenizer.from_file; returns (summary, mismatch lines)."""
+    import time
+    from tokenizers import Tokenizer
+    import tokenizers
+    json_path = model if model.endswith(".json") else os.path.join(model, "tokenizer.json")
+    ref = Tokenizer.from_file(json_path)
+    added = [t["content"] for t in json.load(open(json_path, encoding="utf-8"))["added_tokens"]]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    hard_file = os.path.join(root, "tests/data/tokenizer_hard_cases.jsonl")
+    groups = {"hard": HARD_STRINGS + [json.loads(l)["text"] for l in open(hard_file, encoding="utf-8") if l.strip()],
+              "added": [s for t in added for s in (t, "a" + t + "b", " " + t + " ", t + t, "x\n" + t + "\n\ny")]}
+    if args.fuzz > 0:
+        rng = random.Random(1234)
+        alphabet = FUZZ_ALPHABET + added[:64] + ["\u2581", "\u2581\u2581", "<0x0A>"]
+        groups["fuzz"] = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16))) for _ in range(args.fuzz)]
+    for path in corpora:
+        groups[os.path.basename(path)] = [json.loads(l)["text"] for l in open(path, encoding="utf-8") if l.strip()]
+    summary = {"reference": f"tokenizers {tokenizers.__version__}"}
+    mismatches = []
+    for name, texts in groups.items():
+        jsonl = os.path.join(tmp, f"hf_{name}.jsonl")
+        write_jsonl(jsonl, texts)
+        ours = {"plain": run_hf_tool(args.tool, model, jsonl), "special": run_hf_tool(args.tool, model, jsonl,
+                                                                                      "--add-special-tokens"),
+                "decode": run_hf_tool(args.tool, model, jsonl, "--decode")}
+        refs = {"plain": [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)],
+                "special": [e.ids for e in ref.encode_batch(texts, add_special_tokens=True)]}
+        refs["decode"] = ref.decode_batch(refs["plain"], skip_special_tokens=False)
+        bad = 0
+        for i, text in enumerate(texts):
+            for what in ("plain", "special", "decode"):
+                a = ours[what][i] if i < len(ours[what]) else None
+                b = refs[what][i]
+                if a != b:
+                    bad += 1
+                    if isinstance(b, list) and a is not None:
+                        k = first_diff(a, b)
+                        a, b = a[max(0, k - 3):k + 5], b[max(0, k - 3):k + 5]
+                    mismatches.append(f"{model} {name}[{i}] {what} {text[:80]!r}: ours {str(a)[:200]} ref {str(b)[:200]}")
+        summary[name] = {"texts": len(texts), "mismatched": bad}
+        print(f"{model} {name}: {len(texts)} texts, mismatched {bad}")
+        if name in map(os.path.basename, corpora):
+            t0 = time.perf_counter()
+            for t in texts:
+                ref.encode(t, add_special_tokens=False)
+            dt = time.perf_counter() - t0
+            mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+            summary[name]["hf_encode_MBps_1thread"] = round(mb / dt, 2)
+            print(f"  HF Tokenizer.encode one document at a time: {mb / dt:.1f} MB/s")
+    return summary, mismatches
+
+
 def first_diff(a, b):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -273,8 +349,27 @@ def main():
     ap.add_argument("--sweep-reference", help="compare the sweep with sweep_reference.json.gz of an earlier run")
     ap.add_argument("--fuzz", type=int, default=20000, help="random strings from a hard alphabet (0: none)")
     ap.add_argument("--out", default=os.environ.get("OUT"), help="folder for report.json and mismatches.txt")
+    ap.add_argument("--tokenizer-model", action="append", default=[],
+                    help="check this HF tokenizer (folder with tokenizer.json, or the file) instead of GPT-2")
     args = ap.parse_args()
     corpora = args.corpus or ["assets/corpora/moby-dick.jsonl", "assets/corpora/sotu.jsonl"]
+
+    if args.tokenizer_model:
+        tmp = tempfile.mkdtemp()
+        report, mismatches = {}, []
+        for model in args.tokenizer_model:
+            report[model], bad = check_hf_model(args, model, corpora, tmp)
+            mismatches += bad
+        for m in mismatches[:60]:
+            print("  " + m)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "report_hf_models.json"), "w", encoding="utf-8") as f:
+                json.dump(report, f, ensure_ascii=True, indent=1)
+            with open(os.path.join(args.out, "mismatches_hf_models.txt"), "w", encoding="utf-8") as f:
+                f.write("\n".join(mismatches) + "\n")
+        print("FAILED" if mismatches else "OK")
+        return 1 if mismatches else 0
 
     if args.reference in ("auto", "hf"):
         try:
