@@ -1,5 +1,7 @@
 #include "model/config.hpp"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "base/check.hpp"
@@ -58,7 +60,8 @@ void GptConfig::validate() const {
     TROUPE_CHECK(s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor,
                  "RoPE scaling needs 0 < low_freq_factor < high_freq_factor, got ", s.low_freq_factor, " and ",
                  s.high_freq_factor);
-    TROUPE_CHECK(s.original_max_positions > 0, "RoPE scaling's original_max_position_embeddings must be positive, got ",
+    TROUPE_CHECK(s.original_max_positions > 0 && std::floor(s.original_max_positions) == s.original_max_positions,
+                 "RoPE scaling's original_max_position_embeddings must be a positive integer, got ",
                  s.original_max_positions);
   }
 }

@@ -78,7 +78,7 @@ def reference(model, tokens, targets):
     scales, hooks = {}, []
     for name, module in model.named_modules():
         if name.endswith("k_proj") and getattr(module, "bias", None) is not None:
-            def keep(_, out, name=name):
+            def keep(_module, _inputs, out, name=name):
                 out.register_hook(lambda g: scales.__setitem__(name + ".bias", g.double().norm().item()))
             hooks.append(module.register_forward_hook(keep))
     logits = model(input_ids=tokens.long()).logits

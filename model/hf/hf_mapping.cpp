@@ -70,7 +70,8 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
                          {"factor", c.rope_scaling.factor},
                          {"low_freq_factor", c.rope_scaling.low_freq_factor},
                          {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
+                         // an integer, as transformers requires (it warns about 8192.0)
+                         {"original_max_position_embeddings", int64_t(c.rope_scaling.original_max_positions)}};
   return j;
 }
 
