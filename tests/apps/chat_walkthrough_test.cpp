@@ -53,10 +53,10 @@ TEST(ChatWalkthrough, PreprocessTrainConvertServeChat) {
   write_documents(tmp / "docs.jsonl", 12);
 
   // preprocess: ids past 65,535 need int32; every document ends with the tokenizer's eos.
-  ChildRun pre = run_troupe({"preprocess", "--input", tmp / "docs.jsonl", "--output-prefix", tmp / "moby",
-                             "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tokenizer,
-                             "--append-eod", "--workers", "2"},
-                            tmp / "preprocess.txt", 120s);
+  ChildRun pre =
+      run_troupe({"preprocess", "--input", tmp / "docs.jsonl", "--output-prefix", tmp / "moby", "--tokenizer-type",
+                  "HuggingFaceTokenizer", "--tokenizer-model", tokenizer, "--append-eod", "--workers", "2"},
+                 tmp / "preprocess.txt", 120s);
   ASSERT_EQ(pre.status, 0) << pre.out;
   const std::string prefix = tmp / "moby_text_document";
   const IndexedDataset data = IndexedDataset::open(prefix);
@@ -76,24 +76,69 @@ TEST(ChatWalkthrough, PreprocessTrainConvertServeChat) {
   }
 
   // train: TP2 x PP2 on four CPU devices, saving a checkpoint with the tokenizer files.
-  const std::vector<std::string> model = {
-      "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--group-query-attention",
-      "--num-query-groups", "2", "--ffn-hidden-size", "128", "--seq-length", "64", "--max-position-embeddings", "256",
-      "--normalization", "RMSNorm", "--position-embedding-type", "rope", "--rotary-base", "500000",
-      "--use-rope-scaling", "--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights"};
-  std::vector<std::string> train = {"train", "--device", "cpu", "--devices", "4", "--tensor-model-parallel-size", "2",
-                                    "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1",
-                                    "--global-batch-size", "2", "--train-iters", "3", "--lr", "1e-3",
-                                    "--eval-iters", "0", "--log-interval", "1", "--split", "100,0,0",
-                                    "--data-path", prefix, "--tokenizer-type", "HuggingFaceTokenizer",
-                                    "--tokenizer-model", tokenizer, "--save", tmp / "ckpt"};
+  const std::vector<std::string> model = {"--num-layers",
+                                          "4",
+                                          "--hidden-size",
+                                          "64",
+                                          "--num-attention-heads",
+                                          "4",
+                                          "--group-query-attention",
+                                          "--num-query-groups",
+                                          "2",
+                                          "--ffn-hidden-size",
+                                          "128",
+                                          "--seq-length",
+                                          "64",
+                                          "--max-position-embeddings",
+                                          "256",
+                                          "--normalization",
+                                          "RMSNorm",
+                                          "--position-embedding-type",
+                                          "rope",
+                                          "--rotary-base",
+                                          "500000",
+                                          "--use-rope-scaling",
+                                          "--swiglu",
+                                          "--disable-bias-linear",
+                                          "--untie-embeddings-and-output-weights"};
+  std::vector<std::string> train = {"train",
+                                    "--device",
+                                    "cpu",
+                                    "--devices",
+                                    "4",
+                                    "--tensor-model-parallel-size",
+                                    "2",
+                                    "--pipeline-model-parallel-size",
+                                    "2",
+                                    "--micro-batch-size",
+                                    "1",
+                                    "--global-batch-size",
+                                    "2",
+                                    "--train-iters",
+                                    "3",
+                                    "--lr",
+                                    "1e-3",
+                                    "--eval-iters",
+                                    "0",
+                                    "--log-interval",
+                                    "1",
+                                    "--split",
+                                    "100,0,0",
+                                    "--data-path",
+                                    prefix,
+                                    "--tokenizer-type",
+                                    "HuggingFaceTokenizer",
+                                    "--tokenizer-model",
+                                    tokenizer,
+                                    "--save",
+                                    tmp / "ckpt"};
   train.insert(train.end(), model.begin(), model.end());
   ChildRun tr = run_troupe(train, tmp / "train.txt", 300s);
   ASSERT_EQ(tr.status, 0) << tr.out;
 
   // convert --to hf: a Llama config with the llama3 rope scaling, and the tokenizer files.
-  ChildRun conv = run_troupe({"convert", "--to", "hf", "--load", tmp / "ckpt", "--output", tmp / "hf"},
-                             tmp / "convert.txt", 120s);
+  ChildRun conv =
+      run_troupe({"convert", "--to", "hf", "--load", tmp / "ckpt", "--output", tmp / "hf"}, tmp / "convert.txt", 120s);
   ASSERT_EQ(conv.status, 0) << conv.out;
   std::ifstream config_file(tmp / "hf/config.json");
   const json config = json::parse(config_file);
