@@ -33,9 +33,9 @@ int tcp_connect(const std::string& host, int port, int timeout_s) {
 }
 
 void http_send(int fd, const std::string& method, const std::string& host, int port, const std::string& path,
-               const std::string& body) {
+               const std::string& body, const std::string& content_type) {
   std::string request = str_cat(method, " ", path, " HTTP/1.1\r\nHost: ", host, ":", port, "\r\nConnection: close\r\n");
-  if (method != "GET") request += str_cat("Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n");
+  if (method != "GET") request += str_cat("Content-Type: ", content_type, "\r\nContent-Length: ", body.size(), "\r\n");
   request += "\r\n" + body;
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -69,13 +69,13 @@ HttpResponse http_get(const std::string& host, int port, const std::string& path
 }
 
 HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
-                          const std::string& body, int timeout_s) {
+                          const std::string& body, int timeout_s, const std::string& content_type) {
   const int fd = tcp_connect(host, port, timeout_s);  // a hung server fails the test instead of hanging it
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  http_send(fd, method, host, port, path, body);
+  http_send(fd, method, host, port, path, body, content_type);
   std::string raw;
   char buf[4096];
   for (;;) {

@@ -20,8 +20,10 @@ struct HttpResponse {
 HttpResponse http_get(const std::string& host, int port, const std::string& path);
 // The same for any method, with a JSON body (Content-Length set) unless the method is GET;
 // reading the answer fails after `timeout_s` of silence.
+// `content_type`: curl's `-d` sends application/x-www-form-urlencoded.
 HttpResponse http_request(const std::string& method, const std::string& host, int port, const std::string& path,
-                          const std::string& body, int timeout_s = 10);
+                          const std::string& body, int timeout_s = 10,
+                          const std::string& content_type = "application/json");
 
 // The pieces of http_request, for clients that read the answer as it comes (tests/sse_client.hpp):
 // a connected socket whose reads time out after `timeout_s`, and the whole request sent on it.
@@ -29,6 +31,6 @@ HttpResponse http_request(const std::string& method, const std::string& host, in
 HttpResponse parse_http_head(const std::string& head);
 int tcp_connect(const std::string& host, int port, int timeout_s);
 void http_send(int fd, const std::string& method, const std::string& host, int port, const std::string& path,
-               const std::string& body);
+               const std::string& body, const std::string& content_type = "application/json");
 
 }  // namespace troupe::test

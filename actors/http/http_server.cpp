@@ -13,6 +13,23 @@
 
 namespace troupe::actors {
 
+namespace {
+
+// cpp-httplib (a compiled library on Debian, its limits built in) refuses form-encoded bodies
+// over 8 KiB with an empty 413, and curl's -d sends JSON as form-encoded: a legitimate call with
+// many prompts was refused. Handlers read the body themselves (a content reader), whatever its
+// type, up to kMaxBodyBytes; a longer one gets a JSON 413 saying so.
+constexpr size_t kMaxBodyBytes = size_t(64) << 20;
+
+void too_long(httplib::Response& res) {
+  res.status = 413;
+  res.set_content(str_cat(R"({"error": {"message": "the request body is over )", kMaxBodyBytes >> 20,
+                          R"( MiB", "type": "invalid_request_error", "param": null, "code": 413}})"),
+                  "application/json");
+}
+
+}  // namespace
+
 struct HttpServer::Impl {
   httplib::Server server;
   int port = 0;
@@ -42,6 +59,10 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
   TROUPE_CHECK(port >= 0 && port <= 65535, dash, "port must be in [0, 65535], got ", port);
   Impl& d = *impl_;
   httplib::Server& s = d.server;
+  s.set_payload_max_length(kMaxBodyBytes);
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 413 && res.body.empty()) too_long(res);
+  });
   s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(threads, 1))); };
   int listen_fd = -1;   // the socket the server binds (the last one it configures)
   int sockopt_err = 0;  // errno of a failed setsockopt (checked after the bind)
@@ -53,10 +74,10 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
     listen_fd = sock;
   });
   for (HttpRoute& r : routes) {
-    auto handler = [h = std::move(r.handler)](const httplib::Request& req, httplib::Response& res) {
+    auto answer = [h = std::move(r.handler)](const std::string& body, httplib::Response& res) {
       HttpReply reply;
       try {
-        reply = h(req.body);
+        reply = h(body);
       } catch (const std::exception& e) {
         reply = {500, e.what(), "text/plain"};
       }
@@ -72,13 +93,24 @@ HttpServer::HttpServer(const std::string& host, int port, std::vector<HttpRoute>
                                          return true;
                                        });
     };
+    auto with_body = [answer](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      bool over = false;
+      read([&](const char* data, size_t n) {
+        over = body.size() + n > kMaxBodyBytes;
+        if (!over) body.append(data, n);
+        return !over;
+      });
+      if (over) return too_long(res);
+      answer(body, res);
+    };
     const std::string pattern = exact_pattern(r.path);
     if (r.method == "GET")
-      s.Get(pattern, handler);
+      s.Get(pattern, [answer](const httplib::Request&, httplib::Response& res) { answer("", res); });
     else if (r.method == "POST")
-      s.Post(pattern, handler);
+      s.Post(pattern, with_body);
     else if (r.method == "PUT")
-      s.Put(pattern, handler);
+      s.Put(pattern, with_body);
     else
       TROUPE_FAIL("HttpServer: unknown method ", r.method, " for ", r.path);
   }

@@ -124,6 +124,22 @@ TEST(CompletionStream, ClientThatLeavesCancelsItsRequestAndFreesItsBlocks) {
   EXPECT_EQ(s.pool.stats().cancelled, 1);
 }
 
+// curl's -d sends JSON as application/x-www-form-urlencoded: a call of 128 prompts (over the
+// 8 KiB cpp-httplib allows such bodies by default) is answered, not refused with an empty 413.
+TEST(CompletionStream, LongBodiesOfAnyContentTypeAreRead) {
+  ServeTestModel m;
+  Served s(m, 64, 200);
+  json prompts = json::array();
+  for (int i = 0; i < 128; ++i)
+    prompts.push_back("A prompt, number " + std::to_string(i) + ", for the model to continue: it was a dark night.");
+  const std::string body = json{{"prompts", prompts}, {"tokens_to_generate", 1}, {"temperature", 0}}.dump();
+  ASSERT_GT(body.size(), 8192u);
+  const HttpResponse r =
+      http_request("PUT", "127.0.0.1", s.http.port(), "/api", body, 60, "application/x-www-form-urlencoded");
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  EXPECT_EQ(json::parse(r.body)["text"].size(), 128u);
+}
+
 TEST(CompletionStream, FullPoolAnswers503) {
   ServeTestModel m;
   Served s(m, 32, /*max_queued=*/1);
