@@ -43,29 +43,32 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
 
 namespace {
 
-std::unique_ptr<Tokenizer> tokenizer_for(const InferenceFlags& f, const LoadedModel& m) {
-  std::optional<TokenizerOptions> t = f.tokenizer;
-  if (!tokenizer_flags_given(f.tokenizer)) t = tokenizer_in(m.files);
+// The tokenizer's options: the flags when given, else the files beside the weights.
+TokenizerOptions tokenizer_options(const InferenceFlags& f, const LoadedModel& m) {
+  const std::optional<TokenizerOptions> t = tokenizer_flags_given(f.tokenizer) ? f.tokenizer : tokenizer_in(m.files);
   TROUPE_CHECK(t.has_value(), "no tokenizer: ", f.hf.empty() ? "--load " + f.load : "--hf " + f.hf,
                " has no tokenizer.json, nor vocab.json and merges.txt; pass --tokenizer-model, or --vocab-file and "
                "--merge-file");
-  auto tok = build_tokenizer(*t);
+  return *t;
+}
+
+std::unique_ptr<Tokenizer> tokenizer_for(const TokenizerOptions& t, const LoadedModel& m) {
+  auto tok = build_tokenizer(t);
   TROUPE_CHECK(tok->vocab_size() <= m.config.vocab_size, "the tokenizer (",
-               t->tokenizer_model.empty() ? t->vocab_file : t->tokenizer_model, ") has ", tok->vocab_size(),
+               t.tokenizer_model.empty() ? t.vocab_file : t.tokenizer_model, ") has ", tok->vocab_size(),
                " ids, the model only ", m.config.vocab_size);
   return tok;
 }
 
 // The tokenizer_config.json that goes with the tokenizer, or "" (a GPT-2 tokenizer has none).
-std::string tokenizer_config_path(const InferenceFlags& f, const LoadedModel& m) {
-  const std::optional<TokenizerOptions> t = tokenizer_flags_given(f.tokenizer) ? f.tokenizer : tokenizer_in(m.files);
-  if (!t || t->type != "HuggingFaceTokenizer") return "";
-  const std::filesystem::path path = std::filesystem::path(hf_tokenizer_dir(*t)) / "tokenizer_config.json";
+std::string tokenizer_config_path(const TokenizerOptions& t) {
+  if (t.type != "HuggingFaceTokenizer") return "";
+  const std::filesystem::path path = std::filesystem::path(hf_tokenizer_dir(t)) / "tokenizer_config.json";
   return std::filesystem::exists(path) ? path.string() : "";
 }
 
-std::shared_ptr<const ChatTemplate> chat_template_for(const InferenceFlags& f, const LoadedModel& m) {
-  const std::string config_path = tokenizer_config_path(f, m);
+std::shared_ptr<const ChatTemplate> chat_template_for(const InferenceFlags& f, const TokenizerOptions& t) {
+  const std::string config_path = tokenizer_config_path(t);
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   if (!config_path.empty()) {
     std::ifstream in(config_path);
@@ -95,9 +98,10 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
   s.compute = s.cuda ? dtype_from_name(f.dtype) : DType::f32;
   s.model = f.hf.empty() ? load_checkpoint_model(f.load) : load_hf_model(f.hf);
   (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
-  s.tokenizer = tokenizer_for(f, s.model);
+  const TokenizerOptions tokenizer = tokenizer_options(f, s.model);
+  s.tokenizer = tokenizer_for(tokenizer, s.model);
   s.stop_tokens = stop_tokens_for(*s.tokenizer, s.model);
-  s.chat = chat_template_for(f, s.model);
+  s.chat = chat_template_for(f, tokenizer);
   s.max_seq_length = f.max_seq_length > 0 ? f.max_seq_length : s.model.config.max_positions();
   return s;
 }
