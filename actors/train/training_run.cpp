@@ -421,6 +421,14 @@ void TrainingRun::Impl::shutdown() {
   // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
   // exit would fail its step. Stop only once every process has its last answer.
   if (!failed && fabric && fabric->processes() > 1) fabric->barrier();
+  // After a failure, the failed rank's partners may be waiting inside a collective or a receive
+  // for it: abort every group and channel first, so they end their op now, not at the timeout.
+  const auto abort_transport = [&] {
+    for (auto& c : channels) c->abort();
+    for (auto& t : tied) t->abort();
+    for (auto& g : groups) g->abort();
+  };
+  if (failed) abort_transport();
   for (const caf::actor& a : all) {
     (*self)->monitor(a);
     (*self)->send_exit(a, caf::exit_reason::user_shutdown);
@@ -433,11 +441,7 @@ void TrainingRun::Impl::shutdown() {
     (*self)->receive([&](caf::down_msg&) { ++down; },
                      caf::after(config.op_timeout + std::chrono::seconds(10)) >> [&] { timed_out = true; });
   }
-  if (failed || timed_out) {
-    for (auto& c : channels) c->abort();
-    for (auto& t : tied) t->abort();
-    for (auto& g : groups) g->abort();
-  }
+  if (timed_out) abort_transport();
   // Pending completion callbacks send to actors of this system: let them run while it exists.
   for (auto& w : workers) {
     if (!w) continue;

@@ -2,6 +2,7 @@
 // and the run shuts down cleanly: an exception in an op, an op that never finishes (the
 // watchdog), NaN activations with --check-for-nan, the data running out; bad layouts are
 // clear errors before anything starts.
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -52,6 +53,29 @@ TEST(StageFailure, ExceptionNamesStageAndOp) {
       }
     }
     EXPECT_LT(seconds_since(t0), 8.0) << "shutdown after a failure";
+  }
+}
+
+// Under tensor parallelism the failing rank's partners wait inside a collective for it: the
+// failure must reach them at once (the groups are aborted), not after --op-timeout.
+TEST(StageFailure, OneTensorParallelRankFailingEndsTheRunAtOnce) {
+  for (const int P : {1, 2}) {
+    actors::TrainingConfig config = tiny_config(false, P, 1);
+    config.parallel.tensor_size = 2;
+    config.op_timeout = std::chrono::seconds(60);
+    auto thrown = std::make_shared<std::atomic<bool>>(false);
+    config.before_op = [=](int stage, const Op& op) {
+      // Only the first of the stage's two tensor ranks to get here fails.
+      if (stage == P - 1 && op == Op{OpKind::forward, 1, 0} && !thrown->exchange(true)) throw Error("injected fault");
+    };
+    const auto t0 = Clock::now();
+    {
+      actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
+      const std::string what = train_error(run);
+      EXPECT_NE(what.find("injected fault"), std::string::npos) << what;
+      std::printf("TP=2 P=%d: failed after %.2f s: %s\n", P, seconds_since(t0), what.c_str());
+    }
+    EXPECT_LT(seconds_since(t0), 10.0) << "P " << P << ": the failure waited for the collective's timeout";
   }
 }
 

@@ -40,5 +40,30 @@ TEST(MultiprocessFailure, AFailingStageEndsTheRunInEveryProcess) {
   std::printf("process %d failed after %.2f s\n", process, seconds);
 }
 
+// Tensor parallelism across the processes: process 0's rank waits inside a collective for
+// process 1's, which has failed; the abort must reach it long before the op timeout.
+TEST(MultiprocessFailure, AFailingTensorRankEndsTheRunInEveryProcess) {
+  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs under mpirun -np 2";
+  actors::TrainingConfig config = tiny_config(false, 1, 1);
+  config.parallel.tensor_size = 2;  // tensor rank r in process r
+  config.op_timeout = std::chrono::seconds(60);
+  const int process = test_fabric()->process();
+  config.before_op = [process](int, const schedules::Op& op) {
+    if (process == 1 && op.kind == schedules::OpKind::forward && op.microbatch == 1) throw Error("injected fault");
+  };
+  actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run.train_iteration();
+    ADD_FAILURE() << "process " << process << ": no error";
+  } catch (const Error& e) {
+    std::printf("process %d: %s\n", process, e.what());
+    if (process == 1) EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 10.0) << "process " << process << " took " << seconds << " s to fail";
+  std::printf("process %d failed after %.2f s\n", process, seconds);
+}
+
 }  // namespace
 }  // namespace troupe::test
