@@ -120,6 +120,21 @@ std::vector<int64_t> build_shuffle_index(int64_t num_samples, int64_t total_size
   return index;
 }
 
+// FNV-1a over the lengths of sequences [begin, end), as 16 hex digits.
+std::string sequence_lengths_fingerprint(const std::vector<int32_t>& sizes, int64_t begin, int64_t end) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int64_t i = begin; i < end; ++i) {
+    const auto v = static_cast<uint32_t>(sizes[size_t(i)]);
+    for (int b = 0; b < 4; ++b) {
+      h ^= (v >> (8 * b)) & 0xffU;
+      h *= 1099511628211ULL;
+    }
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string description_hash(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : text) {
@@ -169,6 +184,9 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> dataset, Split spli
   // Not in Megatron's description: a re-preprocessed dataset of another size gets new indices.
   d["dataset_sequences"] = dataset_->num_sequences();
   d["tokens_per_epoch"] = tokens_per_epoch;
+  // Re-preprocessed into the same prefix with the same totals but other document lengths
+  // (another tokenizer, edited text): the cached indices would point into the wrong places.
+  d["sequence_lengths_fnv1a"] = sequence_lengths_fingerprint(sizes, begin_, end_);
   d["index_format"] = "troupe-gpt-indices-1";
   description_ = d.dump(4);
 
@@ -271,26 +289,34 @@ void GptDataset::build_indices(const std::vector<int32_t>& sizes, int64_t tokens
   shuffle_index_ = IndexArray(NpyArray::open(cache_prefix_ + "-shuffle_index.npy"));
 }
 
+std::string GptDataset::index_origin() const {
+  if (!loaded_from_cache_) return "";
+  return str_cat("; the indices were read from the cache ", cache_prefix_,
+                 "-*.npy: delete those files to rebuild them, or pass another --data-cache-path");
+}
+
 void GptDataset::sample(int64_t index, int32_t* out) const {
   const std::string& prefix = dataset_->path_prefix();
   TROUPE_CHECK(index >= 0 && index < size(), "GPT dataset '", prefix, "' (", split_name(split_), "): sample ", index,
                " out of range [0, ", size(), ")");
   const int64_t want = config_.sequence_length + kAddExtraToken;
   const int64_t j = shuffle_index_[index];
-  TROUPE_CHECK(j >= 0 && j + 1 < sample_index_.size() / 2, "GPT dataset '", prefix, "': corrupt shuffle index");
+  TROUPE_CHECK(j >= 0 && j + 1 < sample_index_.size() / 2, "GPT dataset '", prefix, "': corrupt shuffle index",
+               index_origin());
   const int64_t first = sample_index_[2 * j], first_offset = sample_index_[2 * j + 1];
   const int64_t last = sample_index_[2 * j + 2], last_offset = sample_index_[2 * j + 3];
   TROUPE_CHECK(0 <= first && first <= last && last < document_index_.size(), "GPT dataset '", prefix,
-               "': corrupt sample index at row ", j);
+               "': corrupt sample index at row ", j, index_origin());
   int64_t n = 0;
   for (int64_t pos = first; pos <= last; ++pos) {
     const int64_t doc = document_index_[pos];
-    TROUPE_CHECK(doc >= begin_ && doc < end_, "GPT dataset '", prefix, "': corrupt document index at ", pos);
+    TROUPE_CHECK(doc >= begin_ && doc < end_, "GPT dataset '", prefix, "': corrupt document index at ", pos,
+                 index_origin());
     const int64_t offset = pos == first ? first_offset : 0;
     const int64_t length =
         pos == last ? last_offset + kAddExtraToken - offset : dataset_->sequence_length(doc) - offset;
     TROUPE_CHECK(length >= 0 && n + length <= want, "GPT dataset '", prefix, "': sample ", index, " spans more than ",
-                 want, " tokens (corrupt index)");
+                 want, " tokens (corrupt index", index_origin(), ")");
     dataset_->read(doc, offset, length, out + n);
     n += length;
   }

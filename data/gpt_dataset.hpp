@@ -127,6 +127,8 @@ class GptDataset final : public SampleSource {
   std::string description_;
   std::string cache_prefix_;
   bool loaded_from_cache_ = false;
+  // For errors about a bad index: where it came from, when that was the cache.
+  std::string index_origin() const;
   IndexArray document_index_, sample_index_, shuffle_index_;
 };
 

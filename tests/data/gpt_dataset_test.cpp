@@ -6,6 +6,7 @@
 #include "data/blended_dataset.hpp"
 #include "data/data_splits.hpp"
 #include "data/gpt_dataset.hpp"
+#include "data/npy.hpp"
 #include "data/numpy_random.hpp"
 #include "tests/data/data_test_util.hpp"
 #include "tests/test_util.hpp"
@@ -255,6 +256,58 @@ TEST(GptDataset, CacheIsReusedAndRebuiltWhenTheDescriptionChanges) {
   EXPECT_FALSE(repaired.loaded_from_cache());
   EXPECT_EQ(to_vector(repaired.shuffle_index()), to_vector(built.shuffle_index()));
   EXPECT_TRUE(GptDataset(data, Split::train, 0, 20, 40, cfg).loaded_from_cache());
+}
+
+// Preprocessed again into the same prefix: the same number of documents and tokens, other
+// document lengths. The old cached indices would cut samples in the wrong places.
+TEST(GptDataset, CacheIsRebuiltWhenTheDocumentLengthsChange) {
+  TempDir dir;
+  std::vector<I32> docs, moved;
+  for (int d = 0; d < 20; ++d) docs.push_back(I32(size_t(3 + d % 7), d));
+  moved = docs;
+  moved[0].push_back(1);  // one token moves from the last document to the first
+  moved[19].pop_back();
+  GptDatasetConfig cfg;
+  cfg.sequence_length = 8;
+  cfg.cache_dir = dir / "cache";
+  const std::string first_prefix =
+      GptDataset(tiny_dataset(dir, docs), Split::train, 0, 20, 40, cfg).cache_path_prefix();
+  GptDataset again(tiny_dataset(dir, moved), Split::train, 0, 20, 40, cfg);
+  EXPECT_FALSE(again.loaded_from_cache());
+  EXPECT_NE(again.cache_path_prefix(), first_prefix);
+  expect_samples_follow_the_stream(again);
+}
+
+// A cache whose indices do not fit the data (written by hand here) is named in the error.
+TEST(GptDataset, ABadCachedIndexNamesTheCache) {
+  TempDir dir;
+  std::vector<I32> docs;
+  for (int d = 0; d < 20; ++d) docs.push_back(I32(size_t(3 + d % 7), d));
+  auto data = tiny_dataset(dir, docs);
+  GptDatasetConfig cfg;
+  cfg.sequence_length = 8;
+  cfg.cache_dir = dir / "cache";
+  const std::string prefix = GptDataset(data, Split::train, 0, 20, 40, cfg).cache_path_prefix();
+  // Sample index rows that span a whole epoch each: a sample far longer than 9 tokens.
+  NpyArray smp = NpyArray::open(prefix + "-sample_index.npy");
+  const int64_t rows = smp.shape()[0];
+  std::vector<int64_t> wide(size_t(rows * 2), 0);
+  for (int64_t r = 0; r < rows; ++r) wide[size_t(2 * r)] = std::min<int64_t>(r * 10, 19);
+  write_npy(prefix + "-sample_index.tmp.npy", NpyDtype::i64, {rows, 2}, wide.data());
+  std::filesystem::rename(prefix + "-sample_index.tmp.npy", prefix + "-sample_index.npy");
+  GptDataset cached(data, Split::train, 0, 20, 40, cfg);
+  ASSERT_TRUE(cached.loaded_from_cache());
+  std::vector<int32_t> out(9);
+  std::string what;
+  for (int64_t i = 0; i < cached.size() && what.empty(); ++i) {
+    try {
+      cached.sample(i, out.data());
+    } catch (const Error& e) {
+      what = e.what();
+    }
+  }
+  EXPECT_NE(what.find("read from the cache " + prefix), std::string::npos) << what;
+  EXPECT_NE(what.find("--data-cache-path"), std::string::npos) << what;
 }
 
 TEST(GptDataset, CacheFilesAreNpyInMegatronsDtypes) {
