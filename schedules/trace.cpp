@@ -66,15 +66,18 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   auto it = fields.find("format");
   TROUPE_CHECK(it != fields.end() && it->second.type == msgpack::type::STR && it->second.as<std::string>() == kFormat,
                what, ": not a troupe trace (header has no \"format\": \"", kFormat, "\")");
-  auto get_int = [&](const char* key, bool required, int64_t fallback) -> int64_t {
+  // Counts fit an int; the iteration any int64.
+  auto get_int = [&](const char* key, bool required, int64_t fallback, int64_t hi = INT32_MAX) -> int64_t {
     auto f = fields.find(key);
     if (f == fields.end()) {
       TROUPE_CHECK(!required, what, ": header lacks \"", key, "\"");
       return fallback;
     }
-    TROUPE_CHECK(msgpack_is_int(f->second), what, ": header \"", key, "\" is ", msgpack_type_name(f->second),
-                 ", expected an integer");
-    return f->second.as<int64_t>();
+    const std::optional<int64_t> v = msgpack_int_in(f->second, 0, hi);
+    TROUPE_CHECK(v.has_value(), what, ": header \"", key, "\" is ",
+                 msgpack_is_int(f->second) ? "out of range" : msgpack_type_name(f->second),
+                 ", expected an integer in [0, ", hi, "]");
+    return *v;
   };
   const int64_t version = get_int("version", true, 0);
   TROUPE_CHECK(version == kVersion, what, ": trace format version ", version, " is not supported (this troupe reads ",
@@ -89,7 +92,7 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   h.shape.microbatches = int(get_int("microbatches", true, 1));
   h.shape.group_size = int(get_int("group_size", false, 0));
   h.num_layers = int(get_int("num_layers", false, 0));
-  h.iteration = get_int("iteration", false, 0);
+  h.iteration = get_int("iteration", false, 0, INT64_MAX);
   return h;
 }
 
@@ -119,21 +122,26 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
                ", expected a string");
   static const char* names[] = {"actor", "device",    "stage",    "kind",   "microbatch",
                                 "chunk", "iteration", "start_ns", "end_ns", "bytes"};
-  for (size_t i = 1; i < kEventFields; ++i)
-    TROUPE_CHECK(msgpack_is_int(f[i]), what, ": event ", index, ": ", names[i], " is ", msgpack_type_name(f[i]),
-                 ", expected an integer");
+  int64_t v[kEventFields] = {};
+  for (size_t i = 1; i < kEventFields; ++i) {
+    const int64_t lo = i <= 5 ? INT32_MIN : INT64_MIN, hi = i <= 5 ? INT32_MAX : INT64_MAX;  // int32 fields first
+    const std::optional<int64_t> x = msgpack_int_in(f[i], lo, hi);
+    TROUPE_CHECK(x.has_value(), what, ": event ", index, ": ", names[i], " is ",
+                 msgpack_is_int(f[i]) ? "out of range" : msgpack_type_name(f[i]), ", expected an integer in [", lo,
+                 ", ", hi, "]");
+    v[i] = *x;
+  }
   TraceEvent e;
   e.actor = f[0].as<std::string>();
-  e.device = f[1].as<int32_t>();
-  e.stage = f[2].as<int32_t>();
-  const int kind = f[3].as<int>();
-  e.kind = kind >= 0 && kind < kKinds ? EventKind(kind) : EventKind::other;
-  e.microbatch = f[4].as<int32_t>();
-  e.chunk = f[5].as<int32_t>();
-  e.iteration = f[6].as<int64_t>();
-  e.start_ns = f[7].as<int64_t>();
-  e.end_ns = f[8].as<int64_t>();
-  e.bytes = f[9].as<int64_t>();
+  e.device = int32_t(v[1]);
+  e.stage = int32_t(v[2]);
+  e.kind = v[3] >= 0 && v[3] < kKinds ? EventKind(v[3]) : EventKind::other;
+  e.microbatch = int32_t(v[4]);
+  e.chunk = int32_t(v[5]);
+  e.iteration = v[6];
+  e.start_ns = v[7];
+  e.end_ns = v[8];
+  e.bytes = v[9];
   TROUPE_CHECK(e.end_ns >= e.start_ns, what, ": event ", index, " (", e.actor, ") ends before it starts: ", e.start_ns,
                " > ", e.end_ns, " ns");
   return e;

@@ -12,9 +12,13 @@
 namespace troupe::actors {
 
 using schedules::msgpack_is_int;
+
 using schedules::msgpack_type_name;
 
 namespace {
+
+// An integer that int64 holds (msgpack's as<int64_t>() throws a bare std::bad_cast past it).
+bool fits_int64(const msgpack::object& x) { return schedules::msgpack_int_in(x, INT64_MIN, INT64_MAX).has_value(); }
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
@@ -46,8 +50,8 @@ class Fields {
   void set_default(const char* key, const msgpack::object& value) { fields_.emplace(key, value); }
 
   void operator()(const char* key, int64_t& v) const {
-    const msgpack::object& o = get(key, msgpack_is_int, "an integer");
-    v = o.as<int64_t>();
+    const msgpack::object& o = get(key, fits_int64, "an integer (int64)");
+    v = *schedules::msgpack_int_in(o, INT64_MIN, INT64_MAX);
   }
   void operator()(const char* key, uint64_t& v) const {
     const msgpack::object& o = get(
@@ -80,9 +84,9 @@ class Fields {
     v.clear();
     for (uint32_t i = 0; i < o.via.array.size; ++i) {
       const msgpack::object& x = o.via.array.ptr[i];
-      TROUPE_CHECK(msgpack_is_int(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ",
-                   msgpack_type_name(x), ", expected an integer");
-      v.push_back(x.as<int64_t>());
+      TROUPE_CHECK(fits_int64(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ", msgpack_type_name(x),
+                   ", expected an integer (int64)");
+      v.push_back(*schedules::msgpack_int_in(x, INT64_MIN, INT64_MAX));
     }
   }
   void operator()(const char* key, std::vector<schedules::TraceEvent>& v) const {

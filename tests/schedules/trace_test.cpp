@@ -161,6 +161,23 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
   EXPECT_EQ(error_of(header(1, true)), "");
   EXPECT_NE(error_of(header(2, true)).find("version 2 is not supported"), std::string::npos);
   EXPECT_NE(error_of(header(1, false)).find("lacks \"stages\""), std::string::npos);
+  // Integers msgpack cannot convert (it throws a bare std::bad_cast) are named.
+  {
+    msgpack::sbuffer b;
+    msgpack::packer<msgpack::sbuffer> p(&b);
+    p.pack_map(2);
+    p.pack(std::string("format")), p.pack(std::string("troupe-trace"));
+    p.pack(std::string("version")), p.pack(uint64_t(1) << 63);
+    const std::string what = error_of({b.data(), b.size()});
+    EXPECT_NE(what.find("header \"version\" is out of range"), std::string::npos) << what;
+  }
+  {
+    msgpack::sbuffer big;
+    msgpack::packer<msgpack::sbuffer> pb(&big);
+    pb.pack(std::make_tuple(std::string("stage0"), 0, int64_t(1) << 40, 0, 0, 0, 0, 0, 10, 0));
+    const std::string what = error_of(header(1, true) + std::string(big.data(), big.size()));
+    EXPECT_NE(what.find("event 0: stage is out of range"), std::string::npos) << what;
+  }
 
   // An event with a string where an integer belongs, and one with too few fields.
   msgpack::sbuffer ev;
