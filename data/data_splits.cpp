@@ -72,6 +72,10 @@ std::array<double, 3> parse_split(std::string_view split) {
   while (i < split.size()) {
     const auto is_num = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
     if (!is_num(split[i])) {
+      // Megatron reads the runs of [.0-9] and skips the rest; a letter there is a mistake
+      // (a missing value, a wrong flag) that would silently change the weights.
+      TROUPE_CHECK(split[i] == ',' || split[i] == '/' || split[i] == ' ', "--split \"", split, "\": '", split[i],
+                   "' is not part of a weight list; expected up to 3 numbers such as 969,30,1");
       ++i;
       continue;
     }

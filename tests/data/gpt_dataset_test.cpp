@@ -376,6 +376,9 @@ TEST(Splits, ParseNormalizeAndRange) {
   EXPECT_NE(error_of([] { parse_split("1,2,3,4"); }).find("at most 3"), std::string::npos);
   EXPECT_NE(error_of([] { parse_split("0,0,0"); }).find("zero"), std::string::npos);
   EXPECT_NE(error_of([] { parse_split("1.2.3"); }).find("not a number"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_split("a,b,c"); }).find("'a' is not part of a weight list"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_split("98,1x,1"); }).find("'x'"), std::string::npos);
+  EXPECT_EQ(parse_split("98/1/1")[0], 0.98);
 }
 
 TEST(Splits, NumpySumIsPairwiseFromEightValues) {
