@@ -7,7 +7,7 @@ build=${1:-build}
 
 packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
           libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
-          libzmq3-dev cppzmq-dev libcpp-httplib-dev libpcre2-dev
+          libzmq3-dev cppzmq-dev libboost1.74-dev libpcre2-dev  # Boost: Beast and Asio (actors/http)
           clang-format clang-tidy  # scripts/check_format.sh, scripts/check_tidy.sh (tests)
           chromium libpng-dev)  # the dashboard test: headless Chromium, and libpng to read its screenshot
 missing=()
