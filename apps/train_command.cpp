@@ -10,11 +10,15 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "actors/fabric/fabric.hpp"
 #include "actors/train/training_run.hpp"
 #include "apps/commands.hpp"
+#include "apps/common/checkpoint_flags.hpp"
+#include "storage/checkpoint_ownership.hpp"
 #include "apps/common/tokenizer_flags.hpp"
+#include "apps/train/float_flags.hpp"
 #include "apps/train/train_log.hpp"
 #include "apps/common/monitor_flags.hpp"
 #include "apps/train/train_monitor.hpp"
@@ -60,6 +64,10 @@ struct TrainOptions {
   int64_t ddp_bucket_size = 40000000;
   std::string schedule = "1f1b", device = "auto";
   std::string save, load;  // --save / --load checkpoint directories
+  // --ckpt-step: the iteration --load reads (default: the tracker's); --overwrite: --save may
+  // rewind a directory this run does not go on from (storage/checkpoint_ownership.hpp).
+  std::optional<int64_t> ckpt_step;
+  bool overwrite = false;
   int64_t save_interval = 0;
   bool no_save_optim = false, no_load_optim = false, no_load_rng = false, finetune = false, async_save = false;
   int most_recent_k = 0;      // keep this many checkpoints (0: all)
@@ -71,6 +79,9 @@ struct TrainOptions {
   int64_t sample_tokens = 0;
   std::string prompt = "The";
   double op_timeout_s = 300;
+  bool check_for_nan = true;              // --check-for-nan-in-loss-and-grad (Megatron's default)
+  int64_t max_consecutive_skipped = 100;  // --max-consecutive-skipped-iterations (0: no bound)
+
   actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
   std::string tensorboard_dir;     // --tensorboard-dir: Megatron's scalars (apps/train/train_tensorboard.hpp)
   double peak_tflops = 0;          // per device, for MFU in the monitor
@@ -159,7 +170,7 @@ struct TrainData {
   int64_t resume_iteration = 0;  // the checkpoint's iteration when --load resumes a run
 };
 
-TrainData load_train_data(const TrainOptions& o, int64_t gbs) {
+TrainData load_train_data(const TrainOptions& o, int64_t gbs, std::optional<int64_t> load_iteration) {
   TrainData d;
   d.tokenizer = make_tokenizer(o);
   const int64_t vocab = d.tokenizer ? d.tokenizer->vocab_size() : o.tokenizer.vocab_size;
@@ -193,7 +204,7 @@ TrainData load_train_data(const TrainOptions& o, int64_t gbs) {
                          .eod_mask_loss = o.eod_mask_loss};
   // A resumed run's loader starts where the checkpoint's stopped (Megatron's consumed_samples).
   if (!o.load.empty() && !o.finetune) {  // --finetune: weights only, training from iteration 0
-    const CheckpointMetadata meta = actors::TrainingRun::read_checkpoint_metadata(o.load);
+    const CheckpointMetadata meta = actors::TrainingRun::read_checkpoint_metadata(o.load, load_iteration);
     d.resume_iteration = meta.iteration;
     lopt.consumed_samples = meta.consumed_samples;
   }
@@ -264,6 +275,8 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.trace_path = o.trace;
   cfg.time_ops = o.monitor.enabled();  // the monitor gets the trace too
   cfg.op_timeout = std::chrono::milliseconds(int64_t(o.op_timeout_s * 1000));
+  cfg.check_for_nan = o.check_for_nan;
+  cfg.max_consecutive_skipped = o.max_consecutive_skipped;
   return cfg;
 }
 
@@ -290,7 +303,7 @@ class Checkpointer {
  public:
   Checkpointer(const TrainOptions& o, actors::TrainingRun& run) : o_(o), run_(run) {
     // The checkpoint of the iteration just loaded is already there.
-    saved_at_ = !o.load.empty() && o.load == o.save ? run.iteration() : -1;
+    saved_at_ = !o.load.empty() && same_checkpoint_dir(o.load, o.save) ? run.iteration() : -1;
     options_ = {.optimizer = !o.no_save_optim, .keep_last = o.most_recent_k, .files = {}};
     // The tokenizer goes with the weights (`troupe generate` reads it from there).
     options_.files = tokenizer_source_files(o.tokenizer);
@@ -347,7 +360,7 @@ class LogAccumulator {
     ++count_;
     if (s.skipped) {
       ++window_.skipped;
-      if (std::isnan(s.loss)) ++window_.nan;
+      if (!std::isfinite(s.loss)) ++window_.nan;  // Megatron's: a skipped iteration with an inf/NaN loss
     } else {
       loss_ += s.loss;
       norm_ += s.grad_norm;
@@ -473,7 +486,11 @@ int train(const TrainOptions& o) {
   TROUPE_CHECK(gbs % o.micro_batch_size == 0, "--global-batch-size ", gbs, " is not a multiple of --micro-batch-size ",
                o.micro_batch_size, " (this node has one data-parallel rank)");
 
-  TrainData data = load_train_data(o, gbs);
+  // --load's iteration, and --save's directory claimed (apps/common/checkpoint_flags.hpp).
+  const std::optional<int64_t> load_iteration = prepare_train_checkpoints(
+      {.save = o.save, .load = o.load, .ckpt_step = o.ckpt_step, .finetune = o.finetune, .overwrite = o.overwrite},
+      *fabric);
+  TrainData data = load_train_data(o, gbs, load_iteration);
   int devices = 0;
   const actors::TrainingConfig cfg = training_config(o, data.model, fabric->processes(), cuda, gbs, devices);
   print_run_header(o, cfg, devices);
@@ -482,7 +499,9 @@ int train(const TrainOptions& o) {
   if (!o.load.empty()) {
     std::printf("loading checkpoint from %s at iteration %ld%s\n", o.load.c_str(), long(data.resume_iteration),
                 o.finetune ? " (--finetune: weights only)" : "");
-    run.load_checkpoint(o.load, {.optimizer = !o.no_load_optim, .rng = !o.no_load_rng, .finetune = o.finetune});
+    run.load_checkpoint(
+        o.load,
+        {.optimizer = !o.no_load_optim, .rng = !o.no_load_rng, .finetune = o.finetune, .iteration = load_iteration});
     std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
     std::fflush(stdout);
   }
@@ -506,9 +525,8 @@ int train(const TrainOptions& o) {
     std::printf("troupe train: stopped by signal %d after iteration %ld\n", int(g_stop_signal), long(run.iteration()));
   // A final validation unless the last iteration just ran one.
   const bool evaluated_last = o.eval_interval > 0 && run.iteration() % o.eval_interval == 0;
-  const double valid_loss =
-      data.has_valid_split && o.eval_iters > 0 && !evaluated_last ? run.evaluate(o.eval_iters) : NAN;
-  if (!std::isnan(valid_loss)) {
+  if (data.has_valid_split && o.eval_iters > 0 && !evaluated_last) {
+    const double valid_loss = run.evaluate(o.eval_iters);  // NaN too: a diverged run shows it
     std::printf("%s\n", validation_block("the end of training", valid_loss).c_str());
     publish_validation(run, run.iteration(), valid_loss);
     tensorboard.validation(run.iteration(), valid_loss, run.consumed_samples());
@@ -541,14 +559,15 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--max-position-embeddings", o->max_position_embeddings);
   cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by);
   cmd->add_option("--normalization", o->normalization)->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
-  cmd->add_option("--norm-epsilon", o->norm_epsilon);
+  cmd->add_option("--norm-epsilon", o->norm_epsilon)->check(finite_float());
   cmd->add_option("--position-embedding-type", o->position_embedding_type)
       ->check(CLI::IsMember({"learned_absolute", "rope"}));
-  cmd->add_option("--rotary-base", o->rotary_base);
+  cmd->add_option("--rotary-base", o->rotary_base)->check(finite_float());
   auto* rope_scaling =
       cmd->add_flag("--use-rope-scaling", o->use_rope_scaling,
                     "Llama 3.1's RoPE frequency scaling (low/high frequency factors 1 and 4, original context 8192)");
   cmd->add_option("--rope-scaling-factor", o->rope_scaling_factor, "with --use-rope-scaling (default 8)")
+      ->check(finite_float())
       ->needs(rope_scaling);
   cmd->add_flag("--swiglu", o->swiglu);
   cmd->add_flag("--disable-bias-linear", o->disable_bias_linear);
@@ -561,26 +580,34 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                   "sliding-window attention, Megatron's LEFT,RIGHT: a token sees the LEFT before it (Mistral's "
                   "sliding_window - 1); RIGHT must be 0, -1 unbounded");
   cmd->add_flag("--untie-embeddings-and-output-weights", o->untie);
-  cmd->add_option("--hidden-dropout", o->hidden_dropout);
-  cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented");
-  cmd->add_option("--init-method-std", o->init_method_std);
+  cmd->add_option("--hidden-dropout", o->hidden_dropout)->check(finite_float());
+  cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented")->check(finite_float());
+  cmd->add_option("--init-method-std", o->init_method_std)->check(finite_float());
   cmd->add_option("--micro-batch-size", o->micro_batch_size);
   cmd->add_option("--global-batch-size", o->global_batch_size, "default: micro batch size");
   cmd->add_option("--train-iters", o->train_iters);
-  cmd->add_option("--lr", o->lr);
-  cmd->add_option("--min-lr", o->min_lr);
+  cmd->add_option("--lr", o->lr)->check(finite_float());
+  cmd->add_option("--min-lr", o->min_lr)->check(finite_float());
   cmd->add_option("--lr-decay-style", o->lr_decay_style)->check(CLI::IsMember({"constant", "linear", "cosine"}));
   cmd->add_option("--lr-warmup-iters", o->lr_warmup_iters);
-  cmd->add_option("--lr-warmup-init", o->lr_warmup_init);
+  cmd->add_option("--lr-warmup-init", o->lr_warmup_init)->check(finite_float());
   cmd->add_option("--lr-decay-iters", o->lr_decay_iters, "default: --train-iters");
-  cmd->add_option("--weight-decay", o->weight_decay);
-  cmd->add_option("--clip-grad", o->clip_grad);
-  cmd->add_option("--adam-beta1", o->adam_beta1);
-  cmd->add_option("--adam-beta2", o->adam_beta2);
-  cmd->add_option("--adam-eps", o->adam_eps);
+  cmd->add_option("--weight-decay", o->weight_decay)->check(finite_float());
+  cmd->add_option("--clip-grad", o->clip_grad)->check(finite_float());
+  cmd->add_option("--adam-beta1", o->adam_beta1)->check(finite_float());
+  cmd->add_option("--adam-beta2", o->adam_beta2)->check(finite_float());
+  cmd->add_option("--adam-eps", o->adam_eps)->check(positive_finite_float());
   cmd->add_flag("--bf16", o->bf16, "bf16 compute on GPUs (the GPU default)");
   cmd->add_flag("--fp16", o->fp16, "fp16 compute with dynamic loss scaling");
-  cmd->add_option("--loss-scale", o->loss_scale, "constant loss scale for --fp16 (default: dynamic)");
+  cmd->add_option("--loss-scale", o->loss_scale, "constant loss scale for --fp16 (default: dynamic)")
+      ->check(finite_float());
+  cmd->add_flag("--check-for-nan-in-loss-and-grad,!--no-check-for-nan-in-loss-and-grad", o->check_for_nan,
+                "stop with an error at an inf/NaN loss or gradient norm (default on; with --fp16 an inf/NaN "
+                "gradient only skips the step); off: such iterations are skipped");
+  cmd->add_option("--max-consecutive-skipped-iterations", o->max_consecutive_skipped,
+                  "stop with an error once this many iterations in a row were skipped for inf/NaN gradients "
+                  "(default 100; 0: no bound)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--data-path", o->data_path, "[weight] prefix ... of indexed datasets (troupe preprocess)");
   cmd->add_option("--split", o->split);
   cmd->add_option("--data-cache-path", o->data_cache_path);
@@ -615,6 +642,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--save", o->save, "checkpoint directory to save to (at --save-interval and at the end)");
   cmd->add_option("--save-interval", o->save_interval, "iterations between checkpoints (0: only at the end)");
   cmd->add_option("--load", o->load, "resume from the latest checkpoint in this directory");
+  add_train_checkpoint_flags(cmd, o->ckpt_step, o->overwrite);  // --ckpt-step, --overwrite
   cmd->add_flag("--no-save-optim", o->no_save_optim, "save weights only, not the Adam moments");
   cmd->add_flag("--no-load-optim", o->no_load_optim, "load weights only: fresh Adam moments");
   cmd->add_flag("--no-load-rng", o->no_load_rng, "dropout streams from this run's --seed, not the checkpoint's");

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "base/check.hpp"
+#include "storage/checkpoint_catalog.hpp"
 #include "storage/checkpoint_writer.hpp"
 #include "storage/shard_geometry.hpp"
 
@@ -13,17 +14,24 @@ namespace troupe {
 
 namespace fs = std::filesystem;
 
-CheckpointReader CheckpointReader::open(const std::string& root_dir) {
-  const int64_t it = read_checkpoint_tracker(root_dir);
-  const fs::path dir = fs::path(root_dir) / checkpoint_iteration_dir_name(it);
-  TROUPE_CHECK(fs::exists(dir / kCheckpointMetadataName), "checkpoint tracker '",
-               (fs::path(root_dir) / kCheckpointTrackerName).string(), "' names iteration ", it, " but '",
-               (dir / kCheckpointMetadataName).string(), "' does not exist (dangling tracker)");
-  return open(root_dir, it);
+CheckpointReader CheckpointReader::open(const std::string& root_dir, std::optional<int64_t> iteration) {
+  const int64_t it = resolve_checkpoint_iteration(root_dir, iteration);
+  try {
+    const fs::path dir = fs::path(root_dir) / checkpoint_iteration_dir_name(it);
+    TROUPE_CHECK(iteration || fs::exists(dir / kCheckpointMetadataName), "checkpoint tracker '",
+                 (fs::path(root_dir) / kCheckpointTrackerName).string(), "' names iteration ", it, " but '",
+                 (dir / kCheckpointMetadataName).string(), "' does not exist (dangling tracker)");
+    return open_iteration(root_dir, it);
+  } catch (const Error& e) {
+    // What the user can load instead: the newest checkpoint that passes these same checks.
+    throw Error(str_cat("cannot load iteration ", it, " of '", root_dir, "' (", intact_checkpoint_hint(root_dir, it),
+                        "): ", e.what()));
+  }
 }
 
-CheckpointReader CheckpointReader::open(const std::string& root_dir, int64_t iteration) {
+CheckpointReader CheckpointReader::open_iteration(const std::string& root_dir, int64_t iteration) {
   CheckpointReader r;
+  r.root_ = root_dir;
   r.dir_ = (fs::path(root_dir) / checkpoint_iteration_dir_name(iteration)).string();
   r.meta_path_ = (fs::path(r.dir_) / kCheckpointMetadataName).string();
   const std::string& mp = r.meta_path_;
@@ -113,7 +121,8 @@ const uint8_t* CheckpointReader::shard_bytes(const TensorRecord& t, const ShardR
     const uint64_t h = xxh64(p, size_t(s.byte_length));
     TROUPE_CHECK(h == s.checksum, "checksum mismatch in checkpoint shard file '", f.path(), "', tensor '", t.name,
                  "' slice ", s.slice.str(), " (bytes ", s.byte_offset, "..", s.byte_offset + s.byte_length, "): xxh64 ",
-                 checksum_hex(h), ", metadata records ", checksum_hex(s.checksum), " (corrupted)");
+                 checksum_hex(h), ", metadata records ", checksum_hex(s.checksum), " (corrupted); ",
+                 intact_checkpoint_hint(root_, meta_.iteration));
     verified_[key] = true;
   }
   return p;

@@ -7,16 +7,20 @@
 // TP/PP/DP layout loads into another.
 //
 //   CheckpointReader r = CheckpointReader::open("ckpt");            // the tracker's iteration
+//   CheckpointReader r4 = CheckpointReader::open("ckpt", 4);        // --ckpt-step 4
 //   Tensor wte = r.expect("wte", {V, C});                            // whole, in its stored dtype
 //   Tensor mine = r.read_slice("wte", rank * V / 3, (rank + 1) * V / 3);
 //
-// Every error is a troupe::Error naming the file and, where there is one, the tensor.
+// Every error is a troupe::Error naming the file and, where there is one, the tensor; one that
+// makes the checkpoint unusable also names the newest other intact checkpoint of the directory
+// and the --ckpt-step that loads it (storage/checkpoint_catalog.hpp).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +32,14 @@ namespace troupe {
 
 class CheckpointReader {
  public:
-  // The checkpoint the tracker in `root_dir` names. Throws on a missing tracker and on a
-  // dangling one (its directory missing or without metadata.json).
-  static CheckpointReader open(const std::string& root_dir);
-  // A given iteration, tracker or not; an incomplete directory (no metadata.json) is refused.
-  static CheckpointReader open(const std::string& root_dir, int64_t iteration);
+  // Iteration `iteration` of `root_dir` (--ckpt-step), tracker or not, or without one the
+  // checkpoint the tracker names. Throws on a missing tracker, on a dangling one (its directory
+  // missing or without metadata.json), on an iteration `root_dir` does not hold (listing those
+  // it does), and on an incomplete (no metadata.json) or broken checkpoint, naming the newest
+  // other intact one and the --ckpt-step that loads it.
+  static CheckpointReader open(const std::string& root_dir, std::optional<int64_t> iteration = std::nullopt);
+  // The checks of open() for one iteration, its errors without what to load instead.
+  static CheckpointReader open_iteration(const std::string& root_dir, int64_t iteration);
 
   const std::string& dir() const { return dir_; }
   const CheckpointMetadata& metadata() const { return meta_; }
@@ -58,6 +65,7 @@ class CheckpointReader {
   CheckpointReader() = default;
   const uint8_t* shard_bytes(const TensorRecord& t, const ShardRecord& s) const;
 
+  std::string root_;  // the directory of iteration directories
   std::string dir_;
   std::string meta_path_;
   CheckpointMetadata meta_;

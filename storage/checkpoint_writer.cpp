@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/check.hpp"
+#include "storage/checkpoint_catalog.hpp"
 
 namespace troupe {
 
@@ -242,13 +243,12 @@ void prune_checkpoints(const std::string& root_dir, int keep) {
   TROUPE_CHECK(keep >= 1, "prune_checkpoints: keep must be >= 1, got ", keep);
   const int64_t latest = read_checkpoint_tracker(root_dir);
   std::vector<std::pair<int64_t, fs::path>> complete, incomplete;
-  for (const auto& entry : fs::directory_iterator(root_dir)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("iter_", 0) != 0) continue;
-    const std::string digits = name.substr(5);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const int64_t it = std::stoll(digits);
-    (fs::exists(entry.path() / kCheckpointMetadataName) ? complete : incomplete).emplace_back(it, entry.path());
+  for (int64_t it : checkpoint_iterations(root_dir)) {
+    // Those after the tracker's are not this run's line (a crash's leftover, or what an
+    // --overwrite rewind left): the saves that reach them replace them; never counted or removed.
+    if (it > latest) continue;
+    const fs::path path = fs::path(root_dir) / checkpoint_iteration_dir_name(it);
+    (checkpoint_complete(root_dir, it) ? complete : incomplete).emplace_back(it, path);
   }
   std::sort(complete.begin(), complete.end(), std::greater<>());
   std::vector<fs::path> doomed;

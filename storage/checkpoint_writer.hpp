@@ -81,8 +81,9 @@ class CheckpointWriter {
 std::string commit_checkpoint(const std::string& root_dir, const CheckpointMetadata& meta,
                               const std::vector<std::string>& indices);
 
-// Retention (--most-recent-k): removes the complete checkpoints of `root_dir` older than the
-// newest `keep` (never the one the tracker names), and incomplete ones older than the tracker's.
+// Retention (--most-recent-k): of the checkpoints up to the tracker's, keeps the newest `keep`
+// complete ones and removes the older ones and the incomplete ones. Those after the tracker's
+// (a crash between metadata.json and the tracker, or an --overwrite rewind) are left alone.
 void prune_checkpoints(const std::string& root_dir, int keep);
 
 // The iteration the tracker in `root_dir` names; throws if there is no tracker.

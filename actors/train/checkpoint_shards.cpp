@@ -4,6 +4,7 @@
 
 #include "base/check.hpp"
 #include "storage/atomic_file.hpp"
+#include "storage/checkpoint_ownership.hpp"
 
 namespace troupe::actors {
 
@@ -71,8 +72,11 @@ void read_chunk_tensor(const CheckpointReader& reader, const ParamLayout& layout
   }
 }
 
-Tensor read_checkpoint_params(const std::string& root, const ParamLayout& layout) {
-  const CheckpointReader r = CheckpointReader::open(root);
+Tensor read_checkpoint_params(const std::string& root, const ParamLayout& layout, std::optional<int64_t> iteration) {
+  return read_checkpoint_params(CheckpointReader::open(root, iteration), layout);
+}
+
+Tensor read_checkpoint_params(const CheckpointReader& r, const ParamLayout& layout) {
   check_model_config(to_json(layout.config()), r.metadata().model_config, r.dir());
   Tensor flat = Tensor::host(DType::f32, {layout.size()});
   fill_zero(Context::cpu(), flat);
@@ -84,6 +88,8 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
                                     const std::vector<std::pair<std::string, std::string>>& files) {
   TROUPE_CHECK(layout.tensor_shard().size == 1 && layout.spec().pre_process && layout.spec().post_process,
                "write_params_checkpoint needs the whole model's layout");
+  check_no_checkpoints(root,
+                       "a converted model goes into a new directory, never into another run's; pass another --save");
   CheckpointWriter writer(root, 0);
   write_chunk_state(writer,
                     {.writer_id = 0, .layout = layout, .ranges = {{0, layout.size()}}, .tensors = {{"", flat}}});

@@ -16,6 +16,7 @@
 //   read_chunk_tensor(reader, layout, "", params);   // any layout: its own pieces
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,13 +53,19 @@ void write_chunk_state(CheckpointWriter& writer, const ChunkState& state);
 void read_chunk_tensor(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix,
                        const Tensor& flat);
 
-// The parameters of the latest checkpoint in `root` for `layout` (host f32, zeros where not
-// stored): for generation and export, which need no run. Checks the model config first.
-Tensor read_checkpoint_params(const std::string& root, const ParamLayout& layout);
+// The parameters of the checkpoint of `iteration` in `root` (--ckpt-step; without one the
+// tracker's) for `layout` (host f32, zeros where not stored): for generation and export, which
+// need no run. Checks the model config first.
+Tensor read_checkpoint_params(const std::string& root, const ParamLayout& layout,
+                              std::optional<int64_t> iteration = std::nullopt);
+// The same from a checkpoint already open.
+Tensor read_checkpoint_params(const CheckpointReader& reader, const ParamLayout& layout);
 
 // Writes a whole model's parameters (host f32 of layout.size(), layout of the whole model)
 // as checkpoint iteration 0 of `root`, weights only, with the tracker pointing at it; the
-// files (source, name there) are copied in. For `troupe convert --from hf`. Returns the directory.
+// files (source, name there) are copied in. For `troupe convert --from hf`. Returns the
+// directory. `root` must hold no checkpoints yet (storage/checkpoint_ownership.hpp): a
+// converted model never joins, nor rolls back, another run's directory.
 std::string write_params_checkpoint(const std::string& root, const ParamLayout& layout, const Tensor& flat,
                                     const std::vector<std::pair<std::string, std::string>>& files = {});
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "actors/fabric/device_services.hpp"
+#include "actors/train/checkpoint_finite.hpp"
 #include "actors/train/messages.hpp"
 #include "kernels/nvtx.hpp"
 #include "base/check.hpp"
@@ -18,6 +19,11 @@ SaveOutcome write_save_job(SaveJob& job) {
   const auto t0 = std::chrono::steady_clock::now();
   SaveOutcome out;
   try {
+    // A diverged model is refused before anything of the save is written.
+    for (size_t i = 0; i < job.chunks.size(); ++i) {
+      if (i < job.ready.size()) fence_host_wait(job.ready[i]);
+      check_chunk_state_finite(job.chunks[i]);
+    }
     CheckpointWriter writer(job.root, job.iteration);
     for (size_t i = 0; i < job.chunks.size(); ++i) {
       if (i < job.ready.size()) fence_host_wait(job.ready[i]);

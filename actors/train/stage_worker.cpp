@@ -152,12 +152,14 @@ StageWorker::InputTransfer StageWorker::await_inputs(const Op& op) {
 
 void StageWorker::check_finite(const Op& op, const Tensor& t, const char* what) {
   const Context& ctx = context();
-  Tensor f32 = t;
-  if (t.dtype() != DType::f32) {
-    f32 = Tensor::empty(ctx, DType::f32, t.shape());
-    convert(ctx, t, f32);
-  }
-  if (!troupe::grad_stats(ctx, {f32.view({f32.numel()})}).finite) throw StageOpError(op, str_cat("NaN/Inf in ", what));
+  // A stream-ordered buffer, not Tensor::empty: cudaFree waits for the whole device, and with
+  // two stages on one GPU the other stage's NCCL kernel may be waiting for this one (a hang).
+  const bool converted = t.dtype() != DType::f32;
+  const Tensor f32 = converted ? buffer_alloc(ctx, DType::f32, t.shape()) : t;
+  if (converted) convert(ctx, t, f32);
+  const bool finite = troupe::grad_stats(ctx, {f32.view({f32.numel()})}).finite;
+  if (converted) buffer_free(ctx, f32);
+  if (!finite) throw StageOpError(op, str_cat("NaN/Inf in ", what));
 }
 
 std::optional<Outbound> StageWorker::run(const Op& op) {
@@ -201,7 +203,7 @@ std::optional<Outbound> StageWorker::run_forward(const Op& op) {
   if (last) {
     const int64_t n = plan_.batch * plan_.seq;
     copy(ctx, a->losses, losses_.slice(int64_t(m) * n, {n}));
-    if (setup_.check_losses) check_finite(op, a->losses, "the per-token losses");
+    if (setup_.check_tensors) check_finite(op, a->losses, "the per-token losses");
   }
   if (plan_.training)
     saved_[i] = std::move(a);
@@ -273,8 +275,14 @@ double StageWorker::finish() {
     const int64_t n = host.dim(1);
     for (int m = 0; m < plan_.microbatches; ++m) {
       const double s = sum_losses(host.slice(int64_t(m) * n, {n}));
-      if (setup_.check_losses && !std::isfinite(s))
-        throw StageOpError({OpKind::forward, m, setup_.chunks - 1}, "the loss is NaN/Inf");
+      if (setup_.check_losses && !std::isfinite(s)) {
+        const std::string whose =
+            plan_.training ? str_cat("the loss of iteration ", plan_.iteration) : std::string("the validation loss");
+        throw StageOpError({OpKind::forward, m, setup_.chunks - 1},
+                           str_cat(whose, " is ", std::isnan(s) ? "NaN" : "infinite",
+                                   ", so the training diverged; pass --no-check-for-nan-in-loss-and-grad to ",
+                                   plan_.training ? "skip such iterations" : "go on", " instead of stopping"));
+      }
       sum += s;
     }
   }

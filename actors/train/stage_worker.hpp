@@ -113,8 +113,8 @@ struct StageSetup {
   // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last
   // microbatch's backward has written it (take_ready_buckets); reduce_grads() leaves it out.
   bool overlap_grad_reduce = false;
-  bool check_losses = false;         // --check-for-nan-in-loss-and-grad: per-microbatch losses
-  bool check_tensors = false;        // ... and every op's output activations / gradients (off with fp16 scaling)
+  bool check_losses = false;         // --check-for-nan-in-loss-and-grad: per-microbatch losses, on the host in finish()
+  bool check_tensors = false;        // debugging: every op's output activations / gradients too (a device sync per op)
   std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
   std::vector<std::unique_ptr<GptChunk>> models;  // V chunks, chunk c = virtual stage c * P + s
   // Channels (owned by the run): activations to stage s+1 / from s-1, gradients to s-1 / from s+1

@@ -86,6 +86,8 @@ void validate(const TrainingConfig& c) {
     TROUPE_CHECK(c.devices.cpu_devices >= 0, "--cpu-devices must be >= 0, got ", c.devices.cpu_devices);
   }
   TROUPE_CHECK(c.op_timeout.count() > 0, "the op timeout must be positive");
+  TROUPE_CHECK(c.max_consecutive_skipped >= 0, "--max-consecutive-skipped-iterations must be >= 0, got ",
+               c.max_consecutive_skipped);
 }
 
 // The device of the `rank`-th local rank of a process that is `node_process`-th on its machine,
@@ -102,6 +104,22 @@ int device_of_rank(const TrainingConfig& c, int rank, int node_process, int per_
   const int ranks = c.parallel.tensor_size * c.parallel.data_size * c.parallel.pipeline_size;
   const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : ranks;
   return rank % n;
+}
+
+// Why the run must stop after an iteration whose step was skipped for inf/nan gradients ("" if it
+// goes on): that is the loss scaler's business with fp16, a divergence otherwise. Every
+// process sees the same global statistics, so all stop at the same iteration.
+std::string divergence_error(const TrainingConfig& c, bool loss_scaling, const IterationStats& stats,
+                             int64_t skipped_in_a_row) {
+  if (stats.skipped && c.check_for_nan && !loss_scaling)
+    return str_cat("iteration ", stats.iteration,
+                   ": the gradients hold inf/NaN values (the global gradient norm is not finite), so the training "
+                   "diverged; pass --no-check-for-nan-in-loss-and-grad to skip such iterations instead of stopping");
+  if (c.max_consecutive_skipped > 0 && skipped_in_a_row >= c.max_consecutive_skipped)
+    return str_cat("iteration ", stats.iteration, ": ", skipped_in_a_row,
+                   " iterations in a row were skipped for inf/NaN gradients (--max-consecutive-skipped-iterations ",
+                   c.max_consecutive_skipped, "), so the training diverged; lower --lr or raise the bound");
+  return "";
 }
 
 }  // namespace
@@ -194,9 +212,11 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   setup.dp_group = member.dp[r];
   setup.distributed_optimizer = dist_opt;
   setup.overlap_grad_reduce = !comm_contexts.empty();
-  setup.check_losses = config.check_for_nan;
+  // The loss is on the host anyway (StageWorker::finish): checking it costs nothing.
+  setup.check_losses = config.check_for_nan || config.check_for_nan_every_op;
   // fp16 with dynamic scaling expects inf/nan gradients (the step is skipped), as in Megatron.
-  setup.check_tensors = config.check_for_nan && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
+  setup.check_tensors =
+      config.check_for_nan_every_op && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
   setup.context = std::move(context);
   const TensorParallel tpar{{tp, T}, par.sequence_parallel, member.tp[r]};
   // The distributed optimizer gives each data rank a 64-aligned D-th of every bucket.
@@ -400,6 +420,20 @@ void release_within(std::unique_ptr<caf::actor_system> system, std::chrono::seco
                           " s (an actor still referenced); leaving it behind");
 }
 
+// Waits for every local device. Pending completion callbacks send to actors of the run's system:
+// they run while it exists, and the completion threads stop (unless a stage may still use them).
+void stop_devices(const std::vector<std::shared_ptr<StageWorker>>& workers, bool timed_out) {
+  for (const auto& w : workers) {
+    if (!w) continue;
+    try {
+      w->synchronize();
+    } catch (const std::exception&) {
+      // A device error after a failure: nothing more to do with this device.
+    }
+    if (!timed_out) w->stop_completions();  // else a stage may still be using it
+  }
+}
+
 }  // namespace
 
 void TrainingRun::Impl::shutdown() {
@@ -442,16 +476,10 @@ void TrainingRun::Impl::shutdown() {
                      caf::after(config.op_timeout + std::chrono::seconds(10)) >> [&] { timed_out = true; });
   }
   if (timed_out) abort_transport();
-  // Pending completion callbacks send to actors of this system: let them run while it exists.
-  for (auto& w : workers) {
-    if (!w) continue;
-    try {
-      w->synchronize();
-    } catch (const std::exception&) {
-      // A device error after a failure: nothing more to do with this device.
-    }
-    if (!timed_out) w->stop_completions();  // else a stage may still be using it
-  }
+  stop_devices(workers, timed_out);
+  // A tied-embedding sum whose partner stage failed before joining it still holds the other
+  // stage's handle (its `done`), and that stage's thread would never end: drop the reducers.
+  if (failed && !timed_out) tied.clear();
   // A detached actor's thread ends only once nothing holds it. Actors known to other processes
   // are held by the middleman (the registry, and each remote proxy's bookkeeping) until the
   // other processes drop their proxies: drop ours, wait for everyone, then release the rest.
@@ -626,6 +654,12 @@ IterationStats TrainingRun::train_iteration() {
   const IterationStats stats = d.ask<IterationStats>(train_atom::value);
   ++d.iteration;
   d.consumed += d.config.global_batch_size;
+  d.skipped_in_a_row = stats.skipped ? d.skipped_in_a_row + 1 : 0;
+  const std::string diverged = divergence_error(d.config, d.scaler != nullptr, stats, d.skipped_in_a_row);
+  if (!diverged.empty()) {
+    d.failure = diverged;
+    throw Error(diverged);
+  }
   return stats;
 }
 

@@ -63,10 +63,20 @@ struct TrainingConfig {
   std::string trace_path;  // --trace: record every op (msgpack); empty: off; several processes: PATH.rankR each
   bool time_ops = false;   // time GPU ops with events as --trace does (for the monitor's trace)
   std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};  // a stage silent this long fails the run
-  bool check_for_nan = false;  // stop with an error naming the stage and op on a NaN loss/grad
+  // --check-for-nan-in-loss-and-grad (Megatron's default: on): a non-finite loss (the last
+  // stage's host copy of it, each iteration) or global gradient norm (the optimizer's, for
+  // clipping) stops the run with an error naming the iteration; no extra device sync. With a
+  // loss scaler (fp16) inf/nan gradients are expected and only skip the step.
+  bool check_for_nan = true;
+  // --max-consecutive-skipped-iterations: this many iterations in a row skipped for inf/nan
+  // gradients stop the run with an error (0: no bound).
+  int64_t max_consecutive_skipped = 100;
 
   // Runtime knobs and test hooks (no command-line flags).
   int max_outstanding_ops = 0;  // ops a GPU stage enqueues ahead of completion; 0: 4 (CPU devices: always 1)
+  // Debugging a divergence: also every op's output activations and gradients, a device sync per
+  // op (off with fp16 dynamic loss scaling), so the first op making a NaN is named.
+  bool check_for_nan_every_op = false;
   // Every op takes exactly this long (CPU devices; sleeps after the work): equal op durations
   // for the test that the emergent order equals schedules::canonical_order.
   std::chrono::microseconds fixed_op_duration{0};
@@ -97,6 +107,8 @@ struct LoadOptions {
   bool optimizer = true;  // --no-load-optim: fresh Adam moments
   bool rng = true;        // --no-load-rng: dropout streams from this run's --seed
   bool finetune = false;  // --finetune: weights only; iteration, optimizer and data from 0
+  // --ckpt-step: this iteration of the root, not the tracker's.
+  std::optional<int64_t> iteration = std::nullopt;
 };
 
 class TrainingRun {
@@ -108,7 +120,9 @@ class TrainingRun {
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   // One iteration: forward/backward of every microbatch through the pipeline, then the
-  // optimizer step. Throws troupe::Error naming the stage and op when any actor fails.
+  // optimizer step. Throws troupe::Error naming the stage and op when any actor fails, and
+  // (the run then stays failed) on a non-finite loss or gradient norm with check_for_nan, or
+  // after max_consecutive_skipped skipped iterations in a row.
   IterationStats train_iteration();
   // Mean validation loss over `iters` microbatches (no gradients, no dropout).
   double evaluate(int64_t iters);
@@ -147,15 +161,16 @@ class TrainingRun {
   // start_save + finish_save(true).
   SavedCheckpoint save_checkpoint(const std::string& root, const SaveOptions& options = {});
 
-  // Loads the tracker's checkpoint into this fresh run (before its first iteration), whatever
-  // layout saved it: every rank reads the slices of each tensor its shard holds. Restores
+  // Loads the tracker's checkpoint (or options.iteration's) into this fresh run (before its
+  // first iteration), whatever layout saved it: every rank reads the slices of each tensor its shard holds. Restores
   // iteration, optimizer step and moments, loss scale and the dropout seed, as options say.
   // The train loader must have been built at the checkpoint's consumed samples (read them with
   // read_checkpoint_metadata; 0 with finetune). Throws troupe::Error naming the first
   // differing model config field, a missing tensor or shard, a corrupt or truncated file.
   void load_checkpoint(const std::string& root, const LoadOptions& options = {});
-  // The metadata of the tracker's checkpoint in `root` (validated, no tensor read).
-  static CheckpointMetadata read_checkpoint_metadata(const std::string& root);
+  // The metadata of the tracker's checkpoint in `root`, or of `iteration`'s (validated, no tensor read).
+  static CheckpointMetadata read_checkpoint_metadata(const std::string& root,
+                                                     std::optional<int64_t> iteration = std::nullopt);
 
   // Live monitoring (actors/monitor/monitor_actor.hpp, training_run_monitor.cpp). start_monitor binds
   // the options' endpoints (throws troupe::Error naming one it cannot bind), spawns the monitor

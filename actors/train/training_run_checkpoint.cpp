@@ -189,7 +189,7 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(d.iteration == 0, "load_checkpoint: a checkpoint loads into a fresh run; this one has run ", d.iteration,
                " iterations");
-  const CheckpointReader r = CheckpointReader::open(root);
+  const CheckpointReader r = CheckpointReader::open(root, options.iteration);
   const CheckpointMetadata& meta = r.metadata();
   check_model_config(to_json(d.config.model), meta.model_config, r.dir());
   const bool resume = !options.finetune;
@@ -249,8 +249,8 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
   d.config_seed = seed;
 }
 
-CheckpointMetadata TrainingRun::read_checkpoint_metadata(const std::string& root) {
-  return CheckpointReader::open(root).metadata();
+CheckpointMetadata TrainingRun::read_checkpoint_metadata(const std::string& root, std::optional<int64_t> iteration) {
+  return CheckpointReader::open(root, iteration).metadata();
 }
 
 }  // namespace troupe::actors

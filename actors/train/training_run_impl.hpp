@@ -62,6 +62,7 @@ struct TrainingRun::Impl {
   trainer_actor trainer;
   monitor_actor monitor;  // null unless start_monitor was called
   int64_t iteration = 0, consumed = 0;
+  int64_t skipped_in_a_row = 0;  // iterations skipped for inf/nan gradients, up to the last one
   std::string failure;
   std::shared_ptr<LossScaler> scaler;  // shared with the trainer; touched here only between iterations
 

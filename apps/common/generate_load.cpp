@@ -65,13 +65,13 @@ LoadedModel load_hf_model(const std::string& dir) {
   return m;
 }
 
-LoadedModel load_checkpoint_model(const std::string& dir) {
+LoadedModel load_checkpoint_model(const std::string& dir, std::optional<int64_t> step) {
   TROUPE_CHECK(fs::is_directory(dir), "--load ", dir, ": no such directory");
-  const CheckpointReader r = CheckpointReader::open(dir);
+  const CheckpointReader r = CheckpointReader::open(dir, step);
   LoadedModel m;
   m.config = gpt_config_from_json(r.metadata().model_config);
   // Global tensors by parameter name, whatever layout saved them (vocabulary padding rows zero).
-  m.weights = actors::read_checkpoint_params(dir, ParamLayout(m.config, ChunkSpec::whole_model()));
+  m.weights = actors::read_checkpoint_params(r, ParamLayout(m.config, ChunkSpec::whole_model()));
   note_files(r.dir(), {}, m);
   return m;
 }

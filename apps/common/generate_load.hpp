@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,10 @@ struct LoadedModel {
 
 // --hf DIR: config.json + model.safetensors (an architecture model/hf reads).
 LoadedModel load_hf_model(const std::string& dir);
-// --load DIR: the newest checkpoint the tracker in DIR names (any layout saved it:
-// actors::read_checkpoint_params); its files are in its iteration directory. Throws naming the
-// file or tensor at fault.
-LoadedModel load_checkpoint_model(const std::string& dir);
+// --load DIR: the checkpoint of iteration `step` in DIR (--ckpt-step), or without one the
+// newest, which the tracker names (any layout saved it: actors::read_checkpoint_params); its
+// files are in its iteration directory. Throws naming the file or tensor at fault, and for a
+// broken checkpoint the newest intact one (storage/checkpoint_catalog.hpp).
+LoadedModel load_checkpoint_model(const std::string& dir, std::optional<int64_t> step = std::nullopt);
 
 }  // namespace troupe::apps

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "actors/fabric/fabric.hpp"
+#include "apps/common/checkpoint_flags.hpp"
 #include "apps/common/tokenizer_flags.hpp"
 #include "data/chat/chat_template.hpp"
 #include "base/check.hpp"
@@ -16,6 +17,7 @@ namespace troupe::apps {
 
 void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--load", f.load, "Troupe checkpoint directory (its newest checkpoint)");
+  add_ckpt_step_flag(cmd, f.ckpt_step);
   cmd->add_option("--hf", f.hf, "Hugging Face folder: config.json + model.safetensors (GPT-2 or Llama)");
   add_tokenizer_flags(cmd, f.tokenizer);  // default: the tokenizer files beside the weights
   cmd->add_option("--chat-template", f.chat_template,
@@ -96,7 +98,7 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
   InferenceSetup s;
   s.cuda = f.device == "cuda" || (f.device == "auto" && cuda_available());
   s.compute = s.cuda ? dtype_from_name(f.dtype) : DType::f32;
-  s.model = f.hf.empty() ? load_checkpoint_model(f.load) : load_hf_model(f.hf);
+  s.model = f.hf.empty() ? load_checkpoint_model(f.load, f.ckpt_step) : load_hf_model(f.hf);
   (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
   const TokenizerOptions tokenizer = tokenizer_options(f, s.model);
   s.tokenizer = tokenizer_for(tokenizer, s.model);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ namespace troupe::apps {
 
 struct InferenceFlags {
   std::string load, hf, device = "auto", dtype = "bf16";
+  // --ckpt-step: the iteration --load reads (default: the tracker's).
+  std::optional<int64_t> ckpt_step;
   TokenizerOptions tokenizer;  // default: the tokenizer files beside the weights
   std::string chat_template;   // --chat-template FILE; default: tokenizer_config.json's chat_template
   int64_t max_requests = 64, max_batch_tokens = 2048, max_seq_length = 0;
@@ -34,8 +37,8 @@ struct InferenceFlags {
   bool no_cuda_graphs = false;
 };
 
-// Registers --load --hf, the tokenizer flags (apps/common/tokenizer_flags.hpp), --chat-template, --device --dtype
-// --inference-max-requests
+// Registers --load --ckpt-step (apps/common/checkpoint_flags.hpp) --hf, the tokenizer flags
+// (apps/common/tokenizer_flags.hpp), --chat-template, --device --dtype --inference-max-requests
 // --inference-max-batch-tokens --inference-max-seq-length --kv-block-size --kv-cache-gb
 // --no-cuda-graphs --tensor-model-parallel-size --inference-step-timeout.
 void add_inference_flags(CLI::App* cmd, InferenceFlags& f);

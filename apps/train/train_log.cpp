@@ -14,6 +14,9 @@ std::string timestamp() {
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   return buf;
 }
+
+// A NaN prints as "NAN" or "nan", whatever its sign bit ("-NAN" reads as a negative number).
+double plain(double v) { return std::isnan(v) ? std::fabs(v) : v; }
 }  // namespace
 
 std::string iteration_line(const LogWindow& w) {
@@ -24,8 +27,8 @@ std::string iteration_line(const LogWindow& w) {
                 "lm loss: %E | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3ld | "
                 "number of nan iterations: %3ld |",
                 timestamp().c_str(), long(w.iteration), long(w.train_iters), long(w.consumed_samples),
-                w.ms_per_iteration, w.tflops_per_device, w.lr, long(w.global_batch_size), w.loss, w.loss_scale,
-                w.grad_norm, long(w.skipped), long(w.nan));
+                w.ms_per_iteration, w.tflops_per_device, plain(w.lr), long(w.global_batch_size), plain(w.loss),
+                w.loss_scale, plain(w.grad_norm), long(w.skipped), long(w.nan));
   return buf;
 }
 
@@ -34,7 +37,7 @@ double perplexity(double loss) { return std::exp(std::min(loss, 20.0)); }
 std::string validation_block(const std::string& where, double loss) {
   char line[256];
   const int n = std::snprintf(line, sizeof(line), " validation loss at %s | lm loss value: %E | lm loss PPL: %E | ",
-                              where.c_str(), loss, perplexity(loss));
+                              where.c_str(), plain(loss), plain(perplexity(loss)));
   const std::string dashes(size_t(n), '-');
   return dashes + "\n" + line + "\n" + dashes;
 }

@@ -1,5 +1,6 @@
 #include "model/hf/hf_config.hpp"
 
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -34,8 +35,42 @@ const std::set<std::string>& harmless_keys() {
       "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
       // Llama: the pretraining tensor-parallel degree; transformers 4 splits its matmuls by it,
       // which sums the same products (the same math)
-      "pretraining_tp"};
+      "pretraining_tp",
+      // a training memory setting (activations recomputed in the backward pass: the same values)
+      "gradient_checkpointing",
+      // which attention kernel transformers picked (4.47 and 4.48 saved it by mistake): the same math
+      "_attn_implementation_autoset"};
   return keys;
+}
+
+// Keys of features Troupe does not implement, read by none of its families: null (or false) is
+// "not set" and accepted; any other value is refused, naming what it would change.
+const std::map<std::string, std::string>& unimplemented_keys() {
+  static const std::map<std::string, std::string> keys = {
+      {"quantization_config", "quantized weights"},
+      {"attn_logit_softcapping", "tanh soft-capping of the attention scores"},
+      {"final_logit_softcapping", "tanh soft-capping of the logits"},
+      {"query_pre_attn_scalar", "another attention scale than 1/sqrt(head_dim)"},
+      {"attention_multiplier", "another attention scale than 1/sqrt(head_dim)"},
+      {"embedding_multiplier", "scaled embeddings"},
+      {"residual_multiplier", "scaled residual branches"},
+      {"logits_scaling", "scaled logits"},
+      {"num_experts", "a mixture of experts"},
+      {"num_local_experts", "a mixture of experts"},
+      {"num_experts_per_tok", "a mixture of experts"},
+      {"attention_chunk_size", "chunked attention"},
+      {"no_rope_layers", "layers without RoPE"},
+      {"use_qk_norm", "an RMSNorm on the query and key heads this family does not have"},
+      {"sliding_window", "a sliding attention window, which this family does not have"},
+      {"use_sliding_window", "a sliding attention window, which this family does not have"},
+      {"max_window_layers", "a sliding attention window, which this family does not have"}};
+  return keys;
+}
+
+// A value for an error message, cut short (a quantization_config can be long).
+std::string short_dump(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
 
 // Reads the config, remembering which keys it looked at; the rest are unknown.
@@ -91,11 +126,22 @@ class Reader {
                  "); Troupe implements ", json(implemented).dump());
   }
 
-  std::vector<std::string> unknown() const {
-    std::vector<std::string> out;
-    for (const auto& [key, value] : j_.items())
-      if (!seen_.count(key) && !harmless_keys().count(key)) out.push_back(key + " = " + value.dump());
-    return out;
+  // Every key neither read nor known to be harmless is an error: one that would change the
+  // math unless null, or one we do not know at all (it may change the math too).
+  void refuse_unread(const std::string& model_type) const {
+    for (const auto& [key, value] : j_.items()) {
+      if (seen_.count(key) || harmless_keys().count(key)) continue;
+      const auto unimplemented = unimplemented_keys().find(key);
+      if (unimplemented != unimplemented_keys().end()) {
+        TROUPE_CHECK(value.is_null() || (value.is_boolean() && !value.get<bool>()), where_, ": '", key,
+                     "' = ", short_dump(value), " is not supported (", unimplemented->second, "; model_type \"",
+                     model_type, "\"); Troupe implements it only unset (null)");
+        continue;
+      }
+      TROUPE_FAIL(where_, ": unknown key '", key, "' = ", short_dump(value), " for model_type \"", model_type,
+                  "\": Troupe refuses what it cannot tell changes nothing (a silently different model is worse "
+                  "than none); if it does not change this model's math, remove it from the file");
+    }
   }
   const std::string& where() const { return where_; }
 
@@ -219,12 +265,19 @@ void read_qwen_sliding_window(Reader& r, GptConfig& c) {
                ": 'use_sliding_window' = true with 'max_window_layers' = ", from_layer, " of ", c.num_layers,
                " layers is not supported (a window on some layers only; Troupe windows all layers or none)");
   if (windowed) c.sliding_window = int(window);
+}
+
+// transformers 5's per-layer attention kinds: each must be what the other keys say (one kind
+// for every layer: Troupe windows all layers or none).
+void read_layer_types(Reader& r, const GptConfig& c) {
   if (r.has("layer_types")) {
     const json& types = r.at("layer_types");
+    const std::string expected = c.sliding_window > 0 ? "sliding_attention" : "full_attention";
+    TROUPE_CHECK(types.is_array() && types.size() == size_t(c.num_layers), r.where(), ": 'layer_types' ",
+                 short_dump(types), " must list one kind for each of the ", c.num_layers, " layers");
     for (const json& t : types)
-      TROUPE_CHECK(t == (windowed ? "sliding_attention" : "full_attention"), r.where(), ": 'layer_types' ",
-                   types.dump(),
-                   " does not match use_sliding_window/max_window_layers, or mixes layer types "
+      TROUPE_CHECK(t == expected, r.where(), ": 'layer_types' ", short_dump(types),
+                   " does not match the sliding window settings, or mixes layer types "
                    "(not supported: Troupe windows all layers or none)");
   }
   r.mark("layer_types");
@@ -256,6 +309,7 @@ void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
     read_qwen_sliding_window(r, c);
   }
   if (model_type == "mistral") c.sliding_window = int(sliding_window_of(r));  // Llama's math, windowed
+  read_layer_types(r, c);
 }
 
 }  // namespace
@@ -296,7 +350,7 @@ HfConfig read_hf_config(const json& j, const std::string& where) {
   }
   hf.model.hidden_dropout = 0.0f;
   hf.model.attention_dropout = 0.0f;
-  hf.unknown_keys = r.unknown();
+  r.refuse_unread(hf.model_type);
   return hf;
 }
 

@@ -1,12 +1,13 @@
 // Reading a Hugging Face config.json exactly, as transformers 4.x and 5.x write it: every key
 // that changes the model's math is either implemented or refused with an error naming the key
-// and its value; keys known to change nothing are accepted quietly; anything else is reported
-// as a warning (HfConfig::unknown_keys). Both layouts of the RoPE settings are read: 4.x's
-// top-level `rope_theta` and `rope_scaling`, 5.x's `rope_parameters` {rope_theta, rope_type, ...}.
+// and its value; keys known to change nothing are accepted quietly; any other key is refused
+// too, naming it and the file (a key we do not know may change the math: a silently wrong
+// model is worse than none). Keys of features Troupe does not implement (soft-capping, experts,
+// quantization, ...) are accepted when null ("not set"). Both layouts of the RoPE settings are
+// read: 4.x's top-level `rope_theta` and `rope_scaling`, 5.x's `rope_parameters` {rope_theta, rope_type, ...}.
 //
-//   HfConfig hf = read_hf_config(json, "ckpt/config.json");   // throws naming key and value
+//   HfConfig hf = read_hf_config(json, "ckpt/config.json");   // throws naming key, value and file
 //   GptConfig model = hf.model;
-//   for (const std::string& k : hf.unknown_keys) log_warning(...);
 //
 // Families: GPT2LMHeadModel; LlamaForCausalLM (Llama 2, Llama 3/3.1/3.2 with rope_type llama3);
 // MistralForCausalLM without a sliding window that takes effect (the same math as Llama).
@@ -33,12 +34,11 @@ struct HfConfig {
   std::string model_type;      // as written: "gpt2", "llama", "mistral", "qwen2", "qwen3"
   GptConfig model;             // seq_length = max_position_embeddings, dropout 0
   std::optional<int64_t> bos_token_id;
-  std::vector<int64_t> eos_token_ids;     // an int or a list in the file
-  std::string dtype;                      // torch_dtype (4.x) or dtype (5.x): how the weights were saved; "" if absent
-  std::vector<std::string> unknown_keys;  // "key = value": neither implemented, refused nor known harmless
+  std::vector<int64_t> eos_token_ids;  // an int or a list in the file
+  std::string dtype;                   // torch_dtype (4.x) or dtype (5.x): how the weights were saved; "" if absent
 };
 
-// `where` names the file in errors. Throws troupe::Error.
+// `where` names the file in errors. Throws troupe::Error, also for a key it does not know.
 HfConfig read_hf_config(const nlohmann::json& config, const std::string& where);
 
 }  // namespace troupe

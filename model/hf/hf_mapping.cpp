@@ -176,26 +176,29 @@ void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get
   }
 }
 
+Tensor export_hf_piece(const ParamInfo& p, const HfPiece& piece, const Tensor& host) {
+  int64_t rows = 0, cols = 0;
+  as_matrix(p.shape, rows, cols);
+  const float* src = host.data_as<float>() + p.offset;
+  Tensor t = Tensor::host(DType::f32, piece.hf_shape);
+  float* d = t.data_as<float>();
+  const int64_t r0 = piece.hf_shape[0], c0 = piece.hf_shape.size() > 1 ? piece.hf_shape[1] : 1;
+  const int64_t piece_rows = piece.transpose ? c0 : r0;
+  TROUPE_CHECK(piece.row_offset + piece_rows <= rows, "HF tensor ", piece.hf_name, " has more rows than ", p.name);
+  for (int64_t i = 0; i < piece_rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      (piece.transpose ? d[j * c0 + i] : d[i * cols + j]) = src[(piece.row_offset + i) * cols + j];
+  return t;
+}
+
 std::vector<std::pair<std::string, Tensor>> export_hf(const ParamLayout& layout, HfArch arch, const Tensor& host,
                                                       const std::string& prefix) {
   TROUPE_CHECK(!host.is_cuda() && host.dtype() == DType::f32 && host.numel() == layout.size(),
                "export_hf needs a host f32 buffer of ", layout.size(), " elements, got ", host.str());
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const ParamInfo& p : layout.params()) {
-    int64_t rows = 0, cols = 0;
-    as_matrix(p.shape, rows, cols);
-    const float* src = host.data_as<float>() + p.offset;
-    for (const HfPiece& piece : hf_pieces(layout.config(), arch, p.name, prefix)) {
-      Tensor t = Tensor::host(DType::f32, piece.hf_shape);
-      float* d = t.data_as<float>();
-      const int64_t r0 = piece.hf_shape[0], c0 = piece.hf_shape.size() > 1 ? piece.hf_shape[1] : 1;
-      const int64_t piece_rows = piece.transpose ? c0 : r0;
-      for (int64_t i = 0; i < piece_rows; ++i)
-        for (int64_t j = 0; j < cols; ++j)
-          (piece.transpose ? d[j * c0 + i] : d[i * cols + j]) = src[(piece.row_offset + i) * cols + j];
-      out.emplace_back(piece.hf_name, std::move(t));
-    }
-  }
+  for (const ParamInfo& p : layout.params())
+    for (const HfPiece& piece : hf_pieces(layout.config(), arch, p.name, prefix))
+      out.emplace_back(piece.hf_name, export_hf_piece(p, piece, host));
   return out;
 }
 

@@ -55,5 +55,8 @@ void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get
 // (parameters or gradients). A tied output layer appears once, as the embedding.
 std::vector<std::pair<std::string, Tensor>> export_hf(const ParamLayout& layout, HfArch arch, const Tensor& host_f32,
                                                       const std::string& prefix = "transformer.");
+// One of them: the host f32 HF tensor `piece` of parameter `param` (one of hf_pieces' answers),
+// so that a writer can make them one at a time.
+Tensor export_hf_piece(const ParamInfo& param, const HfPiece& piece, const Tensor& host_f32);
 
 }  // namespace troupe

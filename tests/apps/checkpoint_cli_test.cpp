@@ -3,7 +3,7 @@
 //   its time is spent saving) always leaves the tracker naming a complete checkpoint whose every
 //   shard verifies, and the next run resumes from it;
 // - --async-save, --most-recent-k and --exit-interval; the tokenizer files saved with the weights;
-// - `troupe convert --to hf` and `--from hf` round-trip the weights bit for bit.
+// - `troupe convert --to hf` and `--from hf` round-trip the weights bit for bit; `--dtype bf16` rounds them.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -11,13 +11,18 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/train/checkpoint_shards.hpp"
+#include "kernels/half.hpp"
 #include "model/config.hpp"
+#include "model/hf/hf_checkpoint.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "storage/checkpoint_writer.hpp"
 #include "tests/test_util.hpp"
@@ -107,6 +112,17 @@ TEST(CheckpointCli, AsyncSaveRetentionExitIntervalAndConvert) {
   const ParamLayout layout(gpt_config_from_json(r.metadata().model_config), ChunkSpec::whole_model());
   const Tensor a = actors::read_checkpoint_params(root, layout), b = actors::read_checkpoint_params(back, layout);
   EXPECT_EQ(max_abs_diff(a, b), 0.0);
+  // --dtype bf16: BF16 tensors, config.json's torch_dtype, each value rounded to nearest even;
+  // a progress line per tensor.
+  {
+    const std::string hf16 = dir / "hf-bf16";
+    Troupe t({"convert", "--to", "hf", "--load", root, "--output", hf16, "--dtype", "bf16"}, dir / "g.txt");
+    ASSERT_EQ(t.wait(60s), 0) << t.output();
+    EXPECT_NE(t.output().find("[1/"), std::string::npos) << t.output();
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(fs::path(hf16) / "config.json"))["torch_dtype"], "bfloat16");
+    const Tensor c = load_hf_weights(hf16, layout, hf_arch_for(layout.config()));
+    for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(c.at(i), round_to_bf16(a.at(i))) << i;
+  }
   // Refusals: nothing overwritten, clear messages.
   {
     Troupe t({"convert", "--to", "hf", "--load", root, "--output", hf}, dir / "e.txt");

@@ -197,9 +197,10 @@ TEST_F(GenerateCommand, ErrorsNameTheFlagOrFile) {
   EXPECT_NE(log0.out.find("--log-interval"), std::string::npos) << log0.out;
 }
 
-// The HF config reader from the command line: a key that would change the math is refused
-// by every command that reads an HF folder, naming it; an unknown key is a warning.
-TEST_F(GenerateCommand, HfConfigKeysAreRefusedOrWarnedFromTheCommandLine) {
+// The HF config reader from the command line: a key that would change the math, or one it
+// does not know, is refused by every command that reads an HF folder, naming it; so are
+// weights that are not safetensors, before anything is converted.
+TEST_F(GenerateCommand, HfConfigKeysAndWeightFilesAreRefusedFromTheCommandLine) {
   const fs::path config = fs::path(hf_) / "config.json";
   nlohmann::json j = nlohmann::json::parse(std::ifstream(config));
   auto write = [&](const nlohmann::json& c) { std::ofstream(config) << c.dump(2); };
@@ -217,10 +218,27 @@ TEST_F(GenerateCommand, HfConfigKeysAreRefusedOrWarnedFromTheCommandLine) {
   nlohmann::json unknown = j;
   unknown["some_new_switch"] = 3;
   write(unknown);
+  const ChildRun refused = troupe({"convert", "--from", "hf", "--input", hf_, "--save", tmp_ / "ckpt2"}, tmp_);
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.out.find(config.string() + ": unknown key 'some_new_switch' = 3"), std::string::npos)
+      << refused.out;
+  EXPECT_FALSE(fs::exists(tmp_.path() / "ckpt2" / "latest_checkpointed_iteration.txt")) << "nothing converted";
+  write(j);
   const ChildRun ok = troupe({"convert", "--from", "hf", "--input", hf_, "--save", tmp_ / "ckpt2"}, tmp_);
   EXPECT_EQ(ok.status, 0) << ok.out;
-  EXPECT_NE(ok.out.find("unknown key some_new_switch = 3"), std::string::npos) << ok.out;
-  write(j);
+  EXPECT_NE(ok.out.find("[1/"), std::string::npos) << "a progress line per tensor: " << ok.out;
+
+  fs::rename(fs::path(hf_) / "model.safetensors", fs::path(hf_) / "pytorch_model.bin");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"convert", "--from", "hf", "--input", hf_, "--save", tmp_ / "ckpt3"},
+        std::vector<std::string>{"generate", "--hf", hf_, "--prompt", "x", "--device", "cpu"}}) {
+    const ChildRun bin = troupe(args, tmp_);
+    EXPECT_NE(bin.status, 0) << args[0];
+    EXPECT_NE(bin.out.find("holds its weights as pytorch_model.bin"), std::string::npos) << bin.out;
+    EXPECT_NE(bin.out.find("safe_serialization=True"), std::string::npos) << bin.out;
+    EXPECT_EQ(bin.out.find("converting"), std::string::npos) << "refused before converting: " << bin.out;
+  }
+  fs::rename(fs::path(hf_) / "pytorch_model.bin", fs::path(hf_) / "model.safetensors");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Checkpoint format: row-sharded saves read back whole and under other row slicings with
 // exact bytes, crash safety of the tracker, and rejection of corrupt checkpoints with
-// errors naming the file and the tensor.
+// errors naming the file and the tensor (and the newest intact iteration to load instead);
+// --ckpt-step's iteration, and who may save into a checkpoint directory.
 #include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +12,9 @@
 #include <thread>
 
 #include "storage/atomic_file.hpp"
+#include "storage/checkpoint_catalog.hpp"
 #include "storage/checkpoint_format.hpp"
+#include "storage/checkpoint_ownership.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "storage/checkpoint_writer.hpp"
 #include "tests/test_util.hpp"
@@ -331,18 +334,150 @@ TEST_F(Checkpoint, OrphanCompleteCheckpointIsReplaced) {
   expect_error([&] { CheckpointWriter w(root(), 200); }, {"refusing to overwrite"});
 }
 
-TEST_F(Checkpoint, RetentionKeepsTheNewestAndTheTracked) {
+// Retention counts the checkpoints up to the tracker's; those after it (a crash before the
+// tracker moved, an --overwrite rewind) are neither counted nor removed.
+TEST_F(Checkpoint, RetentionKeepsTheNewestUpToTheTracker) {
   const auto tensors = model_tensors();
-  for (int64_t it : {10, 20, 30, 40}) save_sharded(root(), it, 1, tensors);
-  fs::create_directories(iter_dir(5));  // an incomplete save older than the tracker's
-  write_file_atomic(root() + "/" + kCheckpointTrackerName, "20\n", 3);
+  for (int64_t it : {10, 20, 30, 40, 50}) save_sharded(root(), it, 1, tensors);
+  fs::create_directories(iter_dir(5));   // an incomplete save older than the tracker's
+  fs::create_directories(iter_dir(45));  // and one after it
+  write_file_atomic(root() + "/" + kCheckpointTrackerName, "40\n", 3);
   prune_checkpoints(root(), 2);
   EXPECT_FALSE(fs::exists(iter_dir(5)));
   EXPECT_FALSE(fs::exists(iter_dir(10)));
-  EXPECT_TRUE(fs::exists(iter_dir(20)));  // the tracker's, though not among the newest two
+  EXPECT_FALSE(fs::exists(iter_dir(20)));
   EXPECT_TRUE(fs::exists(iter_dir(30)));
-  EXPECT_TRUE(fs::exists(iter_dir(40)));
-  EXPECT_EQ(CheckpointReader::open(root()).iteration(), 20);
+  EXPECT_TRUE(fs::exists(iter_dir(40)));  // the tracker's
+  EXPECT_TRUE(fs::exists(iter_dir(45)));
+  EXPECT_TRUE(fs::exists(iter_dir(50)));
+  EXPECT_EQ(CheckpointReader::open(root()).iteration(), 40);
+}
+
+// ---- --ckpt-step and what to load instead (storage/checkpoint_catalog.hpp) -----------------
+
+TEST_F(Checkpoint, CkptStepOpensThatIterationAndAMissingOneListsThosePresent) {
+  const auto tensors = model_tensors();
+  for (int64_t it : {10, 20, 30}) save_sharded(root(), it, 1, tensors);
+  fs::create_directories(iter_dir(40));  // a save that did not finish
+  EXPECT_EQ(checkpoint_iterations(root()), (std::vector<int64_t>{10, 20, 30, 40}));
+  EXPECT_EQ(CheckpointReader::open(root()).iteration(), 30);
+  EXPECT_EQ(CheckpointReader::open(root(), 20).iteration(), 20);
+  EXPECT_EQ(resolve_checkpoint_iteration(root(), std::nullopt), 30);
+  EXPECT_EQ(resolve_checkpoint_iteration(root(), 10), 10);
+  expect_error([&] { CheckpointReader::open(root(), 25); },
+               {"--ckpt-step 25", root(), "it holds iterations 10, 20, 30, 40 (incomplete)"});
+  expect_error([&] { CheckpointReader::open(root(), 40); }, {"incomplete", "iteration 30 is the newest intact"});
+  expect_error([&] { resolve_checkpoint_iteration(root(), -1); }, {"--ckpt-step must be >= 0"});
+  expect_error([&] { resolve_checkpoint_iteration((dir_ / "nowhere").string(), 1); }, {"nowhere"});
+}
+
+TEST_F(Checkpoint, BrokenNewestNamesTheNewestIntactIteration) {
+  const auto tensors = model_tensors();
+  for (int64_t it : {10, 20, 30}) save_sharded(root(), it, 2, tensors);
+  const fs::path shard30 = iter_dir(30) / checkpoint_shard_file_name(1);
+  fs::resize_file(shard30, fs::file_size(shard30) - 10);
+  EXPECT_EQ(newest_intact_checkpoint(root()), std::optional<int64_t>(20));
+  EXPECT_NE(checkpoint_defect(root(), 30).find("truncated"), std::string::npos);
+  EXPECT_EQ(checkpoint_defect(root(), 20), "");
+  expect_error([&] { CheckpointReader::open(root()); },
+               {shard30.string(), "truncated", "iteration 20 is the newest intact checkpoint", "--ckpt-step 20"});
+  EXPECT_TRUE(same_bytes(CheckpointReader::open(root(), 20).read("wte"), tensors[0].second));
+
+  // 20 unreadable too (its metadata.json not JSON): 10 is named.
+  std::ofstream(iter_dir(20) / kCheckpointMetadataName) << "{not json";
+  expect_error([&] { CheckpointReader::open(root()); }, {"iteration 10 is the newest intact", "--ckpt-step 10"});
+  expect_error([&] { CheckpointReader::open(root(), 20); }, {"not valid JSON", "--ckpt-step 10"});
+  // A dangling tracker, and none at all.
+  write_file_atomic(root() + "/" + kCheckpointTrackerName, "99\n", 3);
+  expect_error([&] { CheckpointReader::open(root()); }, {"dangling", "--ckpt-step 10"});
+  fs::remove(dir_ / kCheckpointTrackerName);
+  expect_error([&] { CheckpointReader::open(root()); }, {kCheckpointTrackerName, "--ckpt-step 10"});
+  // Nothing intact left.
+  fs::remove(iter_dir(10) / checkpoint_shard_file_name(0));
+  EXPECT_EQ(newest_intact_checkpoint(root()), std::nullopt);
+  expect_error([&] { CheckpointReader::open(root(), 30); }, {"holds no other intact checkpoint"});
+}
+
+TEST_F(Checkpoint, ChecksumMismatchNamesAnotherIntactIteration) {
+  const auto tensors = model_tensors();
+  for (int64_t it : {10, 20}) save_sharded(root(), it, 1, tensors);
+  const CheckpointReader clean = CheckpointReader::open(root());
+  const ShardRecord& s = clean.info("wte").shards.at(0);
+  {
+    std::fstream f(iter_dir(20) / s.file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(std::streamoff(s.byte_offset + 1));
+    const char c = char(f.get() ^ 0x40);
+    f.seekp(std::streamoff(s.byte_offset + 1));
+    f.put(c);
+  }
+  const CheckpointReader r = CheckpointReader::open(root());  // sizes right: it opens
+  expect_error([&] { r.read("wte"); }, {"checksum mismatch", "iteration 10 is the newest intact", "--ckpt-step 10"});
+}
+
+// ---- who may save where (storage/checkpoint_ownership.hpp) -----------------------------------
+
+SaveDirClaim claim(const std::string& save, const std::string& load = "", std::optional<int64_t> loaded = {},
+                   int64_t start = 0, bool overwrite = false) {
+  return claim_checkpoint_save_dir(
+      {.save = save, .load = load, .loaded = loaded, .start = start, .overwrite = overwrite});
+}
+
+TEST_F(Checkpoint, SaveDirectoryBelongsToTheRunThatGoesOnFromIt) {
+  const std::string fresh = (dir_ / "fresh").string();
+  EXPECT_FALSE(claim(fresh).rewind);  // nothing there yet
+  const auto tensors = model_tensors();
+  for (int64_t it : {10, 20, 30}) save_sharded(root(), it, 1, tensors);
+
+  // A run from scratch, or from another directory: refused, or --overwrite removes the tracker.
+  expect_error([&] { claim(root()); }, {"--save " + root(), "iteration 30", "--load " + root(), "--overwrite"});
+  expect_error([&] { claim(root(), fresh, 30, 30); }, {"loads from " + fresh, "--overwrite"});
+  const SaveDirClaim scratch = claim(root(), "", {}, 0, /*overwrite=*/true);
+  EXPECT_TRUE(scratch.rewind);
+  EXPECT_EQ(scratch.tracker, std::nullopt);
+
+  // The same run going on, however the directory is spelt: allowed, nothing to do.
+  for (const std::string& load :
+       {root(), root() + "/", (dir_ / "." / "").string(),
+        (dir_.parent_path() / ".." / dir_.parent_path().filename() / dir_.filename()).string()})
+    EXPECT_FALSE(claim(root(), load, 30, 30).rewind) << load;
+  // An older iteration (--ckpt-step 20), or --finetune (start 0): the tracker would move back.
+  expect_error([&] { claim(root(), root(), 20, 20); },
+               {"--save " + root(), "iteration 20", "iteration 30", "--overwrite"});
+  expect_error([&] { claim(root(), root(), 30, 0); }, {"starts at iteration 0 from the weights of iteration 30"});
+  const SaveDirClaim rewind = claim(root(), root(), 20, 20, /*overwrite=*/true);
+  ASSERT_TRUE(rewind.rewind);
+  EXPECT_EQ(rewind.tracker, std::optional<int64_t>(20));
+  EXPECT_NE(rewind.note.find("now names iteration 20 (it named iteration 30)"), std::string::npos) << rewind.note;
+  rewind_checkpoint_tracker(root(), rewind.tracker);
+  EXPECT_EQ(read_checkpoint_tracker(root()), 20);
+  EXPECT_TRUE(fs::exists(iter_dir(30) / kCheckpointMetadataName));  // left until a save replaces it
+  EXPECT_FALSE(claim(root(), root(), 20, 20).rewind);
+  rewind_checkpoint_tracker(root(), std::nullopt);
+  EXPECT_FALSE(fs::exists(dir_ / kCheckpointTrackerName));
+  expect_error([&] { rewind_checkpoint_tracker(root(), 25); }, {"iteration 25", "not a complete checkpoint"});
+
+  // Iteration directories alone (no tracker, none complete) belong to a run too.
+  const std::string crashed = (dir_ / "crashed").string();
+  fs::create_directories(fs::path(crashed) / checkpoint_iteration_dir_name(2));
+  expect_error([&] { claim(crashed); }, {"iterations 2 (incomplete), none complete"});
+}
+
+TEST_F(Checkpoint, SameDirectoryAfterCanonicalisation) {
+  fs::create_directories(dir_ / "a");
+  fs::create_directory_symlink(dir_ / "a", dir_ / "link");
+  const std::string a = (dir_ / "a").string();
+  EXPECT_TRUE(same_checkpoint_dir(a, a + "/"));
+  EXPECT_TRUE(same_checkpoint_dir(a, (dir_ / "b" / ".." / "a").string()));
+  EXPECT_TRUE(same_checkpoint_dir(a, (dir_ / "link").string()));
+  EXPECT_TRUE(same_checkpoint_dir((dir_ / "new").string(), (dir_ / "new" / "").string()));  // not there yet
+  EXPECT_FALSE(same_checkpoint_dir(a, (dir_ / "new").string()));
+}
+
+TEST_F(Checkpoint, NoCheckpointsCheckNamesTheNewest) {
+  check_no_checkpoints(root(), "unused");  // empty: fine
+  save_sharded(root(), 7, 1, model_tensors());
+  expect_error([&] { check_no_checkpoints(root(), "pass another --save"); },
+               {root(), "its newest: iteration 7", "pass another --save"});
 }
 
 }  // namespace

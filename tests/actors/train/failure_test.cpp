@@ -98,7 +98,7 @@ TEST(StageFailure, SilentStageTimesOut) {
 TEST(StageFailure, NanActivationsWithCheckForNan) {
   actors::TrainingConfig config = tiny_config(false, 2, 1);
   config.model.init_method_std = 1e30f;  // overflows in the first attention
-  config.check_for_nan = true;
+  config.check_for_nan_every_op = true;  // the debugging mode names the first op making a NaN
   actors::TrainingRun run(config, loader(tiny_data(config.model), config.micro_batch_size), nullptr);
   const std::string what = train_error(run);
   EXPECT_NE(what.find("stage 0 failed in forward of microbatch 0 (chunk 0)"), std::string::npos) << what;

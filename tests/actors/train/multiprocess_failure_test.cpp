@@ -58,7 +58,9 @@ TEST(MultiprocessFailure, AFailingTensorRankEndsTheRunInEveryProcess) {
     ADD_FAILURE() << "process " << process << ": no error";
   } catch (const Error& e) {
     std::printf("process %d: %s\n", process, e.what());
-    if (process == 1) EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
+    if (process == 1) {
+      EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
+    }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(seconds, 10.0) << "process " << process << " took " << seconds << " s to fail";

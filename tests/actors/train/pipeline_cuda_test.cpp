@@ -66,6 +66,19 @@ TEST(PipelineCuda, PipelinesMatchOneStage) {
   std::filesystem::remove(trace_path);
 }
 
+// On two GPUs, P = 4 puts two stages on each; the per-op NaN check syncs a stage's stream while
+// the other stage's NCCL kernel on that GPU may be waiting for it. A device-wide sync there
+// (cudaFree of a temporary) hung the run; it must train as without the check.
+TEST(PipelineCuda, PerOpNanChecksWithTwoStagesPerGpu) {
+  const int iters = 3;
+  actors::TrainingConfig config = gpu_config(4, 1);
+  const std::vector<IterationStats> plain = train_iterations(config, iters);
+  config.check_for_nan_every_op = true;
+  config.op_timeout = std::chrono::seconds(60);
+  const std::vector<IterationStats> checked = train_iterations(config, iters);
+  for (int it = 0; it < iters; ++it) EXPECT_EQ(checked[size_t(it)].loss, plain[size_t(it)].loss) << "it " << it + 1;
+}
+
 TEST(PipelineCuda, FailureInAStageIsReported) {
   actors::TrainingConfig config = gpu_config(2, 1);
   config.before_op = [](int stage, const schedules::Op& op) {
