@@ -117,7 +117,9 @@ void add_generate_command(CLI::App& app, CommandRunner& run) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a checkpoint or an HF folder (streams to stdout)");
   add_inference_flags(cmd, o->model);
-  cmd->add_option("--prompt", o->prompts, "prompt text (repeatable)");
+  // One value per --prompt (repeat the flag for several): an unquoted `--prompt Call me Ishmael`
+  // is an error about `me`, not three prompts.
+  cmd->add_option("--prompt", o->prompts, "prompt text (repeat the flag for several prompts)")->allow_extra_args(false);
   cmd->add_option("--prompts-file", o->prompts_file, "file of prompts, one per line");
   cmd->add_option("--max-tokens,--tokens-to-generate", o->max_tokens, "tokens to generate per prompt at most");
   cmd->add_option("--temperature", o->temperature, "0: greedy");

@@ -3,12 +3,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/log.hpp"
+
 namespace troupe {
 
 void fail(const char* kind, const char* expr, const char* file, int line, const std::string& hint) {
-  const char* sep = hint.empty() ? "" : " ";
-  if (expr && *expr) throw Error(str_cat(hint, sep, "[", kind, " `", expr, "` failed at ", file, ":", line, "]"));
-  throw Error(str_cat(hint, sep, "[at ", file, ":", line, "]"));
+  const std::string origin = expr && *expr ? str_cat("[", kind, " `", expr, "` failed at ", file, ":", line, "]")
+                                           : str_cat("[at ", file, ":", line, "]");
+  // The error a user reads is the hint alone; where it was raised goes to the debug log.
+  if (hint.empty()) throw Error(origin);
+  logger("check").debug(hint, " ", origin);
+  throw Error(hint);
 }
 
 void fail_errno(const char* expr, const char* file, int line, const std::string& hint) {

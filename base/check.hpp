@@ -1,6 +1,7 @@
 // One family of always-on checks. Every failed check goes through fail(), which
-// throws troupe::Error carrying the statement, file, line and a hint. Library code
-// never exit()s; the owner of the work decides what a failure means.
+// throws troupe::Error whose message is the hint (one sentence for the user); the statement,
+// file and line go to the debug log (--log-level debug), or into the message when there is
+// no hint. Library code never exit()s; the owner of the work decides what a failure means.
 //
 //   TROUPE_CHECK(x.numel() == y.numel(), "layernorm: x and y differ: ", x.numel(), " vs ", y.numel());
 #pragma once
