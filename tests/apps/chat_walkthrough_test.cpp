@@ -62,7 +62,9 @@ TEST(ChatWalkthrough, PreprocessTrainConvertServeChat) {
   const IndexedDataset data = IndexedDataset::open(prefix);
   EXPECT_EQ(data.dtype(), TokenDtype::i32);
   ASSERT_EQ(data.num_documents(), 12);
-  TokenizerOptions topt{.type = "HuggingFaceTokenizer", .tokenizer_model = tokenizer};
+  TokenizerOptions topt;
+  topt.type = "HuggingFaceTokenizer";
+  topt.tokenizer_model = tokenizer;
   const std::unique_ptr<Tokenizer> tok = build_tokenizer(topt);
   ASSERT_EQ(tok->token_id("<|end_of_text|>"), std::optional<int32_t>(tok->eod()));
   {
