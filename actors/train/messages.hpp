@@ -49,7 +49,8 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using resume_atom =
     caf::atom_constant<caf::atom("resume")>;  // (int64 iteration, uint64 seed) -> bool, before the first iteration
-using tick_atom = caf::atom_constant<caf::atom("tick")>;  // to self: watchdog
+using tick_atom = caf::atom_constant<caf::atom("tick")>;            // to self: watchdog
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;  // (int process) -> int: still alive
 // stage -> its gradient reducer: (BucketReady); reducer -> the stage's optimizer shard: (BucketsReduced)
 using bucket_atom = caf::atom_constant<caf::atom("bucket")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;

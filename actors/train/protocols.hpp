@@ -144,9 +144,12 @@ using trainer_actor =
 // several: process p hands process q < p its stage actors and gets q's back,
 //   (peers_atom, int process p, vector<caf::actor> p's stages) -> vector<caf::actor> q's stages
 // The handles travel untyped (a serialized handle is a plain caf::actor; the middleman knows
-// no vector of typed ones); the receiver casts them back to stage_actor.
+// no vector of typed ones); the receiver casts them back to stage_actor. Process p then pings
+// it for as long as the run lasts (process_heartbeat.hpp):
+//   (heartbeat_atom, int process p) -> int (0)
 using stage_directory_actor =
-    caf::typed_actor<caf::replies_to<peers_atom, int, std::vector<caf::actor>>::with<std::vector<caf::actor>>>;
+    caf::typed_actor<caf::replies_to<peers_atom, int, std::vector<caf::actor>>::with<std::vector<caf::actor>>,
+                     caf::replies_to<heartbeat_atom, int>::with<int>>;
 
 // The checkpoint writer (checkpoint_writer_actor.hpp). TrainingRun sends
 //   (save_atom, shared_ptr<SaveJob>)

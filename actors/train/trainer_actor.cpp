@@ -444,6 +444,16 @@ class TrainerActor : public trainer_actor::base {
                   ms(now - running_[s].front().since), " ms (op timeout ", s_.op_timeout.count(), " ms)")));
       return;
     }
+    if (s_.heartbeat) {
+      if (const auto silent = s_.heartbeat->silent_for(now, s_.heartbeat_timeout)) {
+        fail_run(
+            make_run_error(RunError::timeout,
+                           str_cat("process ", silent->process, " has not been heard from for ",
+                                   ms(silent->for_how_long), " ms (heartbeat timeout ", s_.heartbeat_timeout.count(),
+                                   " ms): it is stopped, wedged or unreachable; the run ends here")));
+        return;
+      }
+    }
     bool all_silent = true;
     size_t oldest = 0;
     for (size_t s = 0; s < s_.stages.size(); ++s) {

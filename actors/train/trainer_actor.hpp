@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/train/process_heartbeat.hpp"
 #include "actors/train/protocols.hpp"
 #include "model/rank_layout.hpp"
 #include "model/train/loss_scaler.hpp"
@@ -49,6 +50,10 @@ struct TrainerSetup {
   std::shared_ptr<LossScaler> scaler;  // null: no loss scaling
   int64_t first_iteration = 0;         // iterations already done (resumed runs)
   std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};
+  // Several processes: when each other process was last heard from; the watchdog fails the run
+  // when one is silent longer than heartbeat_timeout. Null: one process.
+  std::shared_ptr<const HeartbeatBoard> heartbeat;
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(20)};
   std::shared_ptr<schedules::TraceWriter> trace;  // null: off
   std::chrono::steady_clock::time_point epoch;
 };

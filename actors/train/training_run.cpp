@@ -25,6 +25,7 @@
 #include "actors/train/messages.hpp"
 #include "actors/train/optimizer_actor.hpp"
 #include "actors/train/optimizer_shard_actor.hpp"
+#include "actors/train/process_heartbeat.hpp"
 #include "actors/train/run_error.hpp"
 #include "actors/train/stage_actor.hpp"
 #include "actors/train/stage_worker.hpp"
@@ -44,6 +45,9 @@ schedules::Schedule effective_schedule(const ParallelConfig& p) {
 }
 
 namespace {
+
+// How often each process pings the lower-numbered ones (process_heartbeat.hpp).
+constexpr std::chrono::milliseconds kHeartbeatPeriod{500};
 
 // Microbatches each data-parallel replica runs per iteration.
 int microbatches_of(const TrainingConfig& c) {
@@ -323,16 +327,22 @@ void TrainingRun::Impl::connect_processes() {
   // held here would keep the detached stage actors' threads waiting.
   std::vector<caf::actor_addr> mine;
   for (const stage_actor& a : local_stages) mine.push_back(a.address());
-  directory = system->spawn([mine, registered](stage_directory_actor::pointer) -> stage_directory_actor::behavior_type {
+  heartbeat_board = std::make_shared<HeartbeatBoard>(fabric->processes(), fabric->process());
+  directory = system->spawn([mine, registered, board = heartbeat_board](
+                                stage_directory_actor::pointer) -> stage_directory_actor::behavior_type {
     return {[mine, registered](peers_atom, int from, std::vector<caf::actor>& theirs) {
-      {
-        std::lock_guard lock(registered->mu);
-        registered->stages[from] = std::move(theirs);
-      }
-      std::vector<caf::actor> out;
-      for (const caf::actor_addr& a : mine) out.push_back(caf::actor_cast<caf::actor>(a));
-      return out;
-    }};
+              {
+                std::lock_guard lock(registered->mu);
+                registered->stages[from] = std::move(theirs);
+              }
+              std::vector<caf::actor> out;
+              for (const caf::actor_addr& a : mine) out.push_back(caf::actor_cast<caf::actor>(a));
+              return out;
+            },
+            [board](heartbeat_atom, int from) {
+              board->saw(from);
+              return 0;
+            }};
   });
   auto port = system->middleman().publish(directory, 0, nullptr, true);
   TROUPE_CHECK(port, "process ", fabric->process(),
@@ -352,6 +362,7 @@ void TrainingRun::Impl::connect_processes() {
   };
   std::vector<caf::actor> ours;
   for (const stage_actor& a : local_stages) ours.push_back(caf::actor_cast<caf::actor>(a));
+  std::vector<std::pair<int, stage_directory_actor>> lower;  // pinged for as long as the run lasts
   for (int q = 0; q < me; ++q) {
     const std::string where = one_host ? "127.0.0.1" : hosts[size_t(q)];
     auto remote = system->middleman().remote_actor<stage_directory_actor>(where, uint16_t(std::stoi(ports[size_t(q)])));
@@ -365,7 +376,9 @@ void TrainingRun::Impl::connect_processes() {
                  [&](caf::error& e) { error = system->render(e); });
     TROUPE_CHECK(error.empty(), "process ", me, ": process ", q, " did not hand out its stage actors: ", error);
     take(q, theirs);
+    lower.emplace_back(q, *remote);
   }
+  heartbeat = spawn_heartbeat(*system, heartbeat_board, std::move(lower), me, kHeartbeatPeriod);
   fabric->barrier();  // every higher-numbered process has registered with this one
   std::lock_guard lock(registered->mu);
   for (int q = me + 1; q < fabric->processes(); ++q) {
@@ -448,7 +461,7 @@ void TrainingRun::Impl::shutdown() {
   for (const optimizer_shard_actor& a : shards)
     if (a) all.push_back(caf::actor_cast<caf::actor>(a));
   for (const caf::actor& a : {caf::actor_cast<caf::actor>(loader), caf::actor_cast<caf::actor>(optimizer),
-                              caf::actor_cast<caf::actor>(trainer), caf::actor_cast<caf::actor>(directory),
+                              caf::actor_cast<caf::actor>(trainer), caf::actor_cast<caf::actor>(directory), heartbeat,
                               caf::actor_cast<caf::actor>(monitor), caf::actor_cast<caf::actor>(checkpoint_writer)})
     if (a) all.push_back(a);
   // Several processes: another one may still be finishing the step this one has finished (its
@@ -493,6 +506,7 @@ void TrainingRun::Impl::shutdown() {
   reducers.clear();
   shards.clear();
   directory = nullptr;
+  heartbeat = nullptr;
   loader = nullptr;
   optimizer = nullptr;
   checkpoint_writer = nullptr;
@@ -637,6 +651,8 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     ts.scaler = std::make_shared<DynamicLossScaler>();
   d.scaler = ts.scaler;
   ts.op_timeout = config.op_timeout;
+  ts.heartbeat = d.heartbeat_board;
+  ts.heartbeat_timeout = config.heartbeat_timeout;
   ts.trace = d.trace;
   ts.epoch = d.epoch;
   d.trainer = spawn_trainer(*d.system, ts);

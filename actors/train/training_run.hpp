@@ -63,6 +63,9 @@ struct TrainingConfig {
   std::string trace_path;  // --trace: record every op (msgpack); empty: off; several processes: PATH.rankR each
   bool time_ops = false;   // time GPU ops with events as --trace does (for the monitor's trace)
   std::chrono::milliseconds op_timeout{std::chrono::minutes(5)};  // a stage silent this long fails the run
+  // --heartbeat-timeout: several processes, another process silent this long (stopped, wedged)
+  // fails the run while an iteration is under way (actors/train/process_heartbeat.hpp).
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(20)};
   // --check-for-nan-in-loss-and-grad (Megatron's default: on): a non-finite loss (the last
   // stage's host copy of it, each iteration) or global gradient norm (the optimizer's, for
   // clipping) stops the run with an error naming the iteration; no extra device sync. With a

@@ -17,6 +17,7 @@
 #include "actors/train/checkpoint_writer_actor.hpp"
 #include "actors/fabric/device_services.hpp"
 #include "actors/train/messages.hpp"
+#include "actors/train/process_heartbeat.hpp"
 #include "actors/train/protocols.hpp"
 #include "actors/train/stage_optimizer.hpp"
 #include "actors/train/stage_worker.hpp"
@@ -103,9 +104,11 @@ struct TrainingRun::Impl {
   int per_process = 0;
   int process_of(size_t r) const { return int(r) / per_process; }
   bool local(size_t r) const;
-  std::vector<stage_actor> local_stages;  // this process's stage actors, by rank
-  stage_directory_actor directory;        // several processes: hands out local_stages to the others
-  void connect_processes();               // several processes: learns every other process's stage actors
+  std::vector<stage_actor> local_stages;            // this process's stage actors, by rank
+  stage_directory_actor directory;                  // several processes: hands out local_stages to the others
+  std::shared_ptr<HeartbeatBoard> heartbeat_board;  // several processes: when each was last heard from
+  caf::actor heartbeat;                             // pings the lower-numbered processes' directories
+  void connect_processes();                         // several processes: learns every other process's stage actors
   // The trainer's answer to (xs...); throws troupe::Error with the run's failure (kept in `failure`).
   template <typename Answer, typename... Ts>
   Answer ask(Ts... xs);
