@@ -18,6 +18,7 @@
 #include <memory>
 #include <thread>
 
+#include "actors/serve/api_key.hpp"
 #include "actors/serve/chat_api.hpp"
 #include "actors/serve/completion_api.hpp"
 #include "actors/http/http_server.hpp"
@@ -42,7 +43,8 @@ extern "C" void on_serve_signal(int sig) {
 
 struct ServeOptions {
   InferenceFlags model;
-  std::string host = "127.0.0.1", model_name = "troupe";
+  std::string host = "127.0.0.1", api_key;
+  std::vector<std::string> model_names = {"troupe"};
   int port = 5000, devices = 1, http_threads = 0;
   int64_t max_queued_requests = 256;
   // The HTTP server's bounds (actors/http/http_server.hpp); seconds for the timeouts.
@@ -62,7 +64,8 @@ actors::HttpServerOptions http_options(const ServeOptions& o, int threads) {
           .header_timeout = to_ms(o.header_timeout),
           .body_timeout = to_ms(o.body_timeout),
           .shutdown_timeout = to_ms(o.shutdown_timeout),
-          .access_log = LogLevel::info};
+          .access_log = LogLevel::info,
+          .admit = actors::api_key_check(o.api_key)};
 }
 
 int serve(const ServeOptions& o) {
@@ -95,8 +98,8 @@ int serve(const ServeOptions& o) {
     if (o.monitor.enabled())
       print_monitor_addresses(pool.start_monitor(
           o.monitor, serve_monitor_hello(s, o.model.hf.empty() ? o.model.load : o.model.hf, count, T)));
-    actors::CompletionApi api(pool, *s.tokenizer, {.model_name = o.model_name, .stop_tokens = s.stop_tokens});
-    actors::ChatApi chat(pool, *s.tokenizer, s.chat, {.model_name = o.model_name, .stop_tokens = s.stop_tokens});
+    actors::CompletionApi api(pool, *s.tokenizer, {.model_names = o.model_names, .stop_tokens = s.stop_tokens});
+    actors::ChatApi chat(pool, *s.tokenizer, s.chat, {.model_names = o.model_names, .stop_tokens = s.stop_tokens});
     std::vector<actors::HttpRoute> routes = api.routes();
     for (actors::HttpRoute& r : chat.routes()) routes.push_back(std::move(r));
     // A handler thread for every request the pool may hold, and spare ones that answer 503 and
@@ -105,7 +108,7 @@ int serve(const ServeOptions& o) {
     actors::HttpServer http(o.host, o.port, std::move(routes), http_options(o, int(threads)));
     std::printf(
         "serving %s on http://%s:%d (PUT /api, POST /v1/completions, POST /v1/chat/completions%s, GET /v1/models, "
-        "GET /health), %d %s replica%s%s\n",
+        "GET /health, GET /metrics), %d %s replica%s%s\n",
         o.model.hf.empty() ? o.model.load.c_str() : o.model.hf.c_str(), o.host.c_str(), http.port(),
         s.chat ? "" : " (refused: no chat template)", count, s.cuda ? "GPU" : "CPU", count > 1 ? "s" : "",
         T > 1 ? str_cat(" of ", T, " devices").c_str() : "");
@@ -137,7 +140,13 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--devices", o->devices,
                   "devices: a model replica (a worker actor) per --tensor-model-parallel-size of them, "
                   "GPUs or CPU devices");
-  cmd->add_option("--served-model-name", o->model_name, "the \"model\" field of OpenAI answers");
+  cmd->add_option("--served-model-name", o->model_names,
+                  "names a request's \"model\" may give (GET /v1/models lists them; the first one is the default "
+                  "answer's); others get 404")
+      ->expected(1, -1);
+  cmd->add_option("--api-key", o->api_key,
+                  "every /v1/* request must send 'Authorization: Bearer KEY' (else 401); /health, /metrics and "
+                  "PUT /api stay open");
   cmd->add_option("--http-threads", o->http_threads,
                   "HTTP handler threads: requests handled at once, a streamed reply holding one to its end; idle "
                   "and slow connections hold none (0: the requests the pool may hold + 16)")

@@ -43,7 +43,11 @@ std::vector<std::string> strings(const json& j, const char* key) {
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 HttpReply error_reply(int status, const std::string& message, const std::string& param) {
-  const char* type = status == 503 ? "server_overloaded" : status == 400 ? "invalid_request_error" : "server_error";
+  // OpenAI's types: a refused request (400), an unknown model (404) or a missing key (401) is
+  // an "invalid_request_error".
+  const char* type = status == 503                                     ? "server_overloaded"
+                     : status == 400 || status == 404 || status == 401 ? "invalid_request_error"
+                                                                       : "server_error";
   const json e = {{"error",
                    {{"message", message},
                     {"type", type},

@@ -34,32 +34,82 @@ std::string next_completion_id() {
   return str_cat("cmpl-", next_id++);
 }
 
-// The choices of a non-streaming answer, one per prompt (with `echo`, the prompt before the
+// One prompt of /v1/completions: sent as text or as token ids.
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;  // as sent, or the ids decoded (echo)
+};
+
+// 'prompt': a string, a list of token ids, or a list of those.
+std::vector<Prompt> read_prompts(const json& j, const Tokenizer& tok, int max_prompts) {
+  require(j.contains("prompt") && !j.at("prompt").is_null(), "prompt", "'prompt' is required");
+  const json& v = j.at("prompt");
+  const char* shape = "'prompt' must be a string, a list of token ids, or a list of strings or of lists of token ids";
+  std::vector<json> items;
+  if (v.is_string() || (v.is_array() && !v.empty() && v.front().is_number()))
+    items.push_back(v);
+  else if (v.is_array())
+    items.assign(v.begin(), v.end());
+  else
+    require(false, "prompt", shape);
+  require(!items.empty() && int(items.size()) <= max_prompts, "prompt", "'prompt' must hold 1 to ", max_prompts,
+          " prompts, got ", items.size());
+  std::vector<Prompt> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Prompt p;
+    if (items[i].is_string()) {
+      p.text = items[i].get<std::string>();
+      tok.encode_with_special_tokens_append(p.text, p.ids);  // an HF tokenizer's BOS, as vLLM
+    } else {
+      require(items[i].is_array(), "prompt", shape);
+      for (const json& id : items[i]) {
+        require(id.is_number_integer(), "prompt", shape);
+        const auto t = id.get<int64_t>();
+        require(t >= 0 && t < tok.vocab_size(), "prompt", "prompt ", i, " holds token id ", t,
+                ", outside the vocabulary [0, ", tok.vocab_size(), ")");
+        p.ids.push_back(int32_t(t));
+      }
+      p.text = tok.decode(p.ids);
+    }
+    require(!p.ids.empty(), "prompt", "prompt ", i, " is empty (nothing to continue)");
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// OpenAI's legacy per-token log-probabilities of one choice, `offset` bytes into its text.
+json completion_logprobs(const Completion& c, const Tokenizer& tok, size_t offset, int top) {
+  json toks = json::array(), offsets = json::array(), tops = json::array();
+  for (size_t t = 0; t < c.result.tokens.size(); ++t) {
+    const std::string piece = tok.decode(std::vector<int32_t>{c.result.tokens[t]});
+    toks.push_back(piece);
+    offsets.push_back(offset);
+    offset += piece.size();
+    json alternatives = json::object();
+    if (top > 0 && t < c.result.top_logprobs.size())
+      for (const auto& [id, lp] : c.result.top_logprobs[t]) alternatives[tok.decode(std::vector<int32_t>{id})] = lp;
+    tops.push_back(alternatives);
+  }
+  return {{"tokens", toks},
+          {"token_logprobs", c.result.logprobs},
+          {"text_offset", offsets},
+          {"top_logprobs", top > 0 ? tops : json(nullptr)}};
+}
+
+// The choices of a non-streaming answer, n per prompt (with `echo`, the prompt before the
 // text; with `logprobs`, OpenAI's legacy per-token object).
-json completion_choices(const std::vector<Completion>& done, const std::vector<std::string>& prompts,
-                        const Tokenizer& tok, bool echo, bool want_logprobs) {
+json completion_choices(const std::vector<Completion>& done, const std::vector<Prompt>& prompts, const Tokenizer& tok,
+                        bool echo, int logprobs) {
   json choices = json::array();
   const size_t n = done.size() / prompts.size();  // choices per prompt
   for (size_t i = 0; i < done.size(); ++i) {
     const Completion& c = done[i];
-    const std::string prefix = echo ? prompts[i / n] : "";
-    json lp = nullptr;
-    if (want_logprobs) {
-      json toks = json::array(), offsets = json::array();
-      size_t offset = prefix.size();
-      for (int32_t id : c.result.tokens) {
-        const std::string piece = tok.decode(std::vector<int32_t>{id});
-        toks.push_back(piece);
-        offsets.push_back(offset);
-        offset += piece.size();
-      }
-      lp = {
-          {"tokens", toks}, {"token_logprobs", c.result.logprobs}, {"text_offset", offsets}, {"top_logprobs", nullptr}};
-    }
-    choices.push_back({{"index", i},
-                       {"text", prefix + c.text},
-                       {"logprobs", lp},
-                       {"finish_reason", finish_reason_json(c.result.finish)}});
+    const std::string prefix = echo ? prompts[i / n].text : "";
+    choices.push_back(
+        {{"index", i},
+         {"text", prefix + c.text},
+         {"logprobs", logprobs >= 0 ? completion_logprobs(c, tok, prefix.size(), logprobs) : json(nullptr)},
+         {"finish_reason", finish_reason_json(c.result.finish)}});
   }
   return choices;
 }
@@ -117,27 +167,54 @@ HttpReply CompletionApi::megatron(const std::string& body) {
 HttpReply CompletionApi::completions(const std::string& body) {
   return answer_or_error([&] {
     const json j = parse_body(body);
-    require_known_fields(j, {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stop", "logprobs",
-                             "echo", "n", "best_of", "stream", "stream_options", "model", "user"});
-    require(j.contains("prompt"), "prompt", "'prompt' is required");
-    const std::vector<std::string> prompts = strings(j, "prompt");
-    require(!prompts.empty() && int(prompts.size()) <= options_.max_prompts, "prompt", "'prompt' must hold 1 to ",
-            options_.max_prompts, " strings");
-    require(number<int>(j, "best_of", 1, 1, 1) == 1, "best_of", "'best_of' must be 1");
+    require_known_fields(j, {"prompt",
+                             "max_tokens",
+                             "temperature",
+                             "top_k",
+                             "top_p",
+                             "seed",
+                             "stop",
+                             "logprobs",
+                             "echo",
+                             "n",
+                             "best_of",
+                             "stream",
+                             "stream_options",
+                             "model",
+                             "user",
+                             "suffix",
+                             "frequency_penalty",
+                             "presence_penalty",
+                             "repetition_penalty",
+                             "logit_bias",
+                             "min_tokens",
+                             "ignore_eos",
+                             "stop_token_ids",
+                             "service_tier",
+                             "metadata",
+                             "store"});
+    require(!j.contains("suffix") || j.at("suffix").is_null() || j.at("suffix") == "", "suffix",
+            "'suffix' (insertion) is not supported: leave it out");
     const std::unique_ptr<Tokenizer> tok = tokenizer_.clone();
-    const OpenAiSampling s = read_openai_sampling(
-        j, {.model_name = options_.model_name, .default_max_tokens = 16, .stop_tokens = options_.stop_tokens});
+    const std::vector<Prompt> prompts = read_prompts(j, *tok, options_.max_prompts);
+    const OpenAiSampling s = read_openai_sampling(j, {.model_names = options_.model_names,
+                                                      .default_max_tokens = 16,
+                                                      .stop_tokens = options_.stop_tokens,
+                                                      .vocab_size = tok->vocab_size()});
     require(int(prompts.size()) * s.n <= options_.max_prompts, "n", "prompts times 'n' must be at most ",
             options_.max_prompts, ", got ", prompts.size() * size_t(s.n));
-    const bool want_logprobs = j.contains("logprobs") && !j.at("logprobs").is_null() &&
-                               !(j.at("logprobs").is_boolean() && !j.at("logprobs").get<bool>());
+    // 'logprobs': k most likely tokens with each one (0: only the chosen token's); -1 off.
+    // (A boolean, as some clients send: false off, true the chosen token's only.)
+    const bool as_flag = j.contains("logprobs") && j.at("logprobs").is_boolean();
+    const int logprobs = as_flag ? (flag(j, "logprobs") ? 0 : -1) : number<int>(j, "logprobs", -1, 0, 20);
     const bool echo = flag(j, "echo");
     require(!(echo && s.stream), "echo", "'echo' cannot be used with 'stream'");
     std::vector<GenerationRequest> requests;  // prompt-major: choice i * n + k is prompt i's k-th
-    for (std::vector<int32_t>& ids : encode_all(*tok, prompts, "prompt"))
+    for (const Prompt& prompt : prompts)
       for (int k = 0; k < s.n; ++k) {
-        requests.push_back({ids, s.choice_params(k)});
-        requests.back().sampling.logprobs = want_logprobs;
+        requests.push_back({prompt.ids, s.choice_params(k)});
+        requests.back().sampling.logprobs = logprobs >= 0;
+        requests.back().sampling.top_logprobs = std::max(logprobs, 0);
       }
     if (s.stream)
       return stream_completions(pool_, tokenizer_.clone(),
@@ -145,14 +222,14 @@ HttpReply CompletionApi::completions(const std::string& body) {
                                  .shape = StreamShape::completion,
                                  .include_usage = s.include_usage,
                                  .id = next_completion_id(),
-                                 .model = options_.model_name,
+                                 .model = s.model,
                                  .created = unix_seconds()});
     const std::vector<Completion> done = run_all(pool_, *tok, requests, "prompt");
     const json out = {{"id", next_completion_id()},
                       {"object", "text_completion"},
                       {"created", unix_seconds()},
-                      {"model", options_.model_name},
-                      {"choices", completion_choices(done, prompts, *tok, echo, want_logprobs)},
+                      {"model", s.model},
+                      {"choices", completion_choices(done, prompts, *tok, echo, logprobs)},
                       {"usage", usage_json(done)}};
     return HttpReply{200, dump_json(out)};
   });
@@ -169,8 +246,14 @@ HttpReply CompletionApi::health() const {
 }
 
 HttpReply CompletionApi::models() const {
-  const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}};
-  return {200, json{{"object", "list"}, {"data", json::array({model})}}.dump()};
+  json data = json::array();
+  for (const std::string& name : options_.model_names)
+    data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "troupe"}, {"root", name}});
+  return {200, json{{"object", "list"}, {"data", data}}.dump()};
+}
+
+HttpReply CompletionApi::metrics() const {
+  return {200, pool_.metrics().prometheus(options_.model_names.front()), "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 std::vector<HttpRoute> CompletionApi::routes() {
@@ -180,6 +263,7 @@ std::vector<HttpRoute> CompletionApi::routes() {
           {"POST", "/v1/completions", completions},
           {"POST", "/completions", completions},
           {"GET", "/v1/models", [this](const std::string&) { return models(); }},
+          {"GET", "/metrics", [this](const std::string&) { return metrics(); }},
           {"GET", "/health", health},
           {"GET", "/v1/health", health}};
 }

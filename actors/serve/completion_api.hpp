@@ -3,12 +3,14 @@
 //   PUT  /api             legacy: {"prompts": [...], "tokens_to_generate": 64, "temperature", "top_k",
 //                         "top_p", "logprobs", "random_seed", "stop_token"} -> {"text": [prompt +
 //                         completion, ...], "tokens": [[prompt + generated ids], ...], "logprobs"}
-//   POST /v1/completions  OpenAI (also /completions): {"prompt": str | [str], "max_tokens": 16,
-//                         "temperature", "top_k", "top_p", "seed", "stop", "logprobs", "echo", "n": 1}
+//   POST /v1/completions  OpenAI (also /completions): {"prompt": str | [ids] | [str | [ids]], "max_tokens": 16,
+//                         "temperature", "top_k", "top_p", "seed", "stop", "logprobs": k, "echo", "n": 1, and
+//                         the penalties and vLLM's extras of actors/serve/openai_sampling.hpp; docs/serve.md}
 //                         -> {"id", "object": "text_completion", "created", "model", "choices":
 //                         [{"index", "text", "logprobs", "finish_reason"}], "usage"}
 //                         "stream": true answers with server-sent events (actors/serve/completion_stream.hpp)
-//   GET  /v1/models       {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
+//   GET  /v1/models       {"object": "list", "data": [{"id": a served model name, "object": "model", ...}, ...]}
+//   GET  /metrics         Prometheus text, vLLM's metric names (actors/serve/serving_metrics.hpp)
 //   GET  /health          {"status": "ok", "pending_requests", "max_pending_requests", "free_kv_blocks",
 //                         "kv_blocks"} (also /v1/health)
 // Every prompt of a call is submitted at once, so they batch together (and with other calls).
@@ -27,9 +29,9 @@
 namespace troupe::actors {
 
 struct CompletionApiOptions {
-  std::string model_name = "troupe";  // "model" in OpenAI answers
-  int max_prompts = 128;              // per call (Megatron's limit)
-  std::vector<int32_t> stop_tokens;   // generation ends after one (the tokenizer's EOD and the model's EOS ids)
+  std::vector<std::string> model_names = {"troupe"};  // --served-model-name: a request's "model" is one
+  int max_prompts = 128;                              // per call (Megatron's limit)
+  std::vector<int32_t> stop_tokens;  // generation ends after one (the tokenizer's EOD and the model's EOS ids)
 };
 
 class CompletionApi {
@@ -41,6 +43,7 @@ class CompletionApi {
   HttpReply completions(const std::string& body);  // POST /v1/completions
   HttpReply health() const;                        // GET /health
   HttpReply models() const;                        // GET /v1/models
+  HttpReply metrics() const;                       // GET /metrics (actors/serve/serving_metrics.hpp)
   // The routes above, for HttpServer.
   std::vector<HttpRoute> routes();
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <future>
+#include <span>
 
 #include "actors/serve/api_request.hpp"
 
@@ -37,7 +38,10 @@ std::vector<Completion> run_all(InferencePool& pool, const Tokenizer& tok,
       cancel_all();
       throw ApiError(400, field, str_cat(field, " ", i, ": ", e.what()));
     }
-    out[i].text = tok.decode_skipping_special(out[i].result.tokens);
+    // A stop token's text is not part of the answer (as vLLM's stop_token_ids; EOS is special anyway).
+    std::span<const int32_t> shown = out[i].result.tokens;
+    if (out[i].result.finish == FinishReason::stop_token && !shown.empty()) shown = shown.first(shown.size() - 1);
+    out[i].text = tok.decode_skipping_special(shown);
     if (out[i].result.finish == FinishReason::stop_string) out[i].text.resize(out[i].result.stop_text_bytes);
   }
   return out;

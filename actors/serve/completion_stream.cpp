@@ -56,7 +56,8 @@ struct ChoiceText {
 
   // The text to send after `e` (its token appended).
   std::string next(const Tokenizer& tok, const TokenEvent& e, size_t hold_back) {
-    if (e.has_token) tokens.push_back(e.token);
+    // A stop token's text is not part of the answer (as vLLM's stop_token_ids).
+    if (e.has_token && e.finish != FinishReason::stop_token) tokens.push_back(e.token);
     std::string text = tok.decode_skipping_special(tokens);
     size_t end = text.size();
     if (e.finish == FinishReason::stop_string) end = std::min(end, e.stop_text_bytes);
@@ -143,10 +144,17 @@ void write_events(StreamQueue& queue, const Tickets& tickets, size_t hold_back, 
         const TokenEvent& e = item.event;
         completion_tokens += e.has_token ? 1 : 0;
         json logprobs = nullptr;
-        if (call.choices[item.choice].sampling.logprobs && e.has_token)
+        if (call.choices[item.choice].sampling.logprobs && e.has_token) {
+          json top = nullptr;
+          if (call.choices[item.choice].sampling.top_logprobs > 0) {
+            json alternatives = json::object();
+            for (const auto& [id, lp] : e.top_logprobs) alternatives[tok.decode(std::vector<int32_t>{id})] = lp;
+            top = json::array({alternatives});
+          }
           logprobs = {{"tokens", {tok.decode(std::vector<int32_t>{e.token})}},
                       {"token_logprobs", {e.logprob}},
-                      {"top_logprobs", nullptr}};
+                      {"top_logprobs", top}};
+        }
         open -= e.finish != FinishReason::none ? 1 : 0;
         const std::string text = texts[item.choice].next(tok, e, hold_back);
         for (const json& chunk : event_chunks(make, item.choice, text, std::move(logprobs), e)) ok = ok && send(chunk);
@@ -184,7 +192,7 @@ HttpReply stream_completions(InferencePool& pool, std::unique_ptr<Tokenizer> tok
           queue->push({i, e, std::nullopt});
         },
         [queue, i](const std::string& why) {
-          queue->push({i, {}, why});
+          queue->push({i, TokenEvent{}, why});
         }));
   {
     std::unique_lock lock(queue->mu);

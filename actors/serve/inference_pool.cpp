@@ -23,6 +23,7 @@ struct InferencePool::Impl {
   inference_router_actor router;
   std::vector<inference_worker_actor> workers;
   std::unique_ptr<ServingMonitor> monitor;
+  ServingMetrics metrics;  // GET /metrics
 };
 
 InferencePool::InferencePool(std::vector<InferenceReplica> replicas, InferencePoolOptions options)
@@ -60,6 +61,8 @@ InferencePool::~InferencePool() {
 
 size_t InferencePool::workers() const { return impl_->workers.size(); }
 
+const ServingMetrics& InferencePool::metrics() const { return impl_->metrics; }
+
 PoolStats InferencePool::stats() const {
   PoolStats s{.pending = impl_->pending,
               .capacity = impl_->capacity,
@@ -78,13 +81,19 @@ RequestTicket InferencePool::submit(GenerationRequest request, TokenCallback on_
     if (pending.compare_exchange_weak(n, n + 1)) break;
   }
   // The pool's count drops before the caller hears of the end, so it may submit again at once.
-  auto token = [&pending, &cancelled = impl_->cancelled, cb = std::move(on_token)](const TokenEvent& e) {
+  const int64_t prompt_tokens = int64_t(request.prompt.size());
+  std::shared_ptr<RequestProgress> progress = impl_->metrics.on_submitted(ServingClock::now());
+  auto token = [&pending, &cancelled = impl_->cancelled, &metrics = impl_->metrics, progress, prompt_tokens,
+                cb = std::move(on_token)](const TokenEvent& e) {
+    metrics.on_event(*progress, e, prompt_tokens, ServingClock::now());
     if (e.finish == FinishReason::cancelled) ++cancelled;
     if (e.finish != FinishReason::none) --pending;
     if (cb) cb(e);
   };
   // The actors fail a request with a ServeError; its caller gets the sentence.
-  auto error = [&pending, system = impl_->system.get(), cb = std::move(on_error)](const caf::error& why) {
+  auto error = [&pending, &metrics = impl_->metrics, progress, system = impl_->system.get(),
+                cb = std::move(on_error)](const caf::error& why) {
+    metrics.on_failed(*progress);
     --pending;
     if (cb) cb(system->render(why));
   };
@@ -105,6 +114,7 @@ std::future<GenerationResult> InferencePool::generate_async(GenerationRequest re
         if (e.has_token) {
           result->tokens.push_back(e.token);
           result->logprobs.push_back(e.logprob);
+          if (!e.top_logprobs.empty()) result->top_logprobs.push_back(e.top_logprobs);
         }
         if (e.finish != FinishReason::none) {
           result->finish = e.finish;

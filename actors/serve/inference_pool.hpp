@@ -25,6 +25,7 @@
 #include "base/check.hpp"
 #include "actors/monitor/monitor_options.hpp"
 #include "actors/monitor/monitor_schema.hpp"
+#include "actors/serve/serving_metrics.hpp"
 #include "kernels/context.hpp"
 #include "model/inference/inference_engine.hpp"
 
@@ -72,8 +73,9 @@ class RequestTicket {
 
 // A finished request, as generate() returns it.
 struct GenerationResult {
-  std::vector<int32_t> tokens;  // generated ids
-  std::vector<float> logprobs;  // one per token when the request asked for them
+  std::vector<int32_t> tokens;                                       // generated ids
+  std::vector<float> logprobs;                                       // one per token when the request asked for them
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;  // one per token with top_logprobs > 0
   FinishReason finish = FinishReason::none;
   size_t stop_text_bytes = 0;  // stop_string: the generated text ends there
 };
@@ -90,6 +92,8 @@ class InferencePool {
 
   size_t workers() const;
   PoolStats stats() const;
+  // vLLM's request and token counters and latency histograms (GET /metrics).
+  const ServingMetrics& metrics() const;
   // Queues a request, or throws PoolFull when the pool holds its bound. `on_token` runs on the
   // worker's thread for every event; the last one has `finish` set. A request the engine
   // refuses ends with `on_error` instead.

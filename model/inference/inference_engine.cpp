@@ -371,7 +371,8 @@ void InferenceEngine::rank_step(Rank& k, std::span<const SequenceInput> batch, b
 
 std::vector<SampledToken> InferenceEngine::choose(std::span<const SequenceInput> batch) {
   const int64_t s = int64_t(running_.size()), vocab = model_.config().vocab_size;
-  const bool greedy = std::all_of(running_.begin(), running_.end(), [](const auto& r) { return r->params.greedy(); });
+  const bool greedy =
+      std::all_of(running_.begin(), running_.end(), [](const auto& r) { return r->params.device_greedy(); });
   if (!greedy && ranks_.size() > 1 && !whole_rows_.defined())  // filled by the ranks, pinned for their copies
     whole_rows_ = model_.context().is_cuda() ? Tensor::pinned_host(DType::f32, {options_.max_sequences, vocab})
                                              : Tensor::host(DType::f32, {options_.max_sequences, vocab});
@@ -410,14 +411,16 @@ std::vector<SampledToken> InferenceEngine::choose(std::span<const SequenceInput>
   // after the loop, and a rank thread that cannot run stalls the next step).
   const int team = int(std::clamp<int64_t>(s, 1, std::max(1, omp_get_max_threads() - int(ranks_.size()))));
 #pragma omp parallel for schedule(dynamic) num_threads(team) if (team > 1)
-  for (int64_t i = 0; i < s; ++i)
-    out[size_t(i)] = running_[size_t(i)]->sampler.sample(std::span(rows + i * stride, size_t(vocab)));
+  for (int64_t i = 0; i < s; ++i) {
+    Request& r = *running_[size_t(i)];
+    out[size_t(i)] = r.sampler.sample(std::span(rows + i * stride, size_t(vocab)), r.tokens, r.prompt_len);
+  }
   return out;
 }
 
 void InferenceEngine::accept(Request& r, const SampledToken& t, std::vector<TokenEvent>& events) {
   r.tokens.push_back(t.token);
-  TokenEvent e{.request = r.id, .has_token = true, .token = t.token, .logprob = t.logprob};
+  TokenEvent e{.request = r.id, .has_token = true, .token = t.token, .logprob = t.logprob, .top_logprobs = t.top};
   const std::vector<int32_t>& stops = r.params.stop_tokens;
   if (std::find(stops.begin(), stops.end(), t.token) != stops.end()) {
     e.finish = FinishReason::stop_token;

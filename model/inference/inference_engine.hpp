@@ -49,9 +49,10 @@ struct TokenEvent {
   int64_t request = 0;
   bool has_token = false;  // false only in a final event without a token (cancelled, max_tokens 0)
   int32_t token = 0;
-  float logprob = 0.0f;                      // when the request asked for log-probs
-  FinishReason finish = FinishReason::none;  // set on the request's last event
-  size_t stop_text_bytes = 0;                // stop_string: the generated text ends after this many bytes
+  float logprob = 0.0f;                                   // when the request asked for log-probs
+  std::vector<std::pair<int32_t, float>> top_logprobs{};  // sampling.top_logprobs most likely (id, log-prob)
+  FinishReason finish = FinishReason::none;               // set on the request's last event
+  size_t stop_text_bytes = 0;                             // stop_string: the generated text ends after this many bytes
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 // Generated ids -> text, for stop strings (null: stop strings are an error).
@@ -103,12 +104,13 @@ class InferenceEngine {
   bool admit(Request& r, int64_t& tokens_left);
   void finish(Request& r, FinishReason reason, std::vector<TokenEvent>& events);
   // Runs the forward over `batch` (the running requests' new tokens) and picks the next token
-  // of each running request from its row of logits: when every request is
-  // greedy, picked on the device (argmax_logprob: 2 numbers per row reach the host, not a row
-  // of logits); else the rows are converted to f32 on the device, copied to pinned memory, and
-  // each request's sampler draws on the host, the rows in parallel. Under tensor parallelism
-  // each rank picks in its vocabulary slice (the host merges the picks) or copies its slice's
-  // columns straight into the whole rows on the host.
+  // of each running request from its row of logits: when every request is greedy without
+  // logits processors or top log-probs (SamplingParams::device_greedy), picked on the device
+  // (argmax_logprob: 2 numbers per row reach the host, not a row of logits); else the rows are
+  // converted to f32 on the device, copied to pinned memory, and each request's sampler draws
+  // on the host (penalties and bias applied there), the rows in parallel. Under tensor
+  // parallelism each rank picks in its vocabulary slice (the host merges the picks) or copies
+  // its slice's columns straight into the whole rows on the host.
   std::vector<SampledToken> choose(std::span<const SequenceInput> batch);
   // On rank r's thread: its forward, then its greedy pick or its host rows.
   void rank_step(Rank& k, std::span<const SequenceInput> batch, bool greedy);

@@ -34,7 +34,9 @@ std::vector<int32_t> generate(GptChunk& model, const std::vector<int32_t>& promp
     const Tensor row = a->logits.slice((len - 1) * a->logits.dim(1), {c.padded_vocab_size()});
     const Tensor host = to_host_f32(model.context(), row);
     model.release(std::move(a));
-    const int32_t next = sampler.sample(std::span<const float>(host.data_as<float>(), size_t(c.vocab_size))).token;
+    const int32_t next =
+        sampler.sample(std::span<const float>(host.data_as<float>(), size_t(c.vocab_size)), context, prompt.size())
+            .token;
     out.push_back(next);
     context.push_back(next);
     if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), next) != params.stop_tokens.end()) break;

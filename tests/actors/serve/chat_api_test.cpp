@@ -25,7 +25,7 @@ const char* const kTemplate =
 struct ChatServed {
   ChatServed(const ServeTestModel& m, std::shared_ptr<const ChatTemplate> chat)
       : pool(m.replicas(1, 64), {.max_queued_requests = 8}),
-        api(pool, m.tok, std::move(chat), {.model_name = "tiny", .stop_tokens = {m.tok.eod()}}),
+        api(pool, m.tok, std::move(chat), {.model_names = {"tiny"}, .stop_tokens = {m.tok.eod()}}),
         http("127.0.0.1", 0, api.routes(), 8) {}
   HttpResponse call(const json& body) {
     return http_request("POST", "127.0.0.1", http.port(), "/v1/chat/completions", body.dump());
@@ -115,14 +115,15 @@ TEST(ChatApi, RefusesWhatItWouldGetWrong) {
   ChatServed s(m, tiny_template());
   const std::vector<std::pair<json, std::string>> bad = {
       {{{"messages", kMessages}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}, "tools"},
-      {{{"messages", kMessages}, {"logprobs", true}}, "logprobs"},
-      {{{"messages", kMessages}, {"presence_penalty", 0.5}}, "presence_penalty"},
+      {{{"messages", kMessages}, {"presence_penalty", 2.5}}, "presence_penalty"},
+      {{{"messages", kMessages}, {"top_logprobs", 2}}, "top_logprobs"},
+      {{{"messages", kMessages}, {"logprobs", true}, {"stream", true}}, "logprobs"},
+      {{{"messages", kMessages}, {"best_of", 2}}, "best_of"},
       {{{"messages", kMessages}, {"response_format", {{"type", "json_object"}}}}, "response_format"},
       {{{"messages", kMessages}, {"frobnicate", 1}}, "frobnicate"},
       {{{"messages", json::array()}}, "messages"},
       {{{"messages", {{{"role", "wizard"}, {"content", "hi"}}}}}, "messages"},
       {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}, "messages"},
-      {{{"messages", kMessages}, {"model", "other"}}, "model"},
       {{{"messages", kMessages}, {"max_tokens", 4}, {"max_completion_tokens", 4}}, "max_completion_tokens"},
   };
   for (const auto& [body, param] : bad) {

@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 struct Served {
   Served(const ServeTestModel& m, int64_t num_blocks, int64_t max_queued)
       : pool(m.replicas(1, num_blocks), {.max_queued_requests = max_queued}),
-        api(pool, m.tok, {.model_name = "tiny"}),
+        api(pool, m.tok, {.model_names = {"tiny"}}),
         http("127.0.0.1", 0, api.routes(), 8) {}
   HttpResponse call(const char* method, const char* path, const json& body) {
     return http_request(method, "127.0.0.1", http.port(), path, body.dump());
@@ -181,7 +181,7 @@ TEST(CompletionStream, BadRequestsNameTheField) {
       {{{"prompt", "x"}, {"n", 0}}, "n"},
       {{{"prompt", "x"}, {"n", 4294967297LL}}, "n"},
       {{{"prompt", "x"}, {"top_k", 4294967297LL}}, "top_k"},
-      {{{"prompt", "x"}, {"model", "gpt-4"}}, "model"},
+      {{{"prompt", "x"}, {"frequency_penalty", 9}}, "frequency_penalty"},
       {{{"prompt", "x"}, {"stream", true}, {"echo", true}}, "echo"},
       {{{"max_tokens", 2}}, "prompt"},
       {{{"prompt", long_prompt}, {"max_tokens", 2}}, "prompt"},

@@ -97,7 +97,7 @@ TEST_F(PoolFixture, AFailedTensorParallelReplicaLeavesServiceAndTheOthersServe) 
 
 TEST_F(PoolFixture, HttpApis) {
   actors::InferencePool pool(replicas(1));
-  actors::CompletionApi api(pool, tok, {.model_name = "tiny"});
+  actors::CompletionApi api(pool, tok, {.model_names = {"tiny"}});
   actors::HttpServer http("127.0.0.1", 0, api.routes(), 4);
   auto call = [&](const char* method, const char* path, const json& body) {
     return http_request(method, "127.0.0.1", http.port(), path, body.dump());
