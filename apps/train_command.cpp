@@ -18,7 +18,9 @@
 #include "apps/common/checkpoint_flags.hpp"
 #include "storage/checkpoint_ownership.hpp"
 #include "apps/common/tokenizer_flags.hpp"
+#include "apps/train/count_flags.hpp"
 #include "apps/train/float_flags.hpp"
+#include "apps/train/megatron_flags.hpp"
 #include "apps/train/train_log.hpp"
 #include "apps/common/monitor_flags.hpp"
 #include "apps/train/train_monitor.hpp"
@@ -48,10 +50,15 @@ struct TrainOptions {
   float rope_scaling_factor = 8.0f;
   float hidden_dropout = -1, attention_dropout = -1, init_method_std = -1, norm_epsilon = -1, rotary_base = -1;
   int64_t micro_batch_size = 4, global_batch_size = 0, train_iters = 100;
+  int64_t train_samples = 0;  // --train-samples: iterations = samples / global batch (Megatron's)
   double lr = 6e-4, min_lr = 6e-5, lr_warmup_init = 0, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
   double weight_decay = 0.1, clip_grad = 1.0;
-  int64_t lr_warmup_iters = 0, lr_decay_iters = 0;
-  std::string lr_decay_style = "cosine";
+  int64_t lr_warmup_iters = 0, lr_decay_iters = 0, lr_wsd_decay_iters = 0;
+  int64_t lr_warmup_samples = 0, lr_decay_samples = 0, lr_wsd_decay_samples = 0;
+  std::optional<double> lr_warmup_fraction;  // of the decay length, instead of the warmup iterations/samples
+  std::string lr_decay_style = "cosine", lr_wsd_decay_style = "exponential";
+  double exit_duration_mins = 0;  // --exit-duration-in-mins: save (with --save) and exit after this wall time
+  std::shared_ptr<GivenMegatronFlags> megatron = std::make_shared<GivenMegatronFlags>();
   bool bf16 = false, fp16 = false;
   float loss_scale = 0;
   std::vector<std::string> data_path;
@@ -220,6 +227,42 @@ TrainData load_train_data(const TrainOptions& o, int64_t gbs, std::optional<int6
   return d;
 }
 
+// Megatron's scheduler lengths, in samples (training.py get_optimizer_param_scheduler): from the
+// *-iters flags times the global batch with --train-iters, from the *-samples flags with --train-samples.
+LrSchedule lr_schedule(const TrainOptions& o, int64_t gbs) {
+  LrSchedule s{.lr = o.lr,
+               .min_lr = o.min_lr,
+               .warmup_init = o.lr_warmup_init,
+               .style = lr_decay_style_from_name(o.lr_decay_style),
+               .wsd_style = wsd_decay_style_from_name(o.lr_wsd_decay_style),
+               .step_size = gbs};
+  if (o.train_samples > 0) {
+    TROUPE_CHECK(o.lr_decay_iters == 0 && o.lr_warmup_iters == 0 && o.lr_wsd_decay_iters == 0,
+                 "--train-samples counts the schedule in samples: use --lr-decay-samples, --lr-warmup-samples and "
+                 "--lr-wsd-decay-samples instead of the *-iters flags");
+    s.decay_iters = o.lr_decay_samples > 0 ? o.lr_decay_samples : o.train_samples;
+    s.warmup_iters = double(o.lr_warmup_samples);
+    s.wsd_decay_iters = o.lr_wsd_decay_samples;
+  } else {
+    TROUPE_CHECK(o.lr_decay_samples == 0 && o.lr_warmup_samples == 0 && o.lr_wsd_decay_samples == 0,
+                 "--lr-decay-samples, --lr-warmup-samples and --lr-wsd-decay-samples need --train-samples; with "
+                 "--train-iters use the *-iters flags");
+    s.decay_iters = (o.lr_decay_iters > 0 ? o.lr_decay_iters : o.train_iters) * gbs;
+    s.warmup_iters = double(o.lr_warmup_iters * gbs);
+    s.wsd_decay_iters = o.lr_wsd_decay_iters * gbs;
+  }
+  if (o.lr_warmup_fraction) {
+    TROUPE_CHECK(o.lr_warmup_iters == 0 && o.lr_warmup_samples == 0,
+                 "--lr-warmup-fraction and --lr-warmup-iters/--lr-warmup-samples are exclusive: give one");
+    s.warmup_iters = *o.lr_warmup_fraction * double(s.decay_iters);
+  }
+  TROUPE_CHECK(s.style != LrDecayStyle::wsd || s.wsd_decay_iters > 0,
+               "--lr-decay-style WSD needs --lr-wsd-decay-iters (or --lr-wsd-decay-samples with --train-samples)");
+  TROUPE_CHECK(s.wsd_decay_iters <= s.decay_iters, "--lr-wsd-decay-iters/samples (", s.wsd_decay_iters / gbs,
+               " iterations) is longer than the decay (", s.decay_iters / gbs, " iterations)");
+  return s;
+}
+
 // The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.
 actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& model, int processes, bool cuda,
                                        int64_t gbs, int& devices) {
@@ -261,12 +304,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
                         .eps = float(o.adam_eps),
                         .weight_decay = float(o.weight_decay)};
   cfg.optimizer.clip_grad = float(o.clip_grad);
-  cfg.lr = {.lr = o.lr,
-            .min_lr = o.min_lr,
-            .warmup_init = o.lr_warmup_init,
-            .warmup_iters = o.lr_warmup_iters,
-            .decay_iters = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.train_iters,
-            .style = lr_decay_style_from_name(o.lr_decay_style)};
+  cfg.lr = lr_schedule(o, gbs);
   cfg.loss_scale = o.loss_scale;
   cfg.micro_batch_size = o.micro_batch_size;
   cfg.global_batch_size = gbs;
@@ -408,9 +446,19 @@ struct LoopTotals {
 
 // Iterations until --train-iters, --exit-interval or a stop signal: Megatron's log line every
 // --log-interval, validation every --eval-interval, a checkpoint every --save-interval.
+// --exit-duration-in-mins: has the run been going that long? The processes' longest time decides,
+// so every process stops after the same iteration (Megatron's MAX all-reduce).
+bool past_exit_duration(const TrainOptions& o, actors::Fabric& fabric, std::chrono::steady_clock::time_point start) {
+  if (o.exit_duration_mins <= 0) return false;
+  std::vector<double> minutes = {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60};
+  fabric.all_reduce(minutes, ReduceOp::max);
+  return minutes[0] > o.exit_duration_mins;
+}
+
 LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices,
                           actors::TrainingRun& run, bool has_valid_split, Checkpointer& saver,
-                          TrainTensorBoard& tensorboard) {
+                          TrainTensorBoard& tensorboard, actors::Fabric& fabric) {
+  const auto start = std::chrono::steady_clock::now();
   LoopTotals totals;
   LogAccumulator window(o, cfg, devices);
   const int64_t gbs = cfg.global_batch_size, tokens_per_iteration = gbs * cfg.model.seq_length;
@@ -439,6 +487,11 @@ LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& c
     if (o.save_interval > 0 && s.iteration % o.save_interval == 0) saver.save_now();
     if (o.exit_interval > 0 && s.iteration % o.exit_interval == 0) {
       std::printf("exiting at iteration %ld (--exit-interval %ld)\n", long(s.iteration), long(o.exit_interval));
+      break;
+    }
+    if (past_exit_duration(o, fabric, start)) {
+      std::printf("exiting at iteration %ld: --exit-duration-in-mins %g has passed\n", long(s.iteration),
+                  o.exit_duration_mins);
       break;
     }
   }
@@ -474,17 +527,27 @@ void print_sample(const TrainOptions& o, const actors::TrainingConfig& cfg, acto
               tokenizer.decode(out).c_str());
 }
 
-int train(const TrainOptions& o) {
+int train(TrainOptions o) {
+  // Megatron's flags that change nothing here: one note each; the unimplemented ones fail first.
+  const std::vector<std::string> notes = check_megatron_flags(*o.megatron);
+  TROUPE_CHECK(!o.megatron->contains("--no-position-embedding") || o.position_embedding_type == "rope",
+               "--no-position-embedding needs --position-embedding-type rope (a GPT without any position "
+               "embedding is not implemented)");
   // Under mpirun: one process per node (or per GPU), all running this same command. Process 0
   // prints; the others stay quiet on stdout (errors still reach stderr).
   const std::shared_ptr<actors::Fabric> fabric = actors::Fabric::init();
   if (fabric->process() != 0) TROUPE_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "silencing stdout");
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_available());
   TROUPE_CHECK(!(o.bf16 && o.fp16), "--bf16 and --fp16 are exclusive");
   TROUPE_CHECK(cuda || (!o.bf16 && !o.fp16), "--bf16/--fp16 need GPUs; CPU devices compute in f32");
   const int64_t gbs = o.global_batch_size > 0 ? o.global_batch_size : o.micro_batch_size;
   TROUPE_CHECK(gbs % o.micro_batch_size == 0, "--global-batch-size ", gbs, " is not a multiple of --micro-batch-size ",
                o.micro_batch_size, " (this node has one data-parallel rank)");
+  if (o.train_samples > 0) {  // Megatron's: whole global batches, the remainder is not trained
+    o.train_iters = o.train_samples / gbs;
+    TROUPE_CHECK(o.train_iters > 0, "--train-samples ", o.train_samples, " is less than one global batch (", gbs, ")");
+  }
 
   // --load's iteration, and --save's directory claimed (apps/common/checkpoint_flags.hpp).
   const std::optional<int64_t> load_iteration = prepare_train_checkpoints(
@@ -519,7 +582,7 @@ int train(const TrainOptions& o) {
   std::signal(SIGTERM, on_stop_signal);
 
   const auto start = std::chrono::steady_clock::now();
-  const LoopTotals totals = run_iterations(o, cfg, devices, run, data.has_valid_split, saver, tensorboard);
+  const LoopTotals totals = run_iterations(o, cfg, devices, run, data.has_valid_split, saver, tensorboard, *fabric);
   saver.save_at_end();
   if (g_stop_signal != 0)
     std::printf("troupe train: stopped by signal %d after iteration %ld\n", int(g_stop_signal), long(run.iteration()));
@@ -539,38 +602,55 @@ int train(const TrainOptions& o) {
 
 }  // namespace
 
-// Longer than our functions usually are: the flag table, one Megatron flag a line.
+// Longer than our functions usually are: the flag table, one Megatron flag a line, by --help section.
 // NOLINTNEXTLINE(readability-function-size)
 void add_train_command(CLI::App& app, CommandRunner& run) {
   auto* cmd = app.add_subcommand("train", "Pretrain a GPT (Megatron-LM flags) on this node's GPUs or CPU devices");
   auto o = std::make_shared<TrainOptions>();
+  cmd->option_defaults()->always_capture_default();  // --help shows every option's default
+  // Shape flags left out keep the --model preset's value: no default of their own to show.
+  auto from_preset = [](CLI::Option* opt) {
+    opt->default_str("")->description(opt->get_description() + " (default: the --model preset's)");
+  };
+  const CLI::Validator positive = positive_count(), non_negative = non_negative_count();
+
+  cmd->option_defaults()->group("Model");
   static std::string config_help;  // --config is expanded by main() before parsing; listed here for --help
-  cmd->add_option("--config", config_help, "read flags from a file of `key = value` lines (command-line flags win)");
+  cmd->add_option("--config", config_help, "read flags from a file of `key = value` lines (command-line flags win)")
+      ->group("Options");
   cmd->add_option("--model", o->model,
                   "preset the shape flags start from: gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny");
-  cmd->add_option("--num-layers", o->num_layers);
-  cmd->add_option("--hidden-size", o->hidden_size);
-  cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "default 4 * hidden");
-  cmd->add_option("--num-attention-heads", o->num_attention_heads);
-  cmd->add_flag("--group-query-attention", o->group_query_attention);
-  cmd->add_option("--num-query-groups", o->num_query_groups);
-  cmd->add_option("--kv-channels", o->kv_channels, "head dimension (default hidden / heads)");
-  cmd->add_option("--seq-length", o->seq_length);
-  cmd->add_option("--max-position-embeddings", o->max_position_embeddings);
-  cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by);
-  cmd->add_option("--normalization", o->normalization)->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
-  cmd->add_option("--norm-epsilon", o->norm_epsilon)->check(finite_float());
-  cmd->add_option("--position-embedding-type", o->position_embedding_type)
-      ->check(CLI::IsMember({"learned_absolute", "rope"}));
-  cmd->add_option("--rotary-base", o->rotary_base)->check(finite_float());
+  from_preset(cmd->add_option("--num-layers", o->num_layers, "transformer layers")->check(positive));
+  from_preset(cmd->add_option("--hidden-size", o->hidden_size, "model width")->check(positive));
+  from_preset(cmd->add_option("--ffn-hidden-size", o->ffn_hidden_size, "MLP width (4 x hidden for a preset's GPT)")
+                  ->check(positive));
+  from_preset(cmd->add_option("--num-attention-heads", o->num_attention_heads, "query heads")->check(positive));
+  cmd->add_flag("--group-query-attention", o->group_query_attention,
+                "grouped-query attention (with --num-query-groups)");
+  from_preset(cmd->add_option("--num-query-groups", o->num_query_groups, "key/value heads (GQA)")->check(positive));
+  from_preset(cmd->add_option("--kv-channels", o->kv_channels, "head dimension (hidden / heads if the preset has none)")
+                  ->check(positive));
+  from_preset(cmd->add_option("--seq-length", o->seq_length, "tokens per sample")->check(positive));
+  from_preset(cmd->add_option("--max-position-embeddings", o->max_position_embeddings,
+                              "rows of the learned position table (--seq-length if the preset has none)")
+                  ->check(positive));
+  cmd->add_option("--make-vocab-size-divisible-by", o->make_vocab_size_divisible_by,
+                  "pad the vocabulary to a multiple of this times TP")
+      ->check(positive);
+  from_preset(cmd->add_option("--normalization", o->normalization, "LayerNorm or RMSNorm")
+                  ->check(CLI::IsMember({"LayerNorm", "RMSNorm"})));
+  from_preset(cmd->add_option("--norm-epsilon", o->norm_epsilon, "epsilon of the norms")->check(finite_float()));
+  from_preset(cmd->add_option("--position-embedding-type", o->position_embedding_type, "learned_absolute or rope")
+                  ->check(CLI::IsMember({"learned_absolute", "rope"})));
+  from_preset(cmd->add_option("--rotary-base", o->rotary_base, "RoPE base (theta)")->check(finite_float()));
   auto* rope_scaling =
       cmd->add_flag("--use-rope-scaling", o->use_rope_scaling,
                     "Llama 3.1's RoPE frequency scaling (low/high frequency factors 1 and 4, original context 8192)");
-  cmd->add_option("--rope-scaling-factor", o->rope_scaling_factor, "with --use-rope-scaling (default 8)")
+  cmd->add_option("--rope-scaling-factor", o->rope_scaling_factor, "with --use-rope-scaling")
       ->check(finite_float())
       ->needs(rope_scaling);
-  cmd->add_flag("--swiglu", o->swiglu);
-  cmd->add_flag("--disable-bias-linear", o->disable_bias_linear);
+  cmd->add_flag("--swiglu", o->swiglu, "SwiGLU MLP instead of GELU");
+  cmd->add_flag("--disable-bias-linear", o->disable_bias_linear, "no biases on the linear layers");
   cmd->add_flag("--add-qkv-bias", o->add_qkv_bias,
                 "a bias on the QKV projection (Qwen2), also with --disable-bias-linear");
   cmd->add_flag("--qk-layernorm", o->qk_layernorm,
@@ -578,71 +658,120 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                 "--normalization RMSNorm)");
   cmd->add_option("--window-size", o->window_size,
                   "sliding-window attention, Megatron's LEFT,RIGHT: a token sees the LEFT before it (Mistral's "
-                  "sliding_window - 1); RIGHT must be 0, -1 unbounded");
-  cmd->add_flag("--untie-embeddings-and-output-weights", o->untie);
-  cmd->add_option("--hidden-dropout", o->hidden_dropout)->check(finite_float());
-  cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented")->check(finite_float());
-  cmd->add_option("--init-method-std", o->init_method_std)->check(finite_float());
-  cmd->add_option("--micro-batch-size", o->micro_batch_size);
-  cmd->add_option("--global-batch-size", o->global_batch_size, "default: micro batch size");
-  cmd->add_option("--train-iters", o->train_iters);
-  cmd->add_option("--lr", o->lr)->check(finite_float());
-  cmd->add_option("--min-lr", o->min_lr)->check(finite_float());
-  cmd->add_option("--lr-decay-style", o->lr_decay_style)->check(CLI::IsMember({"constant", "linear", "cosine"}));
-  cmd->add_option("--lr-warmup-iters", o->lr_warmup_iters);
-  cmd->add_option("--lr-warmup-init", o->lr_warmup_init)->check(finite_float());
-  cmd->add_option("--lr-decay-iters", o->lr_decay_iters, "default: --train-iters");
-  cmd->add_option("--weight-decay", o->weight_decay)->check(finite_float());
-  cmd->add_option("--clip-grad", o->clip_grad)->check(finite_float());
-  cmd->add_option("--adam-beta1", o->adam_beta1)->check(finite_float());
-  cmd->add_option("--adam-beta2", o->adam_beta2)->check(finite_float());
-  cmd->add_option("--adam-eps", o->adam_eps)->check(positive_finite_float());
-  cmd->add_flag("--bf16", o->bf16, "bf16 compute on GPUs (the GPU default)");
-  cmd->add_flag("--fp16", o->fp16, "fp16 compute with dynamic loss scaling");
-  cmd->add_option("--loss-scale", o->loss_scale, "constant loss scale for --fp16 (default: dynamic)")
-      ->check(finite_float());
-  cmd->add_flag("--check-for-nan-in-loss-and-grad,!--no-check-for-nan-in-loss-and-grad", o->check_for_nan,
-                "stop with an error at an inf/NaN loss or gradient norm (default on; with --fp16 an inf/NaN "
-                "gradient only skips the step); off: such iterations are skipped");
-  cmd->add_option("--max-consecutive-skipped-iterations", o->max_consecutive_skipped,
-                  "stop with an error once this many iterations in a row were skipped for inf/NaN gradients "
-                  "(default 100; 0: no bound)")
-      ->check(CLI::NonNegativeNumber);
+                  "sliding_window - 1); RIGHT must be 0, -1 unbounded (default: full attention)");
+  cmd->add_flag("--untie-embeddings-and-output-weights", o->untie, "a separate output layer, not the embedding's");
+  from_preset(
+      cmd->add_option("--hidden-dropout", o->hidden_dropout, "dropout after attention and MLP")->check(finite_float()));
+  from_preset(
+      cmd->add_option("--attention-dropout", o->attention_dropout, "only 0 is implemented")->check(finite_float()));
+  from_preset(cmd->add_option("--init-method-std", o->init_method_std, "std of the weights' normal init")
+                  ->check(finite_float()));
+
+  cmd->option_defaults()->group("Data and tokenizer");
   cmd->add_option("--data-path", o->data_path, "[weight] prefix ... of indexed datasets (troupe preprocess)");
-  cmd->add_option("--split", o->split);
-  cmd->add_option("--data-cache-path", o->data_cache_path);
+  cmd->add_option("--split", o->split, "train,valid,test weights of the documents");
+  cmd->add_option("--data-cache-path", o->data_cache_path,
+                  "where the sample indices are cached (default: next to the data)");
   cmd->add_flag("--mock-data", o->mock_data, "random tokens (needs --vocab-size or a tokenizer)");
-  cmd->add_flag("--eod-mask-loss", o->eod_mask_loss);
+  cmd->add_flag("--eod-mask-loss", o->eod_mask_loss, "no loss on the EOD tokens");
   add_tokenizer_flags(cmd, o->tokenizer);
-  cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size);
-  cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage, "interleaved 1F1B");
-  cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size);
-  cmd->add_option("--pipeline-schedule", o->schedule, "1f1b (default) or gpipe")
-      ->check(CLI::IsMember({"1f1b", "gpipe"}));
+  cmd->get_option("--vocab-size")->check(non_negative);  // 0: from the tokenizer
+
+  cmd->option_defaults()->group("Parallelism and devices");
+  cmd->add_option("--tensor-model-parallel-size", o->tensor_size, "TP: devices each layer is split over")
+      ->check(positive);
+  cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size, "PP: pipeline stages")->check(positive);
+  cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage,
+                  "interleaved 1F1B: layers per model chunk (0: not interleaved)")
+      ->check(non_negative);
+  cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size,
+                  "interleaved 1F1B: microbatches per group (0: the pipeline size)")
+      ->check(non_negative);
+  cmd->add_option("--pipeline-schedule", o->schedule, "1f1b or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--devices,--cpu-devices", o->devices,
                   "devices of each process (GPUs or CPU devices); data-parallel size = processes x devices / "
-                  "(TP x PP); default TP x PP / processes");
-  cmd->add_option("--tensor-model-parallel-size", o->tensor_size);
+                  "(TP x PP); 0: TP x PP / processes")
+      ->check(non_negative);
   cmd->add_flag("--sequence-parallel", o->sequence_parallel,
                 "shard norms/dropout/residuals along the sequence (TP > 1)");
   cmd->add_flag("--use-distributed-optimizer", o->distributed_optimizer,
                 "shard fp32 master weights and Adam moments over the data-parallel ranks (ZeRO-1)");
   cmd->add_flag("--overlap-grad-reduce", o->overlap_grad_reduce,
                 "reduce each gradient bucket during backward, as soon as the last microbatch has written it");
-  cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size, "elements per gradient bucket (default 40000000)");
-  cmd->add_option("--eval-interval", o->eval_interval);
-  cmd->add_option("--eval-iters", o->eval_iters);
-  cmd->add_option("--log-interval", o->log_interval)->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", o->seed);
-  cmd->add_option("--trace", o->trace,
-                  "record every op of every actor to this msgpack file (see troupe replay; under mpirun one file per "
-                  "process, FILE.rankR)");
-  cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails");
+  cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size, "elements per gradient bucket")->check(positive);
+  cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails")
+      ->check(positive_finite_float());
+
+  cmd->option_defaults()->group("Training and optimizer");
+  cmd->add_option("--micro-batch-size", o->micro_batch_size, "samples per microbatch")->check(positive);
+  cmd->add_option("--global-batch-size", o->global_batch_size, "samples per iteration (0: the micro batch size)")
+      ->check(non_negative);
+  auto* iters = cmd->add_option("--train-iters", o->train_iters, "iterations to train")->check(non_negative);
+  cmd->add_option("--train-samples", o->train_samples,
+                  "samples to train instead of --train-iters: iterations = samples / global batch; the schedule "
+                  "then counts samples (--lr-*-samples)")
+      ->check(positive)
+      ->excludes(iters)
+      ->default_str("");
+  cmd->add_option("--lr", o->lr, "peak learning rate")->check(finite_float());
+  cmd->add_option("--min-lr", o->min_lr, "learning rate at the end of the decay")->check(finite_float());
+  cmd->add_option("--lr-decay-style", o->lr_decay_style, "constant, linear, cosine, inverse-square-root or WSD")
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root", "WSD"}));
+  cmd->add_option("--lr-warmup-iters", o->lr_warmup_iters, "linear warmup iterations")->check(non_negative);
+  cmd->add_option("--lr-warmup-samples", o->lr_warmup_samples, "linear warmup samples (with --train-samples)")
+      ->check(non_negative);
+  cmd->add_option("--lr-warmup-fraction", o->lr_warmup_fraction,
+                  "warmup as a fraction of the decay length, instead of --lr-warmup-iters/samples")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--lr-warmup-init", o->lr_warmup_init, "learning rate the warmup starts from")->check(finite_float());
+  cmd->add_option("--lr-decay-iters", o->lr_decay_iters, "iterations of the decay (0: --train-iters)")
+      ->check(non_negative);
+  cmd->add_option("--lr-decay-samples", o->lr_decay_samples, "samples of the decay (0: --train-samples)")
+      ->check(non_negative);
+  cmd->add_option("--lr-wsd-decay-style", o->lr_wsd_decay_style,
+                  "WSD's final anneal: exponential, linear, cosine or minus_sqrt")
+      ->check(CLI::IsMember({"exponential", "linear", "cosine", "minus_sqrt"}));
+  cmd->add_option("--lr-wsd-decay-iters", o->lr_wsd_decay_iters,
+                  "WSD: iterations of the final anneal, which ends at the decay's end")
+      ->check(non_negative);
+  cmd->add_option("--lr-wsd-decay-samples", o->lr_wsd_decay_samples, "WSD: samples of the final anneal")
+      ->check(non_negative);
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on biases and norms)")
+      ->check(finite_float());
+  cmd->add_option("--clip-grad", o->clip_grad, "global gradient-norm clip (0: none)")->check(finite_float());
+  cmd->add_option("--adam-beta1", o->adam_beta1, "Adam beta1")->check(finite_float());
+  cmd->add_option("--adam-beta2", o->adam_beta2, "Adam beta2")->check(finite_float());
+  cmd->add_option("--adam-eps", o->adam_eps, "Adam epsilon")->check(positive_finite_float());
+  cmd->add_flag("--bf16", o->bf16, "bf16 compute on GPUs (the GPU default)");
+  cmd->add_flag("--fp16", o->fp16, "fp16 compute with dynamic loss scaling");
+  cmd->add_option("--loss-scale", o->loss_scale, "constant loss scale for --fp16 (0: dynamic)")->check(finite_float());
+  cmd->add_flag(
+      "--check-for-nan-in-loss-and-grad,!--no-check-for-nan-in-loss-and-grad", o->check_for_nan,
+      "stop with an error at an inf/NaN loss or gradient norm (default on; with --fp16 an inf/NaN gradient only "
+      "skips the step); off: such iterations are skipped");
+  cmd->add_option("--max-consecutive-skipped-iterations", o->max_consecutive_skipped,
+                  "stop with an error once this many iterations in a row were skipped for inf/NaN gradients "
+                  "(0: no bound)")
+      ->check(non_negative);
+  cmd->add_option("--seed", o->seed, "seed of the weights, dropout and data order");
+  cmd->add_option("--eval-interval", o->eval_interval, "iterations between validations (0: only at the end)")
+      ->check(non_negative);
+  cmd->add_option("--eval-iters", o->eval_iters, "validation iterations (0: no validation)")->check(non_negative);
+  cmd->add_option("--exit-interval", o->exit_interval,
+                  "exit when the iteration is a multiple of this, saving first with --save (0: never)")
+      ->check(non_negative);
+  cmd->add_option("--exit-duration-in-mins", o->exit_duration_mins,
+                  "exit after this many minutes of training, saving first with --save (0: never)")
+      ->check(non_negative_finite_float());
+
+  cmd->option_defaults()->group("Checkpointing");
   cmd->add_option("--save", o->save, "checkpoint directory to save to (at --save-interval and at the end)");
-  cmd->add_option("--save-interval", o->save_interval, "iterations between checkpoints (0: only at the end)");
+  cmd->add_option("--save-interval", o->save_interval, "iterations between checkpoints (0: only at the end)")
+      ->check(non_negative);
   cmd->add_option("--load", o->load, "resume from the latest checkpoint in this directory");
   add_train_checkpoint_flags(cmd, o->ckpt_step, o->overwrite);  // --ckpt-step, --overwrite
+  cmd->get_option("--ckpt-step")->check(non_negative);
   cmd->add_flag("--no-save-optim", o->no_save_optim, "save weights only, not the Adam moments");
   cmd->add_flag("--no-load-optim", o->no_load_optim, "load weights only: fresh Adam moments");
   cmd->add_flag("--no-load-rng", o->no_load_rng, "dropout streams from this run's --seed, not the checkpoint's");
@@ -650,16 +779,39 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                 "load the weights only and start from iteration 0 (no optimizer state, RNG or data position)");
   cmd->add_flag("--async-save", o->async_save,
                 "write checkpoints in the background (a snapshot stalls training; the writer actor does the rest)");
-  cmd->add_option("--most-recent-k", o->most_recent_k, "keep only the newest K checkpoints in --save (0: keep all)");
-  cmd->add_option("--exit-interval", o->exit_interval,
-                  "exit when the iteration is a multiple of this (saving first with --save)");
+  cmd->add_option("--most-recent-k", o->most_recent_k, "keep only the newest K checkpoints in --save (0: keep all)")
+      ->check(non_negative);
+
+  cmd->option_defaults()->group("Logging and monitoring");
+  cmd->add_option("--log-interval", o->log_interval, "iterations between log lines")->check(positive);
+  cmd->add_option("--trace", o->trace,
+                  "record every op of every actor to this msgpack file (see troupe replay; under mpirun one file per "
+                  "process, FILE.rankR)");
   add_monitor_flags(cmd, o->monitor);
-  cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)");
+  cmd->get_option("--metrics-port")->check(CLI::Range(-1, 65535));  // -1: off, 0: a free port
+  cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)")
+      ->check(non_negative_finite_float());
   cmd->add_option("--tensorboard-dir", o->tensorboard_dir,
                   "write Megatron's TensorBoard scalars to an event file here");
-  cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training");
+  cmd->add_option("--sample-tokens", o->sample_tokens, "generate this many tokens after training (0: none)")
+      ->check(non_negative);
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
-  cmd->callback([&run, o] { run = [o] { return train(*o); }; });
+
+  add_megatron_compat_flags(cmd, o->megatron);
+  static bool list_megatron_flags = false;  // prints docs/megatron-flags.md and exits
+  cmd->add_flag("--list-megatron-flags", list_megatron_flags,
+                "print the table of accepted Megatron flags (docs/megatron-flags.md) and exit")
+      ->group("Megatron compatibility (docs/megatron-flags.md)");
+  cmd->callback([&run, o] {
+    if (list_megatron_flags) {
+      run = [] {
+        std::printf("%s", megatron_flags_markdown().c_str());
+        return 0;
+      };
+      return;
+    }
+    run = [o] { return train(*o); };
+  });
 }
 
 }  // namespace troupe::apps

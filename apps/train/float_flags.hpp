@@ -12,6 +12,7 @@
 namespace troupe::apps {
 
 CLI::Validator finite_float();
-CLI::Validator positive_finite_float();  // also > 0
+CLI::Validator positive_finite_float();      // also > 0
+CLI::Validator non_negative_finite_float();  // also >= 0
 
 }  // namespace troupe::apps
