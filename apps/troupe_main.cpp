@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   troupe::apps::add_serve_command(app, run);
   troupe::apps::add_train_command(app, run);
   try {
-    std::vector<std::string> args = troupe::apps::expand_config_args(std::vector<std::string>(argv, argv + argc));
+    std::vector<std::string> args = troupe::apps::expand_config_args(app, std::vector<std::string>(argv, argv + argc));
     args.erase(args.begin());  // CLI11 wants the arguments without the program,
     if (args.empty()) {
       std::fputs(app.help().c_str(), stderr);

@@ -9,6 +9,8 @@ packages=(build-essential cmake pkg-config libopenblas-dev nlohmann-json3-dev li
           libgtest-dev libgmock-dev libbenchmark-dev libspdlog-dev libcaf-dev libmsgpack-dev libopenmpi-dev openmpi-bin python3
           libzmq3-dev cppzmq-dev libboost1.74-dev libpcre2-dev  # Boost: Beast and Asio (actors/http)
           clang-format clang-tidy  # scripts/check_format.sh, scripts/check_tidy.sh (tests)
+          libyaml-cpp-dev  # troupe --yaml-cfg (Megatron's YAML config files)
+          clang libclang-rt-14-dev llvm  # scripts/fuzz.sh: libFuzzer, the sanitizer runtimes, llvm-symbolizer
           chromium libpng-dev)  # the dashboard test: headless Chromium, and libpng to read its screenshot
 missing=()
 for p in "${packages[@]}"; do

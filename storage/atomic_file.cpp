@@ -52,6 +52,7 @@ void AtomicFile::flush() {
 
 void AtomicFile::write(const void* data, size_t n) {
   TROUPE_CHECK(fd_ >= 0, "write to '", temp_, "' after close()");
+  if (n == 0) return;  // an empty span's data() may be null, which memcpy must not get
   const char* src = static_cast<const char*>(data);
   written_ += n;
   if (used_ + n <= buffer_.size()) {
