@@ -450,9 +450,10 @@ struct LoopTotals {
 // so every process stops after the same iteration (Megatron's MAX all-reduce).
 bool past_exit_duration(const TrainOptions& o, actors::Fabric& fabric, std::chrono::steady_clock::time_point start) {
   if (o.exit_duration_mins <= 0) return false;
-  std::vector<double> minutes = {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60};
-  fabric.all_reduce(minutes, ReduceOp::max);
-  return minutes[0] > o.exit_duration_mins;
+  std::vector<double> elapsed_mins = {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                                      60};
+  fabric.all_reduce(elapsed_mins, ReduceOp::max);
+  return elapsed_mins[0] > o.exit_duration_mins;
 }
 
 LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices,

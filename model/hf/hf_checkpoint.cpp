@@ -18,16 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  TROUPE_CHECK(in.good(), "cannot open ", path.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    TROUPE_FAIL("malformed JSON in ", path.string(), ": ", e.what());
-  }
-}
-
 // Tensors of HF files that are not parameters, left out of the weights on purpose:
 // - GPT-2's h.{i}.attn.bias and h.{i}.attn.masked_bias: the causal mask and its fill value,
 //   which transformers before 4.x saved; transformers builds them itself (non-persistent
@@ -72,7 +62,7 @@ void check_tied_output_layer(const HfTensorFiles& files, const std::string& embe
 HfCheckpoint read_hf_checkpoint(const std::string& dir) {
   check_hf_weights_are_safetensors(dir);
   const fs::path path = fs::path(dir) / "config.json";
-  const HfConfig hf = read_hf_config(read_json(path), path.string());
+  const HfConfig hf = read_hf_config(read_hf_json(path.string()), path.string());
   HfCheckpoint ck;
   ck.arch = hf.arch;
   ck.config = hf.model;

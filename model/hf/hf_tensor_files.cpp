@@ -13,17 +13,17 @@ namespace troupe {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-nlohmann::json read_index(const fs::path& path) {
+nlohmann::json read_hf_json(const std::string& path) {
   std::ifstream in(path);
-  TROUPE_CHECK(in.good(), "cannot open ", path.string());
+  TROUPE_CHECK(in.good(), "cannot open ", path);
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    TROUPE_FAIL("malformed JSON in ", path.string(), ": ", e.what());
+    TROUPE_FAIL("malformed JSON in ", path, ": ", e.what());
   }
 }
+
+namespace {
 
 // Weight files of other formats than safetensors, which transformers reads and Troupe does not.
 bool is_other_weight_file(const fs::path& p) {
@@ -83,7 +83,7 @@ HfTensorFiles::HfTensorFiles(const std::string& dir) {
   }
   // A sharded checkpoint: the index and the files must agree exactly, or which tensor is the
   // model's would depend on the reader.
-  const nlohmann::json j = read_index(index);
+  const nlohmann::json j = read_hf_json(index.string());
   TROUPE_CHECK(
       j.is_object() && j.contains("weight_map") && j.at("weight_map").is_object() && !j.at("weight_map").empty(),
       index.string(), ": needs a non-empty object \"weight_map\" {tensor name: file name}");

@@ -9,6 +9,8 @@
 //   Tensor w = files.read("model.norm.weight", {C});  // host f32
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +28,9 @@ inline constexpr const char* kHfSafetensorsIndexName = "model.safetensors.index.
 // both): a folder of pytorch_model.bin / *.bin shards / *.pt (pickles, which can run code when
 // loaded) is refused with the command that converts it.
 void check_hf_weights_are_safetensors(const std::string& dir);
+
+// A JSON file of an HF folder (config.json, the shard index); errors name the file.
+nlohmann::json read_hf_json(const std::string& path);
 
 class HfTensorFiles {
  public:
