@@ -18,6 +18,7 @@ namespace troupe::apps {
 // Set by a subcommand's callback; main() returns what it returns.
 using CommandRunner = std::function<int()>;
 
+void add_completion_command(CLI::App& app, CommandRunner& run);
 void add_convert_command(CLI::App& app, CommandRunner& run);
 void add_generate_command(CLI::App& app, CommandRunner& run);
 void add_monitor_command(CLI::App& app, CommandRunner& run);

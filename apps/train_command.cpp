@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <optional>
 
@@ -19,11 +20,15 @@
 #include "storage/checkpoint_ownership.hpp"
 #include "apps/common/tokenizer_flags.hpp"
 #include "apps/train/count_flags.hpp"
+#include "apps/train/fault_injection.hpp"
 #include "apps/train/float_flags.hpp"
 #include "apps/train/megatron_flags.hpp"
+#include "apps/train/supervisor.hpp"
+#include "apps/train/straggler_report.hpp"
 #include "apps/train/train_log.hpp"
 #include "apps/common/monitor_flags.hpp"
 #include "apps/train/train_monitor.hpp"
+#include "apps/train/train_progress.hpp"
 #include "apps/train/train_tensorboard.hpp"
 #include "data/gpt_data.hpp"
 #include "data/mock_dataset.hpp"
@@ -75,6 +80,8 @@ struct TrainOptions {
   // rewind a directory this run does not go on from (storage/checkpoint_ownership.hpp).
   std::optional<int64_t> ckpt_step;
   bool overwrite = false;
+  // --auto-restart N: run under a supervisor that restarts a failed run up to N times (apps/train/supervisor.hpp).
+  std::optional<int64_t> auto_restart;
   int64_t save_interval = 0;
   bool no_save_optim = false, no_load_optim = false, no_load_rng = false, finetune = false, async_save = false;
   int most_recent_k = 0;      // keep this many checkpoints (0: all)
@@ -86,12 +93,14 @@ struct TrainOptions {
   int64_t sample_tokens = 0;
   std::string prompt = "The";
   double op_timeout_s = 300;
+  double heartbeat_timeout_s = 20;        // --heartbeat-timeout: another process silent this long fails the run
   bool check_for_nan = true;              // --check-for-nan-in-loss-and-grad (Megatron's default)
   int64_t max_consecutive_skipped = 100;  // --max-consecutive-skipped-iterations (0: no bound)
 
   actors::MonitorOptions monitor;  // --monitor-endpoint, --metrics-port, --metrics-host
   std::string tensorboard_dir;     // --tensorboard-dir: Megatron's scalars (apps/train/train_tensorboard.hpp)
   double peak_tflops = 0;          // per device, for MFU in the monitor
+  double straggler_factor = 1.5;   // --straggler-factor (apps/train/straggler_report.hpp); 0: off
 };
 
 // Megatron's --window-size "LEFT,RIGHT" (or "(LEFT,RIGHT)"): a query sees keys LEFT before it
@@ -313,6 +322,8 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.trace_path = o.trace;
   cfg.time_ops = o.monitor.enabled();  // the monitor gets the trace too
   cfg.op_timeout = std::chrono::milliseconds(int64_t(o.op_timeout_s * 1000));
+  cfg.heartbeat_timeout = std::chrono::milliseconds(int64_t(o.heartbeat_timeout_s * 1000));
+  cfg.failed_shutdown_limit = std::chrono::seconds(30);  // a failed run never hangs on its way out
   cfg.check_for_nan = o.check_for_nan;
   cfg.max_consecutive_skipped = o.max_consecutive_skipped;
   return cfg;
@@ -414,7 +425,7 @@ class LogAccumulator {
     w.ms_per_iteration = seconds_ / double(count_) * 1e3;
     w.tflops_per_device =
         double(gbs_ * seq_) * flops_per_token_ / (seconds_ / double(count_)) / 1e12 / double(devices_);
-    w.lr = s.lr;
+    w.lr = s.next_lr;  // Megatron prints the scheduler's lr after the iteration's step
     w.loss = counted > 0 ? loss_ / double(counted) : NAN;
     w.loss_scale = s.loss_scale;
     w.grad_norm = counted > 0 ? norm_ / double(counted) : NAN;
@@ -462,19 +473,29 @@ LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& c
   const auto start = std::chrono::steady_clock::now();
   LoopTotals totals;
   LogAccumulator window(o, cfg, devices);
+  TrainProgress progress(o.train_iters, start);
+  const actors::ParallelConfig& p = cfg.parallel;
+  StragglerWindow stragglers({.tensor = p.tensor_size, .data = p.data_size, .pipeline = p.pipeline_size},
+                             o.straggler_factor);
   const int64_t gbs = cfg.global_batch_size, tokens_per_iteration = gbs * cfg.model.seq_length;
   while (run.iteration() < o.train_iters && g_stop_signal == 0) {
     const auto t0 = std::chrono::steady_clock::now();
     const IterationStats s = run.train_iteration();
+    fail_if_fault_injected(s.iteration);  // a test hook (docs/testing.md)
     saver.finish(/*wait=*/false);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     tensorboard.iteration(s, run.consumed_samples(), gbs);
     totals.train_seconds += dt;
     window.add(s, dt);
+    progress.add(dt);
+    stragglers.add(s);
     if (!s.skipped) totals.last_loss = s.loss;
     if (s.iteration % o.log_interval == 0 || s.iteration == o.train_iters) {
-      const LogWindow line = window.close(s, run.consumed_samples());
+      LogWindow line = window.close(s, run.consumed_samples());
+      progress.stamp(line);
+      stragglers.stamp(line);
       std::printf("%s\n", iteration_line(line).c_str());
+      for (const std::string& straggler : line.stragglers) std::printf(" %s\n", straggler.c_str());
       std::fflush(stdout);
       publish_log_line(run, line, tokens_per_iteration, o.peak_tflops);
       tensorboard.log_line(line, run);
@@ -537,6 +558,15 @@ int train(TrainOptions o) {
   // Under mpirun: one process per node (or per GPU), all running this same command. Process 0
   // prints; the others stay quiet on stdout (errors still reach stderr).
   const std::shared_ptr<actors::Fabric> fabric = actors::Fabric::init();
+  // A run that fails (an exception leaving this function) ends without waiting for the other
+  // processes: one that is stopped or gone would otherwise hold this one's exit forever.
+  struct EndFabricOnFailure {
+    actors::Fabric& fabric;
+    const int exceptions = std::uncaught_exceptions();
+    ~EndFabricOnFailure() {
+      if (std::uncaught_exceptions() > exceptions) fabric.end_without_waiting();
+    }
+  } const end_on_failure{*fabric};
   if (fabric->process() != 0) TROUPE_CHECK(std::freopen("/dev/null", "w", stdout) != nullptr, "silencing stdout");
   for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_available());
@@ -703,6 +733,10 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--ddp-bucket-size", o->ddp_bucket_size, "elements per gradient bucket")->check(positive);
   cmd->add_option("--op-timeout", o->op_timeout_s, "seconds a stage may stay silent before the run fails")
       ->check(positive_finite_float());
+  cmd->add_option("--heartbeat-timeout", o->heartbeat_timeout_s,
+                  "seconds another process of a multi-process run may stay silent (stopped, wedged) before the run "
+                  "fails; at least 1 (the processes ping each other every 0.5 s)")
+      ->check(positive_finite_float() & CLI::Range(1.0, 86400.0));
 
   cmd->option_defaults()->group("Training and optimizer");
   cmd->add_option("--micro-batch-size", o->micro_batch_size, "samples per microbatch")->check(positive);
@@ -782,6 +816,12 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                 "write checkpoints in the background (a snapshot stalls training; the writer actor does the rest)");
   cmd->add_option("--most-recent-k", o->most_recent_k, "keep only the newest K checkpoints in --save (0: keep all)")
       ->check(non_negative);
+  cmd->add_option("--auto-restart", o->auto_restart,
+                  "run the training as a child process and restart it up to N times when it fails, from the newest "
+                  "intact checkpoint of this run in --save (docs/train.md#supervised-restarts)")
+      ->check(non_negative)
+      ->needs(cmd->get_option("--save"))
+      ->default_str("");
 
   cmd->option_defaults()->group("Logging and monitoring");
   cmd->add_option("--log-interval", o->log_interval, "iterations between log lines")->check(positive);
@@ -791,6 +831,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   add_monitor_flags(cmd, o->monitor);
   cmd->get_option("--metrics-port")->check(CLI::Range(-1, 65535));  // -1: off, 0: a free port
   cmd->add_option("--peak-tflops", o->peak_tflops, "peak TFLOP/s per device, for MFU in the monitor (0: unknown)")
+      ->check(non_negative_finite_float());
+  cmd->add_option("--straggler-factor", o->straggler_factor,
+                  "name a device whose busy time per iteration is over this times its stage peers' median (0: off)")
       ->check(non_negative_finite_float());
   cmd->add_option("--tensorboard-dir", o->tensorboard_dir,
                   "write Megatron's TensorBoard scalars to an event file here");
@@ -803,11 +846,18 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--list-megatron-flags", list_megatron_flags,
                 "print the table of accepted Megatron flags (docs/megatron-flags.md) and exit")
       ->group("Megatron compatibility (docs/megatron-flags.md)");
-  cmd->callback([&run, o] {
+  cmd->callback([&run, o, cmd] {
     if (list_megatron_flags) {
       run = [] {
         std::printf("%s", megatron_flags_markdown().c_str());
         return 0;
+      };
+      return;
+    }
+    if (o->auto_restart) {
+      run = [o, cmd] {
+        return supervise_training(
+            *cmd, {.max_restarts = *o->auto_restart, .save = o->save, .no_save_optim = o->no_save_optim});
       };
       return;
     }

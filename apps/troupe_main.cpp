@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "log level: trace, debug, info, warning or error (default info)");
   app.fallthrough();  // `troupe train --log-level debug ...` as well as `troupe --log-level debug train ...`
   troupe::apps::CommandRunner run;
+  troupe::apps::add_completion_command(app, run);
   troupe::apps::add_convert_command(app, run);
   troupe::apps::add_generate_command(app, run);
   troupe::apps::add_monitor_command(app, run);

@@ -79,6 +79,20 @@ std::string Troupe::await_output(const std::string& text, std::chrono::milliseco
   }
 }
 
+TroupeExit run_to_exit(const std::vector<std::string>& args, const std::string& tag, std::chrono::milliseconds limit) {
+  return run_to_exit({}, args, tag, limit);
+}
+
+TroupeExit run_to_exit(const std::vector<std::string>& launcher, const std::vector<std::string>& args,
+                       const std::string& tag, std::chrono::milliseconds limit) {
+  TempDir dir(tag);
+  Troupe t(launcher, args, dir / "out.txt");
+  TroupeExit e;
+  e.code = t.wait(limit);
+  e.output = t.output();
+  return e;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -125,6 +139,17 @@ std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::s
                                 "1"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
+}
+
+std::map<int64_t, std::string> logged_losses(const std::string& log) {
+  std::map<int64_t, std::string> losses;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const size_t it = line.find("iteration "), loss = line.find("lm loss: ");
+    if (it == std::string::npos || loss == std::string::npos) continue;
+    losses[std::stoll(line.substr(it + 10))] = line.substr(loss + 9, line.find(' ', loss + 9) - (loss + 9));
+  }
+  return losses;
 }
 
 }  // namespace troupe::test

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,11 +43,27 @@ class Troupe {
   std::optional<int> status_;
 };
 
+// How a run of `troupe` to its end went: its exit code (nullopt when it ran past the limit, then it
+// is killed) and what it printed on stdout and stderr.
+struct TroupeExit {
+  std::optional<int> code;
+  std::string output;
+};
+// Runs troupe_binary() with `args` (after `launcher`, e.g. {"bash", script}) until it exits or
+// `limit` passes; its output goes to a file in a fresh TempDir named after `tag`.
+TroupeExit run_to_exit(const std::vector<std::string>& args, const std::string& tag,
+                       std::chrono::milliseconds limit = std::chrono::seconds(60));
+TroupeExit run_to_exit(const std::vector<std::string>& launcher, const std::vector<std::string>& args,
+                       const std::string& tag, std::chrono::milliseconds limit);
+
 // The name the inference branch's tests use (tests/apps/generate_command_test.cpp).
 
 // `troupe train` of the tiny GPT-2 on random tokens, on the CPU: sequence 32, one sample per
 // iteration, `iters` iterations, no evaluation, a log line every iteration; then `extra`.
 std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::string>& extra);
+// The lm loss `troupe train` printed for each logged iteration, as printed (so equal means bit
+// for bit at the printed precision).
+std::map<int64_t, std::string> logged_losses(const std::string& log);
 
 // A whole file's bytes ("" when it cannot be read).
 std::string read_file(const std::string& path);

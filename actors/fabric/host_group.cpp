@@ -15,14 +15,15 @@ std::string describe(const StepDesc& d) {
 }  // namespace
 
 HostGroup::HostGroup(std::vector<int> member_process, int here, std::string name, std::chrono::milliseconds timeout,
-                     MPI_Comm comm, std::shared_ptr<void> comm_owner)
+                     std::shared_ptr<ProcessLinks> links, int comm, std::shared_ptr<void> owner)
     : size_(int(member_process.size())),
       process_(std::move(member_process)),
       here_(here),
       name_(std::move(name)),
       timeout_(timeout),
+      links_(std::move(links)),
       comm_(comm),
-      comm_owner_(std::move(comm_owner)),
+      owner_(std::move(owner)),
       arrived_(process_.size(), 0),
       slots_(process_.size()) {
   TROUPE_CHECK(size_ >= 1, "collective group '", name_, "': no members");
@@ -32,10 +33,18 @@ HostGroup::HostGroup(std::vector<int> member_process, int here, std::string name
     elsewhere |= p != here_;
   }
   TROUPE_CHECK(local_count_ > 0, "collective group '", name_, "': no member in process ", here_);
-  TROUPE_CHECK(!elsewhere || comm_ != MPI_COMM_NULL, "collective group '", name_,
-               "': members in other processes but no communicator");
+  TROUPE_CHECK(!elsewhere || links_, "collective group '", name_, "': members in other processes but no links");
   if (elsewhere)
-    for (int i = 0; i < size_; ++i) remote_.push_back(this->here(i) ? std::make_unique<Remote>() : nullptr);
+    for (int i = 0; i < size_; ++i) {
+      if (!this->here(i)) {
+        remote_.push_back(nullptr);
+        continue;
+      }
+      auto r = std::make_unique<Remote>();
+      r->recvs = links_->requests();
+      r->sends = links_->requests();
+      remote_.push_back(std::move(r));
+    }
 }
 
 HostGroup::~HostGroup() = default;
@@ -91,19 +100,19 @@ void HostGroup::post_remote(int member, const void* mine, int64_t mine_bytes, co
     const Piece in = piece(k, member);
     if (in.bytes > 0) {
       r.inbox[size_t(k)].resize(size_t(in.bytes));
-      r.recvs.recv(comm_, r.inbox[size_t(k)].data(), in.bytes, process_[size_t(k)], k * size_ + member, k);
+      r.recvs->recv(comm_, r.inbox[size_t(k)].data(), in.bytes, process_[size_t(k)], k * size_ + member, k);
     }
     const Piece out = piece(member, k);
     if (out.bytes > 0) {
       TROUPE_CHECK(out.offset >= 0 && out.offset + out.bytes <= mine_bytes, "group '", name_, "': piece [", out.offset,
                    ", ", out.offset + out.bytes, ") outside the ", mine_bytes, "-byte buffer of member ", member);
-      r.sends.send(comm_, static_cast<const std::byte*>(mine) + out.offset, out.bytes, process_[size_t(k)],
-                   member * size_ + k, k);
+      r.sends->send(comm_, static_cast<const std::byte*>(mine) + out.offset, out.bytes, process_[size_t(k)],
+                    member * size_ + k, k);
     }
   }
 }
 
-void HostGroup::wait_remote(int member, const StepDesc& desc, MpiRequests& rq, const char* what) {
+void HostGroup::wait_remote(int member, const StepDesc& desc, LinkRequests& rq, const char* what) {
   std::vector<int> late;
   bool done = false;
   try {
@@ -155,7 +164,7 @@ std::vector<const std::byte*> HostGroup::begin_step(int member, const StepDesc& 
     fail_group(str_cat("group '", name_, "': members called different collectives: member ", first, " ",
                        describe(slots_[size_t(first)].desc), ", member ", k, " ", describe(slots_[size_t(k)].desc)));
   }
-  if (!remote_.empty()) wait_remote(member, desc, remote_[size_t(member)]->recvs, "waiting for data from");
+  if (!remote_.empty()) wait_remote(member, desc, *remote_[size_t(member)]->recvs, "waiting for data from");
   std::vector<const std::byte*> src(size_t(size_), nullptr);
   for (int k = 0; k < size_; ++k) {
     const Piece p = piece(k, member);
@@ -179,7 +188,7 @@ void HostGroup::end_step(int member) {
     desc = slots_[size_t(member)].desc;
   }
   // Our buffer is the caller's again once the members elsewhere have their copies.
-  if (!remote_.empty()) wait_remote(member, desc, remote_[size_t(member)]->sends, "waiting to hand its data to");
+  if (!remote_.empty()) wait_remote(member, desc, *remote_[size_t(member)]->sends, "waiting to hand its data to");
   barrier(member, desc, "waiting for the others to finish reading");
 }
 

@@ -2,9 +2,9 @@
 // barrier with a timeout, and exchange steps in which every member publishes a host buffer and
 // reads pieces of the others'. The collectives (cpu_collectives.cpp) are a step or two each.
 // Members may live in several processes: the members of this process meet here and read each
-// other's buffers in place; pieces of members elsewhere travel by MPI point-to-point on the
-// group's communicator (tag: source member * size + destination member), posted before the
-// barrier and waited for with the same timeout.
+// other's buffers in place; pieces of members elsewhere travel point-to-point over the process
+// links (MPI or TCP, process_links.hpp) on the group's communicator (tag: source member * size +
+// destination member), posted before the barrier and waited for with the same timeout.
 //
 //   Pointers src = group.begin_step(rank, {"all_gather", seq, bytes}, in.data(), piece);
 //   for (int k = 0; k < size; ++k) memcpy(out + k * n, src[k], n);   // src[k]: member k's piece
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/fabric/mpi_requests.hpp"
+#include "actors/fabric/process_links.hpp"
 
 namespace troupe::actors {
 
@@ -49,10 +49,11 @@ inline bool operator==(const StepDesc& a, const StepDesc& b) {
 
 class HostGroup {
  public:
-  // member_process[i]: the process of member i; `here`: this process. `comm` (MPI_COMM_NULL
-  // when every member is here) is the group's own communicator, which `comm_owner` keeps alive.
+  // member_process[i]: the process of member i; `here`: this process. `links` (null when every
+  // member is here) carries the pieces of members elsewhere on `comm`, the group's own
+  // communicator; `owner` keeps whatever else the group needs alive.
   HostGroup(std::vector<int> member_process, int here, std::string name, std::chrono::milliseconds timeout,
-            MPI_Comm comm = MPI_COMM_NULL, std::shared_ptr<void> comm_owner = nullptr);
+            std::shared_ptr<ProcessLinks> links = nullptr, int comm = -1, std::shared_ptr<void> owner = nullptr);
   ~HostGroup();
   HostGroup(const HostGroup&) = delete;
   HostGroup& operator=(const HostGroup&) = delete;
@@ -79,13 +80,13 @@ class HostGroup {
   };
   // Transfers of one member of this process with the members elsewhere.
   struct Remote {
-    std::vector<std::vector<std::byte>> inbox;  // per member elsewhere: its piece for us
-    MpiRequests recvs, sends;                   // declared after inbox: cancelled before it goes
+    std::vector<std::vector<std::byte>> inbox;   // per member elsewhere: its piece for us
+    std::unique_ptr<LinkRequests> recvs, sends;  // declared after inbox: cancelled before it goes
   };
   // Waits for every member of this process; `what` names the wait in a timeout error.
   void barrier(int member, const StepDesc& desc, const char* what);
   void post_remote(int member, const void* mine, int64_t mine_bytes, const PieceFn& piece);
-  void wait_remote(int member, const StepDesc& desc, MpiRequests& rq, const char* what);
+  void wait_remote(int member, const StepDesc& desc, LinkRequests& rq, const char* what);
   // Breaks the group with `why` (unless already broken) and throws the group's failure.
   [[noreturn]] void fail_group(const std::string& why);
   [[noreturn]] void throw_failure_locked();
@@ -98,8 +99,9 @@ class HostGroup {
   int local_count_ = 0;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
-  const MPI_Comm comm_;
-  const std::shared_ptr<void> comm_owner_;
+  const std::shared_ptr<ProcessLinks> links_;
+  const int comm_;
+  const std::shared_ptr<void> owner_;
   std::vector<std::unique_ptr<Remote>> remote_;  // per member of this process (empty when all are here)
   std::atomic<bool> broken_{false};
   std::mutex mu_;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "actors/fabric/mpi_check.hpp"
+#include "actors/fabric/mpi_links.hpp"
 
 namespace troupe::actors {
 
@@ -21,7 +22,8 @@ void fail_mpi(int code, const char* expr, const char* file, int line, const std:
 
 MpiRequests::~MpiRequests() { abandon(); }
 
-void MpiRequests::send(MPI_Comm comm, const void* data, int64_t bytes, int dest, int tag, int label) {
+void MpiRequests::send(int comm_id, const void* data, int64_t bytes, int dest, int tag, int label) {
+  const MPI_Comm comm = links_.comm(comm_id);
   const auto* p = static_cast<const char*>(data);
   for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMaxMessage) {
     const int n = int(std::min(kMaxMessage, bytes - done));
@@ -34,7 +36,8 @@ void MpiRequests::send(MPI_Comm comm, const void* data, int64_t bytes, int dest,
   }
 }
 
-void MpiRequests::recv(MPI_Comm comm, void* data, int64_t bytes, int source, int tag, int label) {
+void MpiRequests::recv(int comm_id, void* data, int64_t bytes, int source, int tag, int label) {
+  const MPI_Comm comm = links_.comm(comm_id);
   auto* p = static_cast<char*>(data);
   for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMaxMessage) {
     const int n = int(std::min(kMaxMessage, bytes - done));

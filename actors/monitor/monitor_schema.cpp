@@ -185,9 +185,20 @@ MonitorMessage monitor_decode(std::string_view bytes) {
     fields.set_default("kind", train);
     fields.set_default("replicas", zero);
     m.body = decode_body<MonitorHello>(fields);
-  } else if (type == "iteration")
+  } else if (type == "iteration") {
+    // Added with the straggler report: an older run's record says none of these.
+    msgpack::object unknown;
+    unknown.type = msgpack::type::FLOAT64, unknown.via.f64 = NAN;
+    msgpack::object none;
+    none.type = msgpack::type::STR, none.via.str.ptr = "", none.via.str.size = 0;
+    msgpack::object empty;
+    empty.type = msgpack::type::ARRAY, empty.via.array.ptr = nullptr, empty.via.array.size = 0;
+    fields.set_default("elapsed_seconds", unknown);
+    fields.set_default("eta_seconds", unknown);
+    fields.set_default("stragglers", none);
+    fields.set_default("straggler_devices", empty);
     m.body = decode_body<MonitorIteration>(fields);
-  else if (type == "validation")
+  } else if (type == "validation")
     m.body = decode_body<MonitorValidation>(fields);
   else if (type == "end")
     m.body = decode_body<MonitorEnd>(fields);

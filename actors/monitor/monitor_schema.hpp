@@ -15,6 +15,7 @@
 //   if (auto* it = std::get_if<MonitorIteration>(&m.body)) ...
 #pragma once
 
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <string>
@@ -63,6 +64,10 @@ struct MonitorIteration {
   double mfu = 0;                     // tflops_per_device / peak_tflops; NaN when the peak is unknown
   std::vector<int64_t> memory_bytes;  // in use per device (GPUs); empty for CPU devices
   int64_t host_memory_bytes = 0;      // resident memory of the process (CPU devices' memory); 0: unknown
+  // Added within version 1 (an older run's record decodes with NaN, "" and []):
+  double elapsed_seconds = NAN, eta_seconds = NAN;  // the log line's elapsed time and ETA (NaN: unknown)
+  std::string stragglers;                           // the log's straggler sentences, "; " between; "" none
+  std::vector<int64_t> straggler_devices;           // the devices (global ranks) they name
 };
 
 struct MonitorValidation {
@@ -173,6 +178,8 @@ void monitor_fields(M& m, F&& f) {
   f("elapsed_ms_per_iteration", m.elapsed_ms_per_iteration), f("tokens_per_second", m.tokens_per_second);
   f("tflops_per_device", m.tflops_per_device), f("mfu", m.mfu);
   f("memory_bytes", m.memory_bytes), f("host_memory_bytes", m.host_memory_bytes);
+  f("elapsed_seconds", m.elapsed_seconds), f("eta_seconds", m.eta_seconds);
+  f("stragglers", m.stragglers), f("straggler_devices", m.straggler_devices);
 }
 
 template <class M, class F>

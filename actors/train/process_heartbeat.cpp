@@ -1,6 +1,7 @@
 #include "actors/train/process_heartbeat.hpp"
 
 #include "actors/train/messages.hpp"
+#include "base/check.hpp"
 
 namespace troupe::actors {
 
@@ -20,6 +21,15 @@ std::optional<HeartbeatBoard::Silent> HeartbeatBoard::silent_for(Clock::time_poi
     if (quiet > timeout && (!worst || quiet > worst->for_how_long)) worst = Silent{int(q), quiet};
   }
   return worst;
+}
+
+std::string HeartbeatBoard::silence_error(Clock::time_point now, Clock::duration timeout) const {
+  const std::optional<Silent> silent = silent_for(now, timeout);
+  if (!silent) return "";
+  const auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  return str_cat("process ", silent->process, " has not been heard from for ", ms(silent->for_how_long),
+                 " ms (heartbeat timeout ", ms(timeout),
+                 " ms): it is stopped, wedged or unreachable; the run ends here");
 }
 
 caf::actor spawn_heartbeat(caf::actor_system& system, std::shared_ptr<HeartbeatBoard> board,

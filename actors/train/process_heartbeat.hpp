@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,8 @@ class HeartbeatBoard {
   };
   // The process silent longest, if that is longer than `timeout`.
   std::optional<Silent> silent_for(Clock::time_point now, Clock::duration timeout) const;
+  // The run's error for that process ("process 2 has not been heard from for ..."), or "".
+  std::string silence_error(Clock::time_point now, Clock::duration timeout) const;
 
  private:
   const int me_;

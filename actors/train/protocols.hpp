@@ -124,9 +124,9 @@ using stage_actor = stage_peer_actor::extend_with<data_listener>::extend<
 //   (train_atom) -> IterationStats       one training iteration
 //   (eval_atom, int64 microbatches) -> double
 //                                        the mean per-token validation loss
-//   (resume_atom, int64 iteration, uint64 seed) -> bool
+//   (resume_atom, int64 iteration, int64 lr updates, uint64 seed) -> bool
 //                                        before the first iteration: continue a loaded
-//                                        checkpoint's numbering (false: busy or failed)
+//                                        checkpoint's numbering and LR schedule (false: busy or failed)
 //   (attach_atom, monitor_trace_actor monitor, shared_ptr<TraceQueue>)
 //                                        forward traced events to the run's monitor
 //   (host_op_atom, TraceEvent)           a host op between iterations (a checkpoint save)
@@ -136,7 +136,7 @@ using stage_actor = stage_peer_actor::extend_with<data_listener>::extend<
 using trainer_actor =
     stage_listener::extend<caf::replies_to<train_atom>::with<IterationStats>,
                            caf::replies_to<eval_atom, int64_t>::with<double>,
-                           caf::replies_to<resume_atom, int64_t, uint64_t>::with<bool>,
+                           caf::replies_to<resume_atom, int64_t, int64_t, uint64_t>::with<bool>,
                            caf::reacts_to<attach_atom, monitor_trace_actor, std::shared_ptr<TraceQueue>>,
                            caf::reacts_to<host_op_atom, schedules::TraceEvent>, caf::reacts_to<tick_atom, uint64_t>>;
 

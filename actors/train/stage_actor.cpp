@@ -10,6 +10,7 @@
 #include "actors/actor_error.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/run_error.hpp"
+#include "actors/train/slow_device_hook.hpp"
 #include "base/check.hpp"
 
 namespace troupe::actors {
@@ -271,6 +272,7 @@ class StageActor : public stage_actor::base {
       CompletionQueue& completions = worker_->completions();
       completions.op_begin();
       std::optional<Outbound> out = worker_->run(op);
+      std::this_thread::sleep_for(injected_op_delay(*worker_));  // a test hook (TROUPE_SLOW_DEVICE); 0 normally
       for (ReadyBucket& b : worker_->take_ready_buckets())
         send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
       if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);

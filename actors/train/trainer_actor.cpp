@@ -44,8 +44,14 @@ class TrainerActor : public trainer_actor::base {
     monitor(s_.optimizer);
     set_down_handler([this](caf::down_msg& dm) {
       if (failed_ || !dm.reason) return;
-      fail_run(
-          make_run_error(RunError::stopped, str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason))));
+      // A stage of another process: most likely that whole process exited or was killed.
+      const auto it = index_.find(dm.source);
+      const std::string elsewhere =
+          it == index_.end() || local(it->second)
+              ? ""
+              : str_cat(" (process ", it->second / s_.local_count, " exited, was killed or became unreachable)");
+      fail_run(make_run_error(RunError::stopped,
+                              str_cat(name_of(dm.source), " stopped: ", system().render(dm.reason), elsewhere)));
     });
     last_progress_.assign(s_.stages.size(), Clock::now());
     running_.resize(s_.stages.size());
@@ -75,11 +81,14 @@ class TrainerActor : public trainer_actor::base {
           monitor_queue_ = std::move(queue);
         },
         [this](host_op_atom, const schedules::TraceEvent& e) { emit(e); },
-        // A checkpoint was loaded: the LR schedule and dropout seeds continue from there
-        // (the dropout streams from the checkpoint's seed, unless --no-load-rng).
-        [this](resume_atom, int64_t iteration, uint64_t seed) -> bool {
+        // A checkpoint was loaded: the iteration numbers, the LR schedule (at `updates`
+        // successful steps: the optimizer's restored step count, 0 without its state, as
+        // Megatron restores its scheduler with the optimizer) and the dropout seeds continue
+        // from there (the dropout streams from the checkpoint's seed, unless --no-load-rng).
+        [this](resume_atom, int64_t iteration, int64_t updates, uint64_t seed) -> bool {
           if (busy() || failed_ || next_.pending || next_.info) return false;  // no data sent ahead yet
           iteration_ = iteration;
+          updates_ = updates;
           s_.seed = seed;
           return true;
         },
@@ -244,7 +253,7 @@ class TrainerActor : public trainer_actor::base {
     take_train_batches([this](const BatchInfo& info) {
       stats_ = IterationStats{};
       stats_.iteration = iteration_;
-      stats_.lr = s_.lr.at(iteration_);
+      stats_.lr = s_.lr.at(updates_);  // Megatron's: the scheduler after the updates so far
       stats_.loss_scale = s_.scaler ? s_.scaler->scale() : 1.0f;
       stats_.tokens = info.target_tokens;
       if (stats_.tokens <= 0) {
@@ -293,6 +302,7 @@ class TrainerActor : public trainer_actor::base {
     phase_start_ns_ = now_ns();
     reported_.assign(n, false);
     losses_.assign(n, 0.0);
+    busy_ns_.assign(n, 0);
     for (size_t i = 0; i < n; ++i) {
       running_[i].clear();
       if (!takes_part(i)) {
@@ -335,6 +345,10 @@ class TrainerActor : public trainer_actor::base {
         break;
       }
     }
+    // Every device's busy time (the straggler report compares the devices of a stage).
+    if (training_ && i < busy_ns_.size() &&
+        (e.kind == schedules::EventKind::forward || e.kind == schedules::EventKind::backward))
+      busy_ns_[i] += e.end_ns - e.start_ns;
     // The trace shows one pipeline: data rank 0, tensor rank 0 (the others run the same ops).
     if (training_ && rank_of(i).dp == 0 && rank_of(i).tp == 0) emit(e);
   }
@@ -364,6 +378,8 @@ class TrainerActor : public trainer_actor::base {
       return;
     }
     stats_.loss = loss_sum_ / double(stats_.tokens);
+    stats_.busy_ms.resize(busy_ns_.size());
+    for (size_t i = 0; i < busy_ns_.size(); ++i) stats_.busy_ms[i] = double(busy_ns_[i]) / 1e6;
     // The optimizer shards took over the gradients as the stages reported.
     const int64_t t0 = now_ns();
     request(s_.optimizer, infinite_backstop(), step_atom::value,
@@ -378,15 +394,19 @@ class TrainerActor : public trainer_actor::base {
             });
   }
 
-  // Several processes: every process's losses, summed in rank order (each rank's come from one
-  // process, the others add zeros). Blocks on the other processes' trainers. (The optimizer
-  // sums the gradient statistics the same way, after this: every process in the same order.)
+  // Several processes: every process's losses and (training) devices' busy times, summed in rank
+  // order (each rank's come from one process, the others add zeros). Blocks on the other
+  // processes' trainers. (The optimizer sums the gradient statistics the same way, after this:
+  // every process in the same order.)
   bool combine_processes() {
     if (!s_.fabric || s_.fabric->processes() == 1) return true;
     const size_t n = s_.stages.size();
-    std::vector<double> v(n, 0.0);
+    std::vector<double> v(training_ ? 2 * n : n, 0.0);
     for (size_t i = 0; i < n; ++i)
-      if (local(i)) v[i] = losses_[i];
+      if (local(i)) {
+        v[i] = losses_[i];
+        if (training_) v[n + i] = double(busy_ns_[i]);
+      }
     try {
       s_.fabric->all_reduce(v, ReduceOp::sum);
     } catch (const std::exception& e) {
@@ -394,6 +414,8 @@ class TrainerActor : public trainer_actor::base {
                               str_cat("summing the iteration's results over processes failed: ", e.what())));
       return false;
     }
+    for (size_t i = 0; training_ && i < n; ++i) busy_ns_[i] = int64_t(v[n + i]);
+    v.resize(n);
     losses_ = std::move(v);
     return true;
   }
@@ -402,6 +424,8 @@ class TrainerActor : public trainer_actor::base {
     stats_.skipped = r.skipped;
     stats_.grad_norm = r.grad_norm;
     if (s_.scaler) s_.scaler->update(r.skipped);
+    if (!r.skipped) ++updates_;  // Megatron steps its scheduler only after a successful update
+    stats_.next_lr = s_.lr.at(updates_);
     deliver_train(stats_);
   }
 
@@ -445,12 +469,8 @@ class TrainerActor : public trainer_actor::base {
       return;
     }
     if (s_.heartbeat) {
-      if (const auto silent = s_.heartbeat->silent_for(now, s_.heartbeat_timeout)) {
-        fail_run(
-            make_run_error(RunError::timeout,
-                           str_cat("process ", silent->process, " has not been heard from for ",
-                                   ms(silent->for_how_long), " ms (heartbeat timeout ", s_.heartbeat_timeout.count(),
-                                   " ms): it is stopped, wedged or unreachable; the run ends here")));
+      if (std::string silence = s_.heartbeat->silence_error(now, s_.heartbeat_timeout); !silence.empty()) {
+        fail_run(make_run_error(RunError::timeout, std::move(silence)));
         return;
       }
     }
@@ -492,12 +512,14 @@ class TrainerActor : public trainer_actor::base {
   caf::error failure_;
   bool training_ = true;
   int64_t iteration_ = 0;
+  int64_t updates_ = 0;  // successful optimizer steps: where the LR schedule is
   IterationStats stats_;
   int64_t eval_tokens_ = 0;
   int64_t evaluations_ = 0;  // evaluation plans are numbered -1, -2, ...
   size_t reports_ = 0, expected_reports_ = 0;
   std::vector<bool> reported_;
   std::vector<double> losses_;               // per stage actor: its loss sum (last stage, tensor rank 0)
+  std::vector<int64_t> busy_ns_;             // per stage actor: its forward/backward time this iteration
   int P_ = 1, D_ = 1;                        // s_.layout's pipeline and data sizes
   std::map<caf::actor_addr, size_t> index_;  // stage actor -> its rank
   double loss_sum_ = 0;

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "actors/fabric/collective_groups.hpp"
@@ -32,6 +33,7 @@
 #include "actors/train/trainer_actor.hpp"
 #include "actors/train/training_run_impl.hpp"
 #include "base/check.hpp"
+#include "base/exit_deadline.hpp"
 #include "base/log.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
@@ -379,6 +381,11 @@ void TrainingRun::Impl::connect_processes() {
     lower.emplace_back(q, *remote);
   }
   heartbeat = spawn_heartbeat(*system, heartbeat_board, std::move(lower), me, kHeartbeatPeriod);
+  // The trainer's watchdog reads the board while the pipeline runs; the host exchanges between
+  // processes (the trainer's and optimizer's sums, barriers) block a thread, so they read it too.
+  fabric->watch_peers([board = heartbeat_board, timeout = config.heartbeat_timeout] {
+    return board->silence_error(HeartbeatBoard::Clock::now(), timeout);
+  });
   fabric->barrier();  // every higher-numbered process has registered with this one
   std::lock_guard lock(registered->mu);
   for (int q = me + 1; q < fabric->processes(); ++q) {
@@ -452,6 +459,11 @@ void stop_devices(const std::vector<std::shared_ptr<StageWorker>>& workers, bool
 void TrainingRun::Impl::shutdown() {
   if (!system) return;
   const bool failed = !failure.empty();
+  std::optional<ExitDeadline> stuck;
+  if (failed && config.failed_shutdown_limit.count() > 0)
+    stuck.emplace(config.failed_shutdown_limit, str_cat(failure, " (and the shutdown after it did not finish within ",
+                                                        config.failed_shutdown_limit.count() / 1000.0,
+                                                        " s: a device or a peer is stuck; exiting without waiting)"));
   end_monitor();
   // Exits and down messages are for any actor: the typed handles are cast to plain ones here.
   std::vector<caf::actor> all;  // remote stages belong to their own processes
@@ -488,6 +500,7 @@ void TrainingRun::Impl::shutdown() {
     (*self)->receive([&](caf::down_msg&) { ++down; },
                      caf::after(config.op_timeout + std::chrono::seconds(10)) >> [&] { timed_out = true; });
   }
+  if (fabric) fabric->watch_peers({});  // the heartbeats have stopped
   if (timed_out) abort_transport();
   stop_devices(workers, timed_out);
   // A tied-embedding sum whose partner stage failed before joining it still holds the other
@@ -667,7 +680,7 @@ TrainingRun::~TrainingRun() {
 IterationStats TrainingRun::train_iteration() {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
-  const IterationStats stats = d.ask<IterationStats>(train_atom::value);
+  IterationStats stats = d.ask<IterationStats>(train_atom::value);
   ++d.iteration;
   d.consumed += d.config.global_batch_size;
   d.skipped_in_a_row = stats.skipped ? d.skipped_in_a_row + 1 : 0;

@@ -85,6 +85,11 @@ struct TrainingConfig {
   std::chrono::microseconds fixed_op_duration{0};
   // Called on the stage's thread before each op; may throw (failure injection) or record the order.
   std::function<void(int stage, const schedules::Op& op)> before_op;
+  // > 0: after a failure, a shutdown still unfinished this long later (a stage wedged in a device
+  // call or a collective that no abort reaches) ends the process with exit status 1 and the
+  // failure's message, instead of hanging (base/exit_deadline.hpp). `troupe train` sets it; 0
+  // (library default) waits as long as it takes.
+  std::chrono::milliseconds failed_shutdown_limit{0};
 };
 
 // A loader microbatch as the model consumes it: targets = labels, -1 where loss_mask == 0.

@@ -234,11 +234,13 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
     s.hysteresis_tracker = scaler.at("hysteresis_tracker").get<int64_t>();
     dyn->restore(s);
   }
-  // The trainer numbers iterations (LR schedule, dropout seeds): continue from the checkpoint's.
+  // The trainer numbers iterations (dropout seeds) and steps the LR schedule: continue from the
+  // checkpoint's. The schedule is at the optimizer's successful steps (0 with --no-load-optim: as
+  // Megatron, whose scheduler state loads with the optimizer's).
   const uint64_t seed = options.rng ? meta.rng_state.value("seed", d.config_seed) : d.config_seed;
   std::string error;
   (*d.self)
-      ->request(d.trainer, d.config.op_timeout, resume_atom::value, meta.iteration, seed)
+      ->request(d.trainer, d.config.op_timeout, resume_atom::value, meta.iteration, step, seed)
       .receive(
           [&](bool ok) {
             if (!ok) error = "the trainer is busy or failed";

@@ -121,15 +121,6 @@ double MonitorView::eta_seconds() const {
          iteration->elapsed_ms_per_iteration / 1e3;
 }
 
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = int64_t(std::llround(seconds));
-  if (s >= 86400) return format("%ldd%02ldh", long(s / 86400), long(s % 86400 / 3600));
-  if (s >= 3600) return format("%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));
-  if (s >= 60) return format("%ldm%02lds", long(s / 60), long(s % 60));
-  return format("%lds", long(s));
-}
-
 std::string format_values(const MonitorIteration& it) {
   // The log line's formats and labels (apps/train/train_log.cpp), so the same numbers read the same;
   // a few fields a line, so the view fits an 80-column terminal.
@@ -147,6 +138,10 @@ std::string format_values(const MonitorIteration& it) {
   }
   if (it.host_memory_bytes > 0)
     out += format("host memory (GiB): %.2f\n", double(it.host_memory_bytes) / double(1ull << 30));
+  // The straggler report, a line per device as in the log (apps/train/straggler_report.hpp).
+  std::string stragglers = it.stragglers;
+  for (size_t at; (at = stragglers.find("; ")) != std::string::npos;) stragglers.replace(at, 2, "\n");
+  if (!stragglers.empty()) out += stragglers + "\n";
   return out;
 }
 

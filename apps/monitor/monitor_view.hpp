@@ -16,6 +16,7 @@
 #include <string>
 
 #include "actors/monitor/monitor_schema.hpp"
+#include "apps/common/duration_format.hpp"  // format_duration: the view's ETA
 
 namespace troupe::apps {
 
@@ -46,8 +47,6 @@ struct MonitorView {
   double eta_seconds() const;
 };
 
-// "3d04h", "1h02m", "12m03s", "45s"; "?" for NaN.
-std::string format_duration(double seconds);
 // The latest values, with the log line's formats and labels.
 std::string format_values(const actors::MonitorIteration& it);
 // Per-stage utilisation of one iteration: a bar and the share of each state, a line per stage.

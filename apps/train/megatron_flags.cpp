@@ -23,6 +23,8 @@ constexpr const char* kRecompute = "activation recomputation is not implemented:
 constexpr const char* kScaler =
     "--fp16's dynamic loss scaler runs with Megatron's defaults; other settings are not implemented yet";
 constexpr const char* kDistCkpt = "only for Megatron's torch_dist format; Troupe's checkpoints are its own";
+constexpr const char* kStragglerSwitch =
+    "the straggler report has no run-time switch: --straggler-factor 0 turns it off (docs/train.md)";
 
 }  // namespace
 
@@ -160,6 +162,12 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--tensorboard-queue-size", 1, kNoEffect, "", kTensorBoard},
       {"--log-params-norm", 0, kNoEffect, "", "the parameter norm is not logged"},
       {"--log-num-zeros-in-grad", 0, kNoEffect, "", "zeros in the gradient are not counted"},
+      {"--log-straggler", 0, kNoEffect, "",
+       "the straggler report is always on here: a device over --straggler-factor times its stage peers' median busy "
+       "time is named at each log line (docs/train.md)"},
+      {"--straggler-minmax-count", 1, kNoEffect, "", "the straggler report names every device over --straggler-factor"},
+      {"--disable-straggler-on-startup", 0, kNoEffect, "", kStragglerSwitch},
+      {"--straggler-ctrlr-port", 1, kNoEffect, "", kStragglerSwitch},
       {"--timing-log-level", 1, kNoEffect, "", "per-op timings: --trace and `troupe replay` (docs/profiling.md)"},
       {"--timing-log-option", 1, kNoEffect, "", "per-op timings: --trace and `troupe replay` (docs/profiling.md)"},
       {"--profile", 0, kNoEffect, "", "profile with --trace or nsys (docs/profiling.md)"},

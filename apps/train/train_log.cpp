@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "apps/common/duration_format.hpp"
+
 namespace troupe::apps {
 
 namespace {
@@ -25,10 +27,11 @@ std::string iteration_line(const LogWindow& w) {
                 " [%s] iteration %8ld/%8ld | consumed samples: %12ld | elapsed time per iteration (ms): %.1f | "
                 "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %E | global batch size: %5ld | "
                 "lm loss: %E | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3ld | "
-                "number of nan iterations: %3ld |",
+                "number of nan iterations: %3ld | elapsed: %s | ETA: %s |",
                 timestamp().c_str(), long(w.iteration), long(w.train_iters), long(w.consumed_samples),
                 w.ms_per_iteration, w.tflops_per_device, plain(w.lr), long(w.global_batch_size), plain(w.loss),
-                w.loss_scale, plain(w.grad_norm), long(w.skipped), long(w.nan));
+                w.loss_scale, plain(w.grad_norm), long(w.skipped), long(w.nan),
+                format_duration(w.elapsed_seconds).c_str(), format_duration(w.eta_seconds).c_str());
   return buf;
 }
 

@@ -2,11 +2,15 @@
 //  [2026-11-21 06:50:01] iteration       10/     100 | consumed samples:          320 | elapsed time per
 //  iteration (ms): 123.4 | throughput per GPU (TFLOP/s/GPU): 98.7 | learning rate: 6.000000E-04 | global
 //  batch size:    32 | lm loss: 7.123456E+00 | loss scale: 1.0 | grad norm: 1.234 | number of skipped
-//  iterations:   0 | number of nan iterations:   0 |
+//  iterations:   0 | number of nan iterations:   0 | elapsed: 1m23s | ETA: 10m05s |
+// Troupe's fields come after Megatron's (parsers match those): the elapsed time and the ETA
+// (apps/train/train_progress.hpp), as `troupe monitor` shows durations.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace troupe::apps {
 
@@ -15,6 +19,12 @@ struct LogWindow {
   double ms_per_iteration = 0, tflops_per_device = 0, lr = 0, loss = 0, loss_scale = 1, grad_norm = 0;
   int64_t skipped = 0, nan = 0;
   int64_t iterations = 0;  // iterations the means cover (not printed; the monitor reports it)
+  // Troupe's fields after Megatron's: the elapsed time and the ETA (NaN prints "?").
+  double elapsed_seconds = NAN, eta_seconds = NAN;
+  // The straggler report's sentences (apps/train/straggler_report.hpp), printed on lines of
+  // their own after the iteration line, and the devices they name.
+  std::vector<std::string> stragglers{};
+  std::vector<int64_t> straggler_devices{};
 };
 
 std::string iteration_line(const LogWindow& w);

@@ -62,6 +62,12 @@ actors::MonitorIteration monitor_iteration(const LogWindow& w, int64_t tokens_pe
   it.mfu = peak_tflops > 0 ? w.tflops_per_device / peak_tflops : NAN;
   it.memory_bytes = std::move(memory_bytes);
   it.host_memory_bytes = resident_bytes();
+  it.elapsed_seconds = w.elapsed_seconds, it.eta_seconds = w.eta_seconds;
+  for (const std::string& s : w.stragglers) {
+    if (!it.stragglers.empty()) it.stragglers += "; ";
+    it.stragglers += s;
+  }
+  it.straggler_devices = w.straggler_devices;
   return it;
 }
 

@@ -17,7 +17,7 @@ void TrainTensorBoard::both(const std::string& tag, double value, int64_t step, 
 
 void TrainTensorBoard::iteration(const IterationStats& s, int64_t consumed_samples, int64_t global_batch_size) {
   if (!writer_) return;
-  both("learning-rate", s.lr, s.iteration, consumed_samples);
+  both("learning-rate", s.next_lr, s.iteration, consumed_samples);  // Megatron's: after the step
   both("batch-size", double(global_batch_size), s.iteration, consumed_samples);
   if (!s.skipped) both("lm loss", s.loss, s.iteration, consumed_samples);
   both("loss-scale", s.loss_scale, s.iteration, consumed_samples);

@@ -26,8 +26,8 @@ double wsd_coefficient(WsdDecayStyle style, double ratio) {
 
 }  // namespace
 
-double LrSchedule::at(int64_t step) const {
-  const double steps = double(step) * double(step_size);
+double LrSchedule::at(int64_t updates) const {
+  const double steps = double(updates) * double(step_size);
   if (warmup_iters > 0 && steps <= warmup_iters) return warmup_init + (lr - warmup_init) * steps / warmup_iters;
   if (style == LrDecayStyle::constant || double(decay_iters) <= warmup_iters) return lr;
   if (steps > double(decay_iters)) return min_lr;

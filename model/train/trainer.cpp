@@ -26,7 +26,7 @@ IterationStats Trainer::train_step(const std::vector<Batch>& microbatches) {
   TROUPE_CHECK(!microbatches.empty(), "train_step: no microbatches");
   IterationStats s;
   s.iteration = ++iteration_;
-  s.lr = schedule_.at(iteration_);
+  s.lr = schedule_.at(updates_);
   s.loss_scale = scaler_ ? scaler_->scale() : 1.0f;
   for (const Batch& b : microbatches) s.tokens += count_targets(b.targets);
   TROUPE_CHECK(s.tokens > 0, "train_step: every target of the batch is ignored");
@@ -48,6 +48,8 @@ IterationStats Trainer::train_step(const std::vector<Batch>& microbatches) {
   s.skipped = r.skipped;
   s.grad_norm = r.grad_norm;
   if (scaler_) scaler_->update(r.skipped);
+  if (!r.skipped) ++updates_;  // Megatron steps its scheduler only after a successful update
+  s.next_lr = schedule_.at(updates_);
   return s;
 }
 

@@ -20,10 +20,16 @@ struct IterationStats {
   int64_t iteration = 0;
   double loss = 0.0;       // mean per-token loss over the global batch
   double grad_norm = 0.0;  // before clipping
-  double lr = 0.0;
+  double lr = 0.0;         // applied by this iteration's step: the schedule after the updates before it
+  // The schedule's lr after this iteration (advanced unless the step was skipped): what
+  // Megatron's log line and TensorBoard show as the learning rate of this iteration.
+  double next_lr = 0.0;
   float loss_scale = 1.0f;
   bool skipped = false;  // inf/nan gradients (fp16): no update
   int64_t tokens = 0;    // counted (non-ignored) target tokens
+  // Per device (global rank order; the pipeline runtime only): milliseconds its forward and
+  // backward ops ran this iteration, for the straggler report (apps/train/straggler_report.hpp).
+  std::vector<double> busy_ms{};
 };
 
 class Trainer {
@@ -35,6 +41,8 @@ class Trainer {
   IterationStats train_step(const std::vector<Batch>& microbatches);
   // Mean per-token loss without gradients or dropout.
   double evaluate(const std::vector<Batch>& microbatches);
+  // Successful optimizer steps so far: where the LR schedule is (LrSchedule::at).
+  int64_t updates() const { return updates_; }
 
  private:
   GptChunk& chunk_;
@@ -43,6 +51,7 @@ class Trainer {
   LossScaler* scaler_;
   uint64_t seed_;
   int64_t iteration_ = 0;
+  int64_t updates_ = 0;  // steps not skipped
 };
 
 // Counted targets (>= 0) in a host i32 tensor.

@@ -44,19 +44,6 @@ ChildRun troupe(const std::vector<std::string>& args, const std::string& log) {
 
 bool contains(const std::string& out, const std::string& part) { return out.find(part) != std::string::npos; }
 
-// The lm loss printed for each logged iteration, as printed (so equal means bit for bit at
-// the printed precision).
-std::map<int64_t, std::string> logged_losses(const std::string& out) {
-  std::map<int64_t, std::string> losses;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    const size_t it = line.find("iteration "), loss = line.find("lm loss: ");
-    if (it == std::string::npos || loss == std::string::npos) continue;
-    losses[std::stoll(line.substr(it + 10))] = line.substr(loss + 9, line.find(' ', loss + 9) - loss - 9);
-  }
-  return losses;
-}
-
 class CheckpointOwnership : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -15,48 +15,34 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Outcome {
-  std::optional<int> code;
-  std::string output;
-};
-
-Outcome run(const std::vector<std::string>& args, const std::string& name) {
-  TempDir dir("cli_" + name);
-  Troupe t(args, dir / "out.txt");
-  Outcome o;
-  o.code = t.wait(60s);
-  o.output = t.output();
-  return o;
-}
-
 TEST(Cli, VersionNamesTheReleaseAndTheCommit) {
-  const Outcome o = run({"--version"}, "version");
+  const TroupeExit o = run_to_exit({"--version"}, "cli_version");
   EXPECT_EQ(o.code, std::optional<int>(0)) << o.output;
   EXPECT_NE(o.output.find("troupe 0."), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("(commit "), std::string::npos) << o.output;
 }
 
 TEST(Cli, TyposGetASuggestionAndExitTwo) {
-  Outcome o = run({"trian"}, "typo_command");
+  TroupeExit o = run_to_exit({"trian"}, "cli_typo_command");
   EXPECT_EQ(o.code, std::optional<int>(2)) << o.output;
   EXPECT_NE(o.output.find("unknown command 'trian'; did you mean 'train'?"), std::string::npos) << o.output;
 
-  o = run({"train", "--lr-warmup-iter", "5"}, "typo_flag");
+  o = run_to_exit({"train", "--lr-warmup-iter", "5"}, "cli_typo_flag");
   EXPECT_EQ(o.code, std::optional<int>(2)) << o.output;
   EXPECT_NE(o.output.find("unknown flag '--lr-warmup-iter' for 'troupe train'; did you mean '--lr-warmup-iters'?"),
             std::string::npos)
       << o.output;
 
-  o = run({"train", "--micro-batch-size", "x"}, "bad_value");
+  o = run_to_exit({"train", "--micro-batch-size", "x"}, "cli_bad_value");
   EXPECT_EQ(o.code, std::optional<int>(2)) << o.output;
 
-  o = run({}, "nothing");
+  o = run_to_exit({}, "cli_nothing");
   EXPECT_EQ(o.code, std::optional<int>(2)) << o.output;
   EXPECT_NE(o.output.find("Usage: troupe"), std::string::npos) << o.output;
 }
 
 TEST(Cli, AnUnquotedPromptIsAnErrorNotThreePrompts) {
-  const Outcome o = run({"generate", "--hf", "nowhere", "--prompt", "Call", "me", "Ishmael"}, "prompt");
+  const TroupeExit o = run_to_exit({"generate", "--hf", "nowhere", "--prompt", "Call", "me", "Ishmael"}, "cli_prompt");
   EXPECT_EQ(o.code, std::optional<int>(2)) << o.output;
   EXPECT_NE(o.output.find("me"), std::string::npos) << o.output;
   EXPECT_EQ(o.output.find("no such directory"), std::string::npos) << "it ran: " << o.output;
@@ -66,7 +52,7 @@ TEST(Cli, ErrorsAreOneSentenceAndTheInternalsGoToTheDebugLog) {
   const std::vector<std::string> bad = {
       "train",         "--mock-data", "--vocab-size",          "64", "--num-layers",  "1",
       "--hidden-size", "30",          "--num-attention-heads", "4",  "--train-iters", "1"};
-  Outcome o = run(bad, "error_info");
+  TroupeExit o = run_to_exit(bad, "cli_error_info");
   EXPECT_EQ(o.code, std::optional<int>(1)) << o.output;
   EXPECT_NE(o.output.find("troupe: error: --hidden-size 30 is not divisible by --num-attention-heads 4"),
             std::string::npos)
@@ -76,7 +62,7 @@ TEST(Cli, ErrorsAreOneSentenceAndTheInternalsGoToTheDebugLog) {
 
   std::vector<std::string> debug = bad;
   debug.insert(debug.end(), {"--log-level", "debug"});
-  o = run(debug, "error_debug");
+  o = run_to_exit(debug, "cli_error_debug");
   EXPECT_NE(o.output.find("[debug] check: --hidden-size 30"), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("model/config.cpp:"), std::string::npos) << o.output;
 }

@@ -20,42 +20,23 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Outcome {
-  std::optional<int> code;
-  std::string output;
-};
-
-Outcome run_troupe(const std::vector<std::string>& args, const std::string& name) {
-  TempDir dir("megatron_" + name);
-  Troupe t(args, dir / "out.txt");
-  Outcome o;
-  o.code = t.wait(120s);
-  o.output = t.output();
-  return o;
-}
-
 // `bash examples/<script> TROUPE_BINARY`, two iterations.
-Outcome run_example(const std::string& script, const std::string& name) {
+TroupeExit run_example(const std::string& script, const std::string& name) {
   ::setenv("TROUPE_EXAMPLE_ITERS", "2", 1);
-  TempDir dir("megatron_" + name);
-  Troupe t({"bash", source_path("examples/" + script)}, {}, dir / "out.txt");
-  Outcome o;
-  o.code = t.wait(300s);
-  o.output = t.output();
-  return o;
+  return run_to_exit({"bash", source_path("examples/" + script)}, {}, "megatron_" + name, 300s);
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(MegatronExamples, Gpt3TrainsTwoIterations) {
-  const Outcome o = run_example("gpt3/train_gpt3_tiny.sh", "gpt3");
+  const TroupeExit o = run_example("gpt3/train_gpt3_tiny.sh", "gpt3");
   EXPECT_EQ(o.code, std::optional<int>(0)) << o.output;
   EXPECT_TRUE(contains(o.output, "iteration        2/       2")) << o.output;
   EXPECT_TRUE(contains(o.output, "note: --attention-backend auto has no effect here")) << o.output;
 }
 
 TEST(MegatronExamples, Llama3TrainsTwoIterationsCountedInSamples) {
-  const Outcome o = run_example("llama/train_llama3_tiny.sh", "llama3");
+  const TroupeExit o = run_example("llama/train_llama3_tiny.sh", "llama3");
   EXPECT_EQ(o.code, std::optional<int>(0)) << o.output;
   EXPECT_TRUE(contains(o.output, "global batch 4, 2 iterations")) << o.output;  // --train-samples 8
   EXPECT_TRUE(contains(o.output, "iteration        2/       2")) << o.output;
@@ -63,14 +44,14 @@ TEST(MegatronExamples, Llama3TrainsTwoIterationsCountedInSamples) {
 }
 
 TEST(MegatronExamples, MixtralStopsNamingNumExperts) {
-  const Outcome o = run_example("mixtral/train_mixtral_tiny.sh", "mixtral");
+  const TroupeExit o = run_example("mixtral/train_mixtral_tiny.sh", "mixtral");
   EXPECT_EQ(o.code, std::optional<int>(1)) << o.output;
   EXPECT_TRUE(contains(o.output, "error: --num-experts 4 is not implemented")) << o.output;
   EXPECT_FALSE(contains(o.output, "iteration ")) << o.output;
 }
 
 TEST(MegatronFlags, DocIsTheTablesText) {
-  const Outcome o = run_troupe({"train", "--list-megatron-flags"}, "list");
+  const TroupeExit o = run_to_exit({"train", "--list-megatron-flags"}, "megatron_list", 120s);
   ASSERT_EQ(o.code, std::optional<int>(0)) << o.output;
   EXPECT_EQ(read_file(source_path("docs/megatron-flags.md")), o.output)
       << "docs/megatron-flags.md is out of date: run `troupe train --list-megatron-flags > docs/megatron-flags.md`";
@@ -94,7 +75,7 @@ TEST(MegatronFlags, UnimplementedMathIsAnErrorNamingTheFlag) {
                                                                                     {"--context-parallel-size", "2"},
                                                                                     {"--rotary-percent", "0.5"},
                                                                                     {"--ckpt-format", "torch_dist"}}) {
-    const Outcome o = run_troupe(tiny(flag), "refused");
+    const TroupeExit o = run_to_exit(tiny(flag), "megatron_refused", 120s);
     EXPECT_EQ(o.code, std::optional<int>(1)) << o.output;
     EXPECT_TRUE(contains(o.output, "error: " + flag[0])) << o.output;
     EXPECT_FALSE(contains(o.output, "iteration ")) << o.output;
@@ -102,9 +83,9 @@ TEST(MegatronFlags, UnimplementedMathIsAnErrorNamingTheFlag) {
 }
 
 TEST(MegatronFlags, NoEffectFlagsPrintANoteAndTrain) {
-  const Outcome o = run_troupe(tiny({"--use-flash-attn", "--transformer-impl", "local", "--rotary-percent", "1",
-                                     "--ckpt-format", "troupe", "--wandb-project", "p", "--exit-signal-handler"}),
-                               "no_effect");
+  const TroupeExit o = run_to_exit(tiny({"--use-flash-attn", "--transformer-impl", "local", "--rotary-percent", "1",
+                                         "--ckpt-format", "troupe", "--wandb-project", "p", "--exit-signal-handler"}),
+                                   "megatron_no_effect", 120s);
   EXPECT_EQ(o.code, std::optional<int>(0)) << o.output;
   for (const char* note :
        {"note: --use-flash-attn has no effect", "note: --transformer-impl local has no effect",
@@ -123,7 +104,7 @@ TEST(MegatronFlags, IntegerFlagsAreRangeCheckedNamingTheFlag) {
                                                                                     {"--vocab-size", "-3"}}) {
     std::vector<std::string> args = {"train", "--mock-data", "--device", "cpu"};
     args.insert(args.end(), flag.begin(), flag.end());
-    const Outcome o = run_troupe(args, "range");
+    const TroupeExit o = run_to_exit(args, "megatron_range", 120s);
     EXPECT_EQ(o.code, std::optional<int>(2)) << o.output;
     EXPECT_TRUE(contains(o.output, flag[0] + ": got " + flag[1])) << o.output;
   }
@@ -132,11 +113,11 @@ TEST(MegatronFlags, IntegerFlagsAreRangeCheckedNamingTheFlag) {
 TEST(MegatronFlags, TrainSamplesAndWsd) {
   // 10 samples of 3: 3 iterations (the remainder is not trained, as Megatron). WSD anneals over
   // the last iteration's 3 samples, linearly: iteration 3 ends the decay at --min-lr.
-  const Outcome o =
-      run_troupe(tiny_in_samples({"--train-samples", "10", "--global-batch-size", "3", "--micro-batch-size", "1",
-                                  "--lr", "1e-3", "--min-lr", "1e-4", "--lr-decay-style", "WSD", "--lr-wsd-decay-style",
-                                  "linear", "--lr-wsd-decay-samples", "3", "--lr-decay-samples", "9"}),
-                 "samples");
+  const TroupeExit o = run_to_exit(
+      tiny_in_samples({"--train-samples", "10", "--global-batch-size", "3", "--micro-batch-size", "1", "--lr", "1e-3",
+                       "--min-lr", "1e-4", "--lr-decay-style", "WSD", "--lr-wsd-decay-style", "linear",
+                       "--lr-wsd-decay-samples", "3", "--lr-decay-samples", "9"}),
+      "megatron_samples", 120s);
   EXPECT_EQ(o.code, std::optional<int>(0)) << o.output;
   EXPECT_TRUE(contains(o.output, "3 iterations")) << o.output;
   EXPECT_TRUE(contains(o.output,
@@ -145,7 +126,8 @@ TEST(MegatronFlags, TrainSamplesAndWsd) {
       << o.output;
   EXPECT_TRUE(contains(o.output, "learning rate: 1.000000E-03")) << o.output;  // iteration 2: flat
   EXPECT_TRUE(contains(o.output, "learning rate: 1.000000E-04")) << o.output;  // iteration 3: annealed
-  const Outcome mixed = run_troupe(tiny_in_samples({"--train-samples", "10", "--lr-decay-iters", "5"}), "mixed");
+  const TroupeExit mixed =
+      run_to_exit(tiny_in_samples({"--train-samples", "10", "--lr-decay-iters", "5"}), "megatron_mixed", 120s);
   EXPECT_EQ(mixed.code, std::optional<int>(1)) << mixed.output;
   EXPECT_TRUE(contains(mixed.output, "--train-samples counts the schedule in samples")) << mixed.output;
 }

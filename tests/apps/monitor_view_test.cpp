@@ -138,6 +138,18 @@ TEST(MonitorView, ValuesReadAsInTheLogLine) {
   }
   EXPECT_NE(shown.find("tokens/s: 8294"), std::string::npos) << shown;  // 1024 tokens / 0.123456 s
   EXPECT_NE(shown.find("MFU: n/a"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find("straggler"), std::string::npos) << shown;
+}
+
+TEST(MonitorView, TheStragglerReportShowsALineADeviceAsInTheLog) {
+  LogWindow w{.iteration = 20, .train_iters = 100, .iterations = 10};
+  w.stragglers = {"straggler: device 3 (stage 1, data rank 1) 2.4x the median busy time of its 3 peers",
+                  "straggler: device 6 (stage 1, data rank 2) 1.6x the median busy time of its 3 peers"};
+  w.straggler_devices = {3, 6};
+  const MonitorIteration it = monitor_iteration(w, 1024, 0, {});
+  EXPECT_EQ(it.straggler_devices, (std::vector<int64_t>{3, 6}));
+  const std::string shown = format_values(it);
+  EXPECT_NE(shown.find("\n" + w.stragglers[0] + "\n" + w.stragglers[1] + "\n"), std::string::npos) << shown;
 }
 
 TEST(MonitorView, LossChartPutsTheMaximumOnTopAndTheMinimumAtTheBottom) {

@@ -1,10 +1,12 @@
-// The Fabric (actors/fabric/fabric.hpp) as one process and under `mpirun -np 2` (the ctest entry
-// fabric_mpi_test_np2): host-side helpers over processes; CPU groups laid out two members per
+// The Fabric (actors/fabric/fabric.hpp) as one process, under `mpirun -np 2` (the ctest entry
+// fabric_mpi_test_np2) and as two processes with torchrun's variables, linked over TCP
+// (fabric_mpi_test_tcp_np2, tests/launch_env.sh): host-side helpers over processes; CPU groups laid out two members per
 // process, one per process, interleaved, and wholly in one process, with every op checked
 // against sums taken in member order (so every member, in every process, holds the same bits);
 // a member elsewhere that never comes; channels between processes.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -108,7 +110,14 @@ TEST(Fabric, Processes) {
   EXPECT_GE(processes(), 1);
   EXPECT_GE(here(), 0);
   EXPECT_LT(here(), processes());
-  EXPECT_EQ(fabric().uses_mpi(), processes() > 1 || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr);
+  const bool mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  EXPECT_EQ(fabric().uses_mpi(), mpirun);
+  EXPECT_EQ(fabric().uses_tcp(), processes() > 1 && !mpirun);
+  if (const char* rank = std::getenv("RANK"); rank && !mpirun) {  // torchrun's variables
+    EXPECT_EQ(here(), std::atoi(rank));
+    EXPECT_EQ(processes(), std::atoi(std::getenv("WORLD_SIZE")));
+    EXPECT_EQ(fabric().node_process(), std::atoi(std::getenv("LOCAL_RANK")));
+  }
   EXPECT_EQ(Fabric::init().get(), test_fabric());  // one per process
 }
 

@@ -1,6 +1,7 @@
 // The monitor's wire format: every message type survives encode -> decode field for field
 // (NaN included); a hello from before `troupe serve` reads as a training run's; another schema version, an unknown
 // type, a missing or mistyped field and garbage bytes are rejected with errors that say what is wrong.
+#include <cctype>
 #include <cmath>
 
 #include "actors/monitor/monitor_schema.hpp"
@@ -34,6 +35,9 @@ MonitorIteration sample_iteration() {
   it.elapsed_ms_per_iteration = 812.25, it.tokens_per_second = 645432.1, it.tflops_per_device = 412.5;
   it.mfu = 412.5 / 989.4;
   it.memory_bytes = {71234567890, 70000000000, 0, -1};
+  it.elapsed_seconds = 83.5, it.eta_seconds = 605.25;
+  it.stragglers = "straggler: device 3 (stage 1, data rank 1) 2.4x the median busy time of its 3 peers";
+  it.straggler_devices = {3};
   return it;
 }
 
@@ -261,6 +265,23 @@ TEST(MonitorSchema, AHelloFromBeforeServeReadsAsTraining) {
   const std::string err =
       decode_error(patched(serving, std::string("\xacqueue_length", 13), std::string("\xacqueue_lengtH", 13)));
   EXPECT_NE(err.find("\"serving\" lacks the field \"queue_length\""), std::string::npos) << err;
+}
+
+TEST(MonitorSchema, AnIterationFromBeforeTheStragglerReportHasNone) {
+  // A writer from before the straggler report sends none of its four fields (renamed here).
+  const auto key = [](const std::string& k) { return std::string(1, char(0xa0 | k.size())) + k; };  // a fixstr
+  std::string bytes = monitor_encode({.seq = 1, .body = sample_iteration()});
+  for (const std::string k : {"elapsed_seconds", "eta_seconds", "stragglers", "straggler_devices"})
+    bytes = patched(bytes, key(k), key(k.substr(0, k.size() - 1) + char(std::toupper(k.back()))));
+  const MonitorMessage m = monitor_decode(bytes);
+  ASSERT_TRUE(std::holds_alternative<MonitorIteration>(m.body));
+  const MonitorIteration& it = std::get<MonitorIteration>(m.body);
+  EXPECT_TRUE(std::isnan(it.elapsed_seconds));
+  EXPECT_TRUE(std::isnan(it.eta_seconds));
+  EXPECT_EQ(it.stragglers, "");
+  EXPECT_TRUE(it.straggler_devices.empty());
+  EXPECT_EQ(it.iteration, 2010);
+  EXPECT_EQ(it.memory_bytes, sample_iteration().memory_bytes);
 }
 
 TEST(MonitorSchema, GarbageIsMalformed) {

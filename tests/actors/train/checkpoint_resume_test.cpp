@@ -7,7 +7,8 @@
 //   under TP1xPP1, PP4, TP4 and DP4: the losses of the uninterrupted run (1e-5); a Qwen3-shaped
 //   model (q/k norms) from TP2xPP2xDP2 onto TP1xPP1 and PP4;
 // - errors: another model, a corrupt, truncated or missing shard file name the file and
-//   tensor and change nothing on disk; --no-load-rng and --finetune do what they say.
+//   tensor and change nothing on disk; --no-load-rng and --finetune do what they say;
+// - the LR schedule resumes at the optimizer's step count (from its start with --no-load-optim).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -273,6 +274,34 @@ TEST(CheckpointOptions, RngAndFinetune) {
   const auto [it_ft, finetuned] = losses_after_load({.finetune = true}, 4321, 0);
   EXPECT_EQ(it_ft, 0);
   EXPECT_NE(finetuned[0].loss, want[0].loss);  // iteration 1's data and LR, from the trained weights
+}
+
+// The LR schedule's position is the optimizer's successful steps, as Megatron keeps it with its
+// optimizer state: a resumed run goes on where the straight run was; without the optimizer state
+// (--no-load-optim) the schedule starts again from its beginning (the warmup's initial lr 0).
+TEST(CheckpointOptions, TheLrScheduleResumesWithTheOptimizer) {
+  TempDir dir("ckpt_lr");
+  const std::vector<IterationStats> want = straight({});
+  const actors::TrainingConfig t = config({});
+  {
+    actors::TrainingRun run(t, loader_at(t, 0), nullptr);
+    train(run, 5);
+    run.save_checkpoint(dir / "c");
+  }
+  const int64_t consumed = actors::TrainingRun::read_checkpoint_metadata(dir / "c").consumed_samples;
+  auto after_load = [&](actors::LoadOptions opts) {
+    actors::TrainingRun run(t, loader_at(t, consumed), nullptr);
+    run.load_checkpoint(dir / "c", opts);
+    return train(run, 2);
+  };
+  const std::vector<IterationStats> resumed_run = after_load({});
+  EXPECT_EQ(resumed_run[0].lr, want[0].lr);
+  EXPECT_EQ(resumed_run[0].lr, t.lr.at(5));  // iteration 6, after 5 successful steps
+  EXPECT_EQ(resumed_run[1].lr, t.lr.at(6));
+  const std::vector<IterationStats> fresh_optimizer = after_load({.optimizer = false});
+  EXPECT_EQ(fresh_optimizer[0].lr, 0.0);
+  EXPECT_EQ(fresh_optimizer[1].lr, t.lr.at(1));
+  EXPECT_EQ(fresh_optimizer[1].next_lr, t.lr.at(2));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // A failure in one process ends the run in every process, with an error, within the op
-// timeout (run under `mpirun -np 2`: multiprocess_failure_test_np2; one process: skipped).
+// timeout (run under `mpirun -np 2`: multiprocess_failure_test_np2, and as two processes linked
+// over TCP: multiprocess_failure_test_tcp_np2; one process: skipped).
 // Process 1's last pipeline stage throws in a backward; process 0 learns it from the down
 // message of that (remote) stage actor, or at the latest from its watchdog, and both
 // processes' train_iteration throw instead of hanging.
@@ -19,7 +20,7 @@ namespace {
 [[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);
 
 TEST(MultiprocessFailure, AFailingStageEndsTheRunInEveryProcess) {
-  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs under mpirun -np 2";
+  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs as two processes";
   actors::TrainingConfig config = tiny_config(false, 2, 1);  // stage 0 in process 0, stage 1 in process 1
   config.op_timeout = std::chrono::seconds(20);
   const int process = test_fabric()->process();
@@ -48,7 +49,7 @@ TEST(MultiprocessFailure, AFailingStageEndsTheRunInEveryProcess) {
 // Tensor parallelism across the processes: process 0's rank waits inside a collective for
 // process 1's, which has failed; the abort must reach it long before the op timeout.
 TEST(MultiprocessFailure, AFailingTensorRankEndsTheRunInEveryProcess) {
-  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs under mpirun -np 2";
+  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs as two processes";
   actors::TrainingConfig config = tiny_config(false, 1, 1);
   config.parallel.tensor_size = 2;  // tensor rank r in process r
   config.op_timeout = std::chrono::seconds(60);
@@ -76,7 +77,7 @@ TEST(MultiprocessFailure, AFailingTensorRankEndsTheRunInEveryProcess) {
 // process notices from the heartbeats it no longer gets, long before the op timeout, and ends
 // the run; then it wakes the stopped one (SIGCONT), whose run ends with an error too.
 TEST(MultiprocessFailure, AStoppedProcessEndsTheRunAtTheHeartbeatTimeout) {
-  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs under mpirun -np 2";
+  if (test_fabric()->processes() != 2) GTEST_SKIP() << "runs as two processes";
   actors::TrainingConfig config = tiny_config(false, 2, 1);  // stage 0 in process 0, stage 1 in process 1
   config.op_timeout = std::chrono::seconds(120);
   config.heartbeat_timeout = std::chrono::seconds(3);

@@ -4,10 +4,15 @@
 // stage its plan, asks the optimizer for the step once the stage has reported, and answers
 // the iteration's stats from the report and the step; a stage's fail message answers the pending
 // request with the stage's RunError (rendered: the stage's sentence) and every later request
-// with RunError::rejected; an op silent past op_timeout answers RunError::timeout.
+// with RunError::rejected; an op silent past op_timeout answers RunError::timeout. The
+// learning rate each step applies is Megatron's: its scheduler after the successful steps before
+// the iteration (a skipped step does not advance it), and the stats' next_lr (what the log line
+// prints) is the scheduler after the iteration's step.
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,13 +82,16 @@ actors::stage_actor::behavior_type scripted_stage_fn(actors::stage_actor::pointe
   };
 }
 
-// Answers every step with kGradNorm, recording the requests.
+// Answers every step with kGradNorm (skipped, as for inf/NaN gradients, at the iterations in
+// `skips`), recording the requests.
 actors::optimizer_actor::behavior_type scripted_optimizer_fn(actors::optimizer_actor::pointer,
-                                                             std::vector<actors::StepRequest>* steps) {
+                                                             std::vector<actors::StepRequest>* steps,
+                                                             const std::set<int64_t>* skips) {
   return {
       [](actors::norm_atom, const actors::ShardReport&) { ADD_FAILURE() << "a shard report (no shard here)"; },
-      [steps](actors::step_atom, const actors::StepRequest& req) -> StepResult {
+      [steps, skips](actors::step_atom, const actors::StepRequest& req) -> StepResult {
         steps->push_back(req);
+        if (skips->count(req.iteration)) return {.skipped = true, .grad_norm = NAN};
         return {.skipped = false, .grad_norm = kGradNorm};
       },
   };
@@ -91,7 +99,8 @@ actors::optimizer_actor::behavior_type scripted_optimizer_fn(actors::optimizer_a
 
 class TrainerProtocol : public ::testing::Test {
  protected:
-  void start(Script script, std::chrono::milliseconds op_timeout = std::chrono::seconds(60)) {
+  void start(Script script, std::chrono::milliseconds op_timeout = std::chrono::seconds(60),
+             LrSchedule lr = {.lr = 1e-3, .warmup_iters = 2}) {
     cs_ = std::make_unique<CoordinatedSystem>(actors::add_run_error_category);
     log_.script = script;
     model_ = tiny_model(false);
@@ -100,11 +109,11 @@ class TrainerProtocol : public ::testing::Test {
     ts.loader =
         actors::spawn_loader(*cs_->system, {loader(tiny_data(model_), 2), nullptr, {{ts.stages[0], 0, true, true}}, 1},
                              actors::ActorThread::scheduled);
-    ts.optimizer = cs_->system->spawn(scripted_optimizer_fn, &steps_);
+    ts.optimizer = cs_->system->spawn(scripted_optimizer_fn, &steps_, &skips_);
     ts.microbatches = 2;
     ts.micro_batch_size = 2;
     ts.seq_length = model_.seq_length;
-    ts.lr = {.lr = 1e-3, .warmup_iters = 2};
+    ts.lr = lr;
     ts.op_timeout = op_timeout;
     ts.epoch = std::chrono::steady_clock::now();
     actors_ = {caf::actor_cast<caf::actor>(ts.stages[0]), caf::actor_cast<caf::actor>(ts.loader),
@@ -158,6 +167,7 @@ class TrainerProtocol : public ::testing::Test {
   LrSchedule lr_;
   StageLog log_;
   std::vector<actors::StepRequest> steps_;
+  std::set<int64_t> skips_;  // iterations the optimizer skips
   actors::trainer_actor trainer_;
   std::vector<caf::actor> actors_;
 };
@@ -172,7 +182,7 @@ TEST_F(TrainerProtocol, AReportAnswersTheIteration) {
     EXPECT_EQ(a.stats->tokens, tokens);
     EXPECT_DOUBLE_EQ(a.stats->loss, kLossSum / double(tokens));
     EXPECT_DOUBLE_EQ(a.stats->grad_norm, kGradNorm);
-    EXPECT_DOUBLE_EQ(a.stats->lr, lr_.at(it));
+    EXPECT_DOUBLE_EQ(a.stats->lr, lr_.at(it - 1));  // after it - 1 successful steps
     ASSERT_EQ(log_.plans.size(), size_t(it));
     const actors::IterationPlan& plan = log_.plans.back();
     EXPECT_EQ(plan.iteration, it);
@@ -188,8 +198,49 @@ TEST_F(TrainerProtocol, AReportAnswersTheIteration) {
     EXPECT_TRUE(plan.local_step);
     ASSERT_EQ(steps_.size(), size_t(it)) << "one step per iteration, asked once the stage reported";
     EXPECT_EQ(steps_.back().iteration, it);
-    EXPECT_FLOAT_EQ(steps_.back().lr, float(lr_.at(it)));
+    EXPECT_FLOAT_EQ(steps_.back().lr, float(lr_.at(it - 1)));
   }
+}
+
+// Megatron's OptimizerParamScheduler.get_lr (megatron/core/optimizer_param_scheduler.py) for a
+// linear warmup then a cosine decay, at num_steps samples: written out here, apart from LrSchedule.
+double megatron_warmup_cosine_lr(double num_steps, double max_lr, double min_lr, double warmup_steps,
+                                 double decay_steps) {
+  if (warmup_steps > 0 && num_steps <= warmup_steps) return max_lr * num_steps / warmup_steps;  // init lr 0
+  if (num_steps > decay_steps) return min_lr;
+  const double decay_ratio = (num_steps - warmup_steps) / (decay_steps - warmup_steps);
+  return min_lr + 0.5 * (std::cos(M_PI * decay_ratio) + 1.0) * (max_lr - min_lr);
+}
+
+// Megatron's training loop (training.py): the scheduler starts at step(0); each iteration's
+// optimizer step uses its lr, and only a successful step advances it, by the global batch in
+// samples; the log line then prints the scheduler's lr. Warmup + cosine counted in samples with a
+// warmup of a fraction of the decay (3.2 iterations: no whole number); iteration 4 is skipped.
+TEST_F(TrainerProtocol, TheAppliedLearningRateIsMegatronsSchedulerBeforeTheStep) {
+  constexpr int64_t kGbs = 4;  // 2 microbatches of 2 samples
+  constexpr double kMax = 1e-3, kMin = 1e-4, kDecay = 8 * kGbs, kWarmup = 0.4 * kDecay;
+  skips_ = {4};
+  start(Script::report, std::chrono::seconds(60),
+        {.lr = kMax,
+         .min_lr = kMin,
+         .warmup_iters = kWarmup,
+         .decay_iters = int64_t(kDecay),
+         .style = LrDecayStyle::cosine,
+         .step_size = kGbs});
+  double num_steps = 0;  // Megatron's scheduler, in samples
+  for (int64_t it = 1; it <= 10; ++it) {
+    const double applied = megatron_warmup_cosine_lr(num_steps, kMax, kMin, kWarmup, kDecay);
+    if (!skips_.count(it)) num_steps += kGbs;
+    const double logged = megatron_warmup_cosine_lr(num_steps, kMax, kMin, kWarmup, kDecay);
+    const Answer a = train();
+    ASSERT_TRUE(a.stats) << a.text;
+    EXPECT_EQ(a.stats->skipped, skips_.count(it) == 1) << "iteration " << it;
+    EXPECT_NEAR(a.stats->lr, applied, 1e-15) << "iteration " << it;
+    EXPECT_FLOAT_EQ(steps_.back().lr, float(applied)) << "iteration " << it;
+    EXPECT_NEAR(a.stats->next_lr, logged, 1e-15) << "iteration " << it;
+  }
+  EXPECT_EQ(steps_.front().lr, 0.0f) << "iteration 1 applies the warmup's initial lr";
+  EXPECT_EQ(steps_[4].lr, steps_[3].lr) << "the skipped iteration 4 left the schedule where it was";
 }
 
 TEST_F(TrainerProtocol, AStageFailureAnswersWithTheStagesSentence) {

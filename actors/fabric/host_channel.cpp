@@ -1,4 +1,4 @@
-#include "actors/fabric/mpi_channel.hpp"
+#include "actors/fabric/host_channel.hpp"
 
 #include <atomic>
 
@@ -10,56 +10,69 @@ namespace {
 
 constexpr auto kDrain = std::chrono::seconds(10);
 
-class MpiSendChannel final : public Channel {
+class HostSendChannel final : public Channel {
  public:
-  MpiSendChannel(MPI_Comm comm, int dest, int tag, std::shared_ptr<SendReaper> reaper, std::shared_ptr<void> owner)
-      : comm_(comm), dest_(dest), tag_(tag), reaper_(std::move(reaper)), owner_(std::move(owner)) {}
+  HostSendChannel(std::shared_ptr<ProcessLinks> links, int comm, int dest, int tag, std::shared_ptr<SendReaper> reaper,
+                  std::shared_ptr<void> owner)
+      : links_(std::move(links)),
+        comm_(comm),
+        dest_(dest),
+        tag_(tag),
+        reaper_(std::move(reaper)),
+        owner_(std::move(owner)) {}
   Parcel send(const Context& ctx, const Tensor& t) override {
-    TROUPE_CHECK(!ctx.is_cuda() && t.defined() && !t.is_cuda(), "MPI channel to process ", dest_, ": ",
+    TROUPE_CHECK(!ctx.is_cuda() && t.defined() && !t.is_cuda(), links_->name(), " channel to process ", dest_, ": ",
                  t.defined() ? t.str() : "(undefined)", " is not a host tensor");
-    TROUPE_CHECK(!aborted_, "MPI channel to process ", dest_, ": aborted");
-    reaper_->send(comm_, t, dest_, tag_);
-    Parcel p;  // no tensor: the bytes travel by MPI, the shape and dtype in the actor message
+    TROUPE_CHECK(!aborted_, links_->name(), " channel to process ", dest_, ": aborted");
+    reaper_->send(*links_, comm_, t, dest_, tag_);
+    Parcel p;  // no tensor: the bytes travel by the links, the shape and dtype in the actor message
     p.shape = t.shape();
     p.dtype = t.dtype();
     return p;
   }
   Inbound receive(const Context&, Parcel&) override {
-    TROUPE_FAIL("MPI channel to process ", dest_, ": receive() on the sending end");
+    TROUPE_FAIL(links_->name(), " channel to process ", dest_, ": receive() on the sending end");
   }
   void abort() override { aborted_ = true; }
 
  private:
-  MPI_Comm comm_;
-  int dest_, tag_;
+  std::shared_ptr<ProcessLinks> links_;
+  int comm_, dest_, tag_;
   std::shared_ptr<SendReaper> reaper_;
   std::shared_ptr<void> owner_;
   std::atomic<bool> aborted_{false};
 };
 
-class MpiRecvChannel final : public Channel {
+class HostRecvChannel final : public Channel {
  public:
-  MpiRecvChannel(MPI_Comm comm, int source, int tag, std::chrono::milliseconds timeout, std::shared_ptr<void> owner)
-      : comm_(comm), source_(source), tag_(tag), timeout_(timeout), owner_(std::move(owner)) {}
+  HostRecvChannel(std::shared_ptr<ProcessLinks> links, int comm, int source, int tag, std::chrono::milliseconds timeout,
+                  std::shared_ptr<void> owner)
+      : links_(std::move(links)),
+        comm_(comm),
+        source_(source),
+        tag_(tag),
+        timeout_(timeout),
+        owner_(std::move(owner)) {}
   Parcel send(const Context&, const Tensor&) override {
-    TROUPE_FAIL("MPI channel from process ", source_, ": send() on the receiving end");
+    TROUPE_FAIL(links_->name(), " channel from process ", source_, ": send() on the receiving end");
   }
   // Blocks this receiver's thread for the transfer itself: the sender posted it before the
   // announcement left, so it is under way (a CPU stage would copy the bytes just the same).
   Inbound receive(const Context& ctx, Parcel& p) override {
-    TROUPE_CHECK(!ctx.is_cuda(), "MPI channel from process ", source_, ": a CUDA context on a CPU channel");
-    TROUPE_CHECK(!p.tensor.defined(), "MPI channel from process ", source_,
+    TROUPE_CHECK(!ctx.is_cuda(), links_->name(), " channel from process ", source_,
+                 ": a CUDA context on a CPU channel");
+    TROUPE_CHECK(!p.tensor.defined(), links_->name(), " channel from process ", source_,
                  ": the parcel carries a tensor (a same-process parcel on a cross-process channel?)");
     Inbound in;
     in.tensor = Tensor::host(p.dtype, p.shape);
-    MpiRequests rq;
-    rq.recv(comm_, in.tensor.data(), p.bytes(), source_, tag_, source_);
+    std::unique_ptr<LinkRequests> rq = links_->requests();
+    rq->recv(comm_, in.tensor.data(), p.bytes(), source_, tag_, source_);
     std::vector<int> late;
-    const std::string what = str_cat("MPI channel from process ", source_, " (tag ", tag_, "): receive of ",
-                                     dtype_name(p.dtype), shape_str(p.shape));
+    const std::string what = str_cat(links_->name(), " channel from process ", source_, " (tag ", tag_,
+                                     "): receive of ", dtype_name(p.dtype), shape_str(p.shape));
     bool done = false;
     try {
-      done = rq.wait_until(
+      done = rq->wait_until(
           std::chrono::steady_clock::now() + timeout_, [this] { return aborted_.load(); }, late);
     } catch (const Error& e) {
       TROUPE_FAIL(what, ": ", e.what());
@@ -67,7 +80,7 @@ class MpiRecvChannel final : public Channel {
     if (!done) {
       // The buffer must outlive the abandoned receive (MPI may still write it).
       leaked_.push_back(in.tensor);
-      rq.abandon();
+      rq->abandon();
       if (aborted_) TROUPE_FAIL(what, ": aborted");
       TROUPE_FAIL(what, ": nothing arrived within ", std::chrono::duration<double>(timeout_).count(), " s");
     }
@@ -77,8 +90,8 @@ class MpiRecvChannel final : public Channel {
   void abort() override { aborted_ = true; }
 
  private:
-  MPI_Comm comm_;
-  int source_, tag_;
+  std::shared_ptr<ProcessLinks> links_;
+  int comm_, source_, tag_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<void> owner_;
   std::atomic<bool> aborted_{false};
@@ -100,8 +113,8 @@ SendReaper::~SendReaper() {
   thread_.join();
 }
 
-void SendReaper::send(MPI_Comm comm, const Tensor& t, int dest, int tag) {
-  auto requests = std::make_unique<MpiRequests>();
+void SendReaper::send(ProcessLinks& links, int comm, const Tensor& t, int dest, int tag) {
+  std::unique_ptr<LinkRequests> requests = links.requests();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.empty()) throw Error(error_);
@@ -112,6 +125,11 @@ void SendReaper::send(MPI_Comm comm, const Tensor& t, int dest, int tag) {
     in_flight_.push_back({t, std::move(requests)});
   }
   cv_.notify_one();
+}
+
+void SendReaper::give_up_at_end() {
+  std::lock_guard<std::mutex> lock(mu_);
+  give_up_at_once_ = true;
 }
 
 void SendReaper::loop() {
@@ -127,13 +145,14 @@ void SendReaper::loop() {
         done = in_flight_[i].requests->test();
       } catch (const Error& e) {
         // Reported by the next send (and to its receiver, as a length mismatch or a timeout).
-        if (error_.empty()) error_ = str_cat("an earlier MPI channel send failed: ", e.what());
+        if (error_.empty()) error_ = str_cat("an earlier channel send to another process failed: ", e.what());
       }
       if (!done) in_flight_[kept++] = std::move(in_flight_[i]);
     }
     in_flight_.resize(kept);
     if (stop_ && !in_flight_.empty()) {
-      if (give_up == std::chrono::steady_clock::time_point{}) give_up = std::chrono::steady_clock::now() + kDrain;
+      if (give_up == std::chrono::steady_clock::time_point{})
+        give_up = std::chrono::steady_clock::now() + (give_up_at_once_ ? std::chrono::seconds(0) : kDrain);
       if (std::chrono::steady_clock::now() >= give_up) {
         // Receivers that never came (a failed run). MPI may still read these buffers: keep them.
         auto* leaked = new std::vector<Tensor>();
@@ -152,14 +171,14 @@ void SendReaper::loop() {
   }
 }
 
-std::unique_ptr<Channel> make_mpi_send_channel(MPI_Comm comm, int dest, int tag, std::shared_ptr<SendReaper> reaper,
-                                               std::shared_ptr<void> owner) {
-  return std::make_unique<MpiSendChannel>(comm, dest, tag, std::move(reaper), std::move(owner));
+std::unique_ptr<Channel> make_host_send_channel(std::shared_ptr<ProcessLinks> links, int comm, int dest, int tag,
+                                                std::shared_ptr<SendReaper> reaper, std::shared_ptr<void> owner) {
+  return std::make_unique<HostSendChannel>(std::move(links), comm, dest, tag, std::move(reaper), std::move(owner));
 }
 
-std::unique_ptr<Channel> make_mpi_recv_channel(MPI_Comm comm, int source, int tag, std::chrono::milliseconds timeout,
-                                               std::shared_ptr<void> owner) {
-  return std::make_unique<MpiRecvChannel>(comm, source, tag, timeout, std::move(owner));
+std::unique_ptr<Channel> make_host_recv_channel(std::shared_ptr<ProcessLinks> links, int comm, int source, int tag,
+                                                std::chrono::milliseconds timeout, std::shared_ptr<void> owner) {
+  return std::make_unique<HostRecvChannel>(std::move(links), comm, source, tag, timeout, std::move(owner));
 }
 
 }  // namespace troupe::actors
