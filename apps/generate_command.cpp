@@ -12,6 +12,8 @@
 #include "apps/commands.hpp"
 #include "apps/generate/chat_session.hpp"
 #include "apps/generate/generate_stream.hpp"
+#include "apps/common/count_flags.hpp"
+#include "apps/common/float_flags.hpp"
 #include "apps/common/inference_flags.hpp"
 #include "base/check.hpp"
 #include "model/inference/inference_engine.hpp"
@@ -121,11 +123,15 @@ void add_generate_command(CLI::App& app, CommandRunner& run) {
   // is an error about `me`, not three prompts.
   cmd->add_option("--prompt", o->prompts, "prompt text (repeat the flag for several prompts)")->allow_extra_args(false);
   cmd->add_option("--prompts-file", o->prompts_file, "file of prompts, one per line");
-  cmd->add_option("--max-tokens,--tokens-to-generate", o->max_tokens, "tokens to generate per prompt at most");
-  cmd->add_option("--temperature", o->temperature, "0: greedy");
-  cmd->add_option("--top-k", o->top_k, "sample from the k most likely tokens (0: off, 1: greedy)");
-  cmd->add_option("--top-p", o->top_p, "nucleus sampling (0: off; not with --top-k)");
-  cmd->add_option("--seed", o->seed, "sampling seed (each prompt draws from its own generator)");
+  cmd->add_option("--max-tokens,--tokens-to-generate", o->max_tokens, "tokens to generate per prompt at most")
+      ->check(non_negative_count());
+  cmd->add_option("--temperature", o->temperature, "0: greedy")->check(non_negative_finite_float());
+  cmd->add_option("--top-k", o->top_k, "sample from the k most likely tokens (0: off, 1: greedy)")
+      ->check(non_negative_count());
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling (0: off; not with --top-k)")
+      ->check(non_negative_finite_float());
+  cmd->add_option("--seed", o->seed, "sampling seed (each prompt draws from its own generator)")
+      ->check(non_negative_count());
   cmd->add_option("--stop", o->stop, "stop when the text contains this string (repeatable; not printed)");
   cmd->add_flag("--ignore-eod", o->ignore_eod,
                 "do not stop at the tokenizer's end-of-document token or the model's eos_token_id");

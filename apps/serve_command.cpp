@@ -25,6 +25,7 @@
 #include "actors/serve/inference_pool.hpp"
 #include "apps/commands.hpp"
 #include "model/rank_layout.hpp"
+#include "apps/common/float_flags.hpp"
 #include "apps/common/inference_flags.hpp"
 #include "apps/common/monitor_flags.hpp"
 #include "apps/serve/serve_monitor.hpp"
@@ -164,16 +165,16 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--idle-timeout", o->idle_timeout,
                   "seconds a connection may wait to send a request (new, or kept alive after a reply) before it "
                   "is closed")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite_float());
   cmd->add_option("--header-timeout", o->header_timeout,
                   "seconds from a request's first byte to the end of its headers, or the connection is closed")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite_float());
   cmd->add_option("--body-timeout", o->body_timeout,
                   "seconds to send a request's body after its headers, or the connection is closed")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite_float());
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
                   "on SIGINT/SIGTERM, seconds requests in flight (streams too) get to finish before they are cut")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_finite_float());
   add_monitor_flags(cmd, o->monitor);
   cmd->callback([&run, o] { run = [o] { return serve(*o); }; });
 }

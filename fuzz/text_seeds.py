@@ -61,3 +61,41 @@ put("config_file", "train.toml",
 put("config_file", "megatron.yaml",
     "language_model:\n  num_layers: 2\n  hidden_size: 64\nmodel_parallel:\n  tensor_model_parallel_size: 1\n"
     "bf16: True\ndata_path: [\"0.5\", a, \"0.5\", b]\nseed: null\n")
+
+# troupe serve's request bodies (api_body): the ones tests/node/openai_clients.mjs,
+# tests/actors/serve/openai_fields_test.cpp and chat_api_test.cpp send, accepted and refused.
+api_bodies = {
+    "completion_logprobs.json": {"model": "troupe", "prompt": "Hello there", "max_tokens": 6, "temperature": 0,
+                                 "logprobs": 2, "frequency_penalty": 0.5, "presence_penalty": 0.1,
+                                 "logit_bias": {"13": 1}, "user": "u", "seed": 3},
+    "completion_ids.json": {"model": "troupe", "prompt": [[15496, 612], "x"], "max_tokens": 3, "temperature": 0,
+                            "n": 2},
+    "completion_stream.json": {"model": "troupe", "prompt": "Hello there", "max_tokens": 6, "stream": True,
+                               "stream_options": {"include_usage": True}, "logit_bias": {"13": 1}, "seed": 3},
+    "completion_vllm.json": {"prompt": "Hi", "max_tokens": 5, "temperature": 0, "logit_bias": {"50256": 100},
+                             "min_tokens": 2, "ignore_eos": False, "stop_token_ids": [13], "stop": ["\n", "."],
+                             "repetition_penalty": 1.1, "top_k": 40, "echo": True, "best_of": 1,
+                             "metadata": {"k": "v"}, "store": False, "service_tier": "auto"},
+    "completion_refused.json": {"prompt": "Hi", "max_tokens": 4, "suffix": "end", "logprobs": 21,
+                                "logit_bias": {"abc": 1, "5": 101}, "stop_token_ids": [-1], "top_p": 0.5},
+    "chat_logprobs.json": {"model": "troupe", "messages": [{"role": "user", "content": "Name a whale."}],
+                           "max_tokens": 5, "temperature": 0, "logprobs": True, "top_logprobs": 2,
+                           "presence_penalty": 0.2, "store": False, "metadata": {"k": "v"},
+                           "parallel_tool_calls": False},
+    "chat_turns.json": {"messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                                                  {"type": "text", "text": "there"}]},
+                                     {"role": "assistant", "content": "Hello."},
+                                     {"role": "user", "content": "Bye"}],
+                        "max_completion_tokens": 8, "temperature": 1.5, "seed": 3, "n": 3, "stream": True,
+                        "stream_options": {"include_usage": True}, "chat_template_kwargs": {"enable_thinking": False},
+                        "add_generation_prompt": True, "tool_choice": "none", "response_format": {"type": "text"}},
+    "chat_refused.json": {"messages": [{"role": "wizard", "content": [{"type": "image_url"}]}],
+                          "tools": [{"type": "function", "function": {"name": "f"}}], "max_tokens": 4,
+                          "max_completion_tokens": 4, "continue_final_message": True},
+    "megatron.json": {"prompts": ["Hello there", "Once upon"], "tokens_to_generate": 8, "temperature": 0.7,
+                      "top_k": 4, "logprobs": True, "random_seed": 5, "stop_token": 50256},
+    "megatron_refused.json": {"prompts": ["x"], "max_len": 4, "tokens_to_generate": 0, "top_p": 0.9, "top_k": 2},
+}
+for name, body in api_bodies.items():
+    put("api_body", name, json.dumps(body))

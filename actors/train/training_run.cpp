@@ -381,11 +381,6 @@ void TrainingRun::Impl::connect_processes() {
     lower.emplace_back(q, *remote);
   }
   heartbeat = spawn_heartbeat(*system, heartbeat_board, std::move(lower), me, kHeartbeatPeriod);
-  // The trainer's watchdog reads the board while the pipeline runs; the host exchanges between
-  // processes (the trainer's and optimizer's sums, barriers) block a thread, so they read it too.
-  fabric->watch_peers([board = heartbeat_board, timeout = config.heartbeat_timeout] {
-    return board->silence_error(HeartbeatBoard::Clock::now(), timeout);
-  });
   fabric->barrier();  // every higher-numbered process has registered with this one
   std::lock_guard lock(registered->mu);
   for (int q = me + 1; q < fabric->processes(); ++q) {
@@ -458,12 +453,15 @@ void stop_devices(const std::vector<std::shared_ptr<StageWorker>>& workers, bool
 
 void TrainingRun::Impl::shutdown() {
   if (!system) return;
-  const bool failed = !failure.empty();
+  bool failed = !failure.empty();
   std::optional<ExitDeadline> stuck;
-  if (failed && config.failed_shutdown_limit.count() > 0)
-    stuck.emplace(config.failed_shutdown_limit, str_cat(failure, " (and the shutdown after it did not finish within ",
-                                                        config.failed_shutdown_limit.count() / 1000.0,
-                                                        " s: a device or a peer is stuck; exiting without waiting)"));
+  const auto guard_failed_shutdown = [&] {
+    if (failed && config.failed_shutdown_limit.count() > 0)
+      stuck.emplace(config.failed_shutdown_limit, str_cat(failure, " (and the shutdown after it did not finish within ",
+                                                          config.failed_shutdown_limit.count() / 1000.0,
+                                                          " s: a device or a peer is stuck; exiting without waiting)"));
+  };
+  guard_failed_shutdown();
   end_monitor();
   // Exits and down messages are for any actor: the typed handles are cast to plain ones here.
   std::vector<caf::actor> all;  // remote stages belong to their own processes
@@ -479,7 +477,17 @@ void TrainingRun::Impl::shutdown() {
   // Several processes: another one may still be finishing the step this one has finished (its
   // optimizer's replies on their way to its trainer), and its trainer monitors our stages: their
   // exit would fail its step. Stop only once every process has its last answer.
-  if (!failed && fabric && fabric->processes() > 1) fabric->barrier();
+  // The barrier fails when another process went or went silent (the heartbeats): then this run
+  // failed too, and nothing may leave this destructor's path.
+  if (!failed && fabric && fabric->processes() > 1) {
+    try {
+      fabric->barrier();
+    } catch (const std::exception& e) {
+      failure = e.what();
+      failed = true;
+      guard_failed_shutdown();
+    }
+  }
   // After a failure, the failed rank's partners may be waiting inside a collective or a receive
   // for it: abort every group and channel first, so they end their op now, not at the timeout.
   const auto abort_transport = [&] {
@@ -526,13 +534,18 @@ void TrainingRun::Impl::shutdown() {
   trainer = nullptr;
   monitor = nullptr;
   if (several) {
-    fabric->barrier();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive
+    try {
+      fabric->barrier();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the proxies' goodbyes arrive
+    } catch (const std::exception& e) {                             // another process went on its way out
+      failure = e.what();
+      failed = true;
+    }
   }
   for (caf::actor_id id : ids) system->registry().erase(id);
   self.reset();
   if ((failed || timed_out) && fabric && fabric->processes() > 1) {
-    release_within(std::move(system), std::chrono::seconds(5));
+    release_within(std::move(system), std::chrono::seconds(2));
   } else {
     system.reset();
   }
@@ -621,7 +634,15 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     d.stages[r] = spawn_stage(*d.system, d.workers[r], std::move(o));
     d.local_stages.push_back(d.stages[r]);
   }
-  if (procs > 1) d.connect_processes();
+  if (procs > 1) {
+    d.connect_processes();
+    // The trainer's watchdog reads the heartbeats while the pipeline runs; the host exchanges
+    // between processes (the trainer's and optimizer's sums, barriers) block a thread, so they
+    // read them too.
+    d.fabric->watch_peers([board = d.heartbeat_board, timeout = config.heartbeat_timeout] {
+      return board->silence_error(HeartbeatBoard::Clock::now(), timeout);
+    });
+  }
   LoaderSetup ls{std::move(train), std::move(valid), {}, d.D};
   for (size_t r = 0; r < d.stages.size(); ++r) {
     const RankCoord at = d.layout.coord(int(r));

@@ -9,6 +9,8 @@
 
 #include "actors/fabric/fabric.hpp"
 #include "apps/common/checkpoint_flags.hpp"
+#include "apps/common/count_flags.hpp"
+#include "apps/common/float_flags.hpp"
 #include "apps/common/tokenizer_flags.hpp"
 #include "data/chat/chat_template.hpp"
 #include "base/check.hpp"
@@ -31,15 +33,17 @@ void add_inference_flags(CLI::App* cmd, InferenceFlags& f) {
   cmd->add_option("--inference-max-batch-tokens", f.max_batch_tokens, "tokens per forward step at most")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--inference-max-seq-length", f.max_seq_length,
-                  "prompt + generated tokens at most (default: the model's positions)");
+                  "prompt + generated tokens at most (default: the model's positions)")
+      ->check(non_negative_count());
   cmd->add_option("--kv-block-size", f.block_size, "tokens per KV-cache block")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-gb", f.kv_cache_gb, "KV-cache memory at most, GiB (per replica, over its T devices)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_finite_float());
   cmd->add_option("--tensor-model-parallel-size", f.tensor_parallel,
                   "devices per model replica (tensor parallelism: heads, MLP columns and vocabulary split)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--inference-step-timeout", f.step_timeout_s,
-                  "seconds a tensor-parallel replica's step may take before its group is aborted and the step fails");
+                  "seconds a tensor-parallel replica's step may take before its group is aborted and the step fails")
+      ->check(positive_finite_float());
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs, "run decode steps op by op instead of replaying CUDA graphs");
 }
 

@@ -185,6 +185,8 @@ TEST(OpenAiFields, BadValuesAre400sNamingTheFieldAndNeutralFieldsAreAccepted) {
       {{{"suffix", "end"}}, "suffix"},
       {{{"logprobs", 21}}, "logprobs"},
       {{{"ignore_eos", 1}}, "ignore_eos"},
+      {{{"echo", true}, {"logprobs", 1}}, "echo"},  // the prompt's log probabilities: not implemented
+      {{{"echo", true}, {"logprobs", true}}, "echo"},
   };
   for (const auto& [fields, param] : bad) {
     json body = {{"prompt", "Hi"}, {"max_tokens", 4}};

@@ -105,6 +105,7 @@ class TwoStageRun {
     ts.seq_length = model.seq_length;
     ts.seed = config.seed;
     ts.lr = config.lr;
+    ts.lr.warmup_iters = 0;  // the one iteration steps with a learning rate (a warmup's first has none)
     ts.epoch = std::chrono::steady_clock::now();
     for (const auto& a : ts.stages) actors_.push_back(caf::actor_cast<caf::actor>(a));
     actors_.push_back(caf::actor_cast<caf::actor>(ts.loader));

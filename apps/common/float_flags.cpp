@@ -1,4 +1,4 @@
-#include "apps/train/float_flags.hpp"
+#include "apps/common/float_flags.hpp"
 
 #include <cfloat>
 #include <cmath>

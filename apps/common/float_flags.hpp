@@ -1,4 +1,4 @@
-// CLI11 validators for `troupe train`'s float flags. An inf or NaN learning rate, epsilon,
+// CLI11 validators for the commands' float flags. An inf or NaN learning rate, epsilon,
 // beta, dropout or init std trains a model of NaNs (or nothing, every step skipped): such a
 // value is refused when the flags are parsed, with the flag's name. The run computes in
 // 32-bit floats, so a value past their range (1e39) counts as inf.

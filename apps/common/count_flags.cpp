@@ -1,4 +1,4 @@
-#include "apps/train/count_flags.hpp"
+#include "apps/common/count_flags.hpp"
 
 #include <cerrno>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// CLI11 validators for `troupe train`'s integer flags, refused at parse time with the flag's name
+// CLI11 validators for the commands' integer flags, refused at parse time with the flag's name
 // and the value given: a size (layers, heads, batch) must be positive, a count or interval
 // non-negative. No 0-as-unset surprise: `--num-layers 0` is an error, not the preset's layers.
 //
