@@ -451,6 +451,8 @@ void stop_devices(const std::vector<std::shared_ptr<StageWorker>>& workers, bool
 
 }  // namespace
 
+// One ordered teardown (its steps depend on each other); split only with care.
+// NOLINTNEXTLINE(readability-function-size)
 void TrainingRun::Impl::shutdown() {
   if (!system) return;
   bool failed = !failure.empty();
@@ -605,6 +607,8 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   }
 }
 
+// Spawns and wires every actor of the run, in the order their handles are needed.
+// NOLINTNEXTLINE(readability-function-size)
 void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::unique_ptr<DataLoader> valid,
                                      schedules::Schedule schedule) {
   Impl& d = *this;
