@@ -98,7 +98,7 @@ class LineEncoder {
     json doc;
     try {
       doc = json::parse(line.begin(), line.end());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e99999
       const size_t bad = invalid_utf8_at(line);
       if (bad != std::string_view::npos)
         return str_cat("invalid UTF-8 (byte 0x", hex(uint8_t(line[bad])), " at column ", bad + 1, ")");

@@ -1,5 +1,7 @@
 #include "kernels/context.hpp"
 
+#include <unistd.h>
+
 #include "base/check.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
@@ -57,6 +59,18 @@ size_t device_memory_in_use(const Context& ctx) {
   if (ctx.is_cuda()) return cuda::memory_in_use(ctx.device_index());
 #endif
   return 0;
+}
+
+size_t device_memory_total(bool cuda, int device) {
+#if TROUPE_HAVE_CUDA
+  if (cuda) return cuda::memory_total(device);
+#else
+  TROUPE_CHECK(!cuda, "device_memory_total: this build has no CUDA backend");
+  (void)device;
+#endif
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  TROUPE_CHECK(pages > 0 && page > 0, "sysconf(_SC_PHYS_PAGES) failed: the machine's memory is unknown");
+  return size_t(pages) * size_t(page);
 }
 
 bool cuda_built() { return TROUPE_HAVE_CUDA; }

@@ -53,5 +53,8 @@ bool cuda_available();
 bool cuda_built();
 // Bytes of device memory in use on ctx's GPU (all processes; total - free); 0 on the CPU.
 size_t device_memory_in_use(const Context& ctx);
+// Bytes of memory a device has in all: GPU `device`'s total when `cuda`, else the machine's
+// physical memory (CPU devices share it).
+size_t device_memory_total(bool cuda, int device);
 
 }  // namespace troupe

@@ -34,6 +34,7 @@
 #include "actors/train/training_run_impl.hpp"
 #include "base/check.hpp"
 #include "base/exit_deadline.hpp"
+#include "model/memory_floor.hpp"
 #include "base/log.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
@@ -91,6 +92,9 @@ void validate(const TrainingConfig& c) {
     TROUPE_CHECK(c.devices.compute == DType::f32, "CPU devices compute in f32, not ", dtype_name(c.devices.compute));
     TROUPE_CHECK(c.devices.cpu_devices >= 0, "--cpu-devices must be >= 0, got ", c.devices.cpu_devices);
   }
+  // Before the loader builds samples for a microbatch that could never fit (GPUs: the first one's size).
+  check_microbatch_fits(c.model, c.micro_batch_size, T, c.devices.compute,
+                        int64_t(device_memory_total(c.devices.cuda, 0)));
   TROUPE_CHECK(c.op_timeout.count() > 0, "the op timeout must be positive");
   TROUPE_CHECK(c.max_consecutive_skipped >= 0, "--max-consecutive-skipped-iterations must be >= 0, got ",
                c.max_consecutive_skipped);

@@ -31,6 +31,13 @@ size_t memory_in_use(int device) {
   return total_b - free_b;
 }
 
+size_t memory_total(int device) {
+  TROUPE_CUDA_CHECK(cudaSetDevice(device));
+  size_t free_b = 0, total_b = 0;
+  TROUPE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return total_b;
+}
+
 void* device_alloc(int device, size_t bytes) {
   if (bytes == 0) return nullptr;
   TROUPE_CUDA_CHECK(cudaSetDevice(device));

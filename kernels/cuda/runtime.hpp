@@ -11,6 +11,7 @@ namespace cuda {
 
 int device_count();                // 0 when no driver or no device
 size_t memory_in_use(int device);  // total - free
+size_t memory_total(int device);
 void* device_alloc(int device, size_t bytes);
 void device_free(int device, void* ptr) noexcept;
 // Pinned host memory: faster, asynchronous copies.

@@ -2,6 +2,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -312,6 +314,32 @@ void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
   read_layer_types(r, c);
 }
 
+// The config.json key behind each Megatron flag GptConfig::validate names, so that a config whose
+// sizes make no model is refused in the file's own words ("n_embd 128 is not divisible by n_head 3").
+std::string in_hf_words(std::string message, HfArch arch) {
+  static const std::vector<std::pair<std::string, std::string>> gpt2 = {
+      {" (or set --kv-channels)", ""},  // GPT-2 has no head_dim key
+      {"--num-attention-heads", "n_head"},     {"--hidden-size", "n_embd"},     {"--num-layers", "n_layer"},
+      {"--ffn-hidden-size", "n_inner"},        {"--seq-length", "n_positions"}, {"--vocab-size", "vocab_size"},
+      {"--norm-epsilon", "layer_norm_epsilon"}};
+  static const std::vector<std::pair<std::string, std::string>> llama = {
+      {"--num-attention-heads", "num_attention_heads"},
+      {"--num-query-groups", "num_key_value_heads"},
+      {"--hidden-size", "hidden_size"},
+      {"--num-layers", "num_hidden_layers"},
+      {"--ffn-hidden-size", "intermediate_size"},
+      {"--seq-length", "max_position_embeddings"},
+      {"--vocab-size", "vocab_size"},
+      {"--norm-epsilon", "rms_norm_eps"},
+      {"--kv-channels", "head_dim"},
+      {"--rope-scaling-factor", "rope_scaling.factor"}};
+  for (const auto& [flag, key] : arch == HfArch::gpt2 ? gpt2 : llama) {
+    for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + key.size()))
+      message.replace(at, flag.size(), key);
+  }
+  return message;
+}
+
 }  // namespace
 
 HfConfig read_hf_config(const json& j, const std::string& where) {
@@ -351,6 +379,11 @@ HfConfig read_hf_config(const json& j, const std::string& where) {
   hf.model.hidden_dropout = 0.0f;
   hf.model.attention_dropout = 0.0f;
   r.refuse_unread(hf.model_type);
+  try {
+    hf.model.validate();
+  } catch (const Error& e) {
+    TROUPE_FAIL(where, ": ", in_hf_words(e.what(), hf.arch));
+  }
   return hf;
 }
 

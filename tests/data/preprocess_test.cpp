@@ -104,6 +104,7 @@ TEST(Preprocess, BadLinesStopWithFileAndLine) {
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"text\": \"1 2\"", "invalid JSON"},
+      {"{\"text\": 1e99999}", "invalid JSON: number overflow"},  // nlohmann's out_of_range, not a parse_error
       {"{\"body\": \"1 2\"}", "no key \"text\""},
       {"{\"text\": 12}", "key \"text\" is a number, not a string"},
       {"{\"text\": [\"1\", null]}", "key \"text\": element 1 is a null, not a string"},

@@ -146,7 +146,9 @@ TEST(HfConfig, Qwen3IsLlamaWithQkNormAndItsOwnHeadDim) {
 TEST(HfConfig, Qwen3DefaultsAreQwen3Configs) {
   json j = fixture("qwen3-0.6b.transformers4.json");
   for (const char* key : {"head_dim", "num_key_value_heads", "max_position_embeddings"}) j.erase(key);
+  j["num_attention_heads"] = 32;  // the 0.6B's 16 heads would not split into the default 32 key/value heads
   const HfConfig hf = read_hf_config(j, "qwen3");
+  EXPECT_EQ(hf.model.num_attention_heads, 32);
   EXPECT_EQ(hf.model.head_dim(), 128);
   EXPECT_EQ(hf.model.query_groups(), 32);
   EXPECT_EQ(hf.model.max_positions(), 32768);
@@ -259,6 +261,9 @@ TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
       {gpt2, "activation_function", "relu", "'activation_function' = \"relu\""},
       {gpt2, "n_layer", 1.9, "'n_layer' must be a positive integer, got 1.9"},
       {gpt2, "n_ctx", 512, "'n_ctx' = 512"},
+      // Sizes that make no model, in the file's own words, not the Megatron flags behind them.
+      {gpt2, "n_head", 5, "n_embd 768 is not divisible by n_head 5"},
+      {llama, "num_key_value_heads", 5, "num_attention_heads 32 is not divisible by num_key_value_heads 5"},
   };
   for (const Case& c : cases) {
     json j = c.base;
