@@ -78,7 +78,13 @@ int64_t resolve_checkpoint_iteration(const std::string& root, std::optional<int6
   if (!step) {
     if (!fs::exists(fs::path(root) / kCheckpointTrackerName) && newest_intact_checkpoint(root))
       TROUPE_FAIL("'", root, "' has no tracker (", kCheckpointTrackerName, "): ", intact_checkpoint_hint(root, {}));
-    return read_checkpoint_tracker(root);
+    const int64_t tracked = read_checkpoint_tracker(root);
+    const std::vector<int64_t> its = checkpoint_iterations(root);
+    TROUPE_CHECK(std::find(its.begin(), its.end(), tracked) != its.end(), "checkpoint tracker '",
+                 (fs::path(root) / kCheckpointTrackerName).string(), "' names iteration ", tracked, " but '",
+                 (fs::path(root) / checkpoint_iteration_dir_name(tracked)).string(),
+                 "' does not exist (dangling tracker): ", intact_checkpoint_hint(root, tracked));
+    return tracked;
   }
   TROUPE_CHECK(*step >= 0, "--ckpt-step must be >= 0, got ", *step);
   const std::vector<int64_t> its = checkpoint_iterations(root);

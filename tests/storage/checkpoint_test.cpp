@@ -227,6 +227,15 @@ TEST_F(Checkpoint, MissingAndDanglingTrackerAreNamed) {
   expect_error([&] { CheckpointReader::open(root()); }, {"latest_checkpointed_iteration.txt"});
   std::ofstream(dir_ / kCheckpointTrackerName) << "300\n";
   expect_error([&] { CheckpointReader::open(root()); }, {"dangling", "iter_0000300"});
+  // Resolving the tracker (what --load does before it opens) refuses it already, and says so
+  // without naming a --ckpt-step that was not given.
+  try {
+    resolve_checkpoint_iteration(root(), std::nullopt);
+    ADD_FAILURE() << "a dangling tracker resolved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dangling"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("--ckpt-step 300"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Checkpoint, TruncatedShardIsRejectedNamingTheFile) {
