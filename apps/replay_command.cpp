@@ -1,6 +1,7 @@
-// `troupe replay FILE`: per-stage busy/idle time, measured bubble against theory, the
+// `troupe replay FILE...`: per-stage busy/idle time, measured bubble against theory, the
 // critical path, Chrome-trace and SVG exports, and what-if predictions for other schedules
-// (schedules/replay.hpp does the work).
+// (schedules/replay.hpp does the work). Several files (or the PATH of PATH.rank0, PATH.rank1,
+// ...) are the traces of one run's processes, merged onto process 0's clock.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -9,12 +10,13 @@
 #include "apps/commands.hpp"
 #include "schedules/replay.hpp"
 #include "schedules/trace.hpp"
+#include "schedules/trace_merge.hpp"
 
 namespace troupe::apps {
 namespace {
 
 struct ReplayFlags {
-  std::string path;
+  std::vector<std::string> paths;
   std::string chrome_path;
   std::string svg_path;
   int64_t iteration = -1;
@@ -23,7 +25,7 @@ struct ReplayFlags {
 
 int run_replay(const ReplayFlags& flags) {
   using namespace troupe::schedules;
-  const Trace trace = trace_read(flags.path);
+  const Trace trace = trace_read_processes(trace_process_files(flags.paths));
   ReplayOptions options;
   if (flags.iteration >= 0) options.iteration = flags.iteration;
   options.what_ifs = flags.what_ifs;
@@ -49,9 +51,10 @@ void add_replay_command(CLI::App& app, CommandRunner& run) {
       "replay",
       "Analyse a pipeline trace (troupe train --trace): busy/idle per stage, bubble vs theory, critical "
       "path; export Chrome-trace JSON or an SVG timeline; predict other schedules with --what-if");
-  cmd->add_option("FILE", flags->path, "Trace file (msgpack, see README \"Traces\")")
-      ->required()
-      ->check(CLI::ExistingFile);
+  cmd->add_option("FILE", flags->paths,
+                  "Trace file (msgpack, docs/replay-and-traces.md); several: the files of one run's processes "
+                  "(PATH.rank0 PATH.rank1 ..., or just PATH), merged onto one clock")
+      ->required();
   cmd->add_option("--chrome", flags->chrome_path, "Write Chrome-trace JSON (Perfetto, chrome://tracing)");
   cmd->add_option("--svg", flags->svg_path, "Write an SVG timeline of one iteration (the last analysed)");
   cmd->add_option("--iteration", flags->iteration,

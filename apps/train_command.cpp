@@ -36,6 +36,7 @@
 #include "base/check.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/inference/sampler.hpp"
+#include "model/pipeline_split.hpp"
 
 namespace troupe::apps {
 
@@ -71,8 +72,11 @@ struct TrainOptions {
   TokenizerOptions tokenizer;  // --tokenizer-type --vocab-file --merge-file --tokenizer-model --vocab-size
   bool mock_data = false, eod_mask_loss = false;
   int pipeline_size = 1, layers_per_virtual_stage = 0, group_size = 0;
+  int virtual_stages_per_rank = 0;  // --num-virtual-stages-per-pipeline-rank (0: not given)
+  PipelineSplit pipeline_split;     // --decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split
   int tensor_size = 1;
   bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false;
+  RecomputeFlags recompute;  // --recompute-activations, --recompute-granularity, ... (model/recompute.hpp)
   int64_t ddp_bucket_size = 40000000;
   std::string schedule = "1f1b", device = "auto";
   std::string save, load;  // --save / --load checkpoint directories
@@ -296,14 +300,24 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   TROUPE_CHECK(o.ddp_bucket_size >= 1, "--ddp-bucket-size must be >= 1, got ", o.ddp_bucket_size);
   cfg.parallel.bucket_elements = o.ddp_bucket_size;
   cfg.parallel.schedule = schedules::schedule_from_name(o.schedule);
-  if (o.layers_per_virtual_stage > 0) {
-    const int per_stage = model.num_layers / std::max(o.pipeline_size, 1);
-    TROUPE_CHECK(per_stage % o.layers_per_virtual_stage == 0, "--num-layers-per-virtual-pipeline-stage ",
-                 o.layers_per_virtual_stage, " does not divide the ", per_stage, " layers of each pipeline stage");
-    cfg.parallel.virtual_chunks = per_stage / o.layers_per_virtual_stage;
-    if (cfg.parallel.virtual_chunks > 1) cfg.parallel.schedule = schedules::Schedule::interleaved_1f1b;
-  }
+  cfg.parallel.split = o.pipeline_split;
+  // Megatron's arguments.py: chunks per stage from one of the two flags, never both.
+  TROUPE_CHECK(o.layers_per_virtual_stage == 0 || o.virtual_stages_per_rank == 0,
+               "give --num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank, not both");
+  if (o.layers_per_virtual_stage > 0)
+    cfg.parallel.virtual_chunks = chunks_from_layers_per_virtual_stage(model.num_layers, o.pipeline_size,
+                                                                       o.layers_per_virtual_stage, o.pipeline_split);
+  if (o.virtual_stages_per_rank > 0) cfg.parallel.virtual_chunks = o.virtual_stages_per_rank;
+  if (cfg.parallel.virtual_chunks > 1) cfg.parallel.schedule = schedules::Schedule::interleaved_1f1b;
   cfg.parallel.group_size = o.group_size;
+  cfg.recompute = recompute_config_from_flags(o.recompute);
+  if (cfg.recompute.enabled()) {
+    int most_layers = 0;  // of any pipeline chunk
+    for (const ChunkLayers& c :
+         pipeline_split(model.num_layers, o.pipeline_size, cfg.parallel.virtual_chunks, cfg.parallel.split))
+      most_layers = std::max(most_layers, c.num_layers);
+    check_recompute(cfg.recompute, most_layers);
+  }
   cfg.devices.cuda = cuda;
   cfg.devices.cpu_devices = cuda ? 0 : local_devices;
   cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
@@ -344,6 +358,15 @@ void print_run_header(const TrainOptions& o, const actors::TrainingConfig& cfg, 
       schedules::schedule_name(cfg.parallel.schedule), cfg.parallel.data_size,
       cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "", long(o.micro_batch_size),
       long(cfg.global_batch_size), long(o.train_iters), dtype_name(cfg.devices.compute));
+  if (cfg.recompute.enabled())
+    std::printf("  activation recompute: %s\n", recompute_description(cfg.recompute).c_str());
+  if (!cfg.parallel.split.even()) {  // throws naming the flags for a split that cannot be made
+    const std::vector<ChunkLayers> chunks =
+        pipeline_split(model.num_layers, o.pipeline_size, cfg.parallel.virtual_chunks, cfg.parallel.split);
+    std::printf("  uneven pipeline split, layers of each chunk (stage 0 first, chunk by chunk):");
+    for (const ChunkLayers& c : chunks) std::printf(" %d", c.num_layers);
+    std::printf("\n");
+  }
   std::fflush(stdout);
 }
 
@@ -715,6 +738,17 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage,
                   "interleaved 1F1B: layers per model chunk (0: not interleaved)")
       ->check(non_negative);
+  cmd->add_option("--num-virtual-stages-per-pipeline-rank", o->virtual_stages_per_rank,
+                  "interleaved 1F1B: model chunks per stage (0: not interleaved)")
+      ->check(non_negative);
+  cmd->add_option("--decoder-first-pipeline-num-layers", o->pipeline_split.first_stage_layers,
+                  "uneven split: layers of the first stage (the rest even over the middle stages)");
+  cmd->add_option("--decoder-last-pipeline-num-layers", o->pipeline_split.last_stage_layers,
+                  "uneven split: layers of the last stage (the rest even over the middle stages)");
+  cmd->add_flag("--account-for-embedding-in-pipeline-split", o->pipeline_split.account_for_embedding,
+                "count the embedding as a layer of the first stage when splitting the layers");
+  cmd->add_flag("--account-for-loss-in-pipeline-split", o->pipeline_split.account_for_loss,
+                "count the LM head and loss as a layer of the last stage when splitting the layers");
   cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size,
                   "interleaved 1F1B: microbatches per group (0: the pipeline size)")
       ->check(non_negative);
@@ -737,6 +771,24 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                   "seconds another process of a multi-process run may stay silent (stopped, wedged) before the run "
                   "fails; at least 1 (the processes ping each other every 0.5 s)")
       ->check(positive_finite_float() & CLI::Range(1.0, 86400.0));
+
+  cmd->option_defaults()->group("Activation recompute (docs/train.md#activation-recompute)");
+  cmd->add_flag("--recompute-activations", o->recompute.recompute_activations,
+                "selective recompute (--recompute-granularity selective)");
+  cmd->add_option("--recompute-granularity", o->recompute.granularity,
+                  "full: whole layers from their inputs; selective: the --recompute-modules of every layer")
+      ->check(CLI::IsMember({"full", "selective"}));
+  cmd->add_option("--recompute-method", o->recompute.method,
+                  "full: uniform (groups of --recompute-num-layers layers, each recomputed from its input) or block "
+                  "(the first --recompute-num-layers layers of each pipeline chunk)")
+      ->check(CLI::IsMember({"uniform", "block"}));
+  cmd->add_option("--recompute-num-layers", o->recompute.num_layers,
+                  "full: layers per group (uniform) or per pipeline chunk (block)")
+      ->check(positive)
+      ->default_str("");
+  cmd->add_option("--recompute-modules", o->recompute.modules,
+                  "selective: core_attn (default), layernorm, mlp; one or more")
+      ->default_str("");
 
   cmd->option_defaults()->group("Training and optimizer");
   cmd->add_option("--micro-batch-size", o->micro_batch_size, "samples per microbatch")->check(positive);

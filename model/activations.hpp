@@ -3,6 +3,8 @@
 // a finished backward returns its set to the pool, so activation memory is reused at once.
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -19,12 +21,23 @@ struct LayerActivations {
   Tensor ln2, ln2_mean, ln2_rstd;  // [N, C], f32 [N], f32 [N]
   Tensor fc1;                      // [N, F or 2F] before the activation
   Tensor act;                      // [N, F] after the activation
+
+  // Bytes of the tensors held (a recomputed tensor is not held: model/recompute.hpp).
+  size_t bytes() const {
+    size_t n = 0;
+    for (const Tensor* t : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &qk, &q_rstd, &k_rstd, &attn, &lse, &x_mid, &ln2,
+                            &ln2_mean, &ln2_rstd, &fc1, &act})
+      if (t->defined()) n += t->nbytes();
+    return n;
+  }
 };
 
 struct ChunkActivations {
-  int64_t batch = 0, seq = 0;    // B, T; N = B * T rows
-  Tensor tokens, targets;        // i32 [B, T] on the device (pre/post-process chunks)
-  std::vector<Tensor> residual;  // num_layers + 1 tensors [N, C]: input of each layer, then the output
+  int64_t batch = 0, seq = 0;  // B, T; N = B * T rows
+  Tensor tokens, targets;      // i32 [B, T] on the device (pre/post-process chunks)
+  // num_layers + 1 tensors [N, C]: input of each layer, then the output (undefined where full
+  // recompute does not keep it: model/recompute.hpp)
+  std::vector<Tensor> residual;
   std::vector<LayerActivations> layers;
   Tensor lnf, lnf_mean, lnf_rstd;  // final norm (post-process chunk)
   Tensor logits;                   // [N, Vp]; holds dlogits after a training forward
@@ -33,6 +46,17 @@ struct ChunkActivations {
   bool has_grad = false;  // a training forward ran; backward may follow
 
   int64_t rows() const { return batch * seq; }
+  // Activation bytes this microbatch holds until its backward (the tokens and targets, the
+  // caller's inputs, not counted).
+  size_t bytes() const {
+    size_t n = 0;
+    for (const Tensor& t : residual)
+      if (t.defined()) n += t.nbytes();
+    for (const LayerActivations& l : layers) n += l.bytes();
+    for (const Tensor* t : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses})
+      if (t->defined()) n += t->nbytes();
+    return n;
+  }
 };
 
 }  // namespace troupe

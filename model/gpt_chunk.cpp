@@ -24,10 +24,15 @@ struct GptChunk::Scratch {
   Tensor dfc1;          // [N, (F or 2F) / TP]
   Tensor dact;          // [N, F / TP]
   Tensor row_max, sum_exp, target_logit;  // f32 [N] vocabulary-parallel loss
+  // Activation recompute's workspace (model/recompute.hpp): a slot per layer of the longest
+  // recomputed group. recomputed_residual[k]: the input of the group's layer k (k > 0); [0]: where
+  // the group's last layer writes its output again, leaving the kept one as it is.
+  std::vector<LayerActivations> recomputed;
+  std::vector<Tensor> recomputed_residual;  // [rows, C] each
 };
 
 GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp,
-                   int64_t buffer_multiple)
+                   int64_t buffer_multiple, const RecomputeConfig& recompute)
     : ctx_(ctx), tp_(tp), layout_(config, spec, tp.shard), compute_(compute) {
   if (ctx.is_cuda())
     TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "CUDA model chunks compute in bf16 or f16, not ",
@@ -48,6 +53,8 @@ GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec&
   }
   outer_params_ = layout_.outer(params_);
   outer_grads_ = layout_.outer(grads_);
+  recompute_ = recompute;
+  recompute_plan_ = recompute_plan(recompute, layout_.num_layers());
   // Which gradients are final at each point of backward: the output layer and final norm
   // first, then layer by layer from the last; the embedding (and a tied copy) only at the end.
   const int L = layout_.num_layers();
@@ -151,6 +158,18 @@ GptChunk::Scratch& GptChunk::scratch(int64_t batch, int64_t seq) {
     s->sum_exp = Tensor::empty(ctx_, DType::f32, {n});
     s->target_logit = Tensor::empty(ctx_, DType::f32, {n});
   }
+  for (const LayerRecompute& p : recompute_plan_) {
+    if (!p.tensors.any()) continue;
+    if (size_t(p.slot) >= s->recomputed.size()) s->recomputed.resize(size_t(p.slot) + 1);
+    if (p.full && size_t(p.slot) >= s->recomputed_residual.size()) s->recomputed_residual.resize(size_t(p.slot) + 1);
+  }
+  for (size_t slot = 0; slot < s->recomputed.size(); ++slot) {
+    RecomputedTensors used;  // by every layer of this slot
+    for (const LayerRecompute& p : recompute_plan_)
+      if (size_t(p.slot) == slot) used.add(p.tensors);
+    s->recomputed[slot] = layer_activations(batch, seq, used, true);
+  }
+  for (Tensor& r : s->recomputed_residual) r = Tensor::empty(ctx_, compute_, {rows, C});
   scratch_ = std::move(s);
   return *scratch_;
 }
@@ -163,36 +182,17 @@ ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
       return a;
     }
   }
-  const GptConfig& c = config();
-  const int64_t n = batch * seq, C = c.hidden_size, F = layout_.local_ffn(), H = layout_.local_heads();
-  const int64_t rows = local_rows(n);
+  const int64_t n = batch * seq, C = config().hidden_size, rows = local_rows(n);
   auto a = std::make_unique<ChunkActivations>();
   a->batch = batch;
   a->seq = seq;
   auto act = [&](Shape s) { return Tensor::empty(ctx_, compute_, std::move(s)); };
   auto f32 = [&](Shape s) { return Tensor::empty(ctx_, DType::f32, std::move(s)); };
-  for (int i = 0; i <= layout_.num_layers(); ++i) a->residual.push_back(act({rows, C}));
-  for (int i = 0; i < layout_.num_layers(); ++i) {
-    LayerActivations l;
-    l.ln1 = act({n, C});  // all rows: the column-parallel GEMM's input
-    l.ln1_mean = f32({rows});
-    l.ln1_rstd = f32({rows});
-    l.qkv = act({n, layout_.local_qkv_size()});
-    if (c.qk_layernorm) {
-      l.qk = act({n, (H + layout_.local_query_groups()) * c.head_dim()});
-      l.q_rstd = f32({n, H});
-      l.k_rstd = f32({n, layout_.local_query_groups()});
-    }
-    l.attn = act({n, H * c.head_dim()});
-    l.lse = f32({batch, H, seq});
-    l.x_mid = act({rows, C});
-    l.ln2 = act({n, C});
-    l.ln2_mean = f32({rows});
-    l.ln2_rstd = f32({rows});
-    l.fc1 = act({n, c.swiglu ? 2 * F : F});
-    l.act = act({n, F});
-    a->layers.push_back(std::move(l));
-  }
+  const int L = layout_.num_layers();
+  for (int i = 0; i <= L; ++i)  // full recompute keeps only each group's input
+    a->residual.push_back(i < L && recompute_plan_[size_t(i)].tensors.input ? Tensor() : act({rows, C}));
+  for (int i = 0; i < L; ++i)
+    a->layers.push_back(layer_activations(batch, seq, recompute_plan_[size_t(i)].tensors, false));
   if (layout_.spec().post_process) {
     a->lnf = act({n, C});
     a->lnf_mean = f32({rows});
@@ -203,8 +203,101 @@ ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
   return a;
 }
 
+LayerActivations GptChunk::layer_activations(int64_t batch, int64_t seq, const RecomputedTensors& which,
+                                             bool recomputed) {
+  const GptConfig& c = config();
+  const int64_t n = batch * seq, C = c.hidden_size, F = layout_.local_ffn(), H = layout_.local_heads();
+  const int64_t rows = local_rows(n);
+  auto act = [&](Shape s) { return Tensor::empty(ctx_, compute_, std::move(s)); };
+  auto f32 = [&](Shape s) { return Tensor::empty(ctx_, DType::f32, std::move(s)); };
+  LayerActivations l;
+  if (which.ln1 == recomputed) {
+    l.ln1 = act({n, C});  // all rows: the column-parallel GEMM's input
+    l.ln1_mean = f32({rows});
+    l.ln1_rstd = f32({rows});
+  }
+  if (which.qkv == recomputed) {
+    l.qkv = act({n, layout_.local_qkv_size()});
+    if (c.qk_layernorm) {
+      l.qk = act({n, (H + layout_.local_query_groups()) * c.head_dim()});
+      l.q_rstd = f32({n, H});
+      l.k_rstd = f32({n, layout_.local_query_groups()});
+    }
+  }
+  if (which.core_attn == recomputed) {
+    l.attn = act({n, H * c.head_dim()});
+    l.lse = f32({batch, H, seq});
+  }
+  if (which.x_mid == recomputed) l.x_mid = act({rows, C});
+  if (which.ln2 == recomputed) {
+    l.ln2 = act({n, C});
+    l.ln2_mean = f32({rows});
+    l.ln2_rstd = f32({rows});
+  }
+  if (which.mlp == recomputed) {
+    l.fc1 = act({n, c.swiglu ? 2 * F : F});
+    l.act = act({n, F});
+  }
+  return l;
+}
+
+void GptChunk::bind_recomputed(int i, ChunkActivations& a) {
+  const LayerRecompute& p = recompute_plan_[size_t(i)];
+  if (!p.tensors.any()) return;
+  Scratch& tmp = scratch(a.batch, a.seq);
+  assign_recomputed(p.tensors, tmp.recomputed[size_t(p.slot)], a.layers[size_t(i)]);
+  if (p.tensors.input) a.residual[size_t(i)] = tmp.recomputed_residual[size_t(p.slot)];
+  if (p.tensors.output) a.residual[size_t(i) + 1] = tmp.recomputed_residual[size_t(p.slot) + 1];
+}
+
+void GptChunk::unbind_recomputed(int i, ChunkActivations& a) {
+  const LayerRecompute& p = recompute_plan_[size_t(i)];
+  if (!p.tensors.any()) return;
+  assign_recomputed(p.tensors, LayerActivations{}, a.layers[size_t(i)]);
+  if (p.tensors.input) a.residual[size_t(i)] = Tensor();
+  if (p.tensors.output) a.residual[size_t(i) + 1] = Tensor();
+}
+
+// Before layer i's backward (layers run backward from the last): full recompute runs the forward
+// of layer i's whole group when its last layer comes first; selective recompute the named
+// modules. The same ops, collectives and dropout counters as the forward, so the same bits.
+void GptChunk::recompute_layer(int i, ChunkActivations& a) {
+  const LayerRecompute& p = recompute_plan_[size_t(i)];
+  if (!p.tensors.any()) return;
+  if (p.full) {
+    if (i != p.group_end - 1) return;  // the group was recomputed at its last layer
+    const ForwardOptions o{.training = true, .dropout_seed = a.dropout_seed};
+    Tensor& output = a.residual[size_t(p.group_end)];
+    const Tensor kept = output;  // the next group's input (or the chunk's output) stays untouched
+    output = scratch(a.batch, a.seq).recomputed_residual[0];
+    for (int j = p.group_begin; j < p.group_end; ++j) {
+      bind_recomputed(j, a);
+      layer_forward(j, a, o);
+    }
+    output = kept;
+    return;
+  }
+  bind_recomputed(i, a);
+  const LayerTensors& w = layer_params_[size_t(i)];
+  LayerActivations& s = a.layers[size_t(i)];
+  if (p.tensors.ln1) {
+    auto t = timed("ln1.fwd");
+    norm_gather_forward(a.residual[size_t(i)], w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
+  }
+  if (p.tensors.core_attn) {
+    auto t = timed("attention.fwd");
+    core_attention_forward(s, a.batch, a.seq);
+  }
+  if (p.tensors.ln2) {
+    auto t = timed("ln2.fwd");
+    norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
+  }
+  if (p.tensors.mlp) mlp_activation_forward(w, s);
+}
+
 void GptChunk::release(ActivationsPtr acts) {
   if (!acts) return;
+  for (int i = 0; i < layout_.num_layers(); ++i) unbind_recomputed(i, *acts);  // after a backward that threw
   acts->tokens = Tensor();
   acts->targets = Tensor();
   acts->has_grad = false;
@@ -277,7 +370,11 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
     copy(ctx_, input, a->residual[0]);
   }
 
-  for (int i = 0; i < layout_.num_layers(); ++i) layer_forward(i, *a, o);
+  for (int i = 0; i < layout_.num_layers(); ++i) {
+    bind_recomputed(i, *a);
+    layer_forward(i, *a, o);
+    unbind_recomputed(i, *a);
+  }
 
   const Tensor& x_out = a->residual[size_t(layout_.num_layers())];
   if (!spec.post_process) {
@@ -345,8 +442,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   // Attention block: x_mid = x + dropout(proj(attention(rope(qk_norm(qkv(norm(x)))))))
   {
     auto t = timed("ln1.fwd");
-    norm_forward(x, w.ln1_w, w.ln1_b, rows_of(s.ln1), s.ln1_mean, s.ln1_rstd);
-    gather_rows(rows_of(s.ln1), s.ln1);
+    norm_gather_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
   }
   {
     auto t = timed("qkv.fwd");
@@ -361,10 +457,9 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("rope.fwd");
     rope_apply(ctx_, qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, false);
   }
-  const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f, c.sliding_window};
   {
     auto t = timed("attention.fwd");
-    attention_forward(ctx_, qkv3, ac, s.attn.view({B, T, s.attn.dim(1)}), s.lse);
+    core_attention_forward(s, B, T);
   }
   Tensor h;
   {
@@ -382,20 +477,9 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   // MLP block: y = x_mid + dropout(fc2(act(fc1(norm(x_mid)))))
   {
     auto t = timed("ln2.fwd");
-    norm_forward(s.x_mid, w.ln2_w, w.ln2_b, rows_of(s.ln2), s.ln2_mean, s.ln2_rstd);
-    gather_rows(rows_of(s.ln2), s.ln2);
+    norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
   }
-  {
-    auto t = timed("fc1.fwd");
-    linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
-  }
-  if (c.swiglu) {
-    auto t = timed("act.fwd");
-    swiglu_forward(ctx_, s.fc1, s.act);
-  } else {
-    auto t = timed("act.fwd");
-    gelu_forward(ctx_, s.fc1, s.act);
-  }
+  mlp_activation_forward(w, s);
   {
     auto t = timed("fc2.fwd");
     linear_forward(ctx_, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden);
@@ -407,6 +491,35 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("residual.fwd");
     add(ctx_, s.x_mid, h, y);
   }
+}
+
+// y_full: all rows of the norm's output (the column-parallel GEMM's input); this rank's rows
+// normalized, then gathered under sequence parallelism.
+void GptChunk::norm_gather_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y_full,
+                                   const Tensor& mean, const Tensor& rstd) {
+  norm_forward(x, w, b, rows_of(y_full), mean, rstd);
+  gather_rows(rows_of(y_full), y_full);
+}
+
+// s.attn and s.lse from s.qkv (after the q/k norms and RoPE).
+void GptChunk::core_attention_forward(LayerActivations& s, int64_t batch, int64_t seq) {
+  const GptConfig& c = config();
+  const AttentionConfig ac{layout_.local_heads(), layout_.local_query_groups(), c.head_dim(), 0.0f, c.sliding_window};
+  attention_forward(ctx_, s.qkv.view({batch, seq, int64_t(layout_.local_qkv_size())}), ac,
+                    s.attn.view({batch, seq, s.attn.dim(1)}), s.lse);
+}
+
+// s.fc1 and s.act from s.ln2: the MLP up to its second GEMM.
+void GptChunk::mlp_activation_forward(const LayerTensors& w, LayerActivations& s) {
+  {
+    auto t = timed("fc1.fwd");
+    linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
+  }
+  auto t = timed("act.fwd");
+  if (config().swiglu)
+    swiglu_forward(ctx_, s.fc1, s.act);
+  else
+    gelu_forward(ctx_, s.fc1, s.act);
 }
 
 // Each query head with the q weight, each key head with the k weight (Megatron's q_layernorm and
@@ -457,7 +570,9 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
   grads_ready(pending_[size_t(layout_.num_layers())]);
 
   for (int i = layout_.num_layers() - 1; i >= 0; --i) {
+    recompute_layer(i, a);
     layer_backward(i, a);
+    unbind_recomputed(i, a);
     grads_ready(pending_[size_t(i)]);
   }
 

@@ -15,6 +15,10 @@
 // of the column-parallel linears' input gradients). With sequence parallelism the residual
 // stream, norms, dropout and residual adds work on this rank's 1/T of the rows (of B*T), an
 // all-gather before each column-parallel GEMM and a reduce-scatter after each row-parallel one.
+//
+// Activation recomputation (model/recompute.hpp): the layers or modules it names keep only their
+// inputs per microbatch; their other tensors live in one workspace of the chunk, written by the
+// forward and written again right before the layer's backward.
 #pragma once
 
 #include <functional>
@@ -28,6 +32,7 @@
 #include "model/activations.hpp"
 #include "model/config.hpp"
 #include "model/param_layout.hpp"
+#include "model/recompute.hpp"
 #include "model/tensor_parallel.hpp"
 
 namespace troupe {
@@ -48,8 +53,9 @@ class GptChunk {
   // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
   // The flat buffers are padded to a multiple of `buffer_multiple` elements (the distributed
   // optimizer splits them into equal data-parallel shards).
+  // `recompute`: what activations are recomputed in backward instead of kept (default: none).
   GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp = {},
-           int64_t buffer_multiple = 1);
+           int64_t buffer_multiple = 1, const RecomputeConfig& recompute = {});
   ~GptChunk();
   GptChunk(const GptChunk&) = delete;
   GptChunk& operator=(const GptChunk&) = delete;
@@ -62,6 +68,7 @@ class GptChunk {
   const Tensor& grads() const { return grads_; }    // [P'] f32
   void zero_grads();
   const TensorParallel& tensor_parallel() const { return tp_; }
+  const RecomputeConfig& recompute() const { return recompute_; }
   // The shape of the hidden states between chunks for a [batch, seq] microbatch: [B, T, C],
   // or this rank's [B*T/TP, C] rows under sequence parallelism.
   Shape hidden_shape(int64_t batch, int64_t seq) const;
@@ -102,6 +109,19 @@ class GptChunk {
   Scratch& scratch(int64_t batch, int64_t seq);
   void layer_forward(int l, ChunkActivations& a, const ForwardOptions& o);
   void layer_backward(int l, ChunkActivations& a);
+  // The pieces of layer_forward that selective recompute runs again.
+  void norm_gather_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y_full, const Tensor& mean,
+                           const Tensor& rstd);
+  void core_attention_forward(LayerActivations& s, int64_t batch, int64_t seq);
+  void mlp_activation_forward(const LayerTensors& w, LayerActivations& s);
+  // Recompute (model/recompute.hpp): layer i's recomputed tensors in `a` pointed at the workspace
+  // (bind) or emptied (unbind); recompute_layer writes them again before layer i's backward.
+  void bind_recomputed(int i, ChunkActivations& a);
+  void unbind_recomputed(int i, ChunkActivations& a);
+  void recompute_layer(int i, ChunkActivations& a);
+  // Layer activations of a [batch, seq] microbatch: the tensors `which` marks as recomputed when
+  // `recomputed`, the others when not.
+  LayerActivations layer_activations(int64_t batch, int64_t seq, const RecomputedTensors& which, bool recomputed);
   // qk_layernorm: the query and key heads of s.qkv normalized in place (their inputs kept in s.qk).
   void qk_norm_forward(const LayerTensors& w, LayerActivations& s);
   // The q/k norms' backward in place on dqkv [N, (H+2G)*D]; their weights' gradients into g.
@@ -132,6 +152,8 @@ class GptChunk {
   std::vector<LayerTensors> layer_params_, layer_grads_;
   OuterTensors outer_params_, outer_grads_;
   std::vector<ActivationsPtr> pool_;
+  RecomputeConfig recompute_;
+  std::vector<LayerRecompute> recompute_plan_;  // per chunk-local layer
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;
   std::function<void(int64_t)> grads_ready_;

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/check.hpp"
+#include "schedules/transfer_latency.hpp"
 
 namespace troupe::schedules {
 
@@ -27,6 +28,12 @@ std::string pct(double f) {
 std::string shape_str(Schedule schedule, const PipelineShape& s) {
   return str_cat(schedule_name(schedule), " P=", s.stages, " V=", s.chunks, " M=", s.microbatches,
                  schedule == Schedule::interleaved_1f1b ? str_cat(" G=", group_size(s)) : std::string());
+}
+
+std::string points(double difference) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.1f points", 100 * difference);
+  return buf;
 }
 
 std::string delta(double ratio) {
@@ -94,13 +101,16 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   r.critical_path = critical_path(trace_iteration(trace, r.path_iteration));
 
   r.durations = measured_durations(trace, r.iterations);
+  r.cost_model = fit_op_cost_model(trace.header, r.durations);
+  r.smallest_gap_ns = measured_transfer_latencies(trace, r.iterations).smallest_gap_ns;
   r.replayed = simulate(trace.header.schedule, trace.header.shape, r.durations);
   for (const std::string& spec : options.what_ifs) {
     WhatIfPrediction w;
     w.spec = spec;
     w.what_if = parse_what_if(spec, trace.header);
-    w.simulation = simulate(w.what_if.schedule, w.what_if.shape,
-                            rescale_durations(r.durations, trace.header.shape, w.what_if.shape));
+    w.simulation =
+        simulate(w.what_if.schedule, w.what_if.shape, predict_durations(r.durations, trace.header, w.what_if.shape));
+    w.transfers = 2 * (w.what_if.shape.stages * w.what_if.shape.chunks - 1) * w.what_if.shape.microbatches;
     w.theory_bubble = theoretical_bubble(w.what_if.schedule, w.what_if.shape);
     r.what_ifs.push_back(std::move(w));
   }
@@ -160,18 +170,24 @@ std::string format_replay_report(const ReplayReport& r) {
     }
     line(chain);
   }
+  if (r.smallest_gap_ns < 0)
+    line(str_cat("warning: an op starts ", ms(double(-r.smallest_gap_ns)),
+                 " before the op it depends on ends: the trace's clocks disagree (files of processes merged "
+                 "with an offset measured badly, or of different runs); transfers and the step are off by that much"));
   const double replay_step = double(r.replayed.stats.step_ns), measured = double(r.stats.step_ns);
   line(str_cat(
       "simulated with the measured mean op times",
-      r.durations.p2p_ns > 0 ? str_cat(" and ", ms(double(r.durations.p2p_ns)), " per transfer") : std::string(),
+      r.durations.p2p_ns > 0 ? str_cat(" and ", ms(double(r.durations.p2p_ns)), " per transfer (mean)") : std::string(),
       ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
-      " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction)));
+      " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction), " (",
+      points(r.replayed.stats.bubble_fraction - r.stats.bubble_fraction), " vs measured)"));
+  if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model));
   for (const WhatIfPrediction& w : r.what_ifs) {
     const double step = double(w.simulation.stats.step_ns);
     line(str_cat("what-if ", shape_str(w.what_if.schedule, w.what_if.shape), " [", w.spec, "]: predicted step ",
                  ms(step), " (", replay_step > 0 ? delta(step / replay_step) : std::string("?"),
                  " vs the simulated recorded run), bubble ", pct(w.simulation.stats.bubble_fraction), " (theory ",
-                 pct(w.theory_bubble), "), peak in flight on stage 0: ",
+                 pct(w.theory_bubble), "), ", w.transfers, " transfers per iteration, peak in flight on stage 0: ",
                  w.simulation.stats.stages.empty() ? 0 : w.simulation.stats.stages[0].peak_in_flight));
   }
   return out;

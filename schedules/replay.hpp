@@ -28,7 +28,8 @@ struct ReplayOptions {
 struct WhatIfPrediction {
   std::string spec;
   WhatIf what_if;
-  Simulation simulation;  // the recorded mean durations, rescaled, under the new shape
+  Simulation simulation;  // predict_durations() under the new shape
+  int transfers = 0;      // tensors sent between stages per iteration: 2 (K-1) M
   double theory_bubble = 0;
 };
 
@@ -40,8 +41,12 @@ struct ReplayReport {
   double theory_bubble = 0;         // theoretical_bubble() of the recorded schedule and shape
   int64_t path_iteration = 0;       // the iteration critical_path comes from (the last analysed)
   std::vector<TraceEvent> critical_path;
-  OpDurations durations;  // measured means (the simulator's input)
-  Simulation replayed;    // the recorded shape under the measured mean durations
+  OpDurations durations;   // measured means (the simulator's input)
+  OpCostModel cost_model;  // fitted to `durations`: what the what-ifs use for other chunks
+  // The least (consumer start - producer end) over the data dependencies of the analysed
+  // iterations: below 0 only when the clocks of merged processes' traces disagree.
+  int64_t smallest_gap_ns = 0;
+  Simulation replayed;  // the recorded shape under the measured mean durations
   std::vector<WhatIfPrediction> what_ifs;
 };
 

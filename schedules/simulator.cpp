@@ -20,8 +20,8 @@ namespace {
 struct Event {
   int64_t time;
   int64_t seq;  // FIFO among equal times, for determinism
-  enum Type { op_done, activation_arrives, gradient_arrives } type;
-  int stage;          // op_done: the stage that finished
+  enum Type { op_done, activation_arrives, gradient_arrives, stage_free } type;
+  int stage;          // op_done, stage_free: the stage
   int virtual_stage;  // arrivals: the receiving virtual stage
   int microbatch;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
@@ -44,6 +44,14 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
                    "simulate: negative op duration on stage ", s, " chunk ", c);
   }
   TROUPE_CHECK(durations.p2p_ns >= 0, "simulate: negative P2P latency");
+  for (const auto* edges : {&durations.activation_p2p_ns, &durations.gradient_p2p_ns}) {
+    TROUPE_CHECK(edges->empty() || edges->size() == size_t(K - 1), "simulate: ", edges->size(),
+                 " per-edge P2P latencies, the pipeline has ", K - 1, " edges between its ", K, " virtual stages");
+    for (int64_t ns : *edges) TROUPE_CHECK(ns >= 0, "simulate: negative P2P latency on an edge");
+  }
+  TROUPE_CHECK(durations.dispatch_ns.empty() || durations.dispatch_ns.size() == size_t(P),
+               "simulate: ", durations.dispatch_ns.size(), " dispatch times for ", P, " stages");
+  for (int64_t ns : durations.dispatch_ns) TROUPE_CHECK(ns >= 0, "simulate: negative dispatch time");
 
   // Inputs that have arrived, per virtual stage and microbatch.
   std::vector<std::vector<char>> activation(size_t(K), std::vector<char>(size_t(M), 0));
@@ -53,6 +61,7 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
   std::vector<StagePolicy> policies;
   for (int s = 0; s < P; ++s) policies.emplace_back(schedule, shape, s);
   std::vector<std::optional<Op>> running(static_cast<size_t>(P));
+  std::vector<char> turning(size_t(P), 0);  // between ops: dispatch_ns after the last one ended
   std::vector<int64_t> started(size_t(P), 0);
 
   Simulation sim;
@@ -90,8 +99,17 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
         gradient[size_t(e.virtual_stage)][size_t(e.microbatch)] = 1;
         continue;
       }
+      if (e.type == Event::stage_free) {
+        turning[size_t(e.stage)] = 0;
+        continue;
+      }
       const Op op = *running[size_t(e.stage)];
       running[size_t(e.stage)].reset();
+      const int64_t dispatch = durations.dispatch_ns.empty() ? 0 : durations.dispatch_ns[size_t(e.stage)];
+      if (dispatch > 0) {
+        turning[size_t(e.stage)] = 1;
+        queue.push({now + dispatch, seq++, Event::stage_free, e.stage, 0, 0});
+      }
       sim.order[size_t(e.stage)].push_back(op);
       TraceEvent ev;
       ev.actor = str_cat("stage", e.stage);
@@ -105,15 +123,16 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
       const int k = virtual_stage(shape, e.stage, op.chunk);
       if (op.kind == OpKind::forward) {
         if (k + 1 < K)
-          queue.push({now + durations.p2p_ns, seq++, Event::activation_arrives, -1, k + 1, op.microbatch});
+          queue.push(
+              {now + durations.activation_latency(k), seq++, Event::activation_arrives, -1, k + 1, op.microbatch});
         else
           gradient[size_t(k)][size_t(op.microbatch)] = 1;  // the loss is computed here
       } else if (k > 0) {
-        queue.push({now + durations.p2p_ns, seq++, Event::gradient_arrives, -1, k - 1, op.microbatch});
+        queue.push({now + durations.gradient_latency(k - 1), seq++, Event::gradient_arrives, -1, k - 1, op.microbatch});
       }
     }
     for (int s = 0; s < P; ++s)
-      if (!running[size_t(s)]) decide(s);
+      if (!running[size_t(s)] && !turning[size_t(s)]) decide(s);
   }
   for (int s = 0; s < P; ++s) {
     if (policies[size_t(s)].done()) continue;

@@ -1,5 +1,6 @@
 // A discrete-event simulator of one pipeline iteration: each stage runs its ops one at a
-// time under its StagePolicy, with given per-op durations and a P2P latency, and messages
+// time under its StagePolicy, with given per-op durations and P2P latencies (one per edge
+// between virtual stages and direction, or one for all), and messages
 // flow as in the real pipeline: the forward output of virtual stage k feeds virtual stage
 // k+1, the input gradient of k feeds k-1, and the last virtual stage's forward enables its
 // own backward. Ops that become ready at the same instant are all seen before any idle
@@ -23,6 +24,16 @@ struct OpDurations {
   std::vector<std::vector<int64_t>> forward_ns;   // (P, V): one forward of chunk c on stage s
   std::vector<std::vector<int64_t>> backward_ns;  // (P, V)
   int64_t p2p_ns = 0;                             // one activation or gradient transfer between stages
+  // Per edge, when they differ (a link between processes is slower than one in a process):
+  // entry k is the transfer between virtual stages k and k+1 (K-1 entries); empty: p2p_ns.
+  std::vector<int64_t> activation_p2p_ns;  // forward output of k -> forward input of k+1
+  std::vector<int64_t> gradient_p2p_ns;    // input gradient of k+1 -> backward of k
+  // (P) or empty: after an op ends, stage s starts no other for dispatch_ns[s] (the runtime's
+  // turnaround between ops; idle time, not busy).
+  std::vector<int64_t> dispatch_ns;
+
+  int64_t activation_latency(int k) const { return activation_p2p_ns.empty() ? p2p_ns : activation_p2p_ns[size_t(k)]; }
+  int64_t gradient_latency(int k) const { return gradient_p2p_ns.empty() ? p2p_ns : gradient_p2p_ns[size_t(k)]; }
 
   static OpDurations uniform(const PipelineShape& shape, int64_t forward_ns, int64_t backward_ns, int64_t p2p_ns = 0);
 };

@@ -21,12 +21,12 @@ namespace troupe::schedules {
 namespace {
 
 constexpr const char* kFormat = "troupe-trace";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: process, clock offset and chunk layers in the header
 constexpr size_t kEventFields = 10;
 constexpr int kKinds = int(EventKind::other) + 1;
 
 void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
-  pk.pack_map(9);
+  pk.pack_map(h.chunk_layers.empty() ? 13 : 14);
   pk.pack(std::string("format")), pk.pack(std::string(kFormat));
   pk.pack(std::string("version")), pk.pack(kVersion);
   pk.pack(std::string("schedule")), pk.pack(std::string(schedule_name(h.schedule)));
@@ -36,6 +36,11 @@ void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack(std::string("group_size")), pk.pack(h.shape.group_size);
   pk.pack(std::string("num_layers")), pk.pack(h.num_layers);
   pk.pack(std::string("iteration")), pk.pack(h.iteration);
+  pk.pack(std::string("process")), pk.pack(h.process);
+  pk.pack(std::string("processes")), pk.pack(h.processes);
+  pk.pack(std::string("clock_offset_ns")), pk.pack(h.clock_offset_ns);
+  pk.pack(std::string("clock_rtt_ns")), pk.pack(h.clock_rtt_ns);
+  if (!h.chunk_layers.empty()) pk.pack(std::string("chunk_layers")), pk.pack(h.chunk_layers);
 }
 
 // Reads one msgpack object at `offset`, with limits so a corrupt length cannot allocate
@@ -67,22 +72,27 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   TROUPE_CHECK(it != fields.end() && it->second.type == msgpack::type::STR && it->second.as<std::string>() == kFormat,
                what, ": not a troupe trace (header has no \"format\": \"", kFormat, "\")");
   // Counts fit an int; the iteration any int64.
-  auto get_int = [&](const char* key, bool required, int64_t fallback, int64_t hi = INT32_MAX) -> int64_t {
+  auto get_int = [&](const char* key, bool required, int64_t fallback, int64_t hi = INT32_MAX,
+                     int64_t lo = 0) -> int64_t {
     auto f = fields.find(key);
     if (f == fields.end()) {
       TROUPE_CHECK(!required, what, ": header lacks \"", key, "\"");
       return fallback;
     }
-    const std::optional<int64_t> v = msgpack_int_in(f->second, 0, hi);
+    const std::optional<int64_t> v = msgpack_int_in(f->second, lo, hi);
     TROUPE_CHECK(v.has_value(), what, ": header \"", key, "\" is ",
                  msgpack_is_int(f->second) ? "out of range" : msgpack_type_name(f->second),
-                 ", expected an integer in [0, ", hi, "]");
+                 ", expected an integer in [", lo, ", ", hi, "]");
     return *v;
   };
+  // Version 1 lacks the process and clock keys (it reads as one process); a newer version may
+  // mean something else by the same keys, so it is refused rather than guessed at.
   const int64_t version = get_int("version", true, 0);
-  TROUPE_CHECK(version == kVersion, what, ": trace format version ", version, " is not supported (this troupe reads ",
-               kVersion, ")");
+  TROUPE_CHECK(version == 1 || version == kVersion, what, ": trace format version ", version,
+               " is not supported (this troupe reads versions 1 and ", kVersion,
+               "; replay it with the troupe that wrote it)");
   TraceHeader h;
+  h.version = int(version);
   it = fields.find("schedule");
   TROUPE_CHECK(it != fields.end() && it->second.type == msgpack::type::STR, what,
                ": header lacks the \"schedule\" string");
@@ -93,6 +103,29 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   h.shape.group_size = int(get_int("group_size", false, 0));
   h.num_layers = int(get_int("num_layers", false, 0));
   h.iteration = get_int("iteration", false, 0, INT64_MAX);
+  if (version >= 2) {
+    h.processes = int(get_int("processes", true, 1));
+    h.process = int(get_int("process", true, 0));
+    TROUPE_CHECK(h.processes >= 1 && h.process < h.processes, what, ": header \"process\" ", h.process,
+                 " is not below \"processes\" ", h.processes);
+    h.clock_offset_ns = get_int("clock_offset_ns", true, 0, INT64_MAX, INT64_MIN);
+    h.clock_rtt_ns = get_int("clock_rtt_ns", false, 0, INT64_MAX);
+    it = fields.find("chunk_layers");
+    if (it != fields.end()) {
+      const msgpack::object& a = it->second;
+      const int K = h.shape.stages * h.shape.chunks;
+      TROUPE_CHECK(a.type == msgpack::type::ARRAY && a.via.array.size == uint32_t(K), what,
+                   ": header \"chunk_layers\" is ", msgpack_type_name(a),
+                   a.type == msgpack::type::ARRAY ? str_cat(" of ", a.via.array.size) : std::string(),
+                   ", expected an array of P*V = ", K, " layer counts");
+      for (uint32_t i = 0; i < a.via.array.size; ++i) {
+        const std::optional<int64_t> n = msgpack_int_in(a.via.array.ptr[i], 0, INT32_MAX);
+        TROUPE_CHECK(n.has_value(), what, ": header \"chunk_layers\" entry ", i, " is ",
+                     msgpack_type_name(a.via.array.ptr[i]), ", expected a layer count >= 0");
+        h.chunk_layers.push_back(int(*n));
+      }
+    }
+  }
   return h;
 }
 

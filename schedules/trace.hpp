@@ -9,20 +9,27 @@
 //   Trace trace = trace_read("run.trace");                // troupe::Error on a bad/truncated file
 //   write_text_file("run.json", trace_to_chrome_json(trace));
 //
-// File layout (version 1): a concatenation of msgpack objects, no framing.
+// File layout (version 2): a concatenation of msgpack objects, no framing.
 //   1. the header, a map with string keys:
-//        "format": "troupe-trace", "version": 1,
+//        "format": "troupe-trace", "version": 2,
 //        "schedule": "gpipe" | "1f1b" | "interleaved", "stages": P, "chunks": V,
 //        "microbatches": M, "group_size": G (0: P), "num_layers": L (0: unknown),
-//        "iteration": first iteration recorded
-//      (readers ignore keys they do not know);
+//        "iteration": first iteration recorded,
+//        "process": R, "processes": N (which process of the run wrote the file),
+//        "clock_offset_ns": process 0's clock minus this file's (signed; added to every time
+//        to put the file on process 0's timeline), "clock_rtt_ns": the round trip of the
+//        exchange that measured it (its uncertainty is half that; 0 for process 0),
+//        "chunk_layers": [layers of virtual stage 0, 1, ...] (optional; absent: an even split)
+//      (readers ignore keys they do not know). Version 1 files (no process or clock keys)
+//      read as process 0 of 1; other versions are refused;
 //   2. then one array per event, in any order, of at least 10 elements (readers ignore extra):
 //        [actor: str, device: int, stage: int, kind: int, microbatch: int, chunk: int,
 //         iteration: int, start_ns: int, end_ns: int, bytes: int]
 //      kind: 0 forward, 1 backward, 2 send, 3 recv, 4 optimizer, 5 grad_reduce, 6 data,
 //      7 checkpoint, 8 other (unknown values read as other). device/stage/microbatch are -1
 //      where they do not apply (e.g. the optimizer actor's microbatch). Times are
-//      nanoseconds on one clock per process (steady clock since the run started).
+//      nanoseconds on one clock per process (steady clock since the run started); the files
+//      of one run's processes go onto one timeline with trace_merge_processes().
 #pragma once
 
 #include <cstdint>
@@ -56,8 +63,15 @@ struct TraceEvent {
 struct TraceHeader {
   Schedule schedule = Schedule::one_f_one_b;
   PipelineShape shape;
-  int num_layers = 0;     // transformer layers of the whole model; 0: unknown
-  int64_t iteration = 0;  // first iteration recorded
+  int num_layers = 0;              // transformer layers of the whole model; 0: unknown
+  int64_t iteration = 0;           // first iteration recorded
+  int process = 0, processes = 1;  // the process of the run that recorded the file, of how many
+  // Process 0's trace clock minus this process's, measured at start-up (a round-trip exchange,
+  // the one of least round-trip time): times + clock_offset_ns are on process 0's clock.
+  int64_t clock_offset_ns = 0;
+  int64_t clock_rtt_ns = 0;       // that exchange's round trip (the offset is good to half of it)
+  std::vector<int> chunk_layers;  // layers per virtual stage (P*V entries); empty: L / (P*V) each
+  int version = 2;                // the file's format version (what trace_read found; writers write 2)
   bool operator==(const TraceHeader&) const = default;
 };
 

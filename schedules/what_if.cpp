@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <set>
 
 #include "base/check.hpp"
+#include "schedules/transfer_latency.hpp"
 
 namespace troupe::schedules {
 
@@ -82,8 +84,11 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded) {
     TROUPE_FAIL("--what-if \"", spec, "\" asks for an impossible pipeline: ", e.what());
   }
   const int K = w.shape.stages * w.shape.chunks;
-  TROUPE_CHECK(recorded.num_layers <= 0 || recorded.num_layers % K == 0, "--what-if \"", spec, "\": the model's ",
-               recorded.num_layers, " layers (--num-layers) do not split into P*V = ", K, " equal chunks");
+  // The recorded P and V keep the recorded chunks, uneven ones (chunk_layers) included.
+  const bool recorded_chunks = w.shape.stages == recorded.shape.stages && w.shape.chunks == recorded.shape.chunks;
+  TROUPE_CHECK(recorded.num_layers <= 0 || recorded_chunks || recorded.num_layers % K == 0, "--what-if \"", spec,
+               "\": the model's ", recorded.num_layers, " layers (--num-layers) do not split into P*V = ", K,
+               " equal chunks");
   return w;
 }
 
@@ -119,33 +124,31 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
       for (int k = 0; k < 2; ++k) {
         TROUPE_CHECK(count[k][s][c] > 0, "the trace has no ", k == 0 ? "forward" : "backward", " op of stage ", s,
                      " chunk ", c, " in the iterations analysed");
-        (k == 0 ? d.forward_ns : d.backward_ns)[s][c] = int64_t(sum[k][s][c] / double(count[k][s][c]) + 0.5);
+        (k == 0 ? d.forward_ns : d.backward_ns)[s][c] = std::llround(sum[k][s][c] / double(count[k][s][c]));
       }
-  d.p2p_ns = sends > 0 ? int64_t(send_sum / double(sends) + 0.5) : 0;
+  d.p2p_ns = sends > 0 ? std::llround(send_sum / double(sends)) : 0;
+  const TransferLatencies t = measured_transfer_latencies(trace, iterations);
+  d.dispatch_ns = t.dispatch_ns;
+  double edge_sum = 0;
+  int seen = 0;
+  for (const auto* edges : {&t.activation_ns, &t.gradient_ns})
+    for (int64_t ns : *edges)
+      if (ns >= 0) edge_sum += double(ns), ++seen;
+  if (seen > 0) {
+    d.p2p_ns = std::llround(edge_sum / seen);
+    d.activation_p2p_ns = t.activation_ns;
+    d.gradient_p2p_ns = t.gradient_ns;
+    for (auto* edges : {&d.activation_p2p_ns, &d.gradient_p2p_ns})
+      for (int64_t& ns : *edges)
+        if (ns < 0) ns = d.p2p_ns;
+  }
   return d;
 }
 
-OpDurations rescale_durations(const OpDurations& measured, const PipelineShape& from, const PipelineShape& to) {
-  const int K = from.stages * from.chunks, K2 = to.stages * to.chunks;
-  TROUPE_CHECK(measured.forward_ns.size() == size_t(from.stages), "rescale_durations: durations for ",
-               measured.forward_ns.size(), " stages, shape has ", from.stages);
-  OpDurations out = OpDurations::uniform(to, 0, 0, measured.p2p_ns);
-  // In units of 1/(K*K2) of the model, old slice k is [k*K2, (k+1)*K2), new slice j is [j*K, (j+1)*K).
-  for (int j = 0; j < K2; ++j) {
-    double fwd = 0, bwd = 0;
-    for (int k = 0; k < K; ++k) {
-      const int64_t overlap = std::min<int64_t>((k + 1) * int64_t(K2), (j + 1) * int64_t(K)) -
-                              std::max<int64_t>(k * int64_t(K2), j * int64_t(K));
-      if (overlap <= 0) continue;
-      const size_t s = size_t(k % from.stages), c = size_t(k / from.stages);
-      fwd += double(measured.forward_ns[s][c]) * double(overlap) / double(K2);
-      bwd += double(measured.backward_ns[s][c]) * double(overlap) / double(K2);
-    }
-    const size_t s2 = size_t(j % to.stages), c2 = size_t(j / to.stages);
-    out.forward_ns[s2][c2] = int64_t(fwd + 0.5);
-    out.backward_ns[s2][c2] = int64_t(bwd + 0.5);
-  }
-  return out;
+OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, const PipelineShape& to) {
+  const PipelineShape& from = recorded.shape;
+  if (to.stages == from.stages && to.chunks == from.chunks) return measured;  // the same chunks: as measured
+  return model_durations(fit_op_cost_model(recorded, measured), to);
 }
 
 }  // namespace troupe::schedules

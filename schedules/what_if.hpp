@@ -1,15 +1,17 @@
-// "What if this run had used another schedule or shape?": measured op durations from a
-// trace, rescaled to another pipeline shape, fed through the simulator.
+// "What if this run had used another schedule or shape?": measured op durations and transfer
+// latencies from a trace, carried to another pipeline shape by the per-op cost model
+// (op_cost_model.hpp), fed through the simulator.
 //
 //   WhatIf w = parse_what_if("schedule=interleaved,v=2", trace.header);
 //   OpDurations d = measured_durations(trace, {5, 6, 7});
-//   Simulation pred = simulate(w.schedule, w.shape, rescale_durations(d, trace.header.shape, w.shape));
+//   Simulation pred = simulate(w.schedule, w.shape, predict_durations(d, trace.header, w.shape));
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "schedules/op_cost_model.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
 
@@ -29,14 +31,17 @@ struct WhatIf {
 WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded);
 
 // Mean forward and backward time per (stage, chunk) over the forward/backward events of the
-// given iterations (all when empty), and the mean send duration as the P2P latency (0 when
-// the trace has no sends). Throws when a (stage, chunk) of the header's shape has no event.
+// given iterations (all when empty), and the transfer latency of every edge between virtual
+// stages (transfer_latency.hpp; an edge without a sample takes the mean of the others) with
+// their mean as p2p_ns (a trace with `send` events but no measurable edge: the mean send), and
+// each stage's turnaround between ops (dispatch_ns).
+// Throws when a (stage, chunk) of the header's shape has no event.
 OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& iterations = {});
 
-// Durations for another shape, assuming time is spread evenly over the layers within each
-// recorded chunk: virtual stage k of K = P*V holds the model's slice [k/K, (k+1)/K) (chunk c of
-// stage s is virtual stage c*P + s, Megatron's placement), and a new chunk costs the sum of
-// the recorded slices it overlaps, in proportion. Same shape in: same durations out.
-OpDurations rescale_durations(const OpDurations& measured, const PipelineShape& from, const PipelineShape& to);
+// Durations for `to`: the measured ones where the chunks are the recorded ones (same P and V),
+// else the cost model fitted to them (op_cost_model.hpp): layers at their measured cost, the
+// embedding and the LM head and loss on the new first and last chunks, the link latencies on
+// every transfer the new pipeline makes.
+OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, const PipelineShape& to);
 
 }  // namespace troupe::schedules

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,5 +72,17 @@ std::string read_file(const std::string& path);
 std::string published_endpoint(const std::string& log);
 // The port of the "http://127.0.0.1:PORT" troupe train printed for --metrics-port; -1 if none.
 int metrics_port(const std::string& log);
+
+// Sets an environment variable for the troupe processes a test starts, until it goes.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 }  // namespace troupe::test

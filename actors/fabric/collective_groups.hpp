@@ -36,7 +36,7 @@ struct GroupOptions {
 // `size` CPU members in this process (threads, shared memory). CPU collectives block until
 // every member has arrived; sums run in member order, so every member gets bitwise identical
 // results. Dtypes: all_reduce and reduce_scatter take f32, i32 and i64 (sum and max);
-// all_gather and broadcast move bytes of any dtype.
+// all_gather, broadcast, all_to_all and all_to_all_v move bytes of any dtype.
 std::vector<std::unique_ptr<Collectives>> make_cpu_group(int size, const GroupOptions& options = {});
 
 }  // namespace troupe::actors

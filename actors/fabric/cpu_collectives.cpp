@@ -123,6 +123,83 @@ class CpuCollectives final : public Collectives {
     group_->end_step(rank_);
   }
 
+  // One step: member q reads part rank_ of our in straight into its out.
+  void all_to_all(const Context& ctx, const Tensor& in, const Tensor& out) override {
+    const int64_t seq = ++calls_;
+    expect_host(ctx, "all_to_all", "in", in);
+    expect_host(ctx, "all_to_all", "out", out);
+    require(in.dtype() == out.dtype() && in.numel() == out.numel() && in.numel() % size() == 0, "all_to_all: in ",
+            in.str(), " and out ", out.str(), " must hold ", size(), " equal parts of one dtype");
+    expect_apart("all_to_all", in, out);
+    const int64_t part = int64_t(in.nbytes()) / size();
+    const auto parts = group_->begin_step(rank_, {"all_to_all", seq, part, int(in.dtype())}, in.data(),
+                                          int64_t(in.nbytes()), [&](int, int dst) {
+                                            return Piece{dst * part, part};
+                                          });
+    auto* dst = static_cast<std::byte*>(out.data());
+    for (int k = 0; k < size(); ++k)
+      if (part > 0) std::memcpy(dst + k * part, parts[size_t(k)], size_t(part));
+    group_->end_step(rank_);
+  }
+
+  // Two steps: the members first swap their counts (what each sends to whom, and where it
+  // starts in its in), so that a receiver here knows where its rows lie in the sender's in
+  // and every pair checks that both ends agree; then the rows move.
+  void all_to_all_v(const Context& ctx, const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                    const std::vector<int64_t>& recv_counts) override {
+    const int64_t seq = ++calls_;
+    expect_host(ctx, "all_to_all_v", "in", in);
+    expect_host(ctx, "all_to_all_v", "out", out);
+    const int64_t row = row_bytes("all_to_all_v", in, out);
+    const std::vector<int64_t> send_begin = row_begins("send_counts", send_counts, in);
+    const std::vector<int64_t> recv_begin = row_begins("recv_counts", recv_counts, out);
+    expect_apart("all_to_all_v", in, out);
+    const int n_size = size();
+
+    // Step 1. table[k] = {first row sent to member k, rows sent to k, rows expected from k}.
+    std::vector<int64_t>& table = counts_table_;
+    table.resize(3 * size_t(n_size));
+    for (int k = 0; k < n_size; ++k) {
+      table[3 * size_t(k)] = send_begin[size_t(k)];
+      table[3 * size_t(k) + 1] = send_counts[size_t(k)];
+      table[3 * size_t(k) + 2] = recv_counts[size_t(k)];
+    }
+    const int64_t entry = 3 * int64_t(sizeof(int64_t));
+    const StepDesc counts_desc{"all_to_all_v", seq, row, int(in.dtype())};
+    const auto entries = group_->begin_step(rank_, counts_desc, table.data(), entry * n_size, [&](int, int dst) {
+      return Piece{dst * entry, entry};
+    });
+    std::vector<int64_t> src_begin(static_cast<size_t>(n_size));  // where our rows start in member k's in
+    std::string mismatch;
+    for (int k = 0; k < n_size; ++k) {
+      int64_t theirs[3];
+      std::memcpy(theirs, entries[size_t(k)], sizeof(theirs));
+      src_begin[size_t(k)] = theirs[0];
+      if (theirs[1] != recv_counts[size_t(k)] || theirs[2] != send_counts[size_t(k)])
+        mismatch = str_cat("member ", k, " sends ", theirs[1], " rows here and expects ", theirs[2],
+                           ", this member's recv_counts[", k, "] is ", recv_counts[size_t(k)], " and send_counts[", k,
+                           "] is ", send_counts[size_t(k)], " (exchange the counts first: exchange_counts)");
+    }
+    // Only after end_step: our table has reached the members elsewhere, and the members here
+    // go on to step 2, where this member's abort finds them.
+    group_->end_step(rank_);
+    require(mismatch.empty(), "all_to_all_v: ", mismatch);
+
+    // Step 2. The pieces: only their two ends ask for them, and both know them now.
+    const auto rows =
+        group_->begin_step(rank_, {"all_to_all_v", seq, row, int(in.dtype()) + 256}, in.data(), int64_t(in.nbytes()),
+                           [&](int src, int dst) {
+                             if (src == rank_)
+                               return Piece{send_begin[size_t(dst)] * row, send_counts[size_t(dst)] * row};
+                             return Piece{src_begin[size_t(src)] * row, recv_counts[size_t(src)] * row};
+                           });
+    auto* dst = static_cast<std::byte*>(out.data());
+    for (int k = 0; k < n_size; ++k)
+      if (recv_counts[size_t(k)] > 0)
+        std::memcpy(dst + recv_begin[size_t(k)] * row, rows[size_t(k)], size_t(recv_counts[size_t(k)] * row));
+    group_->end_step(rank_);
+  }
+
   void abort() override { group_->abort(str_cat("member ", rank_, " aborted the group")); }
 
  private:
@@ -145,6 +222,39 @@ class CpuCollectives final : public Collectives {
     require(d == DType::f32 || d == DType::i32 || d == DType::i64, op, " (", reduce_op_name(r), "): ", t.str(),
             ": CPU groups reduce f32, i32 and i64");
   }
+  // Others read our in while we write our out: they must not share a byte.
+  void expect_apart(const char* op, const Tensor& in, const Tensor& out) {
+    const auto* a = static_cast<const std::byte*>(in.data());
+    const auto* b = static_cast<const std::byte*>(out.data());
+    require(in.nbytes() == 0 || out.nbytes() == 0 || a + in.nbytes() <= b || b + out.nbytes() <= a, op, ": out ",
+            out.str(), " overlaps in ", in.str());
+  }
+  // Bytes per row of all_to_all_v's in and out (the same width and dtype).
+  int64_t row_bytes(const char* op, const Tensor& in, const Tensor& out) {
+    require(in.ndim() >= 1 && out.ndim() >= 1, op, ": in ", in.str(), " and out ", out.str(),
+            " must have rows (a first dimension)");
+    const int64_t width = shape_numel(Shape(in.shape().begin() + 1, in.shape().end()));
+    const int64_t out_width = shape_numel(Shape(out.shape().begin() + 1, out.shape().end()));
+    require(in.dtype() == out.dtype() && width == out_width, op, ": in ", in.str(), " and out ", out.str(),
+            " must have rows of one width and dtype");
+    return width * int64_t(dtype_size(in.dtype()));
+  }
+  // First row of each member's part: the running sum of `counts` (one per member, none
+  // negative, summing to t's rows).
+  std::vector<int64_t> row_begins(const char* name, const std::vector<int64_t>& counts, const Tensor& t) {
+    require(int64_t(counts.size()) == size(), "all_to_all_v: ", name, " has ", counts.size(), " entries, the group ",
+            size(), " members");
+    std::vector<int64_t> begin(counts.size());
+    int64_t total = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      require(counts[k] >= 0, "all_to_all_v: ", name, "[", k, "] is ", counts[k]);
+      begin[k] = total;
+      total += counts[k];
+    }
+    require(total == t.dim(0), "all_to_all_v: ", name, " sum to ", total, " rows, the tensor ", t.str(), " has ",
+            t.dim(0));
+    return begin;
+  }
   static void reduce(DType d, std::byte* out, const std::vector<const std::byte*>& src, int64_t n, ReduceOp op) {
     switch (d) {
       case DType::f32:
@@ -162,6 +272,9 @@ class CpuCollectives final : public Collectives {
   int rank_;
   int64_t calls_ = 0;
   std::vector<std::byte> scratch_;
+  // all_to_all_v's counts, as published to the others (kept here: a failed step may leave a
+  // transfer of it in flight).
+  std::vector<int64_t> counts_table_;
 };
 
 }  // namespace

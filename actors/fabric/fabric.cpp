@@ -92,6 +92,11 @@ void Fabric::broadcast(std::vector<uint8_t>& bytes, int root) {
   if (links_) host_broadcast(*links_, kControl, bytes, root, watch());
 }
 
+ClockOffset Fabric::clock_offset(const std::function<int64_t()>& now_ns, int rounds) {
+  if (!links_) return {};
+  return host_clock_offset(*links_, kControl, now_ns, rounds, watch());
+}
+
 void Fabric::end_without_waiting() {
   {
     std::lock_guard<std::mutex> lock(channels_->mu);

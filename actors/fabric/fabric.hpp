@@ -21,6 +21,7 @@
 
 #include "actors/fabric/collective_groups.hpp"
 #include "actors/fabric/device_services.hpp"
+#include "actors/fabric/host_exchange.hpp"
 #include "kernels/collectives.hpp"
 
 namespace troupe::actors {
@@ -55,6 +56,10 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   void barrier();
   std::vector<std::string> all_gather(const std::string& mine);  // [process] -> its string
   void broadcast(std::vector<uint8_t>& bytes, int root);         // resized on the receivers
+  // Process 0's clock minus this process's, for `now_ns` (e.g. ns since the trace's epoch):
+  // `rounds` round trips with process 0, the one of least round trip kept (host_clock_offset).
+  // {0, 0} on process 0 and with one process.
+  ClockOffset clock_offset(const std::function<int64_t()>& now_ns, int rounds = 16);
   // While a run lasts, the host helpers above also end (throwing watch()'s reason) when `watch`
   // says a process is gone although its links are open (stopped or wedged: the run's
   // heartbeats tell). An empty function: none (the default, and after the run).

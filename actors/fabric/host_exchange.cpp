@@ -12,7 +12,15 @@ namespace {
 
 // One tag per kind of message: messages of one tag arrive in order, and every process runs the
 // helpers in the same order, so a message always meets the receive meant for it.
-enum Tag : int { kLengthTag = 1, kDataTag = 2, kBroadcastSizeTag = 3, kBroadcastDataTag = 4, kBarrierTag = 5 };
+enum Tag : int {
+  kLengthTag = 1,
+  kDataTag = 2,
+  kBroadcastSizeTag = 3,
+  kBroadcastDataTag = 4,
+  kBarrierTag = 5,
+  kClockPingTag = 6,
+  kClockPongTag = 7
+};
 
 void wait_all(LinkRequests& rq, const char* what, const PeerWatch& watch) {
   std::vector<int> unfinished;
@@ -122,6 +130,50 @@ void host_broadcast(ProcessLinks& links, int comm, std::vector<uint8_t>& bytes, 
     }
   }
   wait_all(*rq, str_cat("Fabric::broadcast of ", n, " bytes from process ", root).c_str(), watch);
+}
+
+ClockOffset clock_offset_estimate(const std::vector<ClockSample>& samples) {
+  TROUPE_CHECK(!samples.empty(), "clock_offset_estimate: no sample");
+  const ClockSample* best = &samples[0];
+  for (const ClockSample& s : samples)
+    if (s.recv_ns - s.send_ns < best->recv_ns - best->send_ns) best = &s;
+  const int64_t rtt = best->recv_ns - best->send_ns;
+  return {best->peer_ns - (best->send_ns + rtt / 2), rtt};
+}
+
+ClockOffset host_clock_offset(ProcessLinks& links, int comm, const std::function<int64_t()>& now_ns, int rounds,
+                              const PeerWatch& watch) {
+  const int me = links.process(), P = links.processes();
+  TROUPE_CHECK(rounds >= 1, "host_clock_offset: ", rounds, " rounds");
+  if (me == 0) {
+    // Answers every other process in turn, reading the clock as late as possible before the answer.
+    for (int p = 1; p < P; ++p)
+      for (int i = 0; i < rounds; ++i) {
+        int32_t ping = 0;
+        {
+          std::unique_ptr<LinkRequests> rq = links.requests();
+          rq->recv(comm, &ping, sizeof ping, p, kClockPingTag, p);
+          wait_all(*rq, "the clock exchange", watch);
+        }
+        const int64_t t0 = now_ns();
+        std::unique_ptr<LinkRequests> rq = links.requests();
+        rq->send(comm, &t0, sizeof t0, p, kClockPongTag, p);
+        wait_all(*rq, "the clock exchange", watch);
+      }
+    return {};
+  }
+  std::vector<ClockSample> samples;
+  for (int i = 0; i < rounds; ++i) {
+    int32_t ping = i;
+    int64_t t0 = 0;
+    std::unique_ptr<LinkRequests> rq = links.requests();
+    rq->recv(comm, &t0, sizeof t0, 0, kClockPongTag, 0);  // posted first: the answer never waits for it
+    const int64_t sent = now_ns();
+    rq->send(comm, &ping, sizeof ping, 0, kClockPingTag, 0);
+    wait_all(*rq, "the clock exchange", watch);
+    samples.push_back({sent, t0, now_ns()});
+  }
+  return clock_offset_estimate(samples);
 }
 
 }  // namespace troupe::actors

@@ -30,4 +30,23 @@ std::vector<std::string> host_all_gather(ProcessLinks& links, int comm, const st
 void host_broadcast(ProcessLinks& links, int comm, std::vector<uint8_t>& bytes, int root,
                     const PeerWatch& watch = {});  // resized on receivers
 
+// One round of the clock exchange, on the asking process's clock except `peer_ns`: it sent at
+// `send_ns`, process 0 read its clock (`peer_ns`) on receipt and answered, the answer came
+// back at `recv_ns`.
+struct ClockSample {
+  int64_t send_ns = 0, peer_ns = 0, recv_ns = 0;
+};
+// Process 0's clock minus this process's, and the round trip of the exchange it comes from.
+struct ClockOffset {
+  int64_t offset_ns = 0, rtt_ns = 0;
+};
+// The estimate from the round of least round trip (the one least disturbed by scheduling):
+// offset = peer - (send + rtt / 2), i.e. process 0 read its clock halfway through the round.
+ClockOffset clock_offset_estimate(const std::vector<ClockSample>& samples);
+// Every process, at the same point: each process p > 0 in turn exchanges `rounds` pings with
+// process 0 (which reads `now_ns` as it answers) and returns clock_offset_estimate(); process 0
+// returns {0, 0}. `now_ns`: the clock to align (e.g. ns since the process's trace epoch).
+ClockOffset host_clock_offset(ProcessLinks& links, int comm, const std::function<int64_t()>& now_ns, int rounds,
+                              const PeerWatch& watch = {});
+
 }  // namespace troupe::actors

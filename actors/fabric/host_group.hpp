@@ -31,8 +31,9 @@ struct Piece {
   int64_t offset = 0;
   int64_t bytes = 0;
 };
-// piece(src, dst): the part of member src's buffer that member dst reads in this step. Every
-// member must compute the same function.
+// piece(src, dst): the part of member src's buffer that member dst reads in this step. A member
+// is only asked about the pieces it sends (src is itself) and receives (dst is itself), and
+// both ends of a piece must agree on it (all_to_all_v learns the other end's offsets first).
 using PieceFn = std::function<Piece(int src, int dst)>;
 
 // What a step belongs to, for the consistency check and for errors.

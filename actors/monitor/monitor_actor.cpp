@@ -147,6 +147,7 @@ void publish_trace(MonitorState& st, TraceBatch& batch) {
                    .microbatches = h.shape.microbatches,
                    .group_size = h.shape.group_size,
                    .num_layers = h.num_layers,
+                   .chunk_layers = {h.chunk_layers.begin(), h.chunk_layers.end()},
                    .dropped_events = st.trace_queue->dropped(),
                    .events = {batch.events.begin() + ptrdiff_t(first), batch.events.begin() + ptrdiff_t(last)}};
     publish(st, std::move(t));

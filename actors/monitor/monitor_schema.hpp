@@ -90,7 +90,8 @@ struct MonitorTrace {
   int64_t iteration = 0;
   std::string schedule;  // the trace header: "gpipe", "1f1b", "interleaved"
   int64_t stages = 1, chunks = 1, microbatches = 1, group_size = 0, num_layers = 0;
-  int64_t dropped_events = 0;  // events the run dropped so far because the monitor was behind
+  std::vector<int64_t> chunk_layers;  // layers of each virtual stage (an uneven split); empty: even
+  int64_t dropped_events = 0;         // events the run dropped so far because the monitor was behind
   std::vector<schedules::TraceEvent> events;
 };
 
@@ -195,7 +196,7 @@ requires std::same_as<std::remove_const_t<M>, MonitorTrace>
 void monitor_fields(M& m, F&& f) {
   f("iteration", m.iteration), f("schedule", m.schedule), f("stages", m.stages), f("chunks", m.chunks);
   f("microbatches", m.microbatches), f("group_size", m.group_size), f("num_layers", m.num_layers);
-  f("dropped_events", m.dropped_events), f("events", m.events);
+  f("chunk_layers", m.chunk_layers), f("dropped_events", m.dropped_events), f("events", m.events);
 }
 
 template <class M, class F>

@@ -1,46 +1,48 @@
 #include "actors/train/slow_device_hook.hpp"
 
-#include <cerrno>
-#include <cstdlib>
 #include <optional>
-#include <string>
 
-#include "base/check.hpp"
+#include "actors/train/test_hook_env.hpp"
 #include "model/rank_layout.hpp"
 
 namespace troupe::actors {
 
 namespace {
 
-constexpr const char* kVariable = "TROUPE_SLOW_DEVICE";
-
 struct SlowDevice {
   int64_t rank = 0;
   std::chrono::microseconds delay{0};
 };
 
-// The non-negative integer `text` spells, or nullopt.
-std::optional<int64_t> whole_number(const std::string& text) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), nullptr, 10);
-  return errno == 0 ? std::optional<int64_t>(v) : std::nullopt;
+std::optional<SlowDevice> slow_device() {
+  const auto v = hook_number_pair("TROUPE_SLOW_DEVICE",
+                                  "RANK:MS: set it to the device's global rank and the milliseconds each of its ops "
+                                  "should sleep (a test hook), or unset it");
+  if (!v) return std::nullopt;
+  return SlowDevice{(*v)[0], std::chrono::milliseconds((*v)[1])};
 }
 
-std::optional<SlowDevice> slow_device() {
-  const char* value = std::getenv(kVariable);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  const std::string text = value;
-  const size_t colon = text.find(':');
-  const std::optional<int64_t> rank = whole_number(text.substr(0, colon));
-  const std::optional<int64_t> ms = colon == std::string::npos ? std::nullopt : whole_number(text.substr(colon + 1));
-  TROUPE_CHECK(rank && ms, kVariable, "=", text,
-               " is not RANK:MS: set it to the device's global rank and the milliseconds each of its ops should "
-               "sleep (a test hook), or unset it");
-  return SlowDevice{*rank, std::chrono::milliseconds(*ms)};
+struct OpSleep {
+  std::chrono::microseconds per_layer{0}, head{0};
+};
+
+std::optional<OpSleep> op_sleep() {
+  const auto v = hook_number_pair("TROUPE_OP_SLEEP",
+                                  "LAYER_MS:HEAD_MS: set it to the milliseconds a forward should sleep per layer and "
+                                  "on the last virtual stage (a test hook), or unset it");
+  if (!v) return std::nullopt;
+  return OpSleep{std::chrono::milliseconds((*v)[0]), std::chrono::milliseconds((*v)[1])};
 }
 
 }  // namespace
+
+std::chrono::microseconds injected_op_sleep(StageWorker& worker, const schedules::Op& op) {
+  static const std::optional<OpSleep> sleep = op_sleep();
+  if (!sleep) return std::chrono::microseconds(0);
+  std::chrono::microseconds t = sleep->per_layer * worker.model(op.chunk).layout().num_layers();
+  if (worker.last_virtual(op.chunk)) t += sleep->head;
+  return op.kind == schedules::OpKind::backward ? 2 * t : t;
+}
 
 std::chrono::microseconds injected_op_delay(const StageWorker& worker) {
   static const std::optional<SlowDevice> slow = slow_device();

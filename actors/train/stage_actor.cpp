@@ -272,10 +272,18 @@ class StageActor : public stage_actor::base {
       CompletionQueue& completions = worker_->completions();
       completions.op_begin();
       std::optional<Outbound> out = worker_->run(op);
-      std::this_thread::sleep_for(injected_op_delay(*worker_));  // a test hook (TROUPE_SLOW_DEVICE); 0 normally
+      // Test hooks (TROUPE_SLOW_DEVICE, TROUPE_OP_SLEEP); 0 normally.
+      std::this_thread::sleep_for(injected_op_delay(*worker_) + injected_op_sleep(*worker_, op));
       for (ReadyBucket& b : worker_->take_ready_buckets())
         send(options_.reducer, bucket_atom::value, BucketReady{worker_->iteration(), b.bucket, std::move(b.fence)});
       if (options_.fixed_op_duration.count() > 0) std::this_thread::sleep_until(t0 + options_.fixed_op_duration);
+      ++in_flight_;
+      // On a GPU the times are the device's (start: when the stream reached the op). Taken before
+      // the output goes out: on a CPU the end is now, and the receiver may start (and this
+      // thread be descheduled) as soon as the parcel arrives, which would end the op late.
+      completions.op_end([self = stage_actor{this}, id](OpTimes t) {
+        caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
+      });
       if (out) {
         r.bytes = out->parcel.bytes();
         const stage_peer_actor& peer = peers_.at(size_t(out->stage));
@@ -288,11 +296,6 @@ class StageActor : public stage_actor::base {
               peer, parcel_atom::value,
               TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
       }
-      ++in_flight_;
-      // On a GPU the times are the device's (start: when the stream reached the op).
-      completions.op_end([self = stage_actor{this}, id](OpTimes t) {
-        caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
-      });
     } catch (const StageOpError& e) {
       fail(describe(stage_name(), e.op(), e.what()));
     } catch (const std::exception& e) {

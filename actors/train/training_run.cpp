@@ -20,6 +20,7 @@
 #include "actors/fabric/collective_groups.hpp"
 #include "actors/fabric/device_services.hpp"
 #include "actors/fabric/fabric.hpp"
+#include "actors/train/clock_shift_hook.hpp"
 #include "actors/train/grad_reducer_actor.hpp"
 #include "actors/fabric/group_pair_reducer.hpp"
 #include "actors/train/loader_actor.hpp"
@@ -69,14 +70,7 @@ void validate(const TrainingConfig& c) {
   TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
   TROUPE_CHECK(D >= 1, "the data-parallel size must be >= 1, got ", D);
   TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
-  if (V == 1) {
-    TROUPE_CHECK(L % P == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
-                 "): every stage holds the same number of layers");
-  } else {
-    TROUPE_CHECK(L % (P * V) == 0, "--num-layers (", L, ") must be divisible by --pipeline-model-parallel-size (", P,
-                 ") times the chunks per stage (", V, "): --num-layers-per-virtual-pipeline-stage must be ",
-                 "--num-layers / (--pipeline-model-parallel-size * chunks), a whole number");
-  }
+  validate_pipeline_split(L, P, V, c.parallel.split);
   c.model.validate_tensor_parallel(T);
   if (c.parallel.sequence_parallel) {
     TROUPE_CHECK((c.micro_batch_size * c.model.seq_length) % T == 0, "--sequence-parallel: the ",
@@ -208,7 +202,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   const ParallelConfig& par = config.parallel;
   const RankCoord at = layout.coord(int(r));
   const int s = at.pp, dp = at.dp, tp = at.tp;
-  const int layers_per_virtual = model.num_layers / (P * V);
+  const std::vector<ChunkLayers> split = pipeline_split(model.num_layers, P, V, par.split);
   const bool dist_opt = distributed_optimizer();
   const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
   StageSetup setup;
@@ -234,8 +228,8 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   std::vector<int64_t> sizes;
   for (int c = 0; c < V; ++c) {
     const int vs = c * P + s;
-    const ChunkSpec spec{vs * layers_per_virtual, layers_per_virtual, vs == 0, vs == P * V - 1};
-    auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple);
+    const ChunkSpec spec{split[size_t(vs)].first_layer, split[size_t(vs)].num_layers, vs == 0, vs == P * V - 1};
+    auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple, config.recompute);
     chunk->init_weights(config.seed);
     sizes.push_back(chunk->params().numel());
     setup.models.push_back(std::move(chunk));
@@ -574,6 +568,7 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
   d.consumed = train->consumed_samples();
   d.fabric = Fabric::init();
+  d.epoch -= injected_clock_shift(d.fabric->process());  // a test hook (TROUPE_CLOCK_SHIFT); 0 normally
   const int world = d.P * d.D * d.T, procs = d.fabric->processes();
   TROUPE_CHECK(world % procs == 0, "the ", world, " ranks (tensor ", d.T, " x data ", d.D, " x pipeline ", d.P,
                ") do not split evenly over ", procs, " processes");
@@ -585,7 +580,17 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
     header.schedule = schedule;
     header.shape = {d.P, d.V, d.M, config.parallel.group_size};
     header.num_layers = config.model.num_layers;
+    header.chunk_layers = recorded_chunk_layers(config.model.num_layers, d.P, d.V, config.parallel.split);
     header.iteration = 1;
+    header.process = d.fabric->process();
+    header.processes = procs;
+    // Every process's trace on process 0's clock (troupe replay merges them): the offset of
+    // this process's trace clock, measured now by round trips with process 0.
+    const ClockOffset clock = d.fabric->clock_offset([epoch = d.epoch] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
+    });
+    header.clock_offset_ns = clock.offset_ns;
+    header.clock_rtt_ns = clock.rtt_ns;
     // Under mpirun each process records its own stages, into PATH.rankR (one file would be
     // written by every process at once).
     const std::string path = procs > 1 ? str_cat(config.trace_path, ".rank", d.fabric->process()) : config.trace_path;

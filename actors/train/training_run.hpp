@@ -22,6 +22,8 @@
 #include "actors/monitor/monitor_schema.hpp"
 #include "data/data_loader.hpp"
 #include "model/config.hpp"
+#include "model/recompute.hpp"
+#include "model/pipeline_split.hpp"
 #include "model/train/lr_schedule.hpp"
 #include "model/train/optimizer.hpp"
 #include "model/train/trainer.hpp"
@@ -39,6 +41,9 @@ struct ParallelConfig {
   int64_t bucket_elements = 40000000;  // --ddp-bucket-size (Megatron's default)
   int pipeline_size = 1;               // --pipeline-model-parallel-size
   int virtual_chunks = 1;              // V; from --num-layers-per-virtual-pipeline-stage
+  // --decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split:
+  // which layers each chunk holds (model/pipeline_split.hpp); default: equal chunks.
+  PipelineSplit split;
   schedules::Schedule schedule = schedules::Schedule::one_f_one_b;
   int group_size = 0;  // --microbatch-group-size-per-vp-stage (0: P)
 };
@@ -53,6 +58,7 @@ struct TrainingConfig {
   GptConfig model;
   ParallelConfig parallel;
   DeviceConfig devices;
+  RecomputeConfig recompute;  // --recompute-*: activations recomputed in backward (model/recompute.hpp)
   OptimizerConfig optimizer;
   LrSchedule lr;
   float loss_scale = 0.0f;  // --loss-scale: constant (fp16); 0: dynamic when fp16, none otherwise

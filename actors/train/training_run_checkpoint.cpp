@@ -43,6 +43,12 @@ CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, i
                           {"sequence_parallel", config.parallel.sequence_parallel},
                           {"distributed_optimizer", config.parallel.distributed_optimizer},
                           {"processes", fabric->processes()}};
+  // The split is a record only: tensors are stored by global name, so any split loads it.
+  const PipelineSplit& split = config.parallel.split;
+  if (split.first_stage_layers) meta.parallel_layout["decoder_first_pipeline_num_layers"] = *split.first_stage_layers;
+  if (split.last_stage_layers) meta.parallel_layout["decoder_last_pipeline_num_layers"] = *split.last_stage_layers;
+  if (split.account_for_embedding) meta.parallel_layout["account_for_embedding_in_pipeline_split"] = true;
+  if (split.account_for_loss) meta.parallel_layout["account_for_loss_in_pipeline_split"] = true;
   meta.rng_state = {{"seed", config_seed}};
   nlohmann::json scaler_state = nullptr;
   if (auto* dyn = dynamic_cast<DynamicLossScaler*>(scaler.get())) {

@@ -19,6 +19,7 @@ MonitorAddresses TrainingRun::start_monitor(const MonitorOptions& options, const
   trace.schedule = effective_schedule(d.config.parallel);
   trace.shape = {d.P, d.V, d.M, d.config.parallel.group_size};
   trace.num_layers = d.config.model.num_layers;
+  trace.chunk_layers = recorded_chunk_layers(d.config.model.num_layers, d.P, d.V, d.config.parallel.split);
   trace.iteration = d.iteration + 1;
   MonitorSpawn spawned = spawn_monitor(*d.system, options, hello, trace);
   d.monitor = std::move(spawned.monitor);

@@ -34,6 +34,7 @@ void TraceRecorder::write_trace(const actors::MonitorTrace& t) {
     header.schedule = schedules::schedule_from_name(t.schedule);
     header.shape = {int(t.stages), int(t.chunks), int(t.microbatches), int(t.group_size)};
     header.num_layers = int(t.num_layers);
+    for (int64_t n : t.chunk_layers) header.chunk_layers.push_back(int(n));
     header.iteration = t.iteration;
     writer_ = std::make_unique<schedules::TraceWriter>(path_, header);
   }

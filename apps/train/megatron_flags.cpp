@@ -19,7 +19,6 @@ constexpr const char* kWandb =
     "Weights & Biases is not reachable from here: use --tensorboard-dir or `troupe monitor` (docs/monitoring.md)";
 constexpr const char* kMoe = "mixture of experts is not implemented yet, only dense models train";
 constexpr const char* kFp8 = "fp8 training is not implemented: use --bf16 or --fp16";
-constexpr const char* kRecompute = "activation recomputation is not implemented: lower --micro-batch-size instead";
 constexpr const char* kScaler =
     "--fp16's dynamic loss scaler runs with Megatron's defaults; other settings are not implemented yet";
 constexpr const char* kDistCkpt = "only for Megatron's torch_dist format; Troupe's checkpoints are its own";
@@ -63,11 +62,9 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--cp-comm-type", 1, kNoEffect, "", "only used with --context-parallel-size > 1"},
       {"--expert-model-parallel-size", 1, kOnly, "1", kMoe},
       {"--expert-tensor-parallel-size", 1, kOnly, "1", kMoe},
-      {"--decoder-first-pipeline-num-layers", 1, kRefused, "", "pipeline stages hold equal numbers of layers"},
-      {"--decoder-last-pipeline-num-layers", 1, kRefused, "", "pipeline stages hold equal numbers of layers"},
-      {"--pipeline-model-parallel-layout", 1, kRefused, "", "pipeline stages hold equal numbers of layers"},
-      {"--account-for-embedding-in-pipeline-split", 0, kRefused, "", "pipeline stages hold equal numbers of layers"},
-      {"--account-for-loss-in-pipeline-split", 0, kRefused, "", "pipeline stages hold equal numbers of layers"},
+      {"--pipeline-model-parallel-layout", 1, kRefused, "",
+       "a layout string is not implemented: use --decoder-first-pipeline-num-layers, "
+       "--decoder-last-pipeline-num-layers or --account-for-embedding/loss-in-pipeline-split (docs/train.md)"},
       // Data loading.
       {"--num-workers", 1, kNoEffect, "", "Troupe's loader has no worker processes"},
       {"--dataloader-type", 1, kOnly, "single",
@@ -101,11 +98,6 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--fp8-amax-history-len", 1, kRefused, "", kFp8},
       {"--fp8-amax-compute-algo", 1, kRefused, "", kFp8},
       {"--fp8-param-gather", 0, kRefused, "", kFp8},
-      {"--recompute-activations", 0, kRefused, "", kRecompute},
-      {"--recompute-granularity", 1, kRefused, "", kRecompute},
-      {"--recompute-method", 1, kRefused, "", kRecompute},
-      {"--recompute-num-layers", 1, kRefused, "", kRecompute},
-      {"--recompute-modules", -1, kRefused, "", kRecompute},
       {"--apply-query-key-layer-scaling", 0, kRefused, "", "query-key layer scaling is not implemented"},
       {"--apply-layernorm-1p", 0, kRefused, "", "zero-centred (1 + weight) layer norms are not implemented"},
       {"--apply-residual-connection-post-layernorm", 0, kRefused, "", "only pre-norm layers are implemented"},

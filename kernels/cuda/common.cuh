@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_state.cuh"
 #include "kernels/dtype.hpp"
@@ -141,6 +142,16 @@ void dispatch_float(DType t, const char* op, F&& f) {
     default:
       TROUPE_FAIL(op, ": unsupported dtype ", dtype_name(t), " on CUDA");
   }
+}
+
+// The cuBLAS / cuBLASLt data type of a floating DType (bf16, f16, f32); `op` names the caller.
+inline cudaDataType_t blas_data_type(DType t, const char* op) {
+  cudaDataType_t type = CUDA_R_32F;
+  dispatch_float(t, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    type = std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF : std::is_same_v<T, __half> ? CUDA_R_16F : CUDA_R_32F;
+  });
+  return type;
 }
 
 }  // namespace troupe::cuda

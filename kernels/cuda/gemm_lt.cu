@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_state.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
 
@@ -16,19 +17,6 @@ namespace troupe::cuda {
 namespace {
 
 constexpr const char* kOp = "matmul_lt";
-
-cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::f32:
-      return CUDA_R_32F;
-    default:
-      TROUPE_FAIL(kOp, ": unsupported dtype ", dtype_name(t));
-  }
-}
 
 // Largest power of two up to 256 that divides the address: what cuBLASLt's MIN_ALIGNMENT
 // preferences describe. Views into flat buffers can be less aligned than cudaMalloc's 256.
@@ -97,7 +85,7 @@ void set_desc(cublasLtMatmulDescOpaque_t& op, cublasLtMatmulDescAttributes_t att
 }
 
 void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& desc) {
-  const cudaDataType_t ab = lt_type(p.a->dtype()), dt = lt_type(p.d->dtype());
+  const cudaDataType_t ab = blas_data_type(p.a->dtype(), kOp), dt = blas_data_type(p.d->dtype(), kOp);
   TROUPE_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &s.trans_a, sizeof(s.trans_a));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &s.trans_b, sizeof(s.trans_b));

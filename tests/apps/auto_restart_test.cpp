@@ -21,18 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Sets an environment variable for the troupe processes a test starts, until it goes.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 struct Outcome {
   std::optional<int> code;
   std::string output;

@@ -69,7 +69,7 @@ std::vector<std::string> tiny_in_samples(const std::vector<std::string>& extra) 
 }
 
 TEST(MegatronFlags, UnimplementedMathIsAnErrorNamingTheFlag) {
-  for (const std::vector<std::string>& flag : std::vector<std::vector<std::string>>{{"--recompute-granularity", "full"},
+  for (const std::vector<std::string>& flag : std::vector<std::vector<std::string>>{{"--decoupled-lr", "1e-4"},
                                                                                     {"--fp8-format", "hybrid"},
                                                                                     {"--apply-query-key-layer-scaling"},
                                                                                     {"--context-parallel-size", "2"},

@@ -55,7 +55,9 @@ TEST(MonitorRecord, RecordedTraceReplaysWithTheRunsOps) {
                 "--vocab-size",
                 "128",
                 "--num-layers",
-                "2",
+                "3",
+                "--decoder-first-pipeline-num-layers",  // stages of 1 and 2 layers: the header says so
+                "1",
                 "--hidden-size",
                 "32",
                 "--num-attention-heads",
@@ -118,6 +120,8 @@ TEST(MonitorRecord, RecordedTraceReplaysWithTheRunsOps) {
   EXPECT_EQ(recorded.header.shape.stages, 2);
   EXPECT_EQ(recorded.header.shape.microbatches, 4);
   EXPECT_EQ(recorded.header.num_layers, run.header.num_layers);
+  EXPECT_EQ(run.header.chunk_layers, (std::vector<int>{1, 2}));
+  EXPECT_EQ(recorded.header.chunk_layers, run.header.chunk_layers);
   const std::vector<int64_t> iterations = schedules::trace_iterations(recorded);
   ASSERT_GE(iterations.size(), 10u);
   // No gap: the re-sent iterations join the live ones; the last is the run's last.

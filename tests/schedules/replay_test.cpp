@@ -69,25 +69,22 @@ TEST(WhatIf, BadStringsSayWhatIsWrong) {
   EXPECT_NE(what_if_error("v=5,m=8", h).find("do not split"), std::string::npos);         // 24 layers, 20 chunks
 }
 
-TEST(Rescale, ConservesTimeAndSplitsChunks) {
-  const PipelineShape from{.stages = 2, .chunks = 1, .microbatches = 4};
-  OpDurations d = OpDurations::uniform(from, 0, 0, 9);
-  d.forward_ns = {{100}, {300}};
+TEST(PredictDurations, SameChunksAsMeasuredOtherChunksByTheCostModel) {
+  TraceHeader h = header_1f1b(2, 4, /*layers=*/4);
+  OpDurations d = OpDurations::uniform(h.shape, 0, 0, 9);
+  d.forward_ns = {{100}, {300}};  // 2 layers each; the last stage also runs the LM head (+200)
   d.backward_ns = {{200}, {600}};
-  // Same shape: unchanged.
-  const OpDurations same = rescale_durations(d, from, from);
+  // Same shape (another M): as measured.
+  const OpDurations same = predict_durations(d, h, {.stages = 2, .chunks = 1, .microbatches = 8});
   EXPECT_EQ(same.forward_ns, d.forward_ns);
-  EXPECT_EQ(same.backward_ns, d.backward_ns);
   EXPECT_EQ(same.p2p_ns, 9);
-  // V = 2 on 2 stages: virtual stages 0..3 = quarters; stage s chunk c is quarter c*2+s.
-  const OpDurations v2 = rescale_durations(d, from, {.stages = 2, .chunks = 2, .microbatches = 4});
-  EXPECT_EQ(v2.forward_ns, (std::vector<std::vector<int64_t>>{{50, 150}, {50, 150}}));
-  EXPECT_EQ(v2.backward_ns, (std::vector<std::vector<int64_t>>{{100, 300}, {100, 300}}));
-  // 3 stages: thirds of [100 | 300] -> 66.7, 33.3 + 100, 200.
-  const OpDurations p3 = rescale_durations(d, from, {.stages = 3, .chunks = 1, .microbatches = 4});
-  EXPECT_EQ(p3.forward_ns, (std::vector<std::vector<int64_t>>{{67}, {133}, {200}}));
-  // One stage holds the whole model.
-  const OpDurations p1 = rescale_durations(d, from, {.stages = 1, .chunks = 1, .microbatches = 4});
+  // V = 2 on 2 stages: a layer each; the head stays on virtual stage 3 (stage 1, chunk 1) whole.
+  const OpDurations v2 = predict_durations(d, h, {.stages = 2, .chunks = 2, .microbatches = 4});
+  EXPECT_EQ(v2.forward_ns, (std::vector<std::vector<int64_t>>{{50, 50}, {50, 250}}));
+  EXPECT_EQ(v2.backward_ns, (std::vector<std::vector<int64_t>>{{100, 100}, {100, 500}}));
+  EXPECT_EQ(v2.activation_p2p_ns, (std::vector<int64_t>{9, 9, 9}));  // three transfers per microbatch, not one
+  // One stage holds the whole model: the time is conserved.
+  const OpDurations p1 = predict_durations(d, h, {.stages = 1, .chunks = 1, .microbatches = 4});
   EXPECT_EQ(p1.forward_ns[0][0], 400);
   EXPECT_EQ(p1.backward_ns[0][0], 800);
 }

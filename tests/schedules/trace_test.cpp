@@ -22,6 +22,11 @@ Trace sample_trace() {
   t.header.shape = {.stages = 2, .chunks = 2, .microbatches = 4, .group_size = 2};
   t.header.num_layers = 8;
   t.header.iteration = 41;
+  t.header.process = 1;
+  t.header.processes = 2;
+  t.header.clock_offset_ns = -1'234'567'890'123;  // process 0 started its clock 20 minutes earlier
+  t.header.clock_rtt_ns = 40'000;
+  t.header.chunk_layers = {1, 3, 3, 1};
   t.events.push_back({.actor = "stage0",
                       .device = 0,
                       .stage = 0,
@@ -102,7 +107,7 @@ TEST(Trace, LayoutIsTheDocumentedOne) {
   std::map<std::string, msgpack::object> h;
   header.get().convert(h);
   EXPECT_EQ(h.at("format").as<std::string>(), "troupe-trace");
-  EXPECT_EQ(h.at("version").as<int>(), 1);
+  EXPECT_EQ(h.at("version").as<int>(), 2);
   EXPECT_EQ(h.at("schedule").as<std::string>(), "interleaved");
   EXPECT_EQ(h.at("stages").as<int>(), 2);
   EXPECT_EQ(h.at("chunks").as<int>(), 2);
@@ -110,6 +115,11 @@ TEST(Trace, LayoutIsTheDocumentedOne) {
   EXPECT_EQ(h.at("group_size").as<int>(), 2);
   EXPECT_EQ(h.at("num_layers").as<int>(), 8);
   EXPECT_EQ(h.at("iteration").as<int>(), 41);
+  EXPECT_EQ(h.at("process").as<int>(), 1);
+  EXPECT_EQ(h.at("processes").as<int>(), 2);
+  EXPECT_EQ(h.at("clock_offset_ns").as<int64_t>(), -1'234'567'890'123);
+  EXPECT_EQ(h.at("clock_rtt_ns").as<int64_t>(), 40'000);
+  EXPECT_EQ(h.at("chunk_layers").as<std::vector<int>>(), (std::vector<int>{1, 3, 3, 1}));
   msgpack::object_handle ev = msgpack::unpack(bytes.data(), bytes.size(), offset);
   std::tuple<std::string, int, int, int, int, int, int64_t, int64_t, int64_t, int64_t> f;
   ev.get().convert(f);
@@ -158,8 +168,14 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
     p.pack(std::string("microbatches")), p.pack(4);
     return std::string(b.data(), b.size());
   };
+  // Version 1 (no process or clock keys) still reads, as one process; a version after 2 is refused.
   EXPECT_EQ(error_of(header(1, true)), "");
-  EXPECT_NE(error_of(header(2, true)).find("version 2 is not supported"), std::string::npos);
+  const Trace v1 = trace_from_msgpack(header(1, true));
+  EXPECT_EQ(v1.header.version, 1);
+  EXPECT_EQ(v1.header.processes, 1);
+  EXPECT_EQ(v1.header.clock_offset_ns, 0);
+  EXPECT_NE(error_of(header(3, true)).find("version 3 is not supported"), std::string::npos);
+  EXPECT_NE(error_of(header(2, true)).find("lacks \"processes\""), std::string::npos);
   EXPECT_NE(error_of(header(1, false)).find("lacks \"stages\""), std::string::npos);
   // Integers msgpack cannot convert (it throws a bare std::bad_cast) are named.
   {

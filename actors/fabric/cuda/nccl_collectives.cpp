@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "actors/fabric/cuda/cuda_helpers.hpp"
 #include "actors/fabric/cuda/nccl_group.hpp"
@@ -147,6 +148,37 @@ class NcclCollectives final : public Collectives {
         where("broadcast", t));
   }
 
+  // A send and a receive per member, self included, fused by NCCL into one launch.
+  void all_to_all(const Context& ctx, const Tensor& in, const Tensor& out) override {
+    expect(ctx, "all_to_all", "in", in);
+    expect(ctx, "all_to_all", "out", out);
+    TROUPE_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() && in.numel() % size() == 0,
+                 where("all_to_all", in), ": out ", out.str(), " must match it, and both hold ", size(),
+                 " equal parts");
+    expect_apart("all_to_all", in, out);
+    const int64_t n = in.numel() / size();
+    const auto members = static_cast<size_t>(size());
+    const std::vector<int64_t> counts(members, 1);
+    std::vector<int64_t> begins(members);
+    for (size_t q = 0; q < members; ++q) begins[q] = int64_t(q);
+    send_recv("all_to_all", ctx, in, counts, begins, out, counts, begins, n);
+  }
+
+  void all_to_all_v(const Context& ctx, const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                    const std::vector<int64_t>& recv_counts) override {
+    expect(ctx, "all_to_all_v", "in", in);
+    expect(ctx, "all_to_all_v", "out", out);
+    TROUPE_CHECK(in.ndim() >= 1 && out.ndim() >= 1, where("all_to_all_v", in), ": in and out ", out.str(),
+                 " must have rows (a first dimension)");
+    const int64_t width = shape_numel(Shape(in.shape().begin() + 1, in.shape().end()));
+    TROUPE_CHECK(in.dtype() == out.dtype() && width == shape_numel(Shape(out.shape().begin() + 1, out.shape().end())),
+                 where("all_to_all_v", in), ": out ", out.str(), " must have rows of its width and dtype");
+    expect_apart("all_to_all_v", in, out);
+    const std::vector<int64_t> send_begin = row_begins("send_counts", send_counts, in);
+    const std::vector<int64_t> recv_begin = row_begins("recv_counts", recv_counts, out);
+    send_recv("all_to_all_v", ctx, in, send_counts, send_begin, out, recv_counts, recv_begin, width);
+  }
+
   // Releases members blocked in NCCL (their kernels stop; later calls fail).
   void abort() override { group_->abort(); }
 
@@ -161,6 +193,56 @@ class NcclCollectives final : public Collectives {
                  ", the member is on cuda:", device_);
     TROUPE_CHECK(t.defined() && t.is_cuda() && t.device_index() == device_, "group '", group_->name, "' member ", rank_,
                  ": ", op, ": ", arg, " ", t.defined() ? t.str() : "(undefined)", " is not on cuda:", device_);
+  }
+  // Rows [begin[q], begin[q] + count[q]) of in go to member q and arrive at those of out
+  // (rows of `width` elements). Pairs with nothing to move post nothing (both ends agree).
+  void send_recv(const char* op, const Context& ctx, const Tensor& in, const std::vector<int64_t>& send_counts,
+                 const std::vector<int64_t>& send_begin, const Tensor& out, const std::vector<int64_t>& recv_counts,
+                 const std::vector<int64_t>& recv_begin, int64_t width) const {
+    const ncclDataType_t type = nccl_type(in.dtype());
+    const int64_t row = width * int64_t(dtype_size(in.dtype()));
+    const auto* src = static_cast<const std::byte*>(in.data());
+    auto* dst = static_cast<std::byte*>(out.data());
+    const cudaStream_t stream = stream_of(ctx);
+    enter(op, in);
+    TROUPE_NCCL_CHECK(ncclGroupStart(), where(op, in));
+    try {
+      for (int q = 0; q < size(); ++q) {
+        const auto sends = size_t(send_counts[size_t(q)] * width), recvs = size_t(recv_counts[size_t(q)] * width);
+        if (sends > 0)
+          TROUPE_NCCL_CHECK(ncclSend(src + send_begin[size_t(q)] * row, sends, type, q, comm_, stream), where(op, in),
+                            ": sending ", send_counts[size_t(q)], " rows to member ", q);
+        if (recvs > 0)
+          TROUPE_NCCL_CHECK(ncclRecv(dst + recv_begin[size_t(q)] * row, recvs, type, q, comm_, stream), where(op, in),
+                            ": receiving ", recv_counts[size_t(q)], " rows from member ", q);
+      }
+    } catch (...) {
+      (void)ncclGroupEnd();  // close the group this thread opened; the first error is the one to report
+      throw;
+    }
+    TROUPE_NCCL_CHECK(ncclGroupEnd(), where(op, in));
+  }
+  void expect_apart(const char* op, const Tensor& in, const Tensor& out) const {
+    const auto* a = static_cast<const std::byte*>(in.data());
+    const auto* b = static_cast<const std::byte*>(out.data());
+    TROUPE_CHECK(in.nbytes() == 0 || out.nbytes() == 0 || a + in.nbytes() <= b || b + out.nbytes() <= a, where(op, in),
+                 ": out ", out.str(), " overlaps in");
+  }
+  // First row of each member's part: the running sum of `counts` (one per member, none
+  // negative, summing to t's rows).
+  std::vector<int64_t> row_begins(const char* name, const std::vector<int64_t>& counts, const Tensor& t) const {
+    TROUPE_CHECK(int64_t(counts.size()) == size(), where("all_to_all_v", t), ": ", name, " has ", counts.size(),
+                 " entries, the group ", size(), " members");
+    std::vector<int64_t> begin(counts.size());
+    int64_t total = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      TROUPE_CHECK(counts[k] >= 0, where("all_to_all_v", t), ": ", name, "[", k, "] is ", counts[k]);
+      begin[k] = total;
+      total += counts[k];
+    }
+    TROUPE_CHECK(total == t.dim(0), where("all_to_all_v", t), ": ", name, " sum to ", total, " rows, the tensor has ",
+                 t.dim(0));
+    return begin;
   }
   // Before a collective's launch: with launch_together, wait for the other local members.
   void enter(const char* op, const Tensor& t) const {

@@ -2,7 +2,9 @@
 // groups of 1 GPU, and of 2 and 4 when there are that many; f32 and bf16; in-place variants.
 // Run as one process; under mpirun (the ctest entry collectives_cuda_test_np2) process p uses
 // GPU p, and a group with one member per process and a channel between processes are tested
-// too (skipped with fewer GPUs than processes).
+// too (skipped with fewer GPUs than processes). all_to_all and all_to_all_v (every dtype, uneven
+// counts with zeros, counts through exchange_counts on the GPU) against outputs assembled on
+// the host, bit for bit; abort() frees a member waiting to launch one.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "actors/fabric/fabric.hpp"
+#include "tests/actors/fabric/all_to_all_cases.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
 #endif
@@ -123,6 +126,95 @@ void compare(const Group& group, const Results& got, const Results& want, DType 
   }
 }
 
+// all_to_all (equal splits) and all_to_all_v on `group` (members on `contexts`, null
+// elsewhere), every dtype, checked on the members in this process.
+void check_all_to_all(const Group& group, const std::vector<const Context*>& contexts, const std::string& name) {
+  const int size = int(group.size());
+  std::vector<AllToAllCase> cases = uneven_cases(true);
+  for (int64_t n : {int64_t(0), int64_t(5), int64_t(1) << 18}) cases.push_back(equal_split(n));
+  for (const AllToAllCase& c : cases)
+    for (DType dtype : all_to_all_dtypes()) {
+      const bool equal = c.name.rfind("equal", 0) == 0;
+      const std::string at = str_cat(name, " ", c.name, " ", dtype_name(dtype));
+      std::vector<Tensor> got(group.size());
+      std::vector<std::vector<int64_t>> recv(group.size());
+      run_threads(local_members(group), [&](int m) {
+        const Context& ctx = *contexts[size_t(m)];
+        ctx.activate();
+        Collectives& comm = *group[size_t(m)];
+        const Tensor host_in = c.input(size, m, dtype);
+        const Tensor in = Tensor::empty(ctx, dtype, host_in.shape());
+        copy(ctx, host_in, in);
+        const std::vector<int64_t> send = c.send_counts(size, m);
+        recv[size_t(m)] = exchange_counts(ctx, comm, send);
+        int64_t rows = 0;
+        for (int64_t k : recv[size_t(m)]) rows += k;
+        const Tensor out = Tensor::zeros(ctx, dtype, {rows, c.width});
+        if (equal)
+          comm.all_to_all(ctx, in.view({in.numel()}), out);
+        else
+          comm.all_to_all_v(ctx, in, send, out, recv[size_t(m)]);
+        got[size_t(m)] = Tensor::host(dtype, {rows, c.width});
+        copy(ctx, out, got[size_t(m)]);
+        ctx.synchronize();
+      });
+      for (int m = 0; m < size; ++m) {
+        if (!group[size_t(m)]) continue;
+        EXPECT_EQ(recv[size_t(m)], c.recv_counts(size, m)) << at << " member " << m;
+        EXPECT_TRUE(same_bits(got[size_t(m)], c.expected(size, m, dtype))) << at << " member " << m;
+      }
+    }
+}
+
+TEST(NcclGroup, AllToAllOneProcess) {
+  if (g_fabric->processes() > 1) GTEST_SKIP() << "one-process layouts";
+  if (gpu_count() < 1) GTEST_SKIP() << "needs a GPU";
+  for (int size : {1, 2, 4}) {
+    if (size > gpu_count()) continue;
+    std::vector<const Context*> contexts;
+    for (int d = 0; d < size; ++d) contexts.push_back(&gpu_ctx(d));
+    actors::GroupOptions options;
+    options.name = "gpus " + std::to_string(size);
+    Group group = g_fabric->make_group(std::vector<int>(size_t(size), 0), contexts, options);
+    check_all_to_all(group, contexts, options.name);
+  }
+}
+
+// Member 0 waits for member 1 to launch an all-to-all together (launch_together); member 1
+// never comes. abort() frees member 0 with troupe::Error long before the group's timeout.
+TEST(NcclGroup, AbortReleasesAMemberWaitingInAllToAll) {
+  if (g_fabric->processes() > 1 || gpu_count() < 2) GTEST_SKIP() << "needs one process and two GPUs";
+  for (bool v : {false, true}) {
+    actors::GroupOptions options;
+    options.name = "abandoned";
+    options.launch_together = true;
+    options.timeout = std::chrono::minutes(10);
+    Group group = g_fabric->make_group({0, 0}, {&gpu_ctx(0), &gpu_ctx(1)}, options);
+    const Context& ctx = gpu_ctx(0);
+    const Tensor in = Tensor::zeros(ctx, DType::bf16, {4, 3}), out = Tensor::zeros(ctx, DType::bf16, {4, 3});
+    std::string error;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread waiter([&] {
+      ctx.activate();
+      try {
+        if (v)
+          group[0]->all_to_all_v(ctx, in, {1, 3}, out, {1, 3});
+        else
+          group[0]->all_to_all(ctx, in, out);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    group[1]->abort();
+    waiter.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+    EXPECT_NE(error.find("aborted"), std::string::npos) << error;
+    EXPECT_NE(error.find(v ? "all_to_all_v" : "all_to_all"), std::string::npos) << error;
+    EXPECT_THROW(group[0]->all_to_all(ctx, in, out), Error);  // and every call after it
+  }
+}
+
 TEST(NcclGroup, OneProcessMatchesCpuGroup) {
   if (g_fabric->processes() > 1) GTEST_SKIP() << "one-process layouts";
   for (int size : {1, 2, 4}) {
@@ -163,6 +255,7 @@ TEST(NcclGroup, OneMemberPerProcess) {
     compare(group, run_ops(group, contexts, n, dtype), cpu_reference(P, n, dtype), dtype,
             str_cat("one per process ", dtype_name(dtype)));
   }
+  check_all_to_all(group, contexts, "one per process");
 }
 
 TEST(NcclChannel, BetweenProcesses) {

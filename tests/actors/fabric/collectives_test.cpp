@@ -1,7 +1,9 @@
 // In-process CPU collective groups (actors/fabric/collective_groups.hpp): every op on groups of 1-4
 // threads, in place and out of place, against sums taken in member order on one thread, with
-// every member holding the same bits; and the failures: a member that never comes (timeout),
-// an abort, members calling different collectives.
+// every member holding the same bits; all-to-all (equal and uneven splits, every dtype) against
+// outputs assembled on the host; and the failures: a member that never comes (timeout), an
+// abort (also of members waiting in an all-to-all), members calling different collectives,
+// all-to-all counts that disagree.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <thread>
 
 #include "actors/fabric/collective_groups.hpp"
+#include "tests/actors/fabric/all_to_all_cases.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -250,6 +253,171 @@ TEST(CpuGroup, BadArgumentsFailEveryMember) {
     errors[size_t(r)] = error_of([&] { group[size_t(r)]->reduce_scatter(cpu(), in, out); });
   });
   for (const std::string& e : errors) EXPECT_NE(e.find("must hold 2 x out"), std::string::npos) << e;
+}
+
+constexpr int kAllToAllSizes[] = {1, 2, 4};
+
+// One group per size runs every case in a row (generations reused, steps of several lengths).
+TEST(CpuGroup, AllToAll) {
+  for (int size : kAllToAllSizes) {
+    Group group = make_cpu_group(size);
+    for (DType dtype : all_to_all_dtypes())
+      for (int64_t n : kLengths) {
+        const AllToAllCase c = equal_split(n);
+        std::vector<Tensor> out(static_cast<size_t>(size));
+        run_threads(size, [&](int r) {
+          const Tensor in = c.input(size, r, dtype).view({size * n});  // any shape with size * n elements
+          out[size_t(r)] = Tensor::host(dtype, {size, n});
+          group[size_t(r)]->all_to_all(cpu(), in, out[size_t(r)]);
+        });
+        for (int r = 0; r < size; ++r)
+          EXPECT_TRUE(same_bits(out[size_t(r)], c.expected(size, r, dtype)))
+              << "size " << size << " " << dtype_name(dtype) << " n " << n << " member " << r;
+      }
+  }
+}
+
+// The counts go through exchange_counts first, as a token dispatcher's would.
+TEST(CpuGroup, AllToAllV) {
+  for (int size : kAllToAllSizes) {
+    Group group = make_cpu_group(size);
+    for (const AllToAllCase& c : uneven_cases(false))
+      for (DType dtype : all_to_all_dtypes()) {
+        const std::string at = str_cat("size ", size, " ", c.name, " ", dtype_name(dtype));
+        std::vector<Tensor> out(static_cast<size_t>(size));
+        std::vector<std::vector<int64_t>> recv(static_cast<size_t>(size));
+        run_threads(size, [&](int r) {
+          Collectives& comm = *group[size_t(r)];
+          const std::vector<int64_t> send = c.send_counts(size, r);
+          recv[size_t(r)] = exchange_counts(cpu(), comm, send);
+          int64_t rows = 0;
+          for (int64_t k : recv[size_t(r)]) rows += k;
+          out[size_t(r)] = Tensor::host(dtype, {rows, c.width});
+          std::memset(out[size_t(r)].data(), 0xA5, out[size_t(r)].nbytes());
+          comm.all_to_all_v(cpu(), c.input(size, r, dtype), send, out[size_t(r)], recv[size_t(r)]);
+        });
+        for (int r = 0; r < size; ++r) {
+          EXPECT_EQ(recv[size_t(r)], c.recv_counts(size, r)) << at << " member " << r;
+          EXPECT_TRUE(same_bits(out[size_t(r)], c.expected(size, r, dtype))) << at << " member " << r;
+        }
+      }
+  }
+}
+
+// Tokens dispatched and combined back (the inverse all_to_all_v) return to where they started,
+// also when the rows are [tokens, 2, H] (the width counts every dimension after the first).
+TEST(CpuGroup, AllToAllVRoundTrip) {
+  const int size = 3;
+  const AllToAllCase c = uneven_cases(false)[1];
+  Group group = make_cpu_group(size);
+  std::vector<Tensor> back(size);
+  run_threads(size, [&](int r) {
+    Collectives& comm = *group[size_t(r)];
+    const std::vector<int64_t> send = c.send_counts(size, r), recv = exchange_counts(cpu(), comm, send);
+    const Tensor in = c.input(size, r, DType::bf16);
+    int64_t rows = 0;
+    for (int64_t k : recv) rows += k;
+    const Tensor routed = Tensor::host(DType::bf16, {rows, 1, c.width});
+    comm.all_to_all_v(cpu(), in, send, routed, recv);
+    back[size_t(r)] = Tensor::host(DType::bf16, {in.dim(0), c.width});
+    comm.all_to_all_v(cpu(), routed, recv, back[size_t(r)], send);
+  });
+  for (int r = 0; r < size; ++r) EXPECT_TRUE(same_bits(back[size_t(r)], c.input(size, r, DType::bf16))) << r;
+}
+
+// Member 1 expects one row fewer from member 0 than member 0 sends: both ends fail, naming the
+// counts, and so does the member whose own counts are fine (member 2).
+TEST(CpuGroup, AllToAllVCountsThatDisagreeFailEveryMember) {
+  const int size = 3;
+  const AllToAllCase c = uneven_cases(false)[2];  // member 0 sends member 1 seven rows
+  Group group = make_cpu_group(size);
+  std::vector<std::string> errors(size);
+  run_threads(size, [&](int r) {
+    std::vector<int64_t> recv = c.recv_counts(size, r);
+    if (r == 1) recv[0] -= 1;
+    int64_t rows = 0;
+    for (int64_t k : recv) rows += k;
+    const Tensor out = Tensor::host(DType::f32, {rows, c.width});
+    errors[size_t(r)] = error_of([&] {
+      group[size_t(r)]->all_to_all_v(cpu(), c.input(size, r, DType::f32), c.send_counts(size, r), out, recv);
+    });
+  });
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("all_to_all_v"), std::string::npos) << e;
+    EXPECT_NE(e.find("exchange_counts"), std::string::npos) << e;
+  }
+  EXPECT_NE(errors[0].find("member 1 sends 0 rows here and expects 6, this member's recv_counts[1] is 0 and "
+                           "send_counts[1] is 7"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("member 0 sends 7 rows here and expects 0, this member's recv_counts[0] is 6"),
+            std::string::npos)
+      << errors[1];
+}
+
+TEST(CpuGroup, AllToAllBadArgumentsFail) {
+  Group group = make_cpu_group(1);
+  Collectives& comm = *group[0];
+  const Tensor t = Tensor::host(DType::f32, {8});
+  EXPECT_NE(error_of([&] { comm.all_to_all(cpu(), t, t); }).find("overlaps"), std::string::npos);
+  Group two = make_cpu_group(2);
+  std::vector<std::string> errors(2);
+  run_threads(2, [&](int r) {
+    const Tensor in = Tensor::host(DType::i32, {3, 2}), out = Tensor::host(DType::i32, {3, 2});
+    errors[size_t(r)] = error_of([&] { two[size_t(r)]->all_to_all_v(cpu(), in, {1, 1}, out, {1, 2}); });
+  });
+  EXPECT_NE(errors[0].find("send_counts sum to 2 rows"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("send_counts sum to 2 rows"), std::string::npos) << errors[1];
+  EXPECT_NE(error_of([&] {
+              exchange_counts(cpu(), comm, {1, 2});
+            }).find("2 send counts for a group of 1"),
+            std::string::npos);
+}
+
+// Members 0 and 1 wait in an all-to-all for member 2, which never comes; abort() from another
+// thread frees them with troupe::Error (the timeout is minutes away).
+TEST(CpuGroup, AbortReleasesMembersWaitingInAllToAll) {
+  for (bool v : {false, true}) {
+    const int size = 3;
+    Group group = make_cpu_group(size);
+    std::vector<std::string> errors(2);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      group[2]->abort();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    run_threads(2, [&](int r) {
+      const AllToAllCase c = v ? uneven_cases(false)[0] : equal_split(5);
+      const Tensor in = c.input(size, r, DType::i64);
+      const Tensor out = Tensor::host(DType::i64, {c.expected(size, r, DType::i64).dim(0), c.width});
+      errors[size_t(r)] = error_of([&] {
+        if (v)
+          group[size_t(r)]->all_to_all_v(cpu(), in, c.send_counts(size, r), out, c.recv_counts(size, r));
+        else
+          group[size_t(r)]->all_to_all(cpu(), in, out);
+      });
+    });
+    aborter.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+    for (const std::string& e : errors) EXPECT_NE(e.find("member 2 aborted the group"), std::string::npos) << e;
+  }
+}
+
+// A Collectives that implements neither all-to-all (a test double) says so instead of
+// pretending.
+TEST(Collectives, AllToAllNotImplementedIsAnError) {
+  struct OnlyReduces final : Collectives {
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
+    void all_reduce(const Context&, const Tensor&, ReduceOp) override {}
+    void reduce_scatter(const Context&, const Tensor&, const Tensor&) override {}
+    void all_gather(const Context&, const Tensor&, const Tensor&) override {}
+    void broadcast(const Context&, const Tensor&, int) override {}
+  } comm;
+  const Tensor in = Tensor::host(DType::f32, {2}), out = Tensor::host(DType::f32, {2});
+  EXPECT_NE(error_of([&] { comm.all_to_all(cpu(), in, out); }).find("does not implement"), std::string::npos);
+  EXPECT_NE(error_of([&] { comm.all_to_all_v(cpu(), in, {2}, out, {2}); }).find("does not implement"),
+            std::string::npos);
 }
 
 }  // namespace

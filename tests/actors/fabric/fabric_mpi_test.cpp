@@ -2,8 +2,10 @@
 // fabric_mpi_test_np2) and as two processes with torchrun's variables, linked over TCP
 // (fabric_mpi_test_tcp_np2, tests/launch_env.sh): host-side helpers over processes; CPU groups laid out two members per
 // process, one per process, interleaved, and wholly in one process, with every op checked
-// against sums taken in member order (so every member, in every process, holds the same bits);
-// a member elsewhere that never comes; channels between processes.
+// against sums taken in member order (so every member, in every process, holds the same bits),
+// and all-to-all (equal and uneven splits, every dtype) against outputs assembled on the host;
+// a member elsewhere that never comes; all-to-all counts that disagree across processes;
+// channels between processes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "actors/fabric/fabric.hpp"
+#include "tests/actors/fabric/all_to_all_cases.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -104,6 +107,83 @@ void check_all_ops(const std::vector<int>& member_process, const std::string& na
     }
   }
   if (local == 0) SUCCEED() << name << ": no member here";
+}
+
+// all_to_all and all_to_all_v (counts through exchange_counts) on a group laid out as
+// member_process, every dtype, checked on the members in this process.
+void check_all_to_all(const std::vector<int>& member_process, const std::string& name) {
+  const int size = int(member_process.size());
+  Group group = make_group(member_process, name);
+  std::vector<AllToAllCase> cases = uneven_cases(true);
+  for (int64_t n : {int64_t(0), int64_t(3), int64_t(300000 / size)}) cases.push_back(equal_split(n));
+  for (const AllToAllCase& c : cases)
+    for (DType dtype : all_to_all_dtypes()) {
+      const bool equal = c.name.rfind("equal", 0) == 0;
+      const bool big = c.name == "big" || (equal && c.rows(0, 0) > 1000);
+      if (big && dtype != DType::f32) continue;  // the protocol, not the dtype: once is enough
+      const std::string at = str_cat(name, " ", c.name, " ", dtype_name(dtype));
+      std::vector<Tensor> out(member_process.size());
+      std::vector<std::vector<int64_t>> recv(member_process.size());
+      run_threads(local_members(group), [&](int m) {
+        Collectives& comm = *group[size_t(m)];
+        const Tensor in = c.input(size, m, dtype);
+        const std::vector<int64_t> send = c.send_counts(size, m);
+        recv[size_t(m)] = exchange_counts(cpu(), comm, send);
+        int64_t rows = 0;
+        for (int64_t k : recv[size_t(m)]) rows += k;
+        out[size_t(m)] = Tensor::host(dtype, {rows, c.width});
+        if (equal)
+          comm.all_to_all(cpu(), in.view({in.numel()}), out[size_t(m)]);
+        else
+          comm.all_to_all_v(cpu(), in, send, out[size_t(m)], recv[size_t(m)]);
+      });
+      for (int m = 0; m < size; ++m) {
+        if (!group[size_t(m)]) continue;
+        EXPECT_EQ(recv[size_t(m)], c.recv_counts(size, m)) << at << " member " << m;
+        EXPECT_TRUE(same_bits(out[size_t(m)], c.expected(size, m, dtype))) << at << " member " << m;
+      }
+    }
+}
+
+TEST(Fabric, AllToAll) {
+  const int P = processes();
+  std::vector<int> two_per_process, one_per_process, interleaved;
+  for (int i = 0; i < 4; ++i) two_per_process.push_back((i / 2) % P);
+  for (int p = 0; p < P; ++p) one_per_process.push_back(p);
+  for (int i = 0; i < 5; ++i) interleaved.push_back(i % P);
+  check_all_to_all(two_per_process, "two per process");
+  check_all_to_all(one_per_process, "one per process");
+  check_all_to_all(interleaved, "interleaved");
+  check_all_to_all({P - 1, P - 1, P - 1}, "in the last process");
+}
+
+// Member 1 (the last process) expects one row fewer from member 0 (process 0) than it sends:
+// both ends fail at once, naming the counts, in both processes (no timeout).
+TEST(Fabric, AllToAllVCountsDisagreeAcrossProcesses) {
+  const int P = processes();
+  Group group = make_group({0, P - 1}, "disagree", 60000);
+  const auto start = std::chrono::steady_clock::now();
+  run_threads(local_members(group), [&](int m) {
+    // Both members send 1 row to member 0 and 3 to member 1 ...
+    const std::vector<int64_t> send = {1, 3};
+    std::vector<int64_t> recv = {send[size_t(m)], send[size_t(m)]};
+    if (m == 1) recv[0] -= 1;  // ... but member 1 expects 2 rows from member 0
+    const Tensor in = Tensor::host(DType::f32, {4, 2});
+    std::memset(in.data(), 0, in.nbytes());
+    const Tensor out = Tensor::host(DType::f32, {recv[0] + recv[1], 2});
+    std::string error;
+    try {
+      group[size_t(m)]->all_to_all_v(cpu(), in, send, out, recv);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("'disagree'"), std::string::npos) << error;
+    EXPECT_NE(error.find(m == 0 ? "member 1 sends 1 rows here and expects 2" : "member 0 sends 3 rows here"),
+              std::string::npos)
+        << "member " << m << ": " << error;
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  fabric().barrier();
 }
 
 TEST(Fabric, Processes) {

@@ -87,6 +87,7 @@ MonitorTrace sample_trace() {
                  .microbatches = 8,
                  .group_size = 4,
                  .num_layers = 16,
+                 .chunk_layers = {1, 2, 2, 2, 2, 2, 2, 3},
                  .dropped_events = 12,
                  .events = {}};
   schedules::TraceEvent f{.actor = "stage3",

@@ -1,0 +1,36 @@
+// Grouped linear layer: G independent GEMMs over consecutive row ranges of one input, each with
+// its own weight (the experts of a mixture-of-experts layer, rows permuted expert by expert).
+//   y[o_g : o_{g+1}] = x[o_g : o_{g+1}] · w[g]^T         for g in [0, G)
+//   dx[o_g : o_{g+1}] = dy[o_g : o_{g+1}] · w[g]          (overwrite)
+//   dw[g] += dy[o_g : o_{g+1}]^T · x[o_g : o_{g+1}]       (f32, accumulates)
+// CPU: a loop over linear_forward / linear_backward (kernels/linear.hpp), skipping empty groups.
+// CUDA: y and dx are one cuBLAS grouped GEMM (cublasGemmGroupedBatchedEx, every non-empty group
+// in one launch); dw is a loop of cuBLASLt GEMMs on the stream, because the grouped GEMM has no
+// bf16-in / f32-out form and the weight gradient must accumulate in f32 (kernels/cuda/grouped_linear.cu).
+//
+//   std::vector<int64_t> offsets = {0, 3, 3, 7};   // 3 groups: 3 rows, none, 4 rows
+//   grouped_linear_forward(ctx, x, w, offsets, y);  // x [7, K], w [3, N, K], y [7, N]
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+// x: [R, K]; w: [G, N, K]; offsets: G + 1 ascending host row offsets from 0 to R; y: [R, N].
+void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const std::vector<int64_t>& offsets,
+                            const Tensor& y);
+// dy: [R, N]; dx: [R, K] or undefined; dw: f32 [G, N, K].
+void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                             const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw);
+
+namespace cuda {
+void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const std::vector<int64_t>& offsets,
+                            const Tensor& y);
+void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                             const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw);
+}  // namespace cuda
+
+}  // namespace troupe

@@ -1,0 +1,85 @@
+#include "model/moe/experts.hpp"
+
+#include "base/check.hpp"
+#include "kernels/activation.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/grouped_linear.hpp"
+#include "kernels/linear.hpp"
+#include "kernels/moe_shared_gate.hpp"
+
+namespace troupe {
+
+namespace {
+
+void activation_forward(const Context& ctx, bool swiglu, const Tensor& h, const Tensor& a) {
+  if (swiglu)
+    swiglu_forward(ctx, h, a);
+  else
+    gelu_forward(ctx, h, a);
+}
+
+void activation_backward(const Context& ctx, bool swiglu, const Tensor& da, const Tensor& h, const Tensor& dh) {
+  if (swiglu)
+    swiglu_backward(ctx, da, h, dh);
+  else
+    gelu_backward(ctx, da, h, dh);
+}
+
+}  // namespace
+
+void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
+                         const std::vector<int64_t>& offsets, MoeExpertActivations& a, const Tensor& yp) {
+  const int64_t rows = xp.dim(0), f1 = fc1.dim(1), f = fc2.dim(2);
+  TROUPE_CHECK(f1 == (swiglu ? 2 * f : f), "moe_experts_forward: fc1 ", fc1.str(), " does not match fc2 ", fc2.str(),
+               swiglu ? " with SwiGLU" : " with GELU");
+  a.fc1 = Tensor::empty(ctx, xp.dtype(), {rows, f1});
+  a.act = Tensor::empty(ctx, xp.dtype(), {rows, f});
+  grouped_linear_forward(ctx, xp, fc1, offsets, a.fc1);
+  activation_forward(ctx, swiglu, a.fc1, a.act);
+  grouped_linear_forward(ctx, a.act, fc2, offsets, yp);
+}
+
+void moe_experts_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
+                          const std::vector<int64_t>& offsets, const MoeExpertActivations& a, const Tensor& dyp,
+                          const Tensor& dxp, const Tensor& dfc1, const Tensor& dfc2) {
+  Tensor dact = Tensor::empty(ctx, xp.dtype(), a.act.shape());
+  Tensor dh = Tensor::empty(ctx, xp.dtype(), a.fc1.shape());
+  grouped_linear_backward(ctx, dyp, a.act, fc2, offsets, dact, dfc2);
+  activation_backward(ctx, swiglu, dact, a.fc1, dh);
+  grouped_linear_backward(ctx, dh, xp, fc1, offsets, dxp, dfc1);
+}
+
+void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                               const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y) {
+  const int64_t n = x.dim(0), c = x.dim(1);
+  a.fc1 = Tensor::empty(ctx, x.dtype(), {n, fc1.dim(0)});
+  a.act = Tensor::empty(ctx, x.dtype(), {n, fc2.dim(1)});
+  a.out = Tensor::empty(ctx, x.dtype(), {n, c});
+  linear_forward(ctx, x, fc1, Tensor(), a.fc1);
+  activation_forward(ctx, swiglu, a.fc1, a.act);
+  linear_forward(ctx, a.act, fc2, Tensor(), a.out);
+  if (!gate_w.defined()) {
+    add(ctx, y, a.out, y);
+    return;
+  }
+  a.gate = Tensor::empty(ctx, DType::f32, {n, 1});
+  moe_shared_gate_forward(ctx, x, gate_w, a.out, a.gate, y);
+}
+
+void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                                const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
+                                const Tensor& dy, const Tensor& dx, const Tensor& dfc1, const Tensor& dfc2,
+                                const Tensor& dgate_w) {
+  Tensor dout = dy;
+  if (gate_w.defined()) {
+    dout = Tensor::empty(ctx, x.dtype(), x.shape());
+    moe_shared_gate_backward(ctx, x, gate_w, a.gate, a.out, dy, dout, dx, dgate_w);
+  }
+  Tensor dact = Tensor::empty(ctx, x.dtype(), a.act.shape());
+  Tensor dh = Tensor::empty(ctx, x.dtype(), a.fc1.shape());
+  linear_backward(ctx, dout, a.act, fc2, dact, dfc2, Tensor());
+  activation_backward(ctx, swiglu, dact, a.fc1, dh);
+  linear_backward(ctx, dh, x, fc1, dx, dfc1, Tensor(), /*accumulate_dx=*/true);
+}
+
+}  // namespace troupe

@@ -1,0 +1,76 @@
+#include "model/moe/moe_mlp.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "base/check.hpp"
+#include "kernels/moe_permute.hpp"
+
+namespace troupe {
+
+MoeMlpParams moe_mlp_params(const MoeMlpSpec& spec) {
+  const MoeConfig& m = spec.moe;
+  const int64_t e = m.num_experts, c = spec.hidden, f = spec.expert_ffn, f1 = spec.swiglu ? 2 * f : f;
+  auto zeros = [](Shape s) { return Tensor::host_f32(s, std::vector<float>(size_t(shape_numel(s)), 0.0f)); };
+  MoeMlpParams p;
+  p.router = zeros({e, c});
+  p.fc1 = zeros({e, f1, c});
+  p.fc2 = zeros({e, c, f});
+  if (m.has_shared_expert()) {
+    const int64_t s = m.moe_shared_expert_intermediate_size;
+    p.shared_fc1 = zeros({spec.swiglu ? 2 * s : s, c});
+    p.shared_fc2 = zeros({c, s});
+    if (m.moe_shared_expert_gate) p.shared_gate = zeros({1, c});
+  }
+  return p;
+}
+
+void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
+                     const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y) {
+  constexpr const char* op = "moe_mlp_forward";
+  TROUPE_CHECK(spec.moe.enabled(), op, ": --num-experts is not set");
+  expect_shape(op, "x", x, {x.dim(0), spec.hidden});
+  expect_shape(op, "y", y, x.shape());
+  const int64_t e = spec.moe.num_experts;
+  expect_shape(op, "fc1", p.fc1, {e, spec.swiglu ? 2 * spec.expert_ffn : spec.expert_ffn, spec.hidden});
+  expect_shape(op, "fc2", p.fc2, {e, spec.hidden, spec.expert_ffn});
+
+  moe_router_forward(ctx, spec.moe, p.router, state, x, seq_length, training, a.routing);
+  a.plan = moe_dispatch_plan(ctx, a.routing, spec.moe.num_experts);
+  const int64_t rows = a.plan.rows();
+  a.xp = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
+  a.expert_out = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
+  moe_permute_forward(ctx, x, a.plan.map, a.xp);
+  moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, a.expert_out);
+  moe_unpermute_forward(ctx, a.expert_out, a.plan.map, a.routing.probs, y);
+  if (spec.moe.has_shared_expert())
+    moe_shared_expert_forward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, y);
+
+  const std::vector<int64_t>& tokens = a.routing.tokens_per_expert;
+  a.stats.losses = a.routing.losses;
+  a.stats.tokens_per_expert_max = *std::max_element(tokens.begin(), tokens.end());
+  a.stats.tokens_per_expert_mean = double(std::accumulate(tokens.begin(), tokens.end(), int64_t(0))) / double(e);
+  a.stats.dropped = a.routing.dropped;
+}
+
+void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
+                      const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx,
+                      const MoeMlpParams& g) {
+  constexpr const char* op = "moe_mlp_backward";
+  expect_shape(op, "dy", dy, x.shape());
+  expect_shape(op, "dx", dx, x.shape());
+  const int64_t n = x.dim(0), k = spec.moe.moe_router_topk, rows = a.plan.rows();
+  Tensor dexpert_out = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
+  Tensor dprobs = Tensor::empty(ctx, DType::f32, {n, k});
+  moe_unpermute_backward(ctx, dy, a.expert_out, a.plan.map, a.routing.probs, dexpert_out, dprobs);
+  Tensor dxp = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
+  moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, dexpert_out, dxp, g.fc1,
+                       g.fc2);
+  moe_permute_backward(ctx, dxp, a.plan.map, dx);
+  moe_router_backward(ctx, spec.moe, p.router, x, a.routing, dprobs, loss_grad_scale, dx, g.router);
+  if (spec.moe.has_shared_expert())
+    moe_shared_expert_backward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, dy, dx,
+                               g.shared_fc1, g.shared_fc2, g.shared_gate);
+}
+
+}  // namespace troupe

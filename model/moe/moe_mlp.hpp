@@ -1,0 +1,76 @@
+// The mixture-of-experts MLP block (Megatron-Core's MoELayer on one device): input [N, C] to
+// output [N, C] = the routed experts' outputs weighted by the router's probs, plus the shared
+// expert. The residual add stays outside, as for the dense MLP: a token every one of whose
+// choices was dropped by the capacity gets 0 here (plus the shared expert), so the residual
+// stream carries it past the layer unchanged (Megatron's token dropping).
+//
+//   MoeMlpSpec spec{cfg, /*hidden=*/C, /*expert_ffn=*/cfg.expert_ffn(F), /*swiglu=*/true};
+//   MoeMlpParams p = moe_mlp_params(spec), g = moe_mlp_params(spec);   // zero host f32
+//   MoeRouterState state = moe_router_state(cfg);
+//   MoeMlpActivations a;
+//   moe_mlp_forward(ctx, spec, p, state, x, T, /*training=*/true, a, y);
+//   loss += a.stats.losses.total();
+//   moe_mlp_backward(ctx, spec, p, a, x, dy, /*loss_grad_scale=*/1, dx, g);
+//
+// Both backends run it. On CUDA, x and the expert weights are bf16, f16 or f32 (one type), the
+// router weight and every gradient f32, the router state made by moe_router_state(ctx, cfg);
+// the only device->host copy is the router's (router.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/tensor.hpp"
+#include "model/moe/dispatch_plan.hpp"
+#include "model/moe/experts.hpp"
+#include "model/moe/moe_config.hpp"
+#include "model/moe/router.hpp"
+
+namespace troupe {
+
+struct MoeMlpSpec {
+  MoeConfig moe;
+  int hidden = 0;      // C
+  int expert_ffn = 0;  // F of each routed expert (--moe-ffn-hidden-size)
+  bool swiglu = false;
+};
+
+// Parameters (or their f32 gradients) of one MoE MLP.
+struct MoeMlpParams {
+  Tensor router;       // f32 [E, C]
+  Tensor fc1;          // [E, F1, C]  (F1 = 2F with SwiGLU: rows [gate | up]); x's type
+  Tensor fc2;          // [E, C, F]
+  Tensor shared_fc1;   // [S1, C]; undefined without a shared expert
+  Tensor shared_fc2;   // [C, S]
+  Tensor shared_gate;  // [1, C], x's type; undefined without --moe-shared-expert-gate
+};
+// Zero-filled host f32 tensors of the spec's shapes.
+MoeMlpParams moe_mlp_params(const MoeMlpSpec& spec);
+
+// What the log reports per layer (Megatron's load_balancing_loss, z_loss, and the expert load).
+struct MoeMlpStats {
+  MoeRouterLosses losses;
+  int64_t tokens_per_expert_max = 0;
+  double tokens_per_expert_mean = 0;
+  int64_t dropped = 0;  // (token, choice) pairs dropped by the capacity
+};
+
+struct MoeMlpActivations {
+  MoeRouting routing;
+  MoeDispatchPlan plan;
+  Tensor xp;          // [R, C] tokens in expert order
+  Tensor expert_out;  // [R, C]
+  MoeExpertActivations experts;
+  SharedExpertActivations shared;
+  MoeMlpStats stats;
+};
+
+// x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten).
+void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
+                     const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y);
+// dy: [N, C]; dx: [N, C] (overwritten); g: f32 gradients, ACCUMULATE. loss_grad_scale: the
+// factor on the main loss's gradient, applied to the router's losses (see router.hpp).
+void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
+                      const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx,
+                      const MoeMlpParams& g);
+
+}  // namespace troupe

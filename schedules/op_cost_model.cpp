@@ -1,0 +1,171 @@
+// Fitting the per-op cost model to measured durations, and applying it to another shape.
+#include "schedules/op_cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "base/check.hpp"
+
+namespace troupe::schedules {
+
+namespace {
+
+// t[k]: the measured time of virtual stage k's op of one kind.
+OpKindCost fit_kind(const std::vector<double>& t, const std::vector<double>& n, std::string& fit) {
+  const size_t K = t.size();
+  OpKindCost c;
+  if (K == 1) {
+    c.layer_ns = n[0] > 0 ? t[0] / n[0] : 0;
+    fit = "one chunk";
+    return c;
+  }
+  double mid_t = 0, mid_n = 0;
+  for (size_t k = 1; k + 1 < K; ++k) mid_t += t[k], mid_n += n[k];
+  if (mid_n > 0) {
+    c.layer_ns = mid_t / mid_n;
+    fit = "middle chunks";
+  } else {
+    // Two chunks (or middle chunks without layers): one equation short. The embedding (a
+    // gather forward, a scatter-add backward) is the cheaper extra by far, so it is taken as
+    // free and the first chunk gives the layer cost.
+    c.layer_ns = n[0] > 0 ? t[0] / n[0] : (n[K - 1] > 0 ? t[K - 1] / n[K - 1] : 0);
+    fit = "embedding taken as free";
+  }
+  c.first_ns = std::max(0.0, t[0] - n[0] * c.layer_ns);
+  c.last_ns = std::max(0.0, t[K - 1] - n[K - 1] * c.layer_ns);
+  return c;
+}
+
+// Mean of the per-edge latencies of each recorded link (source stage k mod P); -1 where none.
+std::vector<int64_t> link_latencies(const std::vector<int64_t>& edges, int P) {
+  std::vector<double> sum(size_t(P), 0);
+  std::vector<int> count(size_t(P), 0);
+  for (size_t k = 0; k < edges.size(); ++k) {
+    if (edges[k] < 0) continue;
+    sum[k % size_t(P)] += double(edges[k]);
+    count[k % size_t(P)] += 1;
+  }
+  std::vector<int64_t> out(size_t(P), -1);
+  for (size_t s = 0; s < size_t(P); ++s)
+    if (count[s] > 0) out[s] = std::llround(sum[s] / count[s]);
+  return out;
+}
+
+int64_t mean_seen(const std::vector<int64_t>& links, int64_t fallback) {
+  double sum = 0;
+  int n = 0;
+  for (int64_t ns : links)
+    if (ns >= 0) sum += double(ns), ++n;
+  return n > 0 ? std::llround(sum / n) : fallback;
+}
+
+std::string ms(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f ms", ns / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<double> chunk_layer_counts(const PipelineShape& shape, int num_layers,
+                                       const std::vector<int>& chunk_layers) {
+  const int K = shape.stages * shape.chunks;
+  if (!chunk_layers.empty()) {
+    TROUPE_CHECK(chunk_layers.size() == size_t(K), "chunk layers: ", chunk_layers.size(), " counts for P*V = ", K,
+                 " virtual stages");
+    return {chunk_layers.begin(), chunk_layers.end()};
+  }
+  const double L = num_layers > 0 ? double(num_layers) : double(K);
+  return std::vector<double>(size_t(K), L / K);
+}
+
+OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& measured) {
+  const PipelineShape& shape = header.shape;
+  const int P = shape.stages, K = P * shape.chunks;
+  TROUPE_CHECK(measured.forward_ns.size() == size_t(P), "fit_op_cost_model: durations for ", measured.forward_ns.size(),
+               " stages, the trace has ", P);
+  const std::vector<double> n = chunk_layer_counts(shape, header.num_layers, header.chunk_layers);
+  std::vector<double> f(static_cast<size_t>(K)), b(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) {
+    f[size_t(k)] = double(measured.forward_ns[size_t(k % P)][size_t(k / P)]);
+    b[size_t(k)] = double(measured.backward_ns[size_t(k % P)][size_t(k / P)]);
+  }
+  OpCostModel m;
+  m.forward = fit_kind(f, n, m.fit);
+  m.backward = fit_kind(b, n, m.fit);
+  for (double x : n) m.model_layers += x;
+  m.stages = P;
+  std::vector<int64_t> act = measured.activation_p2p_ns, grad = measured.gradient_p2p_ns;
+  if (act.empty()) act.assign(size_t(std::max(K - 1, 0)), measured.p2p_ns);
+  if (grad.empty()) grad.assign(size_t(std::max(K - 1, 0)), measured.p2p_ns);
+  m.activation_link_ns = link_latencies(act, P);
+  m.gradient_link_ns = link_latencies(grad, P);
+  m.activation_ns = mean_seen(m.activation_link_ns, measured.p2p_ns);
+  m.gradient_ns = mean_seen(m.gradient_link_ns, measured.p2p_ns);
+  m.dispatch_ns = measured.dispatch_ns;
+  m.mean_dispatch_ns = mean_seen(m.dispatch_ns, 0);
+  return m;
+}
+
+OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape,
+                            const std::vector<int>& chunk_layers) {
+  const int P = shape.stages, K = P * shape.chunks;
+  std::vector<double> n;
+  if (!chunk_layers.empty()) {
+    n = chunk_layer_counts(shape, 0, chunk_layers);
+  } else {
+    n.assign(size_t(K), model.model_layers / K);
+  }
+  OpDurations d = OpDurations::uniform(shape, 0, 0, std::max(model.activation_ns, model.gradient_ns));
+  auto cost = [&](const OpKindCost& c, int k) {
+    double t = n[size_t(k)] * c.layer_ns;
+    if (k == 0) t += c.first_ns;
+    if (k == K - 1) t += c.last_ns;
+    return int64_t(std::llround(std::max(t, 0.0)));
+  };
+  for (int k = 0; k < K; ++k) {
+    d.forward_ns[size_t(k % P)][size_t(k / P)] = cost(model.forward, k);
+    d.backward_ns[size_t(k % P)][size_t(k / P)] = cost(model.backward, k);
+  }
+  const bool same_links = P == model.stages;
+  auto link = [&](const std::vector<int64_t>& links, int64_t mean, int k) {
+    if (!same_links) return mean;
+    const int64_t ns = links[size_t(k % P)];
+    return ns >= 0 ? ns : mean;
+  };
+  for (int k = 0; k + 1 < K; ++k) {
+    d.activation_p2p_ns.push_back(link(model.activation_link_ns, model.activation_ns, k));
+    d.gradient_p2p_ns.push_back(link(model.gradient_link_ns, model.gradient_ns, k));
+  }
+  if (!model.dispatch_ns.empty())
+    for (int s = 0; s < P; ++s)
+      d.dispatch_ns.push_back(same_links ? model.dispatch_ns[size_t(s)] : model.mean_dispatch_ns);
+  return d;
+}
+
+std::string format_op_cost_model(const OpCostModel& m) {
+  auto kind = [&](const char* name, const OpKindCost& c) {
+    return str_cat(name, " ", ms(c.layer_ns), "/layer, embedding +", ms(c.first_ns), ", LM head and loss +",
+                   ms(c.last_ns));
+  };
+  // Activations cross link s from s to s+1, gradients from s+1 to s.
+  auto links = [&](const std::vector<int64_t>& l, bool back) {
+    std::string s;
+    for (size_t i = 0; i < l.size(); ++i) {
+      const size_t a = i, b = (i + 1) % l.size();
+      s += str_cat(i ? ", " : "", back ? b : a, "->", back ? a : b, " ",
+                   l[i] >= 0 ? ms(double(l[i])) : std::string("not used"));
+    }
+    return s;
+  };
+  std::string dispatch;
+  for (size_t s = 0; s < m.dispatch_ns.size(); ++s)
+    dispatch += str_cat(s ? ", " : "", "s", s, " ", ms(double(m.dispatch_ns[s])));
+  return str_cat("cost model (", m.fit, "): ", kind("forward", m.forward), "; ", kind("backward", m.backward),
+                 "\ntransfers: activation ", ms(double(m.activation_ns)), " (", links(m.activation_link_ns, false),
+                 "), gradient ", ms(double(m.gradient_ns)), " (", links(m.gradient_link_ns, true), ")",
+                 dispatch.empty() ? std::string() : str_cat("; between ops ", dispatch));
+}
+
+}  // namespace troupe::schedules

@@ -1,0 +1,71 @@
+// What each op of a pipeline costs, fitted to a recorded trace, for predicting other pipeline
+// shapes (`troupe replay --what-if`; docs/replay-and-traces.md, "Cost model").
+//
+// A forward (or backward) op of virtual stage k of K costs
+//     n_k * layer + [k == 0] * first + [k == K-1] * last
+// n_k transformer layers at `layer` each, plus the embedding on the first virtual stage and the
+// final norm, LM head and loss on the last: those two chunks are slower than the others by a
+// fixed amount however the layers are split. A transfer between virtual stages k and k+1
+// crosses the link from stage k mod P to stage (k+1) mod P and costs that link's latency, once
+// per microbatch and direction, so a schedule with more chunks per stage pays more transfers.
+//
+//   OpCostModel m = fit_op_cost_model(trace.header, measured_durations(trace, iterations));
+//   OpDurations d = model_durations(m, {.stages = 4, .chunks = 2, .microbatches = 8});
+//   Simulation prediction = simulate(Schedule::interleaved_1f1b, d_shape, d);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedules/simulator.hpp"
+#include "schedules/trace.hpp"
+
+namespace troupe::schedules {
+
+// One kind of op (forward, backward; a split backward's B and W would be two more).
+struct OpKindCost {
+  double layer_ns = 0;  // one transformer layer
+  double first_ns = 0;  // extra on the first virtual stage: the embedding
+  double last_ns = 0;   // extra on the last virtual stage: final norm, LM head and loss
+};
+
+struct OpCostModel {
+  OpKindCost forward, backward;
+  double model_layers = 0;  // the layers `layer_ns` counts (the model's; P*V slices when unknown)
+  int stages = 0;           // of the recorded pipeline (the links below are its)
+  // Latency of the link from stage s to (s+1) mod P, activations, and back, gradients; -1
+  // where the recorded run never used it (1F1B never sends from the last stage to the first).
+  std::vector<int64_t> activation_link_ns, gradient_link_ns;  // (P)
+  int64_t activation_ns = 0, gradient_ns = 0;                 // mean over the links used: for links not seen
+  // Each recorded stage's turnaround between ops (OpDurations::dispatch_ns), and their mean.
+  std::vector<int64_t> dispatch_ns;
+  int64_t mean_dispatch_ns = 0;
+  // How the layer cost was told apart from the first and last chunks' extra work: "middle
+  // chunks" (some chunk holds neither), "embedding taken as free" (two chunks: one equation
+  // short), "one chunk" (no split at all: the extras stay inside the layer cost).
+  std::string fit;
+};
+
+// Layers per virtual stage (K = P*V entries): `chunk_layers` when given, else an even split of
+// `num_layers` (of K slices when num_layers is 0).
+std::vector<double> chunk_layer_counts(const PipelineShape& shape, int num_layers,
+                                       const std::vector<int>& chunk_layers);
+
+// The model fitted to `measured` (measured_durations() of a trace with `header`): the layer
+// cost from the chunks that hold neither the embedding nor the LM head, the first and last
+// chunks' extra as what they take beyond their layers (never below 0), and the link latencies
+// from the per-edge ones measured.
+OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& measured);
+
+// Durations of every op and transfer of another pipeline: `shape` with its layers split as
+// `chunk_layers` (empty: evenly). The links keep their recorded latency where the stage count
+// is the same; links not seen, and every link of another stage count, take the mean; so do the
+// stages' turnaround times.
+OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape,
+                            const std::vector<int>& chunk_layers = {});
+
+// The model as text for the report: per-layer, embedding and LM-head costs, link latencies.
+std::string format_op_cost_model(const OpCostModel& model);
+
+}  // namespace troupe::schedules

@@ -1,0 +1,144 @@
+// Transfer latencies between virtual stages and the stages' turnaround between ops, from recv
+// events or from the gaps between the ops of a trace.
+#include "schedules/transfer_latency.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace troupe::schedules {
+
+namespace {
+
+bool is_compute(const TraceEvent& e) {
+  return e.stage >= 0 && (e.kind == EventKind::forward || e.kind == EventKind::backward);
+}
+
+int64_t lower_quartile(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 4];
+}
+
+int64_t mean(const std::vector<int64_t>& v) {
+  double sum = 0;
+  for (int64_t x : v) sum += double(x);
+  return std::llround(sum / double(v.size()));
+}
+
+// The mean without the longest tenth.
+int64_t trimmed_mean(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.resize(v.size() - v.size() / 10);
+  return mean(v);
+}
+
+struct Samples {
+  // [direction][link]: 0 activation (s -> s+1), 1 gradient (s+1 -> s).
+  std::vector<std::vector<int64_t>> gaps[2], recvs[2];
+  std::vector<std::vector<int64_t>> dispatch;  // [stage]
+};
+
+class IterationOps {
+ public:
+  IterationOps(const std::vector<const TraceEvent*>& events, int P, int K) : P_(P), K_(K), stages_(size_t(P)) {
+    for (const TraceEvent* e : events) {
+      if (!is_compute(*e) || e->stage >= P || e->chunk < 0 || e->chunk * P + e->stage >= K) continue;
+      op_at_[{int(e->kind), e->chunk * P + e->stage, e->microbatch}] = e;
+      stages_[size_t(e->stage)].push_back(e);
+    }
+    for (auto& ops : stages_)
+      std::stable_sort(ops.begin(), ops.end(),
+                       [](const TraceEvent* a, const TraceEvent* b) { return a->start_ns < b->start_ns; });
+  }
+  const TraceEvent* find(EventKind kind, int k, int mb) const {
+    auto it = op_at_.find({int(kind), k, mb});
+    return it == op_at_.end() ? nullptr : it->second;
+  }
+  // The op of another stage whose output `e` reads; null for the first virtual stage's forward
+  // and the last one's backward (its input is its own forward's).
+  const TraceEvent* producer(const TraceEvent& e) const {
+    const int k = e.chunk * P_ + e.stage;
+    if (e.kind == EventKind::forward) return k > 0 ? find(EventKind::forward, k - 1, e.microbatch) : nullptr;
+    return k + 1 < K_ ? find(EventKind::backward, k + 1, e.microbatch) : nullptr;
+  }
+  const std::vector<std::vector<const TraceEvent*>>& stages() const { return stages_; }
+
+ private:
+  int P_, K_;
+  std::map<std::tuple<int, int, int>, const TraceEvent*> op_at_;  // (kind, virtual stage, microbatch)
+  std::vector<std::vector<const TraceEvent*>> stages_;            // each in start order
+};
+
+}  // namespace
+
+TransferLatencies measured_transfer_latencies(const Trace& trace, const std::vector<int64_t>& iterations) {
+  const int P = std::max(trace.header.shape.stages, 1), K = P * std::max(trace.header.shape.chunks, 1);
+  Samples s;
+  for (int d = 0; d < 2; ++d) s.gaps[d].resize(size_t(P)), s.recvs[d].resize(size_t(P));
+  s.dispatch.resize(size_t(P));
+  TransferLatencies out;
+  out.smallest_gap_ns = INT64_MAX;
+
+  const std::set<int64_t> wanted(iterations.begin(), iterations.end());
+  std::map<int64_t, std::vector<const TraceEvent*>> by_iteration;
+  for (const TraceEvent& e : trace.events)
+    if (wanted.empty() || wanted.count(e.iteration)) by_iteration[e.iteration].push_back(&e);
+
+  for (const auto& [iteration, events] : by_iteration) {
+    const IterationOps ops(events, P, K);
+    // recv events: the receiving stage's (microbatch, chunk); a gradient if it began after that
+    // chunk's forward of the microbatch ended (the gradient cannot be produced before).
+    for (const TraceEvent* e : events) {
+      if (e->kind != EventKind::recv || e->stage < 0 || e->stage >= P || e->chunk < 0) continue;
+      const int k = e->chunk * P + e->stage;
+      if (k >= K) continue;
+      const TraceEvent* fwd = ops.find(EventKind::forward, k, e->microbatch);
+      const bool gradient = fwd != nullptr && e->start_ns >= fwd->end_ns;
+      const int edge = gradient ? k : k - 1;
+      if (edge < 0 || edge >= K - 1) continue;
+      s.recvs[gradient ? 1 : 0][size_t(edge % P)].push_back(e->end_ns - e->start_ns);
+    }
+    for (const auto& stage_ops : ops.stages()) {
+      int64_t free_since = INT64_MIN;  // the end of the stage's previous op
+      for (const TraceEvent* e : stage_ops) {
+        const int k = e->chunk * P + e->stage;
+        const bool forward = e->kind == EventKind::forward;
+        const TraceEvent* producer = ops.producer(*e);
+        const int64_t gap = producer != nullptr ? e->start_ns - producer->end_ns : 0;
+        if (producer != nullptr) out.smallest_gap_ns = std::min(out.smallest_gap_ns, gap);
+        if (free_since != INT64_MIN) {
+          if (producer != nullptr && e->start_ns > free_since && producer->end_ns >= free_since && gap >= 0) {
+            // The stage was idle and the input came last: the op waited for exactly this transfer.
+            const int edge = forward ? k - 1 : k;
+            s.gaps[forward ? 0 : 1][size_t(edge % P)].push_back(gap);
+          } else if (producer == nullptr || producer->end_ns < free_since) {
+            s.dispatch[size_t(e->stage)].push_back(std::max<int64_t>(e->start_ns - free_since, 0));
+          }
+        }
+        free_since = std::max(free_since, e->end_ns);
+      }
+    }
+  }
+  if (out.smallest_gap_ns == INT64_MAX) out.smallest_gap_ns = 0;
+  for (int d = 0; d < 2; ++d) {
+    std::vector<int64_t> link(size_t(P), -1);
+    for (size_t l = 0; l < size_t(P); ++l) {
+      if (!s.recvs[d][l].empty()) {
+        link[l] = mean(s.recvs[d][l]);
+        out.samples += int(s.recvs[d][l].size());
+      } else if (!s.gaps[d][l].empty()) {
+        link[l] = lower_quartile(s.gaps[d][l]);
+        out.samples += int(s.gaps[d][l].size());
+      }
+    }
+    std::vector<int64_t>& edges = d == 0 ? out.activation_ns : out.gradient_ns;
+    for (int k = 0; k + 1 < K; ++k) edges.push_back(link[size_t(k % P)]);
+  }
+  for (const auto& gaps : s.dispatch) out.dispatch_ns.push_back(gaps.empty() ? 0 : trimmed_mean(gaps));
+  return out;
+}
+
+}  // namespace troupe::schedules

@@ -1,0 +1,174 @@
+// `troupe replay` held to its word on recorded runs: `troupe train --trace` of a tiny GPT on two
+// CPU devices, 1F1B and interleaved (V = 2), in one process, as two processes under mpirun, and
+// as two processes whose trace clocks are 1.5 s apart (torchrun's variables, over TCP). The
+// ops sleep as a real model's would take (TROUPE_OP_SLEEP: a time per layer, and the LM head and
+// loss on the last chunk; actors/train/slow_device_hook.hpp), so the test is of the model, not
+// of CPU timing noise. For every recorded run the simulator's replay of the same schedule gives
+// the measured step time and bubble within 2 points, and the what-if from each schedule's trace
+// gives the other schedule's measured run within 2 points: a model that spread the last chunk's
+// head over the new chunks or took transfers as free misses the interleaved run by more.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "schedules/replay.hpp"
+#include "schedules/trace_merge.hpp"
+#include "tests/test_util.hpp"
+#include "tests/troupe_process.hpp"
+
+namespace troupe::test {
+namespace {
+
+using namespace std::chrono_literals;
+using schedules::ReplayOptions;
+using schedules::ReplayReport;
+
+// 8 layers, 2 stages, 8 microbatches; each forward sleeps 10 ms per layer plus 30 ms on the last
+// chunk (the LM head and loss), each backward twice that; the model is small enough (hidden 64,
+// 16 tokens) that its own compute, which a loaded machine stretches, is a sliver of that.
+constexpr const char* kOpSleep = "10:30";
+constexpr double kPoints = 0.02;
+
+std::vector<std::string> train_args(bool interleaved, int devices_per_process, const std::string& trace) {
+  std::vector<std::string> a = {"train",
+                                "--mock-data",
+                                "--model",
+                                "gpt2-tiny",
+                                "--num-layers",
+                                "8",
+                                "--vocab-size",
+                                "512",
+                                "--seq-length",
+                                "16",
+                                "--hidden-size",
+                                "64",
+                                "--num-attention-heads",
+                                "4",
+                                "--micro-batch-size",
+                                "1",
+                                "--global-batch-size",
+                                "8",
+                                "--train-iters",
+                                "4",
+                                "--eval-iters",
+                                "0",
+                                "--log-interval",
+                                "4",
+                                "--device",
+                                "cpu",
+                                "--devices",
+                                std::to_string(devices_per_process),
+                                "--pipeline-model-parallel-size",
+                                "2",
+                                "--trace",
+                                trace};
+  if (interleaved) a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", "2"});
+  return a;
+}
+
+struct Recorded {
+  std::string name;
+  schedules::Trace trace;  // every process's file, on process 0's clock
+  ReplayReport report;     // with the what-if of the other schedule
+};
+
+// Runs `troupe train` (after `launcher`: {} for one process) and replays its trace files.
+Recorded record(const std::string& name, bool interleaved, const std::vector<std::string>& launcher,
+                int devices_per_process, const TempDir& dir) {
+  const ScopedEnv sleep("TROUPE_OP_SLEEP", kOpSleep);
+  const std::string trace = dir / (name + ".trace");
+  const TroupeExit run = launcher.empty()
+                             ? run_to_exit(train_args(interleaved, devices_per_process, trace), name, 240s)
+                             : run_to_exit(launcher, train_args(interleaved, devices_per_process, trace), name, 240s);
+  EXPECT_EQ(run.code, std::optional<int>(0)) << run.output;
+  Recorded r{name, schedules::trace_read_processes(schedules::trace_process_files({trace})), {}};
+  ReplayOptions o;
+  o.what_ifs = {interleaved ? "schedule=1f1b" : "schedule=interleaved,v=2"};
+  r.report = schedules::replay_trace(r.trace, o);
+  std::printf("%s:\n%s", name.c_str(), schedules::format_replay_report(r.report).c_str());
+  return r;
+}
+
+double step_ratio(int64_t predicted, int64_t measured) { return double(predicted) / double(measured); }
+
+// The simulator's replay of the recorded schedule against the measurement.
+void expect_replay_matches(const Recorded& r) {
+  const ReplayReport& p = r.report;
+  EXPECT_NEAR(p.replayed.stats.bubble_fraction, p.stats.bubble_fraction, kPoints) << r.name;
+  EXPECT_NEAR(step_ratio(p.replayed.stats.step_ns, p.stats.step_ns), 1.0, kPoints) << r.name;
+  // No op starts before its input was produced: the processes' clocks agree.
+  EXPECT_GE(p.smallest_gap_ns, 0) << r.name;
+}
+
+// The what-if from `from`'s trace against the run `to` measured.
+void expect_what_if_matches(const Recorded& from, const Recorded& to) {
+  const schedules::Simulation& w = from.report.what_ifs.at(0).simulation;
+  EXPECT_NEAR(w.stats.bubble_fraction, to.report.stats.bubble_fraction, kPoints) << from.name << " -> " << to.name;
+  EXPECT_NEAR(step_ratio(w.stats.step_ns, to.report.stats.step_ns), 1.0, kPoints) << from.name << " -> " << to.name;
+}
+
+TEST(ReplayValidation, OneProcess) {
+  TempDir dir("replay_validation_one");
+  const Recorded f = record("1f1b", false, {}, 2, dir);
+  const Recorded v = record("interleaved", true, {}, 2, dir);
+  expect_replay_matches(f);
+  expect_replay_matches(v);
+  expect_what_if_matches(f, v);
+  expect_what_if_matches(v, f);
+  // The shapes these numbers are about: the last chunk is the slow one, and interleaving pays it.
+  EXPECT_EQ(f.report.cost_model.fit, "embedding taken as free");
+  EXPECT_GT(f.report.cost_model.forward.last_ns, 20e6);
+  EXPECT_GT(v.report.stats.bubble_fraction,
+            schedules::theoretical_bubble(v.report.header.schedule, v.report.header.shape) + kPoints);
+}
+
+void need_mpirun() {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+}
+
+TEST(ReplayValidation, TwoProcessesUnderMpirun) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
+  need_mpirun();
+  TempDir dir("replay_validation_mpi");
+  const Recorded f = record("1f1b_mpi", false, {"mpirun", "-np", "2"}, 1, dir);
+  const Recorded v = record("interleaved_mpi", true, {"mpirun", "-np", "2"}, 1, dir);
+  expect_replay_matches(f);
+  expect_replay_matches(v);
+  expect_what_if_matches(f, v);
+  expect_what_if_matches(v, f);
+  // The command takes the prefix (or the files) and merges them the same way.
+  const TroupeExit cli =
+      run_to_exit({"replay", dir / "interleaved_mpi.trace", "--what-if", "schedule=1f1b"}, "replay_cli", 60s);
+  EXPECT_EQ(cli.code, std::optional<int>(0)) << cli.output;
+  EXPECT_NE(cli.output.find("pipeline: interleaved P=2 V=2 M=8"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("what-if 1f1b P=2 V=1 M=8"), std::string::npos) << cli.output;
+  EXPECT_EQ(cli.output.find("warning"), std::string::npos) << cli.output;
+}
+
+// Two processes with torchrun's variables (tests/launch_env.sh), process 1's trace clock started
+// 1.5 s early (the test hook TROUPE_CLOCK_SHIFT; actors/train/clock_shift_hook.hpp), as on two
+// machines whose clocks are far apart: its times read 1.5 s more than process 0's.
+TEST(ReplayValidation, ClocksFarApartAreAligned) {
+  TempDir dir("replay_validation_tcp");
+  const ScopedEnv timeout("TROUPE_RENDEZVOUS_TIMEOUT", "60");
+  const ScopedEnv shift("TROUPE_CLOCK_SHIFT", "1:1500");
+  const Recorded v = record("interleaved_tcp", true, {"bash", source_path("tests/launch_env.sh"), "2"}, 1, dir);
+  const schedules::Trace rank1 = schedules::trace_read(dir / "interleaved_tcp.trace.rank1");
+  EXPECT_EQ(rank1.header.process, 1);
+  EXPECT_EQ(rank1.header.processes, 2);
+  EXPECT_NEAR(double(rank1.header.clock_offset_ns), -1.5e9, 0.1e9);
+  EXPECT_GT(rank1.header.clock_rtt_ns, 0);
+  expect_replay_matches(v);
+  // Taken on their own clocks, the files would put stage 0's backwards before their inputs.
+  schedules::Trace naive = schedules::trace_read(dir / "interleaved_tcp.trace.rank0");
+  for (const schedules::TraceEvent& e : rank1.events) naive.events.push_back(e);
+  EXPECT_LT(schedules::replay_trace(naive, {}).smallest_gap_ns, -int64_t(1e9));
+}
+
+}  // namespace
+}  // namespace troupe::test

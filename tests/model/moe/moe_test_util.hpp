@@ -1,0 +1,27 @@
+// Helpers of the MoE model tests: a small block with random weights, and the routing it made.
+#pragma once
+
+#include "model/moe/moe_mlp.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+
+// Random N(0, std^2) weights for every parameter of the spec (the router a little larger, so
+// that routing gaps are wide compared with finite-difference probes).
+inline MoeMlpParams random_moe_params(const MoeMlpSpec& spec, uint64_t seed, float std = 0.4f) {
+  MoeMlpParams p = moe_mlp_params(spec);
+  auto fill = [&](const Tensor& t, float s) {
+    if (!t.defined()) return;
+    Tensor r = random_normal(t.shape(), seed++, s);
+    std::copy(r.data_as<float>(), r.data_as<float>() + r.numel(), t.data_as<float>());
+  };
+  fill(p.router, 3 * std);
+  fill(p.fc1, std);
+  fill(p.fc2, std);
+  fill(p.shared_fc1, std);
+  fill(p.shared_fc2, std);
+  fill(p.shared_gate, std);
+  return p;
+}
+
+}  // namespace troupe::test
