@@ -2,7 +2,8 @@
 # Activation recomputation on one GPU: device memory and tokens/s of `troupe train` with and
 # without each recompute mode, for a 1.3B GPT (GPT-3 XL shape) and a 7B-shaped Llama (hidden 4096,
 # 32 heads, SwiGLU 11008; as many layers as LAYERS_7B, default 8) at T=4096, micro-batch 1, bf16,
-# mock data. Memory is the device memory in use after the run (the caching pool holds the peak).
+# mock data. Memory is the device memory in use after the run (the caching pool holds the peak);
+# "act GiB" is that minus the model state (parameters, gradients, optimizer) the run reports.
 # The ratio column is tokens/s against the same model without recompute, in the same command;
 # loss-diff, the largest relative difference of the logged losses from that run's (0: identical).
 # Usage (repo root, after `source .devdeps/env.sh`): bench/recompute_memory.sh BUILD_DIR [MODEL...]
@@ -23,7 +24,7 @@ modes=("none:"
        "full-uniform-1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
        "full-block-half:--recompute-granularity full --recompute-method block --recompute-num-layers HALF")
 
-printf '%-6s %-26s %9s %12s %10s %8s %10s\n' model mode ms/it tokens/s GiB ratio loss-diff > "$out/summary.txt"
+printf '%-6s %-26s %9s %12s %10s %8s %8s %10s\n' model mode ms/it tokens/s GiB 'act GiB' ratio loss-diff > "$out/summary.txt"
 for model in "${models[@]}"; do
   case $model in
     1.3b) layers=24; margs="--model gpt2-124m --num-layers 24 --hidden-size 2048 --num-attention-heads 16" ;;
@@ -48,10 +49,13 @@ for model in "${models[@]}"; do
       continue
     fi
     gib=$(memory_of "$log" | awk '{print $2}')
+    state=$(grep -o 'parameters [0-9.]* GiB, gradients [0-9.]* GiB, optimizer state [0-9.]* GiB' "$log" | head -1 |
+            awk '{print $2 + $5 + $9}')
+    act=$(awk -v g="${gib:-0}" -v s="${state:-0}" 'BEGIN {printf "%.2f", g - s}')
     tps=$(awk -v ms="$ms" -v t=$seq 'BEGIN {printf "%.0f", 4 * t / (ms / 1000)}')
     losses_of "$log" > "$out/$model-$name.losses"
     [ -n "$base" ] || { base=$tps; base_losses=$out/$model-$name.losses; }
-    printf '%-6s %-26s %9.1f %12s %10s %8.3f %10s\n' "$model" "$name" "$ms" "$tps" "${gib:--}" \
+    printf '%-6s %-26s %9.1f %12s %10s %8s %8.3f %10s\n' "$model" "$name" "$ms" "$tps" "${gib:--}" "$act" \
         "$(awk -v a="$tps" -v b="$base" 'BEGIN {print a / b}')" \
         "$(max_rel_diff "$out/$model-$name.losses" "$base_losses" | awk '{print $1}')" >> "$out/summary.txt"
   done
