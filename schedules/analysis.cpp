@@ -9,9 +9,7 @@ namespace troupe::schedules {
 
 namespace {
 
-bool is_compute(const TraceEvent& e) {
-  return e.stage >= 0 && (e.kind == EventKind::forward || e.kind == EventKind::backward);
-}
+bool is_compute(const TraceEvent& e) { return e.stage >= 0 && is_op_kind(e.kind); }
 
 int stage_count(const Trace& t) {
   int P = std::max(t.header.shape.stages, 1);
@@ -49,7 +47,9 @@ PipelineStats pipeline_stats(const Trace& t) {
       StageStats& st = s.stages[p];
       st.busy_ns += e.end_ns - e.start_ns;
       st.ops += 1;
-      in_flight += e.kind == EventKind::forward ? 1 : -1;
+      // Held from the forward to the backward (a split backward: to its B, which frees most).
+      if (e.kind == EventKind::forward) in_flight += 1;
+      if (e.kind == EventKind::backward || e.kind == EventKind::backward_input) in_flight -= 1;
       st.peak_in_flight = std::max(st.peak_in_flight, in_flight);
     }
   }
@@ -94,8 +94,13 @@ std::vector<TraceEvent> critical_path(const Trace& t) {
     long data = -1;
     if (e.kind == EventKind::forward)
       data = k > 0 ? find(EventKind::forward, k - 1, e.microbatch) : -1;
-    else
-      data = k + 1 < K ? find(EventKind::backward, k + 1, e.microbatch) : find(EventKind::forward, k, e.microbatch);
+    else if (e.kind == EventKind::backward_weight)
+      data = find(EventKind::backward_input, k, e.microbatch);  // a W needs its own B
+    else if (k + 1 == K)
+      data = find(EventKind::forward, k, e.microbatch);
+    else  // the next virtual stage's fused backward or B sent the gradient
+      data = std::max(find(EventKind::backward, k + 1, e.microbatch),
+                      find(EventKind::backward_input, k + 1, e.microbatch));
     long best = -1;
     for (long dep : {prev[size_t(cur)], data})
       if (dep >= 0 && t.events[size_t(dep)].end_ns <= e.start_ns &&
@@ -113,7 +118,7 @@ std::vector<std::vector<Op>> stage_orders(const Trace& t) {
   for (size_t p = 0; p < stages.size(); ++p)
     for (size_t i : stages[p]) {
       const TraceEvent& e = t.events[i];
-      orders[p].push_back({e.kind == EventKind::forward ? OpKind::forward : OpKind::backward, e.microbatch, e.chunk});
+      orders[p].push_back({op_kind(e.kind), e.microbatch, e.chunk});
     }
   return orders;
 }

@@ -94,6 +94,12 @@ OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& meas
   OpCostModel m;
   m.forward = fit_kind(f, n, m.fit);
   m.backward = fit_kind(b, n, m.fit);
+  if (!measured.weight_ns.empty()) {
+    std::vector<double> w(static_cast<size_t>(K));
+    for (int k = 0; k < K; ++k) w[size_t(k)] = double(measured.weight_ns[size_t(k % P)][size_t(k / P)]);
+    m.weight = fit_kind(w, n, m.fit);
+    m.has_weight = true;
+  }
   for (double x : n) m.model_layers += x;
   m.stages = P;
   std::vector<int64_t> act = measured.activation_p2p_ns, grad = measured.gradient_p2p_ns;
@@ -127,6 +133,12 @@ OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape
   for (int k = 0; k < K; ++k) {
     d.forward_ns[size_t(k % P)][size_t(k / P)] = cost(model.forward, k);
     d.backward_ns[size_t(k % P)][size_t(k / P)] = cost(model.backward, k);
+  }
+  if (model.has_weight) {
+    d.weight_ns.assign(size_t(P), std::vector<int64_t>(size_t(shape.chunks), 0));
+    for (int k = 0; k < K; ++k)  // W is part of the backward: never above it
+      d.weight_ns[size_t(k % P)][size_t(k / P)] =
+          std::min(cost(model.weight, k), d.backward_ns[size_t(k % P)][size_t(k / P)]);
   }
   const bool same_links = P == model.stages;
   auto link = [&](const std::vector<int64_t>& links, int64_t mean, int k) {
@@ -163,6 +175,8 @@ std::string format_op_cost_model(const OpCostModel& m) {
   for (size_t s = 0; s < m.dispatch_ns.size(); ++s)
     dispatch += str_cat(s ? ", " : "", "s", s, " ", ms(double(m.dispatch_ns[s])));
   return str_cat("cost model (", m.fit, "): ", kind("forward", m.forward), "; ", kind("backward", m.backward),
+                 m.has_weight ? str_cat("; of which W ", kind("", m.weight).substr(1))
+                              : std::string("; W of a split backward taken as half the backward"),
                  "\ntransfers: activation ", ms(double(m.activation_ns)), " (", links(m.activation_link_ns, false),
                  "), gradient ", ms(double(m.gradient_ns)), " (", links(m.gradient_link_ns, true), ")",
                  dispatch.empty() ? std::string() : str_cat("; between ops ", dispatch));

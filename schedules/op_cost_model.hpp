@@ -23,7 +23,7 @@
 
 namespace troupe::schedules {
 
-// One kind of op (forward, backward; a split backward's B and W would be two more).
+// One kind of op (forward, backward; the W part of a split backward).
 struct OpKindCost {
   double layer_ns = 0;  // one transformer layer
   double first_ns = 0;  // extra on the first virtual stage: the embedding
@@ -31,7 +31,11 @@ struct OpKindCost {
 };
 
 struct OpCostModel {
-  OpKindCost forward, backward;
+  OpKindCost forward, backward;  // backward: the whole of it, B + W
+  // The weight-gradient part of the backward, when the trace measured it (B and W events);
+  // otherwise W is taken as half the backward (OpDurations::weight_ns).
+  bool has_weight = false;
+  OpKindCost weight;
   double model_layers = 0;  // the layers `layer_ns` counts (the model's; P*V slices when unknown)
   int stages = 0;           // of the recorded pipeline (the links below are its)
   // Latency of the link from stage s to (s+1) mod P, activations, and back, gradients; -1

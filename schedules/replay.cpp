@@ -47,6 +47,8 @@ std::string delta(double ratio) {
 std::string theory_formula(Schedule schedule, const PipelineShape& s) {
   if (schedule == Schedule::interleaved_1f1b)
     return str_cat("(P-1)/(V*M+P-1) = ", s.stages - 1, "/", s.chunks * s.microbatches + s.stages - 1);
+  if (schedule == Schedule::zb_h1)  // F = B = W
+    return str_cat("(P-1)/(3M+P-1) = ", s.stages - 1, "/", 3 * s.microbatches + s.stages - 1);
   return str_cat("(P-1)/(M+P-1) = ", s.stages - 1, "/", s.microbatches + s.stages - 1);
 }
 
@@ -57,9 +59,8 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   std::vector<int64_t> all;
   for (int64_t it : trace_iterations(trace)) {
     const Trace one = trace_iteration(trace, it);
-    if (std::any_of(one.events.begin(), one.events.end(), [](const TraceEvent& e) {
-          return e.stage >= 0 && (e.kind == EventKind::forward || e.kind == EventKind::backward);
-        }))
+    if (std::any_of(one.events.begin(), one.events.end(),
+                    [](const TraceEvent& e) { return e.stage >= 0 && is_op_kind(e.kind); }))
       all.push_back(it);
   }
   TROUPE_CHECK(!all.empty(), "the trace holds no forward or backward op");
@@ -164,13 +165,11 @@ std::string format_replay_report(const ReplayReport& r) {
         continue;
       }
       const TraceEvent& e = r.critical_path[i];
-      chain +=
-          str_cat(i ? " -> " : "  ", "s", e.stage, ":",
-                  op_str({e.kind == EventKind::forward ? OpKind::forward : OpKind::backward, e.microbatch, e.chunk}));
+      chain += str_cat(i ? " -> " : "  ", "s", e.stage, ":", op_str({op_kind(e.kind), e.microbatch, e.chunk}));
     }
     line(chain);
   }
-  if (r.smallest_gap_ns < 0)
+  if (r.clocks_disagree())
     line(str_cat("warning: an op starts ", ms(double(-r.smallest_gap_ns)),
                  " before the op it depends on ends: the trace's clocks disagree (files of processes merged "
                  "with an offset measured badly, or of different runs); transfers and the step are off by that much"));

@@ -46,6 +46,9 @@ struct ReplayReport {
   // The least (consumer start - producer end) over the data dependencies of the analysed
   // iterations: below 0 only when the clocks of merged processes' traces disagree.
   int64_t smallest_gap_ns = 0;
+  // True when smallest_gap_ns is further below 0 than the merged clocks' offsets can be wrong
+  // (half the largest offset exchange's round trip, header.clock_rtt_ns / 2; 0 for one clock).
+  bool clocks_disagree() const { return smallest_gap_ns < -(header.clock_rtt_ns / 2); }
   Simulation replayed;  // the recorded shape under the measured mean durations
   std::vector<WhatIfPrediction> what_ifs;
 };

@@ -1,6 +1,7 @@
 // Megatron-LM's pipeline schedules as op orders, and the stage policy they emerge from.
 // Reference: megatron/core/pipeline_parallel/schedules.py (get_schedule_table,
-// get_pp_rank_microbatches, forward_backward_pipelining_with/without_interleaving).
+// get_pp_rank_microbatches, forward_backward_pipelining_with/without_interleaving); ZB-H1:
+// Qi et al., "Zero Bubble Pipeline Parallelism" (2023), section 2.1.
 #include "schedules/schedule.hpp"
 
 #include <algorithm>
@@ -17,6 +18,8 @@ const char* schedule_name(Schedule s) {
       return "1f1b";
     case Schedule::interleaved_1f1b:
       return "interleaved";
+    case Schedule::zb_h1:
+      return "zb-h1";
   }
   return "?";
 }
@@ -25,12 +28,16 @@ Schedule schedule_from_name(const std::string& name) {
   if (name == "gpipe") return Schedule::gpipe;
   if (name == "1f1b" || name == "one_f_one_b") return Schedule::one_f_one_b;
   if (name == "interleaved" || name == "interleaved_1f1b") return Schedule::interleaved_1f1b;
-  TROUPE_FAIL("unknown pipeline schedule '", name, "' (expected gpipe, 1f1b or interleaved)");
+  if (name == "zb-h1" || name == "zb_h1") return Schedule::zb_h1;
+  TROUPE_FAIL("unknown pipeline schedule '", name, "' (expected gpipe, 1f1b, interleaved or zb-h1)");
 }
 
 std::string op_str(const Op& op) {
-  return str_cat(op.kind == OpKind::forward ? "F" : "B", op.microbatch, ".c", op.chunk);
+  const char* letter = op.kind == OpKind::forward ? "F" : op.kind == OpKind::backward_weight ? "W" : "B";
+  return str_cat(letter, op.microbatch, ".c", op.chunk);
 }
+
+bool splits_backward(Schedule s) { return s == Schedule::zb_h1; }
 
 int group_size(const PipelineShape& shape) { return shape.group_size > 0 ? shape.group_size : shape.stages; }
 
@@ -101,12 +108,20 @@ std::vector<Op> forward_order(Schedule schedule, const PipelineShape& shape, int
 
 std::vector<Op> backward_order(Schedule schedule, const PipelineShape& shape, int stage) {
   std::vector<Op> order = forward_order(schedule, shape, stage);
+  const OpKind kind = splits_backward(schedule) ? OpKind::backward_input : OpKind::backward;
   // Backward entry k takes table entry k's chunk mirrored; within one chunk the microbatches
   // come in table order, which is 0, 1, ..., so entry k's microbatch is the right one.
   for (Op& op : order) {
-    op.kind = OpKind::backward;
+    op.kind = kind;
     op.chunk = shape.chunks - 1 - op.chunk;
   }
+  return order;
+}
+
+std::vector<Op> weight_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  std::vector<Op> order = backward_order(schedule, shape, stage);
+  if (!splits_backward(schedule)) return {};
+  for (Op& op : order) op.kind = OpKind::backward_weight;  // each W in its B's order: oldest first
   return order;
 }
 
@@ -118,6 +133,7 @@ int warmup_forwards(Schedule schedule, const PipelineShape& shape, int stage) {
     case Schedule::gpipe:
       return M;
     case Schedule::one_f_one_b:
+    case Schedule::zb_h1:
       return std::min(P - stage - 1, M);
     case Schedule::interleaved_1f1b:
       return std::min(M * V, 2 * (P - stage - 1) + (V - 1) * group_size(shape));
@@ -129,7 +145,34 @@ int max_in_flight(Schedule schedule, const PipelineShape& shape, int stage) {
   return std::min(warmup_forwards(schedule, shape, stage) + 1, shape.microbatches * shape.chunks);
 }
 
+namespace {
+
+// ZB-H1's order (schedule.hpp): 1F1B's forwards and Bs, a W after each B except the first
+// `stage` steady-state ones; the deferred Ws close the order.
+std::vector<Op> zb_h1_order(const PipelineShape& shape, int stage) {
+  const std::vector<Op> forwards = forward_order(Schedule::zb_h1, shape, stage);
+  const std::vector<Op> inputs = backward_order(Schedule::zb_h1, shape, stage);
+  const std::vector<Op> weights = weight_order(Schedule::zb_h1, shape, stage);
+  const size_t total = forwards.size(), warmup = size_t(warmup_forwards(Schedule::zb_h1, shape, stage));
+  std::vector<Op> order(forwards.begin(), forwards.begin() + long(warmup));
+  size_t next_weight = 0;
+  for (size_t i = 0; i + warmup < total; ++i) {
+    order.push_back(forwards[warmup + i]);
+    order.push_back(inputs[i]);
+    if (i >= size_t(stage)) order.push_back(weights[next_weight++]);
+  }
+  for (size_t i = total - warmup; i < total; ++i) {
+    order.push_back(inputs[i]);
+    order.push_back(weights[next_weight++]);
+  }
+  order.insert(order.end(), weights.begin() + long(next_weight), weights.end());
+  return order;
+}
+
+}  // namespace
+
 std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  if (schedule == Schedule::zb_h1) return zb_h1_order(shape, stage);
   const std::vector<Op> forwards = forward_order(schedule, shape, stage);
   const std::vector<Op> backwards = backward_order(schedule, shape, stage);
   const size_t total = forwards.size(), warmup = size_t(warmup_forwards(schedule, shape, stage));
@@ -143,8 +186,14 @@ std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, i
   return order;
 }
 
+double zb_h1_bubble_ns(int stages, double forward_ns, double input_grad_ns, double weight_grad_ns) {
+  return double(stages - 1) * (forward_ns + std::max(0.0, input_grad_ns - weight_grad_ns));
+}
+
 double theoretical_bubble(Schedule schedule, const PipelineShape& shape) {
   const double P = shape.stages, M = shape.microbatches;
+  // Equal F, B and W: idle (P-1)(F+B-W) = (P-1)F against 3MF of work per stage.
+  if (schedule == Schedule::zb_h1) return (P - 1) / (3 * M + P - 1);
   const double V = schedule == Schedule::interleaved_1f1b ? shape.chunks : 1;
   return (P - 1) / (V * M + P - 1);
 }
@@ -154,6 +203,7 @@ StagePolicy::StagePolicy(Schedule schedule, const PipelineShape& shape, int stag
   forwards_ = forward_order(schedule, shape, stage);
   backwards_ = backward_order(schedule, shape, stage);
   max_in_flight_ = schedules::max_in_flight(schedule, shape, stage);  // GPipe: M, no limit
+  if (splits_backward(schedule)) fixed_order_ = canonical_order(schedule, shape, stage);
   forward_index_.resize(backwards_.size());
   for (size_t b = 0; b < backwards_.size(); ++b) {
     const Op& op = backwards_[b];
@@ -163,6 +213,13 @@ StagePolicy::StagePolicy(Schedule schedule, const PipelineShape& shape, int stag
 }
 
 std::optional<Op> StagePolicy::next(const IsReady& is_ready) {
+  if (!fixed_order_.empty()) {
+    if (next_fixed_ == fixed_order_.size() || !is_ready(fixed_order_[next_fixed_])) return std::nullopt;
+    const Op op = fixed_order_[next_fixed_++];
+    if (op.kind == OpKind::forward) ++next_forward_;
+    if (op.kind == OpKind::backward_input) ++next_backward_;
+    return op;
+  }
   if (next_backward_ < backwards_.size()) {
     const bool forwards_first = schedule_ == Schedule::gpipe && next_forward_ < forwards_.size();
     const bool forward_ran = forward_index_[next_backward_] < next_forward_ &&
@@ -175,8 +232,10 @@ std::optional<Op> StagePolicy::next(const IsReady& is_ready) {
   return std::nullopt;
 }
 
-bool StagePolicy::done() const { return next_forward_ == forwards_.size() && next_backward_ == backwards_.size(); }
+bool StagePolicy::done() const {
+  return next_forward_ == forwards_.size() && next_backward_ == backwards_.size() && next_fixed_ == fixed_order_.size();
+}
 
-void StagePolicy::reset() { next_forward_ = next_backward_ = 0; }
+void StagePolicy::reset() { next_forward_ = next_backward_ = next_fixed_ = 0; }
 
 }  // namespace troupe::schedules

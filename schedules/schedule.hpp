@@ -21,9 +21,13 @@
 
 namespace troupe::schedules {
 
-enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
+enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
 
-enum class OpKind : uint8_t { forward, backward };
+// A fused backward (gpipe, 1f1b, interleaved) computes the input and weight gradients in one
+// op; a zero-bubble schedule (zb_h1) splits it into backward_input (B: the input gradient the
+// previous stage waits for) and backward_weight (W: the weight gradient, which nothing
+// downstream waits for, so it can be deferred into the bubbles).
+enum class OpKind : uint8_t { forward, backward, backward_input, backward_weight };
 
 struct Op {
   OpKind kind = OpKind::forward;
@@ -41,9 +45,11 @@ struct PipelineShape {
 };
 
 const char* schedule_name(Schedule s);
-// "gpipe", "1f1b", "interleaved" (also "interleaved_1f1b").
+// "gpipe", "1f1b", "interleaved" (also "interleaved_1f1b"), "zb-h1" (also "zb_h1").
 Schedule schedule_from_name(const std::string& name);
-std::string op_str(const Op& op);  // "F3.c1", "B0.c0"
+std::string op_str(const Op& op);  // "F3.c1", "B0.c0" (fused or input gradient), "W0.c0"
+// Whether the schedule runs backward_input and backward_weight ops instead of backward.
+bool splits_backward(Schedule s);
 
 // The group size G in effect: shape.group_size, or P when it is 0.
 int group_size(const PipelineShape& shape);
@@ -52,14 +58,25 @@ inline int virtual_stage(const PipelineShape& shape, int stage, int chunk) { ret
 
 // Throws troupe::Error naming the flag and the constraint when the shape is impossible
 // for the schedule (e.g. interleaving needs M % P == 0 with the default group size).
-// Megatron's constraints: GPipe and 1F1B run V = 1; interleaving needs P >= 2 (Megatron asks
+// Megatron's constraints: GPipe and 1F1B run V = 1 (so does ZB-H1); interleaving needs P >= 2 (Megatron asks
 // P > 2 unless --overlap-p2p-communication, its default with interleaving; ours always
 // overlaps), P <= G <= M, and M mod G == 0 or >= P. Interleaving with V = 1 is allowed: it is
 // Megatron's interleaved code path with one chunk (warmup 2(P-s-1), not 1F1B's P-s-1).
 void validate(Schedule schedule, const PipelineShape& shape);
 
 // The op order stage `stage` runs in Megatron-LM for this schedule (every forward and
-// backward of every local chunk and microbatch, exactly once).
+// backward of every local chunk and microbatch, exactly once; for zb_h1 every forward,
+// backward_input and backward_weight).
+//
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2023, section 2.1 and figure 3; the
+// authors' zb-h1-quick-start patch to Megatron's 1F1B): 1F1B's warmup of W = min(P-s-1, M)
+// forwards and its steady state of one forward then one B; stage s runs a W (oldest
+// first) after each steady-state B except the first s, and one after each cool-down B; the s
+// deferred Ws close the order, filling the cool-down bubble. Example P=4, M=8:
+//   stage 0: F0 F1 F2 F3 B0 W0 F4 B1 W1 ... F7 B4 W4 B5 W5 B6 W6 B7 W7
+//   stage 3: F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 ... F7 B7 W4 W5 W6 W7
+// Activations held from F to B never exceed 1F1B's P-s; from F to W (the W keeps part of
+// them) never above P, 1F1B's peak on stage 0: the paper's "same memory as 1F1B".
 std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, int stage);
 
 // Megatron's schedule table for interleaving: entry k (0 <= k < M*V) is the k-th forward a
@@ -69,13 +86,16 @@ std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, i
 std::vector<Op> schedule_table(int microbatches, int chunks, int group_size);
 // Each stage's forwards / backwards in the order the schedule runs them. The k-th backward
 // of interleaving is backward-table entry k: the k-th table entry with chunk V-1-chunk.
+// For zb_h1 the backwards are backward_input ops; weight_order() lists its backward_weight
+// ops in the order it runs them (microbatch order; empty for schedules that fuse backward).
 std::vector<Op> forward_order(Schedule schedule, const PipelineShape& shape, int stage);
 std::vector<Op> backward_order(Schedule schedule, const PipelineShape& shape, int stage);
-// Megatron's warmup forwards on `stage`: GPipe M; 1F1B min(P-s-1, M); interleaved
+std::vector<Op> weight_order(Schedule schedule, const PipelineShape& shape, int stage);
+// Megatron's warmup forwards on `stage`: GPipe M; 1F1B and ZB-H1 min(P-s-1, M); interleaved
 // min(M*V, 2*(P-s-1) + (V-1)*G).
 int warmup_forwards(Schedule schedule, const PipelineShape& shape, int stage);
 // Most forwards a stage holds before their backward (activation memory, in microbatch-chunks):
-// warmup + 1, capped at M*V. 1F1B: min(P-s, M); GPipe: M.
+// warmup + 1, capped at M*V. 1F1B and ZB-H1 (counting to the B): min(P-s, M); GPipe: M.
 int max_in_flight(Schedule schedule, const PipelineShape& shape, int stage);
 
 // Theoretical bubble fraction: idle time / step time of every stage, when forward and
@@ -83,7 +103,13 @@ int max_in_flight(Schedule schedule, const PipelineShape& shape, int stage);
 // interleaved: (P-1)/(V*M+P-1). The simulator reproduces both exactly for every valid shape
 // in simulator_test (any G, backward = forward or 2 x forward).
 // Megatron's paper states the same bubble relative to the ideal time: (P-1)/M and (P-1)/(V*M).
+// ZB-H1, when F, B and W take the same time: each stage idles (P-1)(F+B-W) (the paper's
+// section 2.1; 1F1B's (P-1)(F+B+W)), a third of 1F1B's idle time: (P-1)/(3M+P-1).
 double theoretical_bubble(Schedule schedule, const PipelineShape& shape);
+// The idle time of every stage of ZB-H1 for op times F, B, W and free P2P: the paper's
+// (P-1)(F+B-W) where W <= B (its setting); with a longer W the deferred Ws outlast the
+// cool-down and the idle stays (P-1)F (the simulator shows both, zero_bubble_test).
+double zb_h1_bubble_ns(int stages, double forward_ns, double input_grad_ns, double weight_grad_ns);
 
 // The decision rule of one stage actor. The stage calls next() whenever it is idle; the
 // policy answers the op to run now (the stage then runs it) or nothing (wait for inputs).
@@ -104,6 +130,9 @@ double theoretical_bubble(Schedule schedule, const PipelineShape& shape);
 //     backward. Without it a gradient that comes back early would be run before the forward
 //     of a later chunk that the next stages are waiting for (measured: a longer step).
 // A handed-out op counts at once (in flight from its forward's hand-out to its backward's).
+// zb_h1 (for now): the stage runs canonical_order() as a fixed list, each op when ready (a W
+// always is: its B ran before it on the same stage), as the authors' implementation does; the
+// emergent rule for the stage actors is future work, with canonical_order() as its reference.
 // The simulator checks that this yields canonical_order() for every valid P in {1,2,3,4,8},
 // V in {1,2,3}, M in 1..16 and several G, also with backward = 2 x forward and a P2P latency.
 class StagePolicy {
@@ -125,7 +154,9 @@ class StagePolicy {
   PipelineShape shape_;
   int stage_;
   std::vector<Op> forwards_, backwards_;  // each in the order the schedule takes them
-  std::vector<size_t> forward_index_;     // per backward: position of its forward in forwards_
+  std::vector<Op> fixed_order_;           // splits_backward(): canonical_order(), run as a list
+  size_t next_fixed_ = 0;
+  std::vector<size_t> forward_index_;  // per backward: position of its forward in forwards_
   size_t next_forward_ = 0, next_backward_ = 0;
   int max_in_flight_ = 0;  // forwards started but not yet backpropagated
 };

@@ -15,6 +15,20 @@ OpDurations OpDurations::uniform(const PipelineShape& shape, int64_t forward_ns,
   return d;
 }
 
+int64_t OpDurations::op_ns(int s, const Op& op) const {
+  switch (op.kind) {
+    case OpKind::forward:
+      return forward_ns[size_t(s)][size_t(op.chunk)];
+    case OpKind::backward:
+      return backward_ns[size_t(s)][size_t(op.chunk)];
+    case OpKind::backward_input:
+      return input_grad(s, op.chunk);
+    case OpKind::backward_weight:
+      return weight_grad(s, op.chunk);
+  }
+  return 0;
+}
+
 namespace {
 
 struct Event {
@@ -42,6 +56,16 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
     for (int c = 0; c < V; ++c)
       TROUPE_CHECK(durations.forward_ns[size_t(s)][size_t(c)] >= 0 && durations.backward_ns[size_t(s)][size_t(c)] >= 0,
                    "simulate: negative op duration on stage ", s, " chunk ", c);
+  }
+  TROUPE_CHECK(durations.weight_ns.empty() || durations.weight_ns.size() == size_t(P), "simulate: weight-gradient ",
+               "durations for ", durations.weight_ns.size(), " stages, the pipeline has ", P);
+  for (size_t s = 0; s < durations.weight_ns.size(); ++s) {
+    TROUPE_CHECK(durations.weight_ns[s].size() == size_t(V), "simulate: stage ", s,
+                 " has weight-gradient durations for ", durations.weight_ns[s].size(), " chunks, the pipeline has ", V);
+    for (int c = 0; c < V; ++c)
+      TROUPE_CHECK(durations.weight_ns[s][size_t(c)] >= 0 &&
+                       durations.weight_ns[s][size_t(c)] <= durations.backward_ns[s][size_t(c)],
+                   "simulate: the weight gradient of stage ", s, " chunk ", c, " is outside [0, its backward]");
   }
   TROUPE_CHECK(durations.p2p_ns >= 0, "simulate: negative P2P latency");
   for (const auto* edges : {&durations.activation_p2p_ns, &durations.gradient_p2p_ns}) {
@@ -74,6 +98,7 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
   auto decide = [&](int s) {
     auto is_ready = [&](const Op& op) {
       const int k = virtual_stage(shape, s, op.chunk);
+      if (op.kind == OpKind::backward_weight) return true;  // the policy runs it after its B
       return op.kind == OpKind::forward ? activation[size_t(k)][size_t(op.microbatch)] != 0
                                         : gradient[size_t(k)][size_t(op.microbatch)] != 0;
     };
@@ -81,8 +106,7 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
     if (!op) return;
     running[size_t(s)] = op;
     started[size_t(s)] = now;
-    const auto& table = op->kind == OpKind::forward ? durations.forward_ns : durations.backward_ns;
-    queue.push({now + table[size_t(s)][size_t(op->chunk)], seq++, Event::op_done, s, 0, 0});
+    queue.push({now + durations.op_ns(s, *op), seq++, Event::op_done, s, 0, 0});
   };
   for (int s = 0; s < P; ++s) decide(s);
 
@@ -114,7 +138,7 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
       TraceEvent ev;
       ev.actor = str_cat("stage", e.stage);
       ev.device = ev.stage = e.stage;
-      ev.kind = op.kind == OpKind::forward ? EventKind::forward : EventKind::backward;
+      ev.kind = event_kind(op.kind);
       ev.microbatch = op.microbatch;
       ev.chunk = op.chunk;
       ev.start_ns = started[size_t(e.stage)];
@@ -126,8 +150,8 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
           queue.push(
               {now + durations.activation_latency(k), seq++, Event::activation_arrives, -1, k + 1, op.microbatch});
         else
-          gradient[size_t(k)][size_t(op.microbatch)] = 1;  // the loss is computed here
-      } else if (k > 0) {
+          gradient[size_t(k)][size_t(op.microbatch)] = 1;        // the loss is computed here
+      } else if (k > 0 && op.kind != OpKind::backward_weight) {  // a W sends nothing
         queue.push({now + durations.gradient_latency(k - 1), seq++, Event::gradient_arrives, -1, k - 1, op.microbatch});
       }
     }

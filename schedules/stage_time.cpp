@@ -15,6 +15,8 @@ int category_of(EventKind kind) {
   switch (kind) {
     case EventKind::forward:
     case EventKind::backward:
+    case EventKind::backward_input:
+    case EventKind::backward_weight:
       return busy;
     case EventKind::send:
     case EventKind::recv:

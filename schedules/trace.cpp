@@ -21,9 +21,11 @@ namespace troupe::schedules {
 namespace {
 
 constexpr const char* kFormat = "troupe-trace";
-constexpr int kVersion = 2;  // 2: process, clock offset and chunk layers in the header
+// 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1.
+constexpr int kVersion = 3;
 constexpr size_t kEventFields = 10;
-constexpr int kKinds = int(EventKind::other) + 1;
+constexpr int kKinds = int(EventKind::backward_weight) + 1;
+constexpr int kVersion2Kinds = int(EventKind::other) + 1;  // what version 1 and 2 readers knew
 
 void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack_map(h.chunk_layers.empty() ? 13 : 14);
@@ -88,8 +90,8 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   // Version 1 lacks the process and clock keys (it reads as one process); a newer version may
   // mean something else by the same keys, so it is refused rather than guessed at.
   const int64_t version = get_int("version", true, 0);
-  TROUPE_CHECK(version == 1 || version == kVersion, what, ": trace format version ", version,
-               " is not supported (this troupe reads versions 1 and ", kVersion,
+  TROUPE_CHECK(version >= 1 && version <= kVersion, what, ": trace format version ", version,
+               " is not supported (this troupe reads versions 1 to ", kVersion,
                "; replay it with the troupe that wrote it)");
   TraceHeader h;
   h.version = int(version);
@@ -146,7 +148,7 @@ void trace_event_pack(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e
   pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes);
 }
 
-TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index) {
+TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index, int version) {
   TROUPE_CHECK(o.type == msgpack::type::ARRAY && o.via.array.size >= kEventFields, what, ": event ", index, " is ",
                msgpack_type_name(o), o.type == msgpack::type::ARRAY ? str_cat(" of ", o.via.array.size) : std::string(),
                ", expected an array of ", kEventFields, " fields");
@@ -168,7 +170,13 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   e.actor = f[0].as<std::string>();
   e.device = int32_t(v[1]);
   e.stage = int32_t(v[2]);
-  e.kind = v[3] >= 0 && v[3] < kKinds ? EventKind(v[3]) : EventKind::other;
+  if (version < 3) {
+    e.kind = v[3] >= 0 && v[3] < kVersion2Kinds ? EventKind(v[3]) : EventKind::other;
+  } else {
+    TROUPE_CHECK(v[3] >= 0 && v[3] < kKinds, what, ": event ", index, " (", e.actor, ") has kind ", v[3],
+                 ", unknown to this troupe (0 to ", kKinds - 1, "); replay it with the troupe that wrote it");
+    e.kind = EventKind(v[3]);
+  }
   e.microbatch = int32_t(v[4]);
   e.chunk = int32_t(v[5]);
   e.iteration = v[6];
@@ -181,9 +189,41 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
 }
 
 const char* event_kind_name(EventKind kind) {
-  static const char* names[] = {"forward",     "backward", "send",       "recv", "optimizer",
-                                "grad_reduce", "data",     "checkpoint", "other"};
-  return names[int(kind) < kKinds ? int(kind) : kKinds - 1];
+  static const char* names[] = {"forward", "backward",   "send",  "recv",           "optimizer",      "grad_reduce",
+                                "data",    "checkpoint", "other", "backward_input", "backward_weight"};
+  return names[int(kind) < kKinds ? int(kind) : int(EventKind::other)];
+}
+
+bool is_op_kind(EventKind kind) {
+  return kind == EventKind::forward || kind == EventKind::backward || kind == EventKind::backward_input ||
+         kind == EventKind::backward_weight;
+}
+
+OpKind op_kind(EventKind kind) {
+  switch (kind) {
+    case EventKind::backward:
+      return OpKind::backward;
+    case EventKind::backward_input:
+      return OpKind::backward_input;
+    case EventKind::backward_weight:
+      return OpKind::backward_weight;
+    default:
+      return OpKind::forward;
+  }
+}
+
+EventKind event_kind(OpKind kind) {
+  switch (kind) {
+    case OpKind::forward:
+      return EventKind::forward;
+    case OpKind::backward:
+      return EventKind::backward;
+    case OpKind::backward_input:
+      return EventKind::backward_input;
+    case OpKind::backward_weight:
+      return EventKind::backward_weight;
+  }
+  return EventKind::other;
 }
 
 std::string trace_to_msgpack(const Trace& trace) {
@@ -205,7 +245,7 @@ Trace trace_from_msgpack(std::string_view bytes, const std::string& what) {
   while (offset < bytes.size()) {
     const size_t index = trace.events.size();
     msgpack::object_handle oh = unpack_one(bytes, offset, what, str_cat("event ", index));
-    trace.events.push_back(trace_event_parse(oh.get(), what, index));
+    trace.events.push_back(trace_event_parse(oh.get(), what, index, trace.header.version));
   }
   return trace;
 }
@@ -272,8 +312,8 @@ std::string trace_to_chrome_json(const Trace& trace) {
   }
   for (const TraceEvent& e : trace.events) {
     std::string name = event_kind_name(e.kind);
-    if (e.kind == EventKind::forward || e.kind == EventKind::backward)
-      name = op_str({e.kind == EventKind::forward ? OpKind::forward : OpKind::backward, e.microbatch, e.chunk});
+    if (is_op_kind(e.kind))
+      name = op_str({op_kind(e.kind), e.microbatch, e.chunk});
     else if (e.microbatch >= 0)
       name += str_cat(" ", e.microbatch, ".c", e.chunk);
     events.push_back({{"ph", "X"},
@@ -327,13 +367,15 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-// Forward blues and backward greens; later chunks lighter.
+// Forward blues, backward (and input-gradient) greens, weight-gradient oranges; later chunks lighter.
 const char* box_color(EventKind kind, int chunk) {
   static const char* forward[] = {"#3b6fb6", "#6b9bd8", "#9cbfe8", "#c5daf3"};
   static const char* backward[] = {"#3f8f3a", "#6cba5f", "#9ad48f", "#c5e8bd"};
+  static const char* weight[] = {"#c07a1c", "#dd9b45", "#ecbc7c", "#f5dab3"};
   const int c = std::clamp(chunk, 0, 3);
   if (kind == EventKind::forward) return forward[c];
-  if (kind == EventKind::backward) return backward[c];
+  if (kind == EventKind::backward || kind == EventKind::backward_input) return backward[c];
+  if (kind == EventKind::backward_weight) return weight[c];
   return "#b0b0b0";
 }
 

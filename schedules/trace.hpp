@@ -9,10 +9,10 @@
 //   Trace trace = trace_read("run.trace");                // troupe::Error on a bad/truncated file
 //   write_text_file("run.json", trace_to_chrome_json(trace));
 //
-// File layout (version 2): a concatenation of msgpack objects, no framing.
+// File layout (version 3): a concatenation of msgpack objects, no framing.
 //   1. the header, a map with string keys:
-//        "format": "troupe-trace", "version": 2,
-//        "schedule": "gpipe" | "1f1b" | "interleaved", "stages": P, "chunks": V,
+//        "format": "troupe-trace", "version": 3,
+//        "schedule": "gpipe" | "1f1b" | "interleaved" | "zb-h1", "stages": P, "chunks": V,
 //        "microbatches": M, "group_size": G (0: P), "num_layers": L (0: unknown),
 //        "iteration": first iteration recorded,
 //        "process": R, "processes": N (which process of the run wrote the file),
@@ -21,12 +21,16 @@
 //        exchange that measured it (its uncertainty is half that; 0 for process 0),
 //        "chunk_layers": [layers of virtual stage 0, 1, ...] (optional; absent: an even split)
 //      (readers ignore keys they do not know). Version 1 files (no process or clock keys)
-//      read as process 0 of 1; other versions are refused;
+//      read as process 0 of 1; version 2 files read as version 3 (only the kinds 9 and 10 and
+//      the schedule "zb-h1" are new in 3); other versions are refused;
 //   2. then one array per event, in any order, of at least 10 elements (readers ignore extra):
 //        [actor: str, device: int, stage: int, kind: int, microbatch: int, chunk: int,
 //         iteration: int, start_ns: int, end_ns: int, bytes: int]
-//      kind: 0 forward, 1 backward, 2 send, 3 recv, 4 optimizer, 5 grad_reduce, 6 data,
-//      7 checkpoint, 8 other (unknown values read as other). device/stage/microbatch are -1
+//      kind: 0 forward, 1 backward (fused: input and weight gradients), 2 send, 3 recv,
+//      4 optimizer, 5 grad_reduce, 6 data, 7 checkpoint, 8 other, 9 backward_input (B, the
+//      input gradient of a split backward), 10 backward_weight (W, its weight gradient).
+//      In version 1 and 2 files, values other than 0-8 read as other (as those readers did);
+//      in version 3 files an unknown value is refused, naming the event and the value. device/stage/microbatch are -1
 //      where they do not apply (e.g. the optimizer actor's microbatch). Times are
 //      nanoseconds on one clock per process (steady clock since the run started); the files
 //      of one run's processes go onto one timeline with trace_merge_processes().
@@ -43,9 +47,26 @@
 
 namespace troupe::schedules {
 
-enum class EventKind : uint8_t { forward, backward, send, recv, optimizer, grad_reduce, data, checkpoint, other };
+enum class EventKind : uint8_t {
+  forward,
+  backward,
+  send,
+  recv,
+  optimizer,
+  grad_reduce,
+  data,
+  checkpoint,
+  other,
+  backward_input,
+  backward_weight
+};
 
 const char* event_kind_name(EventKind kind);
+// The pipeline compute ops (forward, backward, backward_input, backward_weight), and the
+// mapping between them and the schedule's op kinds (is_op_kind() first).
+bool is_op_kind(EventKind kind);
+OpKind op_kind(EventKind kind);
+EventKind event_kind(OpKind kind);
 
 struct TraceEvent {
   std::string actor;    // "stage1", "optimizer", ...
@@ -71,7 +92,7 @@ struct TraceHeader {
   int64_t clock_offset_ns = 0;
   int64_t clock_rtt_ns = 0;       // that exchange's round trip (the offset is good to half of it)
   std::vector<int> chunk_layers;  // layers per virtual stage (P*V entries); empty: L / (P*V) each
-  int version = 2;                // the file's format version (what trace_read found; writers write 2)
+  int version = 3;                // the file's format version (what trace_read found; writers write 3)
   bool operator==(const TraceHeader&) const = default;
 };
 

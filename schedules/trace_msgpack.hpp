@@ -12,7 +12,8 @@
 namespace troupe::schedules {
 
 void trace_event_pack(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e);
-// Throws troupe::Error naming `what`, the event's index and the bad field.
-TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index);
+// Throws troupe::Error naming `what`, the event's index and the bad field. `version`: the
+// format version of the file (trace.hpp: how it reads unknown kinds); 3 for live messages.
+TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index, int version = 3);
 
 }  // namespace troupe::schedules

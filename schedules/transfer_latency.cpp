@@ -13,9 +13,7 @@ namespace troupe::schedules {
 
 namespace {
 
-bool is_compute(const TraceEvent& e) {
-  return e.stage >= 0 && (e.kind == EventKind::forward || e.kind == EventKind::backward);
-}
+bool is_compute(const TraceEvent& e) { return e.stage >= 0 && is_op_kind(e.kind); }
 
 int64_t lower_quartile(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -62,7 +60,9 @@ class IterationOps {
   const TraceEvent* producer(const TraceEvent& e) const {
     const int k = e.chunk * P_ + e.stage;
     if (e.kind == EventKind::forward) return k > 0 ? find(EventKind::forward, k - 1, e.microbatch) : nullptr;
-    return k + 1 < K_ ? find(EventKind::backward, k + 1, e.microbatch) : nullptr;
+    if (e.kind == EventKind::backward_weight || k + 1 >= K_) return nullptr;  // a W reads its own B's stage
+    const TraceEvent* fused = find(EventKind::backward, k + 1, e.microbatch);
+    return fused != nullptr ? fused : find(EventKind::backward_input, k + 1, e.microbatch);
   }
   const std::vector<std::vector<const TraceEvent*>>& stages() const { return stages_; }
 

@@ -57,7 +57,7 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded) {
       try {
         w.schedule = schedule_from_name(value);
       } catch (const Error&) {
-        TROUPE_FAIL("--what-if \"", spec, "\": unknown schedule '", value, "' (gpipe, 1f1b or interleaved)");
+        TROUPE_FAIL("--what-if \"", spec, "\": unknown schedule '", value, "' (gpipe, 1f1b, interleaved or zb-h1)");
       }
       schedule_given = true;
     } else if (key == "p") {
@@ -95,9 +95,11 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded) {
 OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& iterations) {
   const PipelineShape& shape = trace.header.shape;
   const size_t P = size_t(shape.stages), V = size_t(shape.chunks);
-  std::vector<std::vector<double>> sum[2];
-  std::vector<std::vector<int64_t>> count[2];
-  for (int k = 0; k < 2; ++k) {
+  // Per op kind: forward, fused backward, B, W (the OpKind values).
+  constexpr int kOpKinds = 4;
+  std::vector<std::vector<double>> sum[kOpKinds];
+  std::vector<std::vector<int64_t>> count[kOpKinds];
+  for (int k = 0; k < kOpKinds; ++k) {
     sum[k].assign(P, std::vector<double>(V, 0.0));
     count[k].assign(P, std::vector<int64_t>(V, 0));
   }
@@ -111,21 +113,36 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
       ++sends;
       continue;
     }
-    if (e.kind != EventKind::forward && e.kind != EventKind::backward) continue;
+    if (!is_op_kind(e.kind)) continue;
     TROUPE_CHECK(e.stage >= 0 && size_t(e.stage) < P && e.chunk >= 0 && size_t(e.chunk) < V, "trace event of '",
                  e.actor, "' has stage ", e.stage, " chunk ", e.chunk, " outside the header's P=", P, " V=", V);
-    const int k = e.kind == EventKind::forward ? 0 : 1;
+    const int k = int(op_kind(e.kind));
     sum[k][size_t(e.stage)][size_t(e.chunk)] += double(e.end_ns - e.start_ns);
     count[k][size_t(e.stage)][size_t(e.chunk)] += 1;
   }
-  OpDurations d = OpDurations::uniform(shape, 0, 0);
+  // A trace of a split backward (B and W events) gives backward = B + W and W itself; a fused
+  // one gives the backward only (W then defaults to half of it: OpDurations::weight_ns).
+  bool split = false;
   for (size_t s = 0; s < P; ++s)
-    for (size_t c = 0; c < V; ++c)
-      for (int k = 0; k < 2; ++k) {
-        TROUPE_CHECK(count[k][s][c] > 0, "the trace has no ", k == 0 ? "forward" : "backward", " op of stage ", s,
-                     " chunk ", c, " in the iterations analysed");
-        (k == 0 ? d.forward_ns : d.backward_ns)[s][c] = std::llround(sum[k][s][c] / double(count[k][s][c]));
+    for (size_t c = 0; c < V; ++c) split = split || count[2][s][c] > 0 || count[3][s][c] > 0;
+  auto mean_of = [&](int k, size_t s, size_t c) {
+    static const char* names[] = {"forward", "backward", "backward_input (B)", "backward_weight (W)"};
+    TROUPE_CHECK(count[k][s][c] > 0, "the trace has no ", names[k], " op of stage ", s, " chunk ", c,
+                 " in the iterations analysed");
+    return std::llround(sum[k][s][c] / double(count[k][s][c]));
+  };
+  OpDurations d = OpDurations::uniform(shape, 0, 0);
+  if (split) d.weight_ns.assign(P, std::vector<int64_t>(V, 0));
+  for (size_t s = 0; s < P; ++s)
+    for (size_t c = 0; c < V; ++c) {
+      d.forward_ns[s][c] = mean_of(0, s, c);
+      if (!split) {
+        d.backward_ns[s][c] = mean_of(1, s, c);
+        continue;
       }
+      d.weight_ns[s][c] = mean_of(3, s, c);
+      d.backward_ns[s][c] = mean_of(2, s, c) + d.weight_ns[s][c];
+    }
   d.p2p_ns = sends > 0 ? std::llround(send_sum / double(sends)) : 0;
   const TransferLatencies t = measured_transfer_latencies(trace, iterations);
   d.dispatch_ns = t.dispatch_ns;

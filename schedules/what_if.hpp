@@ -22,7 +22,7 @@ struct WhatIf {
   PipelineShape shape;
 };
 
-// A comma-separated list of key=value over the recorded run: schedule=gpipe|1f1b|interleaved,
+// A comma-separated list of key=value over the recorded run: schedule=gpipe|1f1b|interleaved|zb-h1,
 // p=stages, v=chunks per stage, m=microbatches, g=microbatch group size (0: P). Unnamed
 // values keep the recorded ones, except that v > 1 alone selects interleaving and a
 // non-interleaved schedule alone sets v = 1. The result is validated (Megatron's
@@ -30,9 +30,10 @@ struct WhatIf {
 // Throws troupe::Error saying what is wrong with the string.
 WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded);
 
-// Mean forward and backward time per (stage, chunk) over the forward/backward events of the
-// given iterations (all when empty), and the transfer latency of every edge between virtual
-// stages (transfer_latency.hpp; an edge without a sample takes the mean of the others) with
+// Mean forward and backward time per (stage, chunk) over the op events of the given
+// iterations (all when empty); a trace of a split backward gives backward = mean B + mean W
+// and weight_ns = mean W (a fused trace leaves weight_ns empty: W = half the backward), and the transfer latency of
+// every edge between virtual stages (transfer_latency.hpp; an edge without a sample takes the mean of the others) with
 // their mean as p2p_ns (a trace with `send` events but no measurable edge: the mean send), and
 // each stage's turnaround between ops (dispatch_ns).
 // Throws when a (stage, chunk) of the header's shape has no event.
