@@ -156,7 +156,7 @@ OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape
   return d;
 }
 
-std::string format_op_cost_model(const OpCostModel& m) {
+std::string format_op_cost_model(const OpCostModel& m, bool splits_backward) {
   auto kind = [&](const char* name, const OpKindCost& c) {
     return str_cat(name, " ", ms(c.layer_ns), "/layer, embedding +", ms(c.first_ns), ", LM head and loss +",
                    ms(c.last_ns));
@@ -175,8 +175,9 @@ std::string format_op_cost_model(const OpCostModel& m) {
   for (size_t s = 0; s < m.dispatch_ns.size(); ++s)
     dispatch += str_cat(s ? ", " : "", "s", s, " ", ms(double(m.dispatch_ns[s])));
   return str_cat("cost model (", m.fit, "): ", kind("forward", m.forward), "; ", kind("backward", m.backward),
-                 m.has_weight ? str_cat("; of which W ", kind("", m.weight).substr(1))
-                              : std::string("; W of a split backward taken as half the backward"),
+                 m.has_weight      ? str_cat("; of which W ", kind("", m.weight).substr(1))
+                 : splits_backward ? std::string("; W of a split backward taken as half the backward")
+                                   : std::string(),
                  "\ntransfers: activation ", ms(double(m.activation_ns)), " (", links(m.activation_link_ns, false),
                  "), gradient ", ms(double(m.gradient_ns)), " (", links(m.gradient_link_ns, true), ")",
                  dispatch.empty() ? std::string() : str_cat("; between ops ", dispatch));

@@ -70,6 +70,7 @@ OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape
                             const std::vector<int>& chunk_layers = {});
 
 // The model as text for the report: per-layer, embedding and LM-head costs, link latencies.
-std::string format_op_cost_model(const OpCostModel& model);
+// `splits_backward`: a what-if uses B and W ops, so say how W was taken when none was recorded.
+std::string format_op_cost_model(const OpCostModel& model, bool splits_backward);
 
 }  // namespace troupe::schedules

@@ -180,7 +180,9 @@ std::string format_replay_report(const ReplayReport& r) {
       ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
       " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction), " (",
       points(r.replayed.stats.bubble_fraction - r.stats.bubble_fraction), " vs measured)"));
-  if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model));
+  const bool splits_backward =
+      std::ranges::any_of(r.what_ifs, [](const WhatIfPrediction& w) { return w.what_if.schedule == Schedule::zb_h1; });
+  if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model, splits_backward));
   for (const WhatIfPrediction& w : r.what_ifs) {
     const double step = double(w.simulation.stats.step_ns);
     line(str_cat("what-if ", shape_str(w.what_if.schedule, w.what_if.shape), " [", w.spec, "]: predicted step ",

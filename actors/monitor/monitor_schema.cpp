@@ -202,9 +202,13 @@ MonitorMessage monitor_decode(std::string_view bytes) {
     m.body = decode_body<MonitorValidation>(fields);
   else if (type == "end")
     m.body = decode_body<MonitorEnd>(fields);
-  else if (type == "trace")
+  else if (type == "trace") {
+    // Added with uneven pipeline splits: an older run's trace says nothing, its split was even.
+    msgpack::object even;
+    even.type = msgpack::type::ARRAY, even.via.array.ptr = nullptr, even.via.array.size = 0;
+    fields.set_default("chunk_layers", even);
     m.body = decode_body<MonitorTrace>(fields);
-  else if (type == "stages")
+  } else if (type == "stages")
     m.body = decode_body<MonitorStages>(fields);
   else if (type == "serving")
     m.body = decode_body<MonitorServing>(fields);

@@ -90,6 +90,7 @@ struct MonitorTrace {
   int64_t iteration = 0;
   std::string schedule;  // the trace header: "gpipe", "1f1b", "interleaved"
   int64_t stages = 1, chunks = 1, microbatches = 1, group_size = 0, num_layers = 0;
+  // Added within version 1 (an older run's trace decodes with []):
   std::vector<int64_t> chunk_layers;  // layers of each virtual stage (an uneven split); empty: even
   int64_t dropped_events = 0;         // events the run dropped so far because the monitor was behind
   std::vector<schedules::TraceEvent> events;

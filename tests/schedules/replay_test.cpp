@@ -158,6 +158,8 @@ TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {
         "critical path (iteration 3)", "s0:F0.c0 -> s1:F0.c0",
         "what-if interleaved P=4 V=2 M=8 G=4 [schedule=interleaved,v=2]", "bubble 15.8% (theory 15.8%)"})
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  // No what-if splits the backward: the report says nothing about how W would be taken.
+  EXPECT_EQ(text.find("W of a split backward"), std::string::npos) << text;
 
   opt.iteration = 0;
   opt.what_ifs.clear();

@@ -285,6 +285,24 @@ TEST(MonitorSchema, AnIterationFromBeforeTheStragglerReportHasNone) {
   EXPECT_EQ(it.memory_bytes, sample_iteration().memory_bytes);
 }
 
+TEST(MonitorSchema, ATraceFromBeforeUnevenSplitsIsEven) {
+  // A writer from before uneven pipeline splits sends no "chunk_layers" (renamed here).
+  std::string bytes = monitor_encode({.seq = 1, .body = sample_trace()});
+  bytes = patched(bytes,
+                  std::string("\xac"
+                              "chunk_layers",
+                              13),
+                  std::string("\xac"
+                              "chunk_layerS",
+                              13));
+  const MonitorMessage m = monitor_decode(bytes);
+  ASSERT_TRUE(std::holds_alternative<MonitorTrace>(m.body));
+  const MonitorTrace& t = std::get<MonitorTrace>(m.body);
+  EXPECT_TRUE(t.chunk_layers.empty());
+  EXPECT_EQ(t.num_layers, 16);
+  EXPECT_EQ(t.dropped_events, 12);
+}
+
 TEST(MonitorSchema, GarbageIsMalformed) {
   EXPECT_NE(decode_error("").find("malformed monitor message"), std::string::npos);
   EXPECT_NE(decode_error("\x93\x01\x02\x03").find("expected a map"), std::string::npos);
