@@ -1,10 +1,12 @@
-// CUDA attention entry points: the flash (tensor-core) kernels for head dims 64 and 128 with
-// 16-byte aligned tensors, the simple kernels for everything else. Both take the sliding window
-// (AttentionDims::window) and skip the keys outside it.
+// CUDA attention entry points: cuDNN's fused attention when TROUPE_ATTENTION_BACKEND selects it
+// and covers the shape (kernels/cuda/attention_cudnn.hpp); else the flash (tensor-core) kernels
+// for head dims 64 and 128 with 16-byte aligned tensors, the simple kernels for everything else.
+// All take the sliding window (AttentionDims::window) and skip the keys outside it.
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/attention.hpp"
+#include "kernels/cuda/attention_cudnn.hpp"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/common.cuh"
 
@@ -45,6 +47,12 @@ void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionCon
                        const Tensor& lse) {
   const AttentionDims d = dims_of(qkv, cfg);
   if (d.B == 0 || d.T == 0) return;
+  // An unsupported shape runs ours silently; a cuDNN failure on a supported one throws.
+  if (attention_backend() != AttentionBackend::flash &&
+      cudnn_attention_supports(ctx, qkv, cfg, {&out, &lse}, /*backward=*/false)) {
+    cudnn_attention_forward(ctx, qkv, cfg, out, lse);
+    return;
+  }
   const CudaState& st = ctx.cuda_state();
   const bool flash = flash_attention_supports(d) && aligned16(qkv) && aligned16(out);
   dispatch_16bit(qkv.dtype(), "attention_forward", [&](auto tag) {
@@ -61,6 +69,12 @@ void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qk
   const AttentionDims d = dims_of(qkv, cfg);
   TROUPE_CHECK(d.D >= 2, "attention_backward: CUDA needs head_dim >= 2 (delta lives in the query slot of dqkv)");
   if (d.B == 0 || d.T == 0) return;
+  const AttentionBackend backend = attention_backend();
+  if (backend != AttentionBackend::flash &&
+      cudnn_attention_supports(ctx, qkv, cfg, {&out, &lse, &dout, &dqkv}, /*backward=*/true)) {
+    cudnn_attention_backward(ctx, dout, qkv, out, lse, cfg, dqkv, backend == AttentionBackend::cudnn_deterministic);
+    return;
+  }
   const CudaState& st = ctx.cuda_state();
   const bool flash =
       flash_attention_supports(d) && aligned16(qkv) && aligned16(out) && aligned16(dout) && aligned16(dqkv);

@@ -6,10 +6,18 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "base/check.hpp"
 #include "kernels/context.hpp"
 
 namespace troupe {
+
+// cuDNN handle, attention plans and workspace (kernels/cuda/attention_cudnn.cu), made on first use.
+struct CudnnState;
+struct CudnnStateDeleter {
+  void operator()(CudnnState* s) const noexcept;
+};
 
 struct CudaState {
   int device = 0;
@@ -20,6 +28,7 @@ struct CudaState {
   size_t workspace_bytes = 0;
   int sm_count = 0;
   size_t smem_per_block_optin = 0;
+  std::unique_ptr<CudnnState, CudnnStateDeleter> cudnn;  // null until the cuDNN attention backend runs
   ~CudaState();
 };
 

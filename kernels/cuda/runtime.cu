@@ -112,6 +112,7 @@ float event_elapsed_ms(void* start, void* end) {
 
 CudaState::~CudaState() {
   cudaSetDevice(device);
+  cudnn.reset();  // its handle works on `stream`: gone first
   if (workspace) cudaFree(workspace);
   if (lt) cublasLtDestroy(lt);
   if (blas) cublasDestroy(blas);
