@@ -12,6 +12,7 @@
 //   decode_bench --model gpt2-124m --batches 1,64 --profile   # + where a decode step's time goes
 //   decode_bench --model gpt2-350m --tensor-model-parallel-size 2   # a TP2 replica on GPUs 0-1
 //   decode_bench --model gpt2-124m --top-k 20   # sampled: f32 rows to the host, drawn there
+//   TROUPE_DECODE_GEMV=0 decode_bench ...        # every linear on cuBLASLt, no small-batch GEMV
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@
 #include <sstream>
 
 #include "apps/common/inference_flags.hpp"
+#include "kernels/cuda/gemv.hpp"
 #include "model/inference/inference_engine.hpp"
 #include "tests/test_util.hpp"
 
@@ -96,6 +98,14 @@ double median_s(int reps, const std::function<double()>& f) {
 int run(const Options& o) {
   const bool cuda = o.device == "cuda";
   TROUPE_CHECK(!cuda || cuda_available(), "--device cuda: no GPU is visible");
+  // Linears of at most kGemvMaxRows rows: the small-batch GEMV, or cuBLASLt with TROUPE_DECODE_GEMV=0.
+  bool decode_gemv = false;
+#if TROUPE_HAVE_CUDA
+  if (cuda) decode_gemv = cuda::decode_gemv_enabled();
+#endif
+  if (cuda)
+    std::printf("decode GEMV for linears of <= %lld rows: %s\n", static_cast<long long>(cuda::kGemvMaxRows),
+                decode_gemv ? "on" : "off (TROUPE_DECODE_GEMV=0: cuBLASLt)");
   std::vector<int64_t> batches;
   std::istringstream list(o.batches);
   for (std::string b; std::getline(list, b, ',');) batches.push_back(std::stoll(b));
@@ -132,6 +142,7 @@ int run(const Options& o) {
                               {"prompt", o.prompt},
                               {"new", o.new_tokens},
                               {"cuda_graphs", cuda && !o.no_cuda_graphs},
+                              {"decode_gemv", decode_gemv},
                               {"t_generate_N_s", tn},
                               {"t_prefill_plus_1_s", t1},
                               {"gen_tokens_per_s", double(b * o.new_tokens) / tn},

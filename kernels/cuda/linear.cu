@@ -1,5 +1,6 @@
 // Linear layer on CUDA: three cuBLASLt GEMMs (kernels/cuda/gemm_lt.hpp) and a column-sum
-// kernel for the bias gradient.
+// kernel for the bias gradient. The forwards of a decode step (at most 8 rows, bf16/f16) take
+// the small-batch GEMV instead (kernels/cuda/gemv.hpp), unless TROUPE_DECODE_GEMV=0.
 //
 // db is our own two-pass column sum rather than cuBLASLt's BGRADB epilogue on the dw GEMM:
 // measured by bench/gemm_bench on an H200 (GPT-2 shapes, M = 16384), the epilogue slows that
@@ -7,6 +8,7 @@
 // also overwrites where db must accumulate. The fixed reduction order keeps db deterministic.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
+#include "kernels/cuda/gemv.hpp"
 #include "kernels/linear.hpp"
 
 namespace troupe::cuda {
@@ -106,6 +108,10 @@ void bias_grad_accumulate(const Context& ctx, const Tensor& dy, const Tensor& db
 
 void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
                     bool accumulate) {
+  if (gemv_applies(x, w, y)) {
+    gemv_forward(ctx, x, w, b, y, accumulate, /*gelu=*/false);
+    return;
+  }
   // y[M, N] = x[M, K] · w[N, K]^T (+ y when accumulating, beta = 1) (+ b[N] in the epilogue)
   MatmulProblem p{&x, false, &w, true, &y, accumulate ? 1.0f : 0.0f};
   if (b.defined()) {
@@ -116,6 +122,10 @@ void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const 
 }
 
 void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  if (gemv_applies(x, w, y)) {
+    gemv_forward(ctx, x, w, b, y, /*accumulate=*/false, /*gelu=*/true);
+    return;
+  }
   MatmulProblem p{&x, false, &w, true, &y, 0.0f, MatmulEpilogue::gelu};
   if (b.defined()) p.vec = &b;
   matmul_lt(ctx, p);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.hpp"
+#include "kernels/norm_linear.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/paged_attention.hpp"
 
@@ -150,16 +151,14 @@ void InferenceModel::upload(const std::vector<int32_t>& host, Tensor& device, Me
   m.paged.block_tables = device.slice(3 * N + 3 * S + 1, {S, m.width});
 }
 
-void InferenceModel::norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t rows) {
-  const float eps = config().norm_epsilon;
-  if (config().normalization == Normalization::layernorm)
-    layernorm_forward(ctx_, x, w, b, eps, y, mean_.slice(0, {rows}), rstd_.slice(0, {rows}));
-  else
-    rmsnorm_forward(ctx_, x, w, eps, y, rstd_.slice(0, {rows}));
-}
-
 // The first `n` rows of a [max, cols] activation.
 static Tensor rows(const Tensor& t, int64_t n) { return t.slice(0, {n, t.dim(1)}); }
+
+// The config's norm with weights w (and b, LayerNorm's), for norm_linear_forward.
+static NormWeights norm_weights(const GptConfig& c, const Tensor& w, const Tensor& b) {
+  const bool layernorm = c.normalization == Normalization::layernorm;
+  return {layernorm ? NormKind::layernorm : NormKind::rmsnorm, w, layernorm ? b : Tensor(), c.norm_epsilon};
+}
 
 Tensor InferenceModel::forward(std::span<const SequenceInput> seqs, KvCache& cache) {
   TROUPE_CHECK(cache.dtype() == compute_, "InferenceModel::forward: the cache holds ", dtype_name(cache.dtype()),
@@ -231,12 +230,13 @@ void InferenceModel::run(const Metadata& m, KvCache& cache) {
   // The last new token of each sequence: a row gather (the embedding lookup, with x as the table).
   const Tensor last = rows(last_, m.s), lnf = rows(lnf_, m.s), logits = rows(logits_, m.s);
   {
-    auto t = timed("lnf");
+    auto t = timed("last_rows");
     embedding_forward(ctx_, m.last_rows, x, Tensor(), last.view({1, m.s, C}));
-    norm(last, outer_.lnf_w, outer_.lnf_b, lnf, m.s);
   }
-  auto t = timed("lm_head");
-  linear_forward(ctx_, lnf, outer_.output, Tensor(), logits);
+  // Decode-size batches: the final norm inside the LM head's GEMV (kernels/norm_linear.hpp).
+  auto t = timed("lnf+lm_head");
+  norm_linear_forward(ctx_, last, norm_weights(c, outer_.lnf_w, outer_.lnf_b), outer_.output, Tensor(), logits, false,
+                      {lnf, mean_.slice(0, {m.s}), rstd_.slice(0, {m.s})});
 }
 
 void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache) {
@@ -247,14 +247,13 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const Tensor act = rows(act_, n);
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f, c.sliding_window};
 
-  // x += proj(paged_attention(rope(qk_norm(qkv(norm(x)))))): the residual add happens in the GEMM.
+  // x += proj(paged_attention(rope(qk_norm(qkv(norm(x)))))): the residual add happens in the GEMM;
+  // at decode-size batches the norm happens inside the qkv GEMV (kernels/norm_linear.hpp), as
+  // the one in front of fc1 does inside fc1's.
+  const NormScratch scratch{ln, mean_.slice(0, {n}), rstd_.slice(0, {n})};
   {
-    auto t = timed("ln1");
-    norm(x, w.ln1_w, w.ln1_b, ln, n);
-  }
-  {
-    auto t = timed("qkv");
-    linear_forward(ctx_, ln, w.qkv_w, w.qkv_b, qkv);
+    auto t = timed("ln1+qkv");
+    norm_linear_forward(ctx_, x, norm_weights(c, w.ln1_w, w.ln1_b), w.qkv_w, w.qkv_b, qkv, false, scratch);
   }
   if (c.qk_layernorm) {  // each query and key head normalized in place, before RoPE
     auto t = timed("qk_norm");
@@ -279,23 +278,20 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   }
 
   // x += fc2(act(fc1(norm(x))))
-  {
-    auto t = timed("ln2");
-    norm(x, w.ln2_w, w.ln2_b, ln, n);
-  }
+  const NormWeights ln2 = norm_weights(c, w.ln2_w, w.ln2_b);
   if (c.swiglu) {
     const Tensor fc1 = rows(fc1_, n);
     {
-      auto t = timed("fc1");
-      linear_forward(ctx_, ln, w.fc1_w, w.fc1_b, fc1);
+      auto t = timed("ln2+fc1");
+      norm_linear_forward(ctx_, x, ln2, w.fc1_w, w.fc1_b, fc1, false, scratch);
     }
     {
       auto t = timed("activation");
       swiglu_forward(ctx_, fc1, act);
     }
   } else {  // GELU in the GEMM's epilogue
-    auto t = timed("fc1+gelu");
-    linear_gelu_forward(ctx_, ln, w.fc1_w, w.fc1_b, act);
+    auto t = timed("ln2+fc1+gelu");
+    norm_linear_forward(ctx_, x, ln2, w.fc1_w, w.fc1_b, act, /*gelu=*/true, scratch);
   }
   {
     auto t = timed("fc2");

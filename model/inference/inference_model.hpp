@@ -102,7 +102,6 @@ class InferenceModel {
   // group's ranks sum their partial products (bias on rank 0) with an all-reduce first.
   void row_parallel_add(const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& x);
   Tensor forward_graph(std::span<const SequenceInput> seqs, KvCache& cache);
-  void norm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, int64_t rows);
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
 
   const Context& ctx_;

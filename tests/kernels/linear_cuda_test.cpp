@@ -1,6 +1,8 @@
-// CUDA linear layer (cuBLASLt) against the CPU backend, in bf16 and f16, on GPT-2's GEMM
-// shapes (M cut to 512) and on odd and misaligned ones.
+// CUDA linear layer (cuBLASLt, and the small-batch GEMV of decode steps) against the CPU
+// backend, in bf16 and f16, on GPT-2's GEMM shapes (M cut to 512; M = 1 to 8 for the GEMV) and
+// on odd and misaligned ones.
 #include "kernels/cuda/gemm_lt.hpp"
+#include "kernels/cuda/gemv.hpp"
 #include "kernels/linear.hpp"
 #include "tests/test_util.hpp"
 
@@ -223,6 +225,126 @@ TEST_P(LinearCudaOptions, RowSumsEpilogueGivesBiasGradient) {
   cuda::matmul_lt(gpu(), {&dy, true, &x, false, &dw, 0.0f, cuda::MatmulEpilogue::row_sums_of_a, &db});
   EXPECT_LT(rel_error(to_host_f32(gpu(), dw), dw_ref), kParamGradTol);
   EXPECT_LT(rel_error(to_host_f32(gpu(), db), db_ref), kParamGradTol);
+}
+
+// Decode-step shapes the GEMV cannot take (K % 8 != 0; x at an odd element offset) fall back to
+// cuBLASLt and are still right.
+TEST_P(LinearCudaOptions, DecodeShapesTheGemvCannotTakeFallBack) {
+  const DType t = GetParam();
+  for (const LinearShape& s : {LinearShape{3, 100, 50}, LinearShape{1, 36, 7}}) {
+    const LinearInputs in(s, t, 800);
+    Tensor y_ref = Tensor::host(DType::f32, {s.m, s.n});
+    linear_forward(cpu(), in.x, in.w, in.b, y_ref);
+    const Tensor x = to_device(gpu(), in.x, t), w = to_device(gpu(), in.w, t), b = to_device(gpu(), in.b, t);
+    Tensor y = Tensor::empty(gpu(), t, {s.m, s.n});
+    EXPECT_FALSE(cuda::gemv_supports(x, w, y));
+    linear_forward(gpu(), x, w, b, y);
+    EXPECT_LT(rel_error(to_host_f32(gpu(), y), y_ref), kActivationTol);
+  }
+  const LinearShape s{2, 64, 80};
+  const LinearInputs in(s, t, 900);
+  Tensor y_ref = Tensor::host(DType::f32, {s.m, s.n});
+  linear_forward(cpu(), in.x, in.w, in.b, y_ref);
+  const Tensor w = to_device(gpu(), in.w, t), b = to_device(gpu(), in.b, t);
+  Tensor x_buf = Tensor::empty(gpu(), t, {s.m * s.k + 1}), y = Tensor::empty(gpu(), t, {s.m, s.n});
+  const Tensor x_odd = x_buf.slice(1, {s.m, s.k});
+  copy(gpu(), to_device(gpu(), in.x, t), x_odd);
+  EXPECT_TRUE(cuda::gemv_supports(to_device(gpu(), in.x, t), w, y));
+  EXPECT_FALSE(cuda::gemv_supports(x_odd, w, y));
+  linear_forward(gpu(), x_odd, w, b, y);
+  EXPECT_LT(rel_error(to_host_f32(gpu(), y), y_ref), kActivationTol);
+}
+
+// The small-batch GEMV (kernels/cuda/gemv.hpp) at every decode batch size it takes, on GPT-2
+// 124M's decode linears, with and without a bias: through linear_forward / linear_gelu_forward
+// (the GEMV unless TROUPE_DECODE_GEMV=0) and through gemv_forward itself.
+enum class GemvOp { plain, gelu, accumulate };
+
+struct GemvCase {
+  DType dtype;
+  int64_t k, n;
+  GemvOp op;
+};
+
+class LinearCudaGemv : public ::testing::TestWithParam<GemvCase> {};
+
+TEST_P(LinearCudaGemv, MatchesCpuAtEveryDecodeBatch) {
+  const GemvCase c = GetParam();
+  const DType t = c.dtype;
+  const int64_t k = c.k, n = c.n;
+  const bool gelu = c.op == GemvOp::gelu, accumulate = c.op == GemvOp::accumulate;
+  // x has the most rows; each M takes its first M rows. y starts from random values in every
+  // case, so an output the kernel skips shows as an error.
+  const LinearInputs in({cuda::kGemvMaxRows, k, n}, t, 700);
+  const Tensor y0 = round_through(random_normal({cuda::kGemvMaxRows, n}, 10), t);
+  const Tensor w = to_device(gpu(), in.w, t), b_all = to_device(gpu(), in.b, t);
+  for (int64_t m : {1, 2, 3, 5, 8})
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(str_cat("M = ", m, bias ? ", bias" : ", no bias"));
+      const Tensor x_host = in.x.slice(0, {m, k}), y0_rows = y0.slice(0, {m, n});
+      Tensor y_ref = plus(y0_rows, Tensor::zeros(cpu(), DType::f32, {m, n}));
+      if (gelu)
+        linear_gelu_forward(cpu(), x_host, in.w, bias ? in.b : Tensor(), y_ref);
+      else
+        linear_forward(cpu(), x_host, in.w, bias ? in.b : Tensor(), y_ref, accumulate);
+
+      const Tensor x = to_device(gpu(), x_host, t), b = bias ? b_all : Tensor();
+      const auto through_linear = [&] {
+        Tensor y = to_device(gpu(), y0_rows, t);
+        if (gelu)
+          linear_gelu_forward(gpu(), x, w, b, y);
+        else
+          linear_forward(gpu(), x, w, b, y, accumulate);
+        return to_host_f32(gpu(), y);
+      };
+      const auto through_gemv = [&] {
+        Tensor y = to_device(gpu(), y0_rows, t);
+        cuda::gemv_forward(gpu(), x, w, b, y, accumulate, gelu);
+        return to_host_f32(gpu(), y);
+      };
+      const Tensor y_probe = Tensor::empty(gpu(), t, {m, n});
+      ASSERT_TRUE(cuda::gemv_supports(x, w, y_probe));
+      EXPECT_EQ(cuda::gemv_applies(x, w, y_probe), cuda::decode_gemv_enabled());
+      const Tensor y_linear = through_linear(), y_gemv = through_gemv();
+      EXPECT_LT(rel_error(y_linear, y_ref), kActivationTol);
+      EXPECT_LT(rel_error(y_gemv, y_ref), kActivationTol);
+      // A fixed summation order: the same bits on every run.
+      EXPECT_EQ(max_abs_diff(through_gemv(), y_gemv), 0.0);
+    }
+}
+
+std::vector<GemvCase> gemv_cases() {
+  std::vector<GemvCase> cases;
+  for (DType t : {DType::bf16, DType::f16}) {
+    cases.push_back({t, 768, 2304, GemvOp::plain});       // qkv
+    cases.push_back({t, 768, 3072, GemvOp::gelu});        // fc1 with its GELU
+    cases.push_back({t, 3072, 768, GemvOp::accumulate});  // fc2 into the residual (K split over warps)
+    cases.push_back({t, 768, 50257, GemvOp::plain});      // the LM head, odd N
+    cases.push_back({t, 96, 1001, GemvOp::accumulate});   // odd N, K shorter than a warp's packs
+    cases.push_back({t, 3072, 5, GemvOp::gelu});          // fewer columns than a block owns
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(DecodeShapes, LinearCudaGemv, ::testing::ValuesIn(gemv_cases()), [](const auto& info) {
+  const GemvCase& c = info.param;
+  const char* op = c.op == GemvOp::gelu ? "gelu" : c.op == GemvOp::accumulate ? "accumulate" : "plain";
+  return str_cat(dtype_name(c.dtype), "_K", c.k, "_N", c.n, "_", op);
+});
+
+// TROUPE_DECODE_GEMV takes 0 or 1; anything else is an error that names it.
+TEST(LinearCudaGemvFlag, OnlyZeroAndOneAreAccepted) {
+  EXPECT_TRUE(cuda::decode_gemv_flag_from(nullptr));
+  EXPECT_TRUE(cuda::decode_gemv_flag_from("1"));
+  EXPECT_FALSE(cuda::decode_gemv_flag_from("0"));
+  for (const char* bad : {"", "2", "yes", "off"}) {
+    try {
+      cuda::decode_gemv_flag_from(bad);
+      ADD_FAILURE() << "TROUPE_DECODE_GEMV='" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("TROUPE_DECODE_GEMV"), std::string::npos) << e.what();
+    }
+  }
 }
 
 #endif
