@@ -39,7 +39,7 @@ void norm_linear_forward(const Context& ctx, const Tensor& x, const NormWeights&
   TROUPE_CHECK(norm.kind == NormKind::layernorm || !norm.b.defined(),
                "norm_linear_forward: RMSNorm takes no bias, got norm.b ", norm.b.str());
 #if TROUPE_HAVE_CUDA
-  if (ctx.is_cuda() && w.ndim() == 2 && cuda::decode_gemv_enabled() &&
+  if (ctx.is_cuda() && w.ndim() == 2 && cuda::gemv_applies(x, w, y) &&
       cuda::gemv_norm_supports(x, norm.w, norm.b, w, y)) {
     expect_fused_args(ctx, x, norm, w, b, y);
     cuda::gemv_norm_forward(ctx, x,

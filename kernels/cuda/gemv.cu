@@ -33,6 +33,22 @@ __device__ __forceinline__ float gelu(float v) {
   return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v)));
 }
 
+// Programmatic dependent launch (Hopper): a GEMV launched with it may start while the kernel
+// before it finishes, streaming its first weight packs (constant during a step) before it waits
+// for that kernel's results. Everything it reads or writes besides weights comes after the wait.
+__device__ __forceinline__ void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel (if launched with PDL) start its own weight loads now.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 // The norm in front of a fused GEMV (gemv_norm_forward): x's rows are normalized on the fly.
 template <typename T>
 struct NormParams {
@@ -111,7 +127,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int c = 0; c < kCols; ++c) wv[u][c] = load128cs(w_rows[c] + (p0 + u * stride) * kPack);
   };
   int64_t p0 = int64_t(part) * 32 + lane;
-  load_round(p0);  // the first round's loads overlap the norm's statistics
+  load_round(p0);  // the first round's loads overlap the norm's statistics (and the prior kernel)
+  wait_for_prior_grids();
 
   float mean[kRows], rstd[kRows];
   if constexpr (kNorm != GemvNorm::none) {
@@ -155,6 +172,7 @@ __global__ void __launch_bounds__(kThreads)
     p0 += stride * kUnroll;
     load_round(p0);
   }
+  allow_dependent_launch();
 
   float sum = 0.0f;  // this lane's output (lane < kOut)
 #pragma unroll
@@ -191,6 +209,14 @@ int choose_split(int64_t column_groups, int64_t packs, int sm_count) {
   return split;
 }
 
+// Whether `kernel` was compiled with its griddepcontrol.wait (PTX for sm_90 or newer; an older
+// PTX JIT-compiled for Hopper has none, and must not be launched early).
+bool waits_for_prior_grids(const void* kernel) {
+  cudaFuncAttributes attributes{};
+  TROUPE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return attributes.ptxVersion >= 90;
+}
+
 // One GEMV's tensors (b, norm_w, norm_b may be undefined).
 struct GemvCall {
   const Tensor &x, &w, &b, &y;
@@ -208,9 +234,22 @@ void launch_gemv(const Context& ctx, const GemvCall& a) {
   const int groups_per_block = kWarps / split;
   const auto data_or_null = [](const Tensor& t) { return t.defined() ? t.data_as<T>() : nullptr; };
   const NormParams<T> norm{data_or_null(a.norm_w), data_or_null(a.norm_b), a.eps};
-  gemv_kernel<T, kRows, kGelu, kNorm><<<ceil_div(groups, groups_per_block), kThreads, 0, st.stream>>>(
-      a.x.data_as<T>(), a.w.data_as<T>(), data_or_null(a.b), a.y.data_as<T>(), k, n, split, a.accumulate, norm);
-  TROUPE_CUDA_CHECK_LAUNCH();
+  const auto kernel = gemv_kernel<T, kRows, kGelu, kNorm>;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(ceil_div(groups, groups_per_block)));
+  config.blockDim = dim3(kThreads);
+  config.stream = st.stream;
+  cudaLaunchAttribute pdl{};
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  static const bool waits = waits_for_prior_grids(reinterpret_cast<const void*>(kernel));  // per instance
+  if (dependent_launch_enabled() && waits) {
+    config.attrs = &pdl;
+    config.numAttrs = 1;
+  }
+  TROUPE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a.x.data_as<T>(), a.w.data_as<T>(),
+                                       static_cast<const T*>(data_or_null(a.b)), a.y.data_as<T>(), k, n, split,
+                                       a.accumulate, norm));
 }
 
 // Turns the runtime row count into the kernel's template argument.
@@ -265,6 +304,17 @@ bool decode_gemv_flag_from(const char* value) {
               "': set it to 1 (small-batch GEMV for decode, the default) or 0 (cuBLASLt for every linear)");
 }
 
+bool dependent_launch_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TROUPE_DECODE_PDL");
+    if (value == nullptr || std::strcmp(value, "1") == 0) return true;
+    if (std::strcmp(value, "0") == 0) return false;
+    TROUPE_FAIL("environment variable TROUPE_DECODE_PDL is '", value,
+                "': set it to 1 (GEMVs start during the kernel before them, the default) or 0 (they do not)");
+  }();
+  return enabled;
+}
+
 bool decode_gemv_enabled() {
   static const bool enabled = decode_gemv_flag_from(std::getenv("TROUPE_DECODE_GEMV"));
   return enabled;
@@ -278,7 +328,7 @@ bool gemv_supports(const Tensor& x, const Tensor& w, const Tensor& y) {
 }
 
 bool gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y) {
-  return decode_gemv_enabled() && gemv_supports(x, w, y);
+  return decode_gemv_enabled() && x.dim(0) <= kGemvDispatchRows && gemv_supports(x, w, y);
 }
 
 void gemv_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,

@@ -20,6 +20,10 @@ namespace troupe::cuda {
 
 // The most rows of x the GEMV path takes; larger batches go to cuBLASLt.
 constexpr int64_t kGemvMaxRows = 8;
+// The most rows linear_forward sends to it: on an H100 the kernel beats cuBLASLt at 1 row (GPT-2
+// 124M decode 0.466 -> 0.379 ms/step) but not from 2-3 rows on (350M: 0.996 -> 1.048 ms at 2;
+// bench/results/2026-11-26-h100-decode-gemv.md).
+constexpr int64_t kGemvDispatchRows = 1;
 
 // TROUPE_DECODE_GEMV, read once per process: unset or "1" on, "0" off (every linear then runs on
 // cuBLASLt, for comparisons such as bench/decode_bench.cpp's).
@@ -27,12 +31,16 @@ bool decode_gemv_enabled();
 // The value of TROUPE_DECODE_GEMV as decode_gemv_enabled() reads it (null: unset). Throws
 // troupe::Error naming the variable for anything but "0" or "1".
 bool decode_gemv_flag_from(const char* value);
+// TROUPE_DECODE_PDL, read once: unset or "1": GEMVs are launched with programmatic dependent
+// launch on Hopper (they stream their first weights while the kernel before them ends); "0": not.
+bool dependent_launch_enabled();
 
 // True when the GEMV kernel can compute this linear (whatever decode_gemv_enabled() says): 1 to
 // kGemvMaxRows rows, bf16 or f16, K a multiple of 8 and x and w 16-byte aligned (16-byte loads).
 // Shapes and dtypes must already be checked (kernels/linear.cpp).
 bool gemv_supports(const Tensor& x, const Tensor& w, const Tensor& y);
-// decode_gemv_enabled() && gemv_supports(...): the dispatch in linear_forward / linear_gelu_forward.
+// decode_gemv_enabled() && gemv_supports(...) && at most kGemvDispatchRows rows: the dispatch in
+// linear_forward / linear_gelu_forward (and the fused norm in front, kernels/norm_linear.hpp).
 bool gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y);
 
 enum class GemvNorm { none, layernorm, rmsnorm };

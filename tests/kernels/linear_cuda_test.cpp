@@ -304,7 +304,7 @@ TEST_P(LinearCudaGemv, MatchesCpuAtEveryDecodeBatch) {
       };
       const Tensor y_probe = Tensor::empty(gpu(), t, {m, n});
       ASSERT_TRUE(cuda::gemv_supports(x, w, y_probe));
-      EXPECT_EQ(cuda::gemv_applies(x, w, y_probe), cuda::decode_gemv_enabled());
+      EXPECT_EQ(cuda::gemv_applies(x, w, y_probe), cuda::decode_gemv_enabled() && m <= cuda::kGemvDispatchRows);
       const Tensor y_linear = through_linear(), y_gemv = through_gemv();
       EXPECT_LT(rel_error(y_linear, y_ref), kActivationTol);
       EXPECT_LT(rel_error(y_gemv, y_ref), kActivationTol);

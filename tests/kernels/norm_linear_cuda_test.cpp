@@ -73,6 +73,19 @@ Tensor run_norm_linear(const Context& ctx, DType t, const NormLinearInputs& in, 
   return ctx.is_cuda() ? to_host_f32(ctx, y) : y;
 }
 
+// The same through the fused kernel itself, at any row count it takes (norm_linear_forward sends
+// it only cuda::kGemvDispatchRows rows: the kernel must stay right beyond them).
+Tensor run_fused_gemv(DType t, const NormLinearInputs& in, NormCase c, bool gelu, int64_t m, bool bias) {
+  const int64_t k = in.x.dim(1), n = in.w.dim(0);
+  const auto dev = [&](const Tensor& h) { return to_device(gpu(), h, t); };
+  const NormWeights nw = norm_weights(c, dev(in.norm_w), dev(in.norm_b));
+  Tensor y = Tensor::zeros(gpu(), t, {m, n});
+  cuda::gemv_norm_forward(gpu(), dev(in.x.slice(0, {m, k})),
+                          nw.kind == NormKind::layernorm ? cuda::GemvNorm::layernorm : cuda::GemvNorm::rmsnorm, nw.w,
+                          nw.b, nw.eps, dev(in.w), bias ? dev(in.b) : Tensor(), y, gelu);
+  return to_host_f32(gpu(), y);
+}
+
 class NormLinearCuda : public ::testing::TestWithParam<NormLinearCase> {};
 
 TEST_P(NormLinearCuda, FusedGemvMatchesCpuAtEveryDecodeBatch) {
@@ -86,6 +99,9 @@ TEST_P(NormLinearCuda, FusedGemvMatchesCpuAtEveryDecodeBatch) {
       EXPECT_LT(rel_error(y, y_ref), kActivationTol);
       // A fixed summation order: the same bits on every run.
       EXPECT_EQ(max_abs_diff(run_norm_linear(gpu(), p.dtype, in, p.norm, p.gelu, m, bias), y), 0.0);
+      const Tensor fused = run_fused_gemv(p.dtype, in, p.norm, p.gelu, m, bias);
+      EXPECT_LT(rel_error(fused, y_ref), kActivationTol);
+      EXPECT_EQ(max_abs_diff(run_fused_gemv(p.dtype, in, p.norm, p.gelu, m, bias), fused), 0.0);
     }
 }
 
