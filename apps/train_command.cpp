@@ -23,6 +23,7 @@
 #include "apps/train/fault_injection.hpp"
 #include "apps/common/float_flags.hpp"
 #include "apps/train/megatron_flags.hpp"
+#include "apps/train/moe_flags.hpp"
 #include "apps/train/supervisor.hpp"
 #include "apps/train/straggler_report.hpp"
 #include "apps/train/train_log.hpp"
@@ -75,7 +76,10 @@ struct TrainOptions {
   int virtual_stages_per_rank = 0;  // --num-virtual-stages-per-pipeline-rank (0: not given)
   PipelineSplit pipeline_split;     // --decoder-first/last-pipeline-num-layers, --account-for-*-in-pipeline-split
   int tensor_size = 1;
+  int context_size = 1;              // --context-parallel-size (model/context_parallel.hpp)
+  std::string cp_comm_type = "p2p";  // --cp-comm-type: only the ring (p2p)
   bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false;
+  MoeFlags moe;              // --num-experts, --moe-* (apps/train/moe_flags.hpp)
   RecomputeFlags recompute;  // --recompute-activations, --recompute-granularity, ... (model/recompute.hpp)
   int64_t ddp_bucket_size = 40000000;
   std::string schedule = "1f1b", device = "auto";
@@ -170,6 +174,7 @@ GptConfig model_config(const TrainOptions& o, int64_t vocab) {
   if (o.max_position_embeddings == 0 && c.position_embedding_type == PositionEmbedding::learned_absolute)
     c.max_position_embeddings = c.seq_length;
   c.vocab_size = vocab;
+  c.moe = moe_config_from_flags(o.moe);
   c.validate();
   return c;
 }
@@ -283,17 +288,23 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.model = model;
   cfg.parallel.pipeline_size = o.pipeline_size;
   cfg.parallel.tensor_size = o.tensor_size;
-  // Megatron's layout: data-parallel size = devices / (tensor size x pipeline size).
+  cfg.parallel.context_size = o.context_size;
+  // Megatron's layout: data-parallel size = devices / (tensor size x context size x pipeline size).
   TROUPE_CHECK(o.tensor_size >= 1 && o.pipeline_size >= 1, "--tensor-model-parallel-size (", o.tensor_size,
                ") and --pipeline-model-parallel-size (", o.pipeline_size, ") must be >= 1");
-  const int model_parallel = o.tensor_size * o.pipeline_size;
+  TROUPE_CHECK(o.context_size >= 1, "--context-parallel-size must be >= 1, got ", o.context_size);
+  TROUPE_CHECK(o.cp_comm_type == "p2p", "--cp-comm-type ", o.cp_comm_type,
+               " is not implemented: only p2p (the ring of key/value blocks) is; drop the flag or pass p2p");
+  const int model_parallel = o.tensor_size * o.pipeline_size * o.context_size;
   // --devices counts this process's devices; the run has that many in every process.
   const int local_devices = o.devices > 0 ? o.devices : std::max(1, model_parallel / processes);
   devices = local_devices * processes;
   TROUPE_CHECK(devices % model_parallel == 0, "--devices (", local_devices, " per process x ", processes,
                " processes) must be a multiple of --tensor-model-parallel-size (", o.tensor_size,
-               ") times --pipeline-model-parallel-size (", o.pipeline_size, ")");
+               ") times --pipeline-model-parallel-size (", o.pipeline_size, ") times --context-parallel-size (",
+               o.context_size, ")");
   cfg.parallel.data_size = devices / model_parallel;
+  check_moe_run(model.moe, cfg.parallel.data_size, !o.save.empty() || !o.load.empty());
   cfg.parallel.sequence_parallel = o.sequence_parallel && o.tensor_size > 1;
   cfg.parallel.distributed_optimizer = o.distributed_optimizer;
   cfg.parallel.overlap_grad_reduce = o.overlap_grad_reduce;
@@ -351,15 +362,19 @@ void print_run_header(const TrainOptions& o, const actors::TrainingConfig& cfg, 
       model.num_layers, model.hidden_size, model.num_attention_heads, model.query_groups(), model.seq_length,
       long(model.vocab_size), long(model.padded_vocab_size()), double(model.num_parameters()) / 1e6);
   std::printf(
-      "  %d %s: tensor %d%s x pipeline %d x %d chunks (%s) x data %d%s, micro batch %ld, global batch %ld, "
-      "%ld iterations, %s\n",
+      "  %d %s: tensor %d%s x context %d x pipeline %d x %d chunks (%s) x data %d%s, micro batch %ld, global batch "
+      "%ld, %ld iterations, %s\n",
       devices, cfg.devices.cuda ? "GPUs" : "CPU devices", o.tensor_size,
-      cfg.parallel.sequence_parallel ? " (sequence)" : "", o.pipeline_size, cfg.parallel.virtual_chunks,
+      cfg.parallel.sequence_parallel ? " (sequence)" : "", o.context_size, o.pipeline_size, cfg.parallel.virtual_chunks,
       schedules::schedule_name(cfg.parallel.schedule), cfg.parallel.data_size,
       cfg.parallel.distributed_optimizer ? " (distributed optimizer)" : "", long(o.micro_batch_size),
       long(cfg.global_batch_size), long(o.train_iters), dtype_name(cfg.devices.compute));
   if (cfg.recompute.enabled())
     std::printf("  activation recompute: %s\n", recompute_description(cfg.recompute).c_str());
+  if (model.moe.enabled())
+    std::printf("  mixture of experts: %d experts, top-%d, layers %s, %s\n", model.moe.num_experts,
+                model.moe.moe_router_topk, moe_layer_freq_str(model.moe.moe_layer_freq).c_str(),
+                model.moe.drops_tokens() ? "capacity-dropping" : "dropless");
   if (!cfg.parallel.split.even()) {  // throws naming the flags for a split that cannot be made
     const std::vector<ChunkLayers> chunks =
         pipeline_split(model.num_layers, o.pipeline_size, cfg.parallel.virtual_chunks, cfg.parallel.split);
@@ -421,7 +436,12 @@ class Checkpointer {
 class LogAccumulator {
  public:
   LogAccumulator(const TrainOptions& o, const actors::TrainingConfig& cfg, int devices)
-      : train_iters_(o.train_iters), gbs_(cfg.global_batch_size), seq_(cfg.model.seq_length), devices_(devices) {
+      : train_iters_(o.train_iters),
+        gbs_(cfg.global_batch_size),
+        seq_(cfg.model.seq_length),
+        devices_(devices),
+        moe_load_balancing_(cfg.model.moe.load_balancing_coeff() > 0),
+        moe_z_loss_(cfg.model.moe.moe_z_loss_coeff > 0) {
     flops_per_token_ = 6.0 * double(cfg.model.num_parameters()) +
                        12.0 * cfg.model.num_layers * cfg.model.hidden_size * double(cfg.model.seq_length);
     reset();
@@ -436,6 +456,7 @@ class LogAccumulator {
     } else {
       loss_ += s.loss;
       norm_ += s.grad_norm;
+      moe_add(s.moe);
     }
   }
 
@@ -453,6 +474,7 @@ class LogAccumulator {
     w.loss_scale = s.loss_scale;
     w.grad_norm = counted > 0 ? norm_ / double(counted) : NAN;
     w.iterations = count_;
+    moe_close(w, counted);
     reset();
     return w;
   }
@@ -462,6 +484,25 @@ class LogAccumulator {
     window_ = LogWindow{.train_iters = train_iters_, .global_batch_size = gbs_};
     seconds_ = loss_ = norm_ = 0;
     count_ = 0;
+    moe_ = MoeIterationStats{};
+  }
+  // MoE: the router losses summed over the window, the last iteration's expert load.
+  void moe_add(const MoeIterationStats& m) {
+    if (!m.any()) return;
+    moe_.load_balancing_loss += m.load_balancing_loss;
+    moe_.z_loss += m.z_loss;
+    moe_.expert_load = m.expert_load;
+  }
+  void moe_close(LogWindow& w, int64_t counted) const {
+    if (!moe_.any() || counted == 0) return;
+    if (moe_load_balancing_) w.load_balancing_loss = moe_.load_balancing_loss / double(counted);
+    if (moe_z_loss_) w.z_loss = moe_.z_loss / double(counted);
+    char part[64];
+    for (const MoeExpertLoad& l : moe_.expert_load) {
+      std::snprintf(part, sizeof(part), "%s%d: %ld/%.1f", w.expert_load.empty() ? "" : " ", l.layer, long(l.tokens_max),
+                    l.tokens_mean);
+      w.expert_load += part;
+    }
   }
 
   int64_t train_iters_, gbs_, seq_;
@@ -470,6 +511,8 @@ class LogAccumulator {
   LogWindow window_;
   double seconds_ = 0, loss_ = 0, norm_ = 0;
   int64_t count_ = 0;
+  bool moe_load_balancing_ = false, moe_z_loss_ = false;  // which MoE losses the log line shows
+  MoeIterationStats moe_;
 };
 
 // What the iteration loop leaves for the summary.
@@ -498,8 +541,9 @@ LoopTotals run_iterations(const TrainOptions& o, const actors::TrainingConfig& c
   LogAccumulator window(o, cfg, devices);
   TrainProgress progress(o.train_iters, start);
   const actors::ParallelConfig& p = cfg.parallel;
-  StragglerWindow stragglers({.tensor = p.tensor_size, .data = p.data_size, .pipeline = p.pipeline_size},
-                             o.straggler_factor);
+  StragglerWindow stragglers(
+      {.tensor = p.tensor_size, .context = p.context_size, .data = p.data_size, .pipeline = p.pipeline_size},
+      o.straggler_factor);
   const int64_t gbs = cfg.global_batch_size, tokens_per_iteration = gbs * cfg.model.seq_length;
   while (run.iteration() < o.train_iters && g_stop_signal == 0) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -735,6 +779,10 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--tensor-model-parallel-size", o->tensor_size, "TP: devices each layer is split over")
       ->check(positive);
   cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size, "PP: pipeline stages")->check(positive);
+  cmd->add_option("--context-parallel-size", o->context_size,
+                  "CP: devices each sequence is split over (ring attention; CPU devices only so far)")
+      ->check(positive);
+  cmd->add_option("--cp-comm-type", o->cp_comm_type, "context parallelism's communication: only p2p (the ring)");
   cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage,
                   "interleaved 1F1B: layers per model chunk (0: not interleaved)")
       ->check(non_negative);
@@ -756,7 +804,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--devices,--cpu-devices", o->devices,
                   "devices of each process (GPUs or CPU devices); data-parallel size = processes x devices / "
-                  "(TP x PP); 0: TP x PP / processes")
+                  "(TP x CP x PP); 0: TP x CP x PP / processes")
       ->check(non_negative);
   cmd->add_flag("--sequence-parallel", o->sequence_parallel,
                 "shard norms/dropout/residuals along the sequence (TP > 1)");
@@ -893,6 +941,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
       ->check(non_negative);
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
 
+  add_moe_flags(cmd, o->moe);
   add_megatron_compat_flags(cmd, o->megatron);
   static bool list_megatron_flags = false;  // prints docs/megatron-flags.md and exits
   cmd->add_flag("--list-megatron-flags", list_megatron_flags,

@@ -9,6 +9,7 @@
 
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
+#include "model/moe/moe_mlp.hpp"
 
 namespace troupe {
 
@@ -21,10 +22,13 @@ struct LayerActivations {
   Tensor ln2, ln2_mean, ln2_rstd;  // [N, C], f32 [N], f32 [N]
   Tensor fc1;                      // [N, F or 2F] before the activation
   Tensor act;                      // [N, F] after the activation
+  // An MoE layer's MLP instead of fc1/act (undefined there): routing, permuted tokens, the
+  // experts' activations; made by each forward (their sizes follow the routing).
+  MoeMlpActivations moe;
 
   // Bytes of the tensors held (a recomputed tensor is not held: model/recompute.hpp).
   size_t bytes() const {
-    size_t n = 0;
+    size_t n = moe_mlp_activation_bytes(moe);
     for (const Tensor* t : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &qk, &q_rstd, &k_rstd, &attn, &lse, &x_mid, &ln2,
                             &ln2_mean, &ln2_rstd, &fc1, &act})
       if (t->defined()) n += t->nbytes();
@@ -43,6 +47,8 @@ struct ChunkActivations {
   Tensor logits;                   // [N, Vp]; holds dlogits after a training forward
   Tensor losses;                   // f32 [N] per-token loss (0 for ignored targets)
   uint64_t dropout_seed = 0;
+  // ForwardOptions::moe_loss_grad_scale of the forward (the weight of the router losses)
+  float moe_loss_grad_scale = 1.0f;
   bool has_grad = false;  // a training forward ran; backward may follow
 
   int64_t rows() const { return batch * seq; }

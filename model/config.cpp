@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.hpp"
+#include "model/config_moe.hpp"
 
 namespace troupe {
 
@@ -21,6 +22,10 @@ void GptConfig::validate_tensor_parallel(int tp) const {
                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
   TROUPE_CHECK(ffn() % tp == 0, "--ffn-hidden-size (", ffn(), ") must be divisible by --tensor-model-parallel-size (",
                tp, ")");
+  // The experts would need Megatron's expert-tensor-parallel layout (and TP of the router's
+  // input): not implemented yet.
+  TROUPE_CHECK(!moe.enabled() || tp == 1, "--num-experts with --tensor-model-parallel-size ", tp,
+               " is not implemented: train mixture-of-experts models with --tensor-model-parallel-size 1");
 }
 
 void GptConfig::validate() const {
@@ -64,6 +69,7 @@ void GptConfig::validate() const {
                  "RoPE scaling's original_max_position_embeddings must be a positive integer, got ",
                  s.original_max_positions);
   }
+  validate_moe(*this);
 }
 
 int64_t GptConfig::num_parameters() const {
@@ -75,7 +81,10 @@ int64_t GptConfig::num_parameters() const {
   int64_t layer = norm + qkv_size() * c + (has_qkv_bias() ? 1 : 0) * qkv_size() + c * attn_out + bias * c + norm +
                   fc1_rows * c + bias * fc1_rows + c * ffn() + bias * c;
   if (qk_layernorm) layer += 2 * int64_t(head_dim());
+  const int64_t dense_mlp = fc1_rows * c + bias * fc1_rows + c * ffn() + bias * c;
   int64_t n = vp * c + int64_t(num_layers) * layer + norm;
+  for (int l = 0; l < num_layers; ++l)
+    if (is_moe_layer(l)) n += moe_mlp_parameters(*this) - dense_mlp;
   if (position_embedding_type == PositionEmbedding::learned_absolute) n += int64_t(max_positions()) * c;
   if (untie_embeddings_and_output_weights) n += vp * c;
   return n;
@@ -169,30 +178,32 @@ RopeScaling rope_scaling_from_json(const nlohmann::json& j) {
 }  // namespace
 
 nlohmann::json to_json(const GptConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"ffn_hidden_size", c.ffn()},
-          {"num_attention_heads", c.num_attention_heads},
-          {"num_query_groups", c.query_groups()},
-          {"kv_channels", c.head_dim()},
-          {"seq_length", c.seq_length},
-          {"max_position_embeddings", c.max_positions()},
-          {"vocab_size", c.vocab_size},
-          {"make_vocab_size_divisible_by", c.make_vocab_size_divisible_by},
-          {"normalization", normalization_name(c.normalization)},
-          {"norm_epsilon", c.norm_epsilon},
-          {"position_embedding_type", position_embedding_name(c.position_embedding_type)},
-          {"rotary_base", c.rotary_base},
-          {"rope_scaling", rope_scaling_json(c.rope_scaling)},
-          {"swiglu", c.swiglu},
-          {"disable_bias_linear", c.disable_bias_linear},
-          {"add_qkv_bias", c.add_qkv_bias},
-          {"qk_layernorm", c.qk_layernorm},
-          {"sliding_window", c.sliding_window},
-          {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
-          {"hidden_dropout", c.hidden_dropout},
-          {"attention_dropout", c.attention_dropout},
-          {"init_method_std", c.init_method_std}};
+  nlohmann::json j = {{"num_layers", c.num_layers},
+                      {"hidden_size", c.hidden_size},
+                      {"ffn_hidden_size", c.ffn()},
+                      {"num_attention_heads", c.num_attention_heads},
+                      {"num_query_groups", c.query_groups()},
+                      {"kv_channels", c.head_dim()},
+                      {"seq_length", c.seq_length},
+                      {"max_position_embeddings", c.max_positions()},
+                      {"vocab_size", c.vocab_size},
+                      {"make_vocab_size_divisible_by", c.make_vocab_size_divisible_by},
+                      {"normalization", normalization_name(c.normalization)},
+                      {"norm_epsilon", c.norm_epsilon},
+                      {"position_embedding_type", position_embedding_name(c.position_embedding_type)},
+                      {"rotary_base", c.rotary_base},
+                      {"rope_scaling", rope_scaling_json(c.rope_scaling)},
+                      {"swiglu", c.swiglu},
+                      {"disable_bias_linear", c.disable_bias_linear},
+                      {"add_qkv_bias", c.add_qkv_bias},
+                      {"qk_layernorm", c.qk_layernorm},
+                      {"sliding_window", c.sliding_window},
+                      {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
+                      {"hidden_dropout", c.hidden_dropout},
+                      {"attention_dropout", c.attention_dropout},
+                      {"init_method_std", c.init_method_std}};
+  if (c.moe.enabled()) j["moe"] = moe_config_to_json(c.moe);  // a dense model's config stays as it was
+  return j;
 }
 
 GptConfig gpt_config_from_json(const nlohmann::json& j) {
@@ -200,7 +211,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
   // A key this version does not know could change the model: refuse it rather than guess.
   const nlohmann::json known = to_json(c);
   for (const auto& [key, value] : j.items())
-    TROUPE_CHECK(known.contains(key), "model config: unknown key '", key, "' (", value.dump(),
+    TROUPE_CHECK(known.contains(key) || key == "moe", "model config: unknown key '", key, "' (", value.dump(),
                  "): written by a newer Troupe? This version cannot build that model");
   auto get = [&](const char* key, auto& field) {
     if (j.contains(key)) j.at(key).get_to(field);
@@ -228,6 +239,7 @@ GptConfig gpt_config_from_json(const nlohmann::json& j) {
     get("hidden_dropout", c.hidden_dropout);
     get("attention_dropout", c.attention_dropout);
     get("init_method_std", c.init_method_std);
+    if (j.contains("moe")) c.moe = moe_config_from_json(j.at("moe"));
     if (j.contains("normalization")) {
       const std::string n = j.at("normalization");
       TROUPE_CHECK(n == "LayerNorm" || n == "RMSNorm", "normalization must be LayerNorm or RMSNorm, got ", n);

@@ -16,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/rope.hpp"
+#include "model/moe/moe_config.hpp"
 
 namespace troupe {
 
@@ -52,6 +53,9 @@ struct GptConfig {
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
   float init_method_std = 0.02f;
+  // Mixture of experts (--num-experts and the --moe-* flags): the MLP of the layers
+  // moe.is_moe_layer picks is an MoE block (model/moe/moe_mlp.hpp); disabled: a dense model.
+  MoeConfig moe;
 
   // Derived sizes (after defaults are applied).
   int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
@@ -64,6 +68,8 @@ struct GptConfig {
   int64_t padded_vocab_size(int tensor_parallel_size = 1) const;
   bool has_bias() const { return !disable_bias_linear; }
   bool has_qkv_bias() const { return has_bias() || add_qkv_bias; }
+  // Whether layer l (global, 0-based) has an MoE MLP instead of the dense one.
+  bool is_moe_layer(int l) const { return moe.enabled() && moe.is_moe_layer(l, num_layers); }
 
   // Throws troupe::Error naming the Megatron flag that is wrong.
   void validate() const;

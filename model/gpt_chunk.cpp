@@ -6,6 +6,7 @@
 #include "kernels/ops.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/vocab_parallel_cross_entropy.hpp"
+#include "model/config_moe.hpp"
 
 namespace troupe {
 
@@ -53,6 +54,27 @@ GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec&
   }
   outer_params_ = layout_.outer(params_);
   outer_grads_ = layout_.outer(grads_);
+  if (config.moe.enabled()) {
+    // Recomputing an MoE layer would route its tokens twice (counting them twice for the expert
+    // bias and the statistics); selective recompute of attention and the norms leaves it alone.
+    TROUPE_CHECK(recompute.granularity != RecomputeGranularity::full,
+                 "--recompute-granularity full with --num-experts is not implemented: recompute an MoE model "
+                 "selectively (--recompute-modules core_attn layernorm)");
+    TROUPE_CHECK(!recompute.modules.mlp,
+                 "--recompute-modules mlp with --num-experts is not implemented (the MoE MLP keeps its "
+                 "activations): use core_attn or layernorm");
+    moe_spec_ = moe_mlp_spec(config);
+    moe_state_.resize(size_t(layout_.num_layers()));
+    router_f32_.resize(size_t(layout_.num_layers()));
+    for (int i = 0; i < layout_.num_layers(); ++i) {
+      const int l = layout_.first_layer() + i;
+      if (!config.is_moe_layer(l)) continue;
+      moe_state_[size_t(i)] = ctx.is_cuda() ? moe_router_state(ctx, config.moe) : moe_router_state(config.moe);
+      if (compute != DType::f32)
+        router_f32_[size_t(i)] = Tensor::empty(ctx, DType::f32, layer_params_[size_t(i)].moe.router.shape());
+      moe_stats_.push_back(MoeLayerStats{.layer = l});
+    }
+  }
   recompute_ = recompute;
   recompute_plan_ = recompute_plan(recompute, layout_.num_layers());
   // Which gradients are final at each point of backward: the output layer and final norm
@@ -191,8 +213,10 @@ ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
   const int L = layout_.num_layers();
   for (int i = 0; i <= L; ++i)  // full recompute keeps only each group's input
     a->residual.push_back(i < L && recompute_plan_[size_t(i)].tensors.input ? Tensor() : act({rows, C}));
-  for (int i = 0; i < L; ++i)
+  for (int i = 0; i < L; ++i) {
     a->layers.push_back(layer_activations(batch, seq, recompute_plan_[size_t(i)].tensors, false));
+    if (config().is_moe_layer(layout_.first_layer() + i)) a->layers.back().fc1 = a->layers.back().act = Tensor();
+  }
   if (layout_.spec().post_process) {
     a->lnf = act({n, C});
     a->lnf_mean = f32({rows});
@@ -300,6 +324,7 @@ void GptChunk::release(ActivationsPtr acts) {
   for (int i = 0; i < layout_.num_layers(); ++i) unbind_recomputed(i, *acts);  // after a backward that threw
   acts->tokens = Tensor();
   acts->targets = Tensor();
+  for (LayerActivations& l : acts->layers) l.moe = MoeMlpActivations{};  // sized by each forward's routing
   acts->has_grad = false;
   pool_.push_back(std::move(acts));
 }
@@ -327,6 +352,34 @@ namespace {
 uint64_t dropout_offset(int site, int64_t rows, int64_t hidden) { return uint64_t(site) * uint64_t(rows * hidden); }
 }  // namespace
 
+// This rank's rows of a [batch, seq] microbatch, x -> y, at dropout site `site`. Under context
+// parallelism the local rows are runs of the sequences' global rows (model/context_parallel.hpp):
+// each run draws the counters of the same rows in a single-device run, so the masks are the same.
+void GptChunk::site_dropout(bool backward, const Tensor& x, const Tensor& y, int site, uint64_t seed, int64_t batch,
+                            int64_t seq) {
+  const float p = config().hidden_dropout;
+  const int64_t n = batch * seq, C = config().hidden_size;
+  const auto apply = [&](const Tensor& in, const Tensor& out, uint64_t offset) {
+    if (backward)
+      dropout_backward(ctx_, in, out, p, seed, offset);
+    else
+      dropout_forward(ctx_, in, out, p, seed, offset);
+  };
+  if (!cp_.enabled()) {
+    apply(x, y, dropout_offset(site, n, C) + row_offset(n, C));
+    return;
+  }
+  const int64_t global_seq = seq * cp_.size, first = int64_t(row_offset(n, C)) / C, end = first + local_rows(n);
+  const uint64_t base = dropout_offset(site, batch * global_seq, C);
+  for (int64_t r = first; r < end;) {
+    const int64_t b = r / seq, t = r % seq;
+    const int64_t len = std::min((t < seq / 2 ? seq / 2 : seq) - t, end - r);  // to the end of t's chunk
+    const int64_t g = b * global_seq + context_position(cp_, seq, t);
+    apply(x.slice((r - first) * C, {len, C}), y.slice((r - first) * C, {len, C}), base + uint64_t(g * C));
+    r += len;
+  }
+}
+
 ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, const Tensor& output,
                                  const ForwardOptions& o) {
   const GptConfig& c = config();
@@ -342,8 +395,8 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
                " tokens of a microbatch do not split over ", tp_.shard.size, " tensor-parallel ranks");
   ActivationsPtr a = acquire(B, T);
   a->dropout_seed = o.dropout_seed;
+  a->moe_loss_grad_scale = o.moe_loss_grad_scale;
   a->has_grad = o.training;
-  const int64_t n = a->rows();
   const OuterTensors& p = outer_params_;
 
   if (spec.pre_process) {
@@ -352,18 +405,19 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
     {
       auto t = timed("embedding.fwd");
       if (!tp) {
-        embedding_forward(ctx_, a->tokens, p.wte, p.wpe, a->residual[0].view({B, T, C}));
+        embedding_forward(ctx_, a->tokens, p.wte, cp_.enabled() ? Tensor() : p.wpe, a->residual[0].view({B, T, C}));
+        if (cp_.enabled()) add_context_position_embedding(a->residual[0].view({B, T, C}));
       } else {
         // Each rank looks up its vocabulary rows (zeros elsewhere); rank 0 adds the positions.
         Scratch& tmp = scratch(B, T);
-        embedding_forward(ctx_, a->tokens, p.wte, tp_.shard.rank == 0 ? p.wpe : Tensor(), tmp.hidden.view({B, T, C}), 0,
-                          VocabShard{true, layout_.vocab_start()});
+        embedding_forward(ctx_, a->tokens, p.wte, tp_.shard.rank == 0 && !cp_.enabled() ? p.wpe : Tensor(),
+                          tmp.hidden.view({B, T, C}), 0, VocabShard{true, layout_.vocab_start()});
+        if (cp_.enabled() && tp_.shard.rank == 0) add_context_position_embedding(tmp.hidden.view({B, T, C}));
         copy(ctx_, reduce_rows(tmp.hidden, a->residual[0]), a->residual[0]);
       }
     }
     if (o.training && c.hidden_dropout > 0)
-      dropout_forward(ctx_, a->residual[0], a->residual[0], c.hidden_dropout, o.dropout_seed,
-                      dropout_offset(0, n, C) + row_offset(n, C));
+      site_dropout(false, a->residual[0], a->residual[0], 0, o.dropout_seed, B, T);
   } else {
     expect_shape("GptChunk::forward", "input", input, hidden_shape(a->batch, a->seq));
     expect_dtype("GptChunk::forward", "input", input, compute_);
@@ -432,7 +486,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const LayerTensors& w = layer_params_[size_t(i)];
   LayerActivations& s = a.layers[size_t(i)];
   Scratch& tmp = scratch(a.batch, a.seq);
-  const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
+  const int64_t B = a.batch, T = a.seq;
   const Tensor& x = a.residual[size_t(i)];
   const Tensor& y = a.residual[size_t(i) + 1];
   const bool drop = o.training && c.hidden_dropout > 0;
@@ -455,7 +509,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const Tensor qkv3 = s.qkv.view({B, T, int64_t(layout_.local_qkv_size())});
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.fwd");
-    rope_apply(ctx_, qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, false);
+    rope_forward_backward(qkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, false);
   }
   {
     auto t = timed("attention.fwd");
@@ -467,8 +521,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     linear_forward(ctx_, s.attn, w.proj_w, rank0 ? w.proj_b : Tensor(), tmp.hidden);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
-  if (drop)
-    dropout_forward(ctx_, h, h, c.hidden_dropout, o.dropout_seed, dropout_offset(1 + 2 * l, n, C) + row_offset(n, C));
+  if (drop) site_dropout(false, h, h, 1 + 2 * l, o.dropout_seed, B, T);
   {
     auto t = timed("residual.fwd");
     add(ctx_, x, h, s.x_mid);
@@ -479,14 +532,16 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("ln2.fwd");
     norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
   }
-  mlp_activation_forward(w, s);
-  {
+  if (c.is_moe_layer(l)) {
+    moe_forward(i, a, o, tmp.hidden);
+    h = reduce_rows(tmp.hidden, tmp.hidden_local);
+  } else {
+    mlp_activation_forward(w, s);
     auto t = timed("fc2.fwd");
     linear_forward(ctx_, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
-  if (drop)
-    dropout_forward(ctx_, h, h, c.hidden_dropout, o.dropout_seed, dropout_offset(2 + 2 * l, n, C) + row_offset(n, C));
+  if (drop) site_dropout(false, h, h, 2 + 2 * l, o.dropout_seed, B, T);
   {
     auto t = timed("residual.fwd");
     add(ctx_, s.x_mid, h, y);
@@ -505,6 +560,11 @@ void GptChunk::norm_gather_forward(const Tensor& x, const Tensor& w, const Tenso
 void GptChunk::core_attention_forward(LayerActivations& s, int64_t batch, int64_t seq) {
   const GptConfig& c = config();
   const AttentionConfig ac{layout_.local_heads(), layout_.local_query_groups(), c.head_dim(), 0.0f, c.sliding_window};
+  if (cp_.enabled()) {  // the ring over the context group (model/context_parallel.hpp)
+    context_attention_forward(ctx_, cp_, s.qkv.view({batch, seq, int64_t(layout_.local_qkv_size())}), ac,
+                              s.attn.view({batch, seq, s.attn.dim(1)}), s.lse);
+    return;
+  }
   attention_forward(ctx_, s.qkv.view({batch, seq, int64_t(layout_.local_qkv_size())}), ac,
                     s.attn.view({batch, seq, s.attn.dim(1)}), s.lse);
 }
@@ -544,7 +604,7 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
   TROUPE_CHECK(a.has_grad, "backward: these activations come from a forward without training=true");
   const GptConfig& c = config();
   const ChunkSpec& spec = layout_.spec();
-  const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
+  const int64_t B = a.batch, T = a.seq, C = c.hidden_size;
   Scratch& tmp = scratch(B, T);
   const OuterTensors& p = outer_params_;
   const OuterTensors& g = outer_grads_;
@@ -577,17 +637,18 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
   }
 
   if (spec.pre_process) {
-    if (c.hidden_dropout > 0)
-      dropout_backward(ctx_, tmp.dres, tmp.dres, c.hidden_dropout, a.dropout_seed,
-                       dropout_offset(0, n, C) + row_offset(n, C));
+    if (c.hidden_dropout > 0) site_dropout(true, tmp.dres, tmp.dres, 0, a.dropout_seed, B, T);
     {
       auto t = timed("embedding.bwd");
       const Tensor dout = gather_rows(tmp.dres, tmp.dfull);
+      const Tensor dwpe = cp_.enabled() ? Tensor() : g.wpe;  // by global position below
       if (tp_.shard.size == 1)
-        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, g.wpe);
+        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, dwpe);
       else
-        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, g.wpe, 0,
+        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, dwpe, 0,
                            VocabShard{true, layout_.vocab_start()});
+      if (cp_.enabled() && g.wpe.defined())
+        embedding_backward(ctx_, context_positions_of(B, T).view({B, T}), dout.view({B, T, C}), g.wpe, Tensor());
     }
   } else {
     expect_shape("GptChunk::backward", "dinput", dinput, hidden_shape(B, T));
@@ -604,7 +665,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   const LayerTensors& g = layer_grads_[size_t(i)];
   const LayerActivations& s = a.layers[size_t(i)];
   Scratch& tmp = scratch(a.batch, a.seq);
-  const int64_t B = a.batch, T = a.seq, n = a.rows(), C = c.hidden_size;
+  const int64_t B = a.batch, T = a.seq;
   const bool drop = c.hidden_dropout > 0;
   const int Hl = layout_.local_heads(), Gl = layout_.local_query_groups();
   // tmp.dres holds d(loss)/d(y) on entry and d(loss)/d(x) on exit (this rank's rows).
@@ -612,23 +673,25 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   // MLP block.
   Tensor dy = tmp.dres;
   if (drop) {
-    dropout_backward(ctx_, tmp.dres, tmp.dlocal, c.hidden_dropout, a.dropout_seed,
-                     dropout_offset(2 + 2 * l, n, C) + row_offset(n, C));
+    site_dropout(true, tmp.dres, tmp.dlocal, 2 + 2 * l, a.dropout_seed, B, T);
     dy = tmp.dlocal;
   }
-  {
-    auto t = timed("fc2.bwd");
-    linear_backward(ctx_, gather_rows(dy, tmp.dfull), s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
-  }
-  if (c.swiglu) {
-    auto t = timed("act.bwd");
-    swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
-  } else {
-    auto t = timed("act.bwd");
-    gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
-  }
   Tensor dln;
-  {
+  if (c.is_moe_layer(l)) {
+    moe_backward(i, a, gather_rows(dy, tmp.dfull), tmp.dhidden);
+    dln = reduce_rows(tmp.dhidden, tmp.dlocal);
+  } else {
+    {
+      auto t = timed("fc2.bwd");
+      linear_backward(ctx_, gather_rows(dy, tmp.dfull), s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+    }
+    if (c.swiglu) {
+      auto t = timed("act.bwd");
+      swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+    } else {
+      auto t = timed("act.bwd");
+      gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+    }
     auto t = timed("fc1.bwd");
     linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
@@ -641,8 +704,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   // Attention block.
   dy = tmp.dres;
   if (drop) {
-    dropout_backward(ctx_, tmp.dres, tmp.dlocal, c.hidden_dropout, a.dropout_seed,
-                     dropout_offset(1 + 2 * l, n, C) + row_offset(n, C));
+    site_dropout(true, tmp.dres, tmp.dlocal, 1 + 2 * l, a.dropout_seed, B, T);
     dy = tmp.dlocal;
   }
   {
@@ -655,12 +717,16 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f, c.sliding_window};
   {
     auto t = timed("attention.bwd");
-    attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}), s.lse,
-                       ac, dqkv3);
+    if (cp_.enabled())
+      context_attention_backward(ctx_, cp_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3,
+                                 s.attn.view({B, T, s.attn.dim(1)}), s.lse, ac, dqkv3);
+    else
+      attention_backward(ctx_, tmp.dattn.view({B, T, tmp.dattn.dim(1)}), qkv3, s.attn.view({B, T, s.attn.dim(1)}),
+                         s.lse, ac, dqkv3);
   }
   if (c.position_embedding_type == PositionEmbedding::rope) {
     auto t = timed("rope.bwd");
-    rope_apply(ctx_, dqkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, true);
+    rope_forward_backward(dqkv3, {Hl, Gl, c.head_dim(), c.rotary_base, 0, c.rope_scaling}, true);
   }
   if (c.qk_layernorm) {
     auto t = timed("qk_norm.bwd");

@@ -28,9 +28,11 @@
 #include "kernels/collectives.hpp"
 #include "kernels/context.hpp"
 #include "kernels/op_profiler.hpp"
+#include "kernels/rope.hpp"
 #include "kernels/tensor.hpp"
 #include "model/activations.hpp"
 #include "model/config.hpp"
+#include "model/context_parallel.hpp"
 #include "model/param_layout.hpp"
 #include "model/recompute.hpp"
 #include "model/tensor_parallel.hpp"
@@ -44,6 +46,22 @@ struct ForwardOptions {
   // The microbatch shape [B, T], needed when the input is sequence-parallel rows [B*T/TP, C]
   // (0: read from the input).
   int64_t batch = 0, seq = 0;
+  // MoE: d(objective)/d(this microbatch's router losses), loss_scale / microbatches of the
+  // global batch: each microbatch's aux/z losses weigh 1/M, as Megatron's
+  // MoEAuxLossAutoScaler (loss scale / microbatches, then the data-parallel mean).
+  float moe_loss_grad_scale = 1.0f;
+};
+
+// One MoE layer's router statistics summed over the training forwards since the last
+// take_moe_stats() (Megatron logs the loss values divided by their coefficients).
+struct MoeLayerStats {
+  int layer = 0;                      // global
+  int microbatches = 0;               // forwards summed
+  double load_balancing_loss = 0;     // sum of aux (or seq_aux) loss / --moe-aux-loss-coeff
+  double z_loss = 0;                  // sum of z loss / --moe-z-loss-coeff
+  int64_t tokens_per_expert_max = 0;  // the most (token, choice) pairs one expert got in one forward
+  double tokens_per_expert_mean = 0;  // summed over forwards
+  int64_t dropped = 0;                // choices dropped by the capacity, summed
 };
 
 using ActivationsPtr = std::unique_ptr<ChunkActivations>;
@@ -100,8 +118,21 @@ class GptChunk {
   // layer, and at the end (ready = grads().numel()). The layout's reverse order makes that a
   // growing prefix. For overlapping the data-parallel reduction; null: off.
   void set_grads_ready_hook(std::function<void(int64_t ready)> hook) { grads_ready_ = std::move(hook); }
+  // MoE: the aux-loss-free expert bias update from the token counts since the last one
+  // (Megatron's finalize_model_grads step): once per optimizer step, skipped or not (the
+  // Optimizer calls it). Nothing without --moe-router-enable-expert-bias.
+  void update_moe_expert_bias();
+  // MoE: the router statistics of each MoE layer of the chunk since the last call (then reset).
+  std::vector<MoeLayerStats> take_moe_stats();
+  // MoE: layer `global_layer`'s router state (expert bias, token counts).
+  const MoeRouterState& moe_router_state_of(int global_layer) const;
+
   // Times every op into `profiler` (null: off). The profiler must outlive its use.
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
+  // Context parallelism (model/context_parallel.hpp), before the first forward: inputs and
+  // targets are then this rank's local tokens [B, T / C], at their global positions.
+  void set_context_parallel(const ContextParallel& cp);
+  const ContextParallel& context_parallel() const { return cp_; }
 
  private:
   struct Scratch;  // per-shape temporaries shared by all microbatches (one stream)
@@ -114,6 +145,12 @@ class GptChunk {
                            const Tensor& rstd);
   void core_attention_forward(LayerActivations& s, int64_t batch, int64_t seq);
   void mlp_activation_forward(const LayerTensors& w, LayerActivations& s);
+  // An MoE layer's MLP: out [N, C] from s.ln2 (model/moe/moe_mlp.hpp); its backward writes
+  // d(ln2) into dln2.
+  void moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, const Tensor& out);
+  void moe_backward(int i, const ChunkActivations& a, const Tensor& dy, const Tensor& dln2);
+  // Layer i's MoE weights with the router in f32 (a converted copy when computing in 16 bits).
+  MoeMlpParams moe_params(int i) const;
   // Recompute (model/recompute.hpp): layer i's recomputed tensors in `a` pointed at the workspace
   // (bind) or emptied (unbind); recompute_layer writes them again before layer i's backward.
   void bind_recomputed(int i, ChunkActivations& a);
@@ -141,6 +178,9 @@ class GptChunk {
   Tensor gather_rows(const Tensor& local, const Tensor& full_dst);
   void loss(ChunkActivations& a, const ForwardOptions& o);
   uint64_t row_offset(int64_t n, int64_t width) const;  // dropout counters of this rank's first row
+  // Dropout (backward: its gradient) of this rank's rows x -> y at `site` with the single-device counters.
+  void site_dropout(bool backward, const Tensor& x, const Tensor& y, int site, uint64_t seed, int64_t batch,
+                    int64_t seq);
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
 
   const Context& ctx_;
@@ -152,11 +192,25 @@ class GptChunk {
   std::vector<LayerTensors> layer_params_, layer_grads_;
   OuterTensors outer_params_, outer_grads_;
   std::vector<ActivationsPtr> pool_;
+  // MoE, per chunk-local layer (empty on dense layers): the router's state, the f32 router
+  // weight a 16-bit chunk converts for every forward, the statistics since take_moe_stats.
+  MoeMlpSpec moe_spec_;
+  std::vector<MoeRouterState> moe_state_;
+  std::vector<Tensor> router_f32_;
+  std::vector<MoeLayerStats> moe_stats_;
   RecomputeConfig recompute_;
   std::vector<LayerRecompute> recompute_plan_;  // per chunk-local layer
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;
   std::function<void(int64_t)> grads_ready_;
+  ContextParallel cp_;
+  Tensor cp_positions_;  // i32 [B * Tl]: the global positions of the local tokens (context parallelism)
+  const Tensor& context_positions_of(int64_t batch, int64_t seq);
+  // Context parallelism's pieces of forward and backward (model/gpt_chunk_context.cpp): out
+  // [B, Tl, C] += wpe at the local tokens' global positions; RoPE at those positions (else as
+  // rope_apply).
+  void add_context_position_embedding(const Tensor& out);
+  void rope_forward_backward(const Tensor& qkv, const RopeConfig& cfg, bool inverse);
   // pending_[i]: the lowest offset whose gradient is not final once layers i.. of the chunk
   // (local index) have run backward; pending_[num_layers] after the output part.
   std::vector<int64_t> pending_;

@@ -57,11 +57,15 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
   }
   for (int l = spec.first_layer + num_layers_ - 1; l >= spec.first_layer; --l) {
     const std::string p = layer_prefix(l);
-    row(p + "mlp.linear_fc2", F);
-    if (c.swiglu)  // [gate; up]: each rank takes its part of both halves
-      column(p + "mlp.linear_fc1", 2 * F, {{r * Fl, Fl}, {F + r * Fl, Fl}}, bias);
-    else
-      column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}}, bias);
+    if (c.is_moe_layer(l)) {
+      add_moe_mlp(p + "mlp.");
+    } else {
+      row(p + "mlp.linear_fc2", F);
+      if (c.swiglu)  // [gate; up]: each rank takes its part of both halves
+        column(p + "mlp.linear_fc1", 2 * F, {{r * Fl, Fl}, {F + r * Fl, Fl}}, bias);
+      else
+        column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}}, bias);
+    }
     norm(p + "pre_mlp_layernorm");
     row(p + "self_attention.linear_proj", H * D);
     if (c.qk_layernorm) {  // one weight over every head: each rank normalizes its own heads with it
@@ -80,6 +84,32 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
   }
   // A chunk holding the output layer but not the embedding still needs the tied weight.
   if (spec.post_process && !spec.pre_process && !c.untie_embeddings_and_output_weights) vocab(kWordEmbeddingName);
+}
+
+// An MoE MLP (model/moe/moe_mlp.hpp; no tensor parallelism, no biases): each routed expert by
+// its own global name, so a checkpoint stores experts as separate tensors. Expert e's weight
+// follows expert e - 1's with no gap (F and C are multiples of 8, so F * C and 2F * C are
+// multiples of the 64-element alignment): all experts' fc1 (and fc2) form one [E, F1, C] tensor
+// for the grouped GEMM. Init as Megatron's: fc1 and the router N(0, std), fc2 the scaled std.
+void ParamLayout::add_moe_mlp(const std::string& prefix) {
+  const GptConfig& c = config_;
+  const MoeConfig& m = c.moe;
+  const int64_t C = c.hidden_size, F = m.expert_ffn(c.ffn()), F1 = c.swiglu ? 2 * F : F;
+  if (m.has_shared_expert()) {
+    const int64_t S = m.moe_shared_expert_intermediate_size;
+    add(prefix + "shared_experts.linear_fc2.weight", {C, S}, true, ParamInit::scaled_normal);
+    add(prefix + "shared_experts.linear_fc1.weight", {c.swiglu ? 2 * S : S, C}, true, ParamInit::normal);
+    if (m.moe_shared_expert_gate) add(prefix + "shared_experts.gate_weight", {1, C}, true, ParamInit::normal);
+  }
+  for (int e = 0; e < m.num_experts; ++e)
+    add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal);
+  for (int e = 0; e < m.num_experts; ++e)
+    add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal);
+  add(prefix + "router.weight", {int64_t(m.num_experts), C}, true, ParamInit::normal);
+}
+
+std::string moe_expert_name(const std::string& mlp_prefix, int expert, const char* linear) {
+  return mlp_prefix + "experts." + std::to_string(expert) + "." + linear + ".weight";
 }
 
 ParamInfo& ParamLayout::add(const std::string& name, Shape shape, bool decay, ParamInit init) {
@@ -203,11 +233,35 @@ LayerTensors ParamLayout::layer(const Tensor& flat, int l) const {
   t.proj_b = view_if(flat, p + "self_attention.linear_proj.bias");
   t.ln2_w = view(flat, p + "pre_mlp_layernorm.weight");
   t.ln2_b = view_if(flat, p + "pre_mlp_layernorm.bias");
+  if (config_.is_moe_layer(l)) {
+    t.moe = moe_views(flat, p + "mlp.");
+    return t;
+  }
   t.fc1_w = view(flat, p + "mlp.linear_fc1.weight");
   t.fc1_b = view_if(flat, p + "mlp.linear_fc1.bias");
   t.fc2_w = view(flat, p + "mlp.linear_fc2.weight");
   t.fc2_b = view_if(flat, p + "mlp.linear_fc2.bias");
   return t;
+}
+
+// The experts' weights as [E, rows, cols] over their consecutive per-expert parameters.
+MoeMlpParams ParamLayout::moe_views(const Tensor& flat, const std::string& prefix) const {
+  const int E = config_.moe.num_experts;
+  auto experts = [&](const char* linear) {
+    const ParamInfo& first = find(moe_expert_name(prefix, 0, linear));
+    for (int e = 1; e < E; ++e)
+      TROUPE_CHECK(find(moe_expert_name(prefix, e, linear)).offset == first.offset + e * first.numel(),
+                   "ParamLayout: expert ", e, "'s ", linear, " does not follow expert ", e - 1, "'s");
+    return flat.slice(first.offset, {int64_t(E), first.shape[0], first.shape[1]});
+  };
+  MoeMlpParams m;
+  m.router = view(flat, prefix + "router.weight");
+  m.fc1 = experts("linear_fc1");
+  m.fc2 = experts("linear_fc2");
+  m.shared_fc1 = view_if(flat, prefix + "shared_experts.linear_fc1.weight");
+  m.shared_fc2 = view_if(flat, prefix + "shared_experts.linear_fc2.weight");
+  m.shared_gate = view_if(flat, prefix + "shared_experts.gate_weight");
+  return m;
 }
 
 OuterTensors ParamLayout::outer(const Tensor& flat) const {

@@ -10,6 +10,15 @@
 // decoder.layers.3.self_attention.linear_qkv.weight, decoder.final_layernorm.weight, ...
 // Layer numbers are global (a chunk holding layers 4..7 names them 4..7).
 //
+// An MoE layer (GptConfig::is_moe_layer) has, in place of mlp.linear_fc1/linear_fc2:
+// mlp.router.weight [E, C], mlp.experts.E.linear_fc1.weight [F1, C] and
+// mlp.experts.E.linear_fc2.weight [C, F] per expert (Megatron's sequential-MLP names without
+// local_experts: global, whole-model tensors, one per expert), and with a shared expert
+// mlp.shared_experts.linear_fc1.weight, linear_fc2.weight (and gate_weight [1, C]).
+// The router weight lives in the compute-dtype buffer like every weight (bf16 on a GPU) and is
+// converted to f32 for the routing GEMM, as Megatron's --moe-router-dtype fp32 casts its bf16
+// parameter; its gradient, like every gradient, is f32.
+//
 // Under tensor parallelism (Megatron's layout) a chunk holds its rank's shard of each weight:
 // column-parallel weights (linear_qkv by head group, linear_fc1, the word embedding and output
 // layer by vocabulary rows) split their rows, row-parallel weights (linear_proj, linear_fc2)
@@ -26,6 +35,7 @@
 #include "kernels/adamw.hpp"
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
+#include "model/moe/moe_mlp.hpp"
 
 namespace troupe {
 
@@ -88,7 +98,13 @@ struct LayerTensors {
   Tensor ln2_w, ln2_b;    // [C]
   Tensor fc1_w, fc1_b;    // [F or 2F (swiglu: [gate; up]), C]
   Tensor fc2_w, fc2_b;    // [C, F], [C]
+  // An MoE layer instead of fc1/fc2 (undefined there): the router [E, C] (compute dtype in the
+  // params buffer), fc1 [E, F1, C], fc2 [E, C, F], the shared expert.
+  MoeMlpParams moe;
 };
+
+// "decoder.layers.3.mlp." + expert 5 + "linear_fc1" -> "decoder.layers.3.mlp.experts.5.linear_fc1.weight"
+std::string moe_expert_name(const std::string& mlp_prefix, int expert, const char* linear);
 
 // Views of the embedding and head parameters (undefined where the chunk lacks them).
 struct OuterTensors {
@@ -131,6 +147,8 @@ class ParamLayout {
 
  private:
   ParamInfo& add(const std::string& name, Shape shape, bool decay, ParamInit init);
+  void add_moe_mlp(const std::string& prefix);
+  MoeMlpParams moe_views(const Tensor& flat, const std::string& prefix) const;
   // Splits the last-added parameter along `dim` into the given global pieces.
   void split(ParamInfo& p, int dim, std::vector<std::pair<int64_t, int64_t>> pieces);
   Tensor view_if(const Tensor& flat, const std::string& name) const;

@@ -14,9 +14,9 @@ struct MissingModule {
   const char* why;
 };
 constexpr MissingModule kMissingModules[] = {
-    {"moe", "mixture of experts is not implemented yet"},
-    {"moe_act", "mixture of experts is not implemented yet"},
-    {"shared_experts", "mixture of experts is not implemented yet"},
+    {"moe", "mixture of experts layers are not recomputed (the MoE MLP keeps its activations)"},
+    {"moe_act", "mixture of experts layers are not recomputed (the MoE MLP keeps its activations)"},
+    {"shared_experts", "mixture of experts layers are not recomputed (the MoE MLP keeps its activations)"},
     {"mla_up_proj", "multi-latent attention is not implemented"},
     {"gdn_norm_out", "gated delta-net attention is not implemented"},
     {"gdp_in_proj", "gated delta-product attention is not implemented"},

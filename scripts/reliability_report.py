@@ -404,7 +404,7 @@ def layout_cases(fx):
         (["--devices", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "3"], "--num-layers|layers"),
         (["--devices", "4", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "4"],
          "--pipeline-model-parallel-size|devices"),
-        (["--context-parallel-size", "2"], "--context-parallel-size"),
+        (["--context-parallel-size", "3"], "--context-parallel-size"),  # seq 32 is not a multiple of 2 x 3
         (["--num-experts", "4"], "--num-experts"),
         (["--device", "cuda"], "cuda|GPU"),
     ]
@@ -413,7 +413,8 @@ def layout_cases(fx):
     valid = [["--devices", "2", "--tensor-model-parallel-size", "2"],
              ["--devices", "2", "--pipeline-model-parallel-size", "2"],
              ["--devices", "2", "--global-batch-size", "2", "--use-distributed-optimizer"],
-             ["--sequence-parallel"]]
+             ["--sequence-parallel"],
+             ["--context-parallel-size", "2"]]
     cases += [command_case(g, "valid: " + " ".join(extra), fx, fx.train(["--mock-data"] + extra), ok(trains(1)),
                            timeout=120) for extra in valid]
     return cases

@@ -114,6 +114,56 @@ int metrics_port(const std::string& log) {
   return at == std::string::npos ? -1 : std::stoi(log.substr(at + label.size()));
 }
 
+std::string preprocess_moby_dick(const std::string& dir, int docs) {
+  {
+    std::ifstream in(source_path("assets/corpora/moby-dick.jsonl"));
+    std::ofstream out(dir + "/docs.jsonl");
+    std::string line;
+    for (int i = 0; i < docs && std::getline(in, line); ++i) out << line << "\n";
+  }
+  const TroupeExit pre = run_to_exit({"preprocess", "--input", dir + "/docs.jsonl", "--output-prefix", dir + "/moby",
+                                      "--vocab-file", source_path("assets/gpt2/gpt2-vocab.json"), "--merge-file",
+                                      source_path("assets/gpt2/gpt2-merges.txt"), "--append-eod"},
+                                     "moby_preprocess", std::chrono::seconds(120));
+  TROUPE_CHECK(pre.code == std::optional<int>(0), "preprocessing Moby-Dick failed:\n", pre.output);
+  return dir + "/moby_text_document";
+}
+
+std::vector<std::string> moby_dick_train_args(const std::string& dir, const std::string& model, int64_t iters,
+                                              const std::string& lr, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
+                                "--data-path",
+                                dir + "/moby_text_document",
+                                "--split",
+                                "100,0,0",
+                                "--data-cache-path",
+                                dir + "/cache",
+                                "--vocab-file",
+                                source_path("assets/gpt2/gpt2-vocab.json"),
+                                "--merge-file",
+                                source_path("assets/gpt2/gpt2-merges.txt"),
+                                "--model",
+                                model,
+                                "--seq-length",
+                                "32",
+                                "--device",
+                                "cpu",
+                                "--micro-batch-size",
+                                "2",
+                                "--global-batch-size",
+                                "4",
+                                "--train-iters",
+                                std::to_string(iters),
+                                "--lr",
+                                lr,
+                                "--eval-iters",
+                                "0",
+                                "--log-interval",
+                                "1"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::string>& extra) {
   std::vector<std::string> a = {"train",
                                 "--mock-data",

@@ -62,6 +62,15 @@ TroupeExit run_to_exit(const std::vector<std::string>& launcher, const std::vect
 // `troupe train` of the tiny GPT-2 on random tokens, on the CPU: sequence 32, one sample per
 // iteration, `iters` iterations, no evaluation, a log line every iteration; then `extra`.
 std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::string>& extra);
+// The first `docs` documents of the bundled Moby-Dick corpus preprocessed (GPT-2 BPE, an EOD after
+// each) into the folder `dir`; returns the --data-path prefix. Throws (troupe::Error) with the
+// command's output if it fails.
+std::string preprocess_moby_dick(const std::string& dir, int docs);
+// `troupe train` of `model` on that data (under `dir`) on CPU devices: sequence 32, micro-batch 2,
+// global batch 4, `iters` iterations at learning rate `lr`, no evaluation, a log line every
+// iteration; then `extra`.
+std::vector<std::string> moby_dick_train_args(const std::string& dir, const std::string& model, int64_t iters,
+                                              const std::string& lr, const std::vector<std::string>& extra);
 // The lm loss `troupe train` printed for each logged iteration, as printed (so equal means bit
 // for bit at the printed precision).
 std::map<int64_t, std::string> logged_losses(const std::string& log);

@@ -88,9 +88,11 @@ struct TensorMessage {
 
 struct StageReport {
   int stage = 0;
-  int tp = 0, dp = 0;  // tensor and data rank of the reporting device
+  int tp = 0, dp = 0;  // tensor rank, and rank in the data x context group, of the reporting device
   int64_t iteration = 0;
   double loss_sum = 0;  // last stage: sum of per-token losses of the iteration
+  // An MoE model's router statistics of the stage's chunks (training).
+  std::vector<MoeLayerStats> moe{};
 };
 
 // A stage to its optimizer shard: every op of `iteration` has run and the tied embedding's

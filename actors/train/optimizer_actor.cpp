@@ -78,7 +78,7 @@ class OptimizerActor : public optimizer_actor::base {
     for (const ShardReport& r : parts) {
       const size_t i = size_t(r.rank);
       TROUPE_CHECK(i < n, "optimizer: a report of rank ", r.rank, " in a layout of ", n, " ranks");
-      if (!s_.distributed_optimizer && s_.layout.coord(r.rank).dp != 0) continue;
+      if (!s_.distributed_optimizer && (s_.layout.coord(r.rank).dp != 0 || s_.layout.coord(r.rank).cp != 0)) continue;
       v[i] = r.grads.sum_sq;
       v[n + i] = 1.0;
       v[2 * n + i] = r.grads.finite ? 0.0 : 1.0;

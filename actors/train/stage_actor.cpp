@@ -48,7 +48,7 @@ class StageActor : public stage_actor::base {
           peers_ = std::move(peers);
           followers_ = std::move(followers);
         },
-        // A follower (tensor rank > 0) runs its ops in the order its leader (rank 0) chose.
+        // A follower (tensor or context rank > 0) runs its ops in the order its leader (both 0) chose.
         [this](order_atom, int64_t iteration, int kind, int microbatch, int chunk) {
           const Op op{kind == 0 ? OpKind::forward : OpKind::backward, microbatch, chunk};
           if (failed_) return;
@@ -100,7 +100,7 @@ class StageActor : public stage_actor::base {
  private:
   int stage() const { return worker_->stage(); }
   const std::string& stage_name() const { return name_; }
-  bool follower() const { return worker_->tp_rank() > 0; }
+  bool follower() const { return worker_->tp_rank() > 0 || worker_->model(0).context_parallel().rank > 0; }
 
   // Runs fn; on an exception the stage fails naming `what`. Returns false then.
   template <typename F>
@@ -395,6 +395,8 @@ class StageActor : public stage_actor::base {
     StageReport r{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
     r.tp = worker_->tp_rank();
     r.dp = worker_->dp_rank();
+    for (int c = 0; c < worker_->chunks() && worker_->training(); ++c)
+      for (MoeLayerStats& m : worker_->model(c).take_moe_stats()) r.moe.push_back(m);
     send(trainer_, report_atom::value, r);
   }
 
@@ -408,7 +410,7 @@ class StageActor : public stage_actor::base {
   std::shared_ptr<StageWorker> worker_;
   StageOptions options_;
   std::vector<stage_peer_actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
-  std::vector<stage_peer_actor> followers_;  // tensor ranks 1.. of this stage (tensor rank 0 only)
+  std::vector<stage_peer_actor> followers_;  // the other tensor and context ranks of this stage (leader only)
   std::string name_ = worker_->name();
   std::deque<Op> orders_;                             // follower: the leader's ops not yet run
   std::vector<std::pair<int64_t, Op>> early_orders_;  // follower: orders of an iteration not started yet

@@ -55,6 +55,10 @@ Shape StageWorker::hidden_shape() const { return setup_.models.front()->hidden_s
 
 std::string StageWorker::name() const {
   if (setup_.tp_size == 1 && setup_.dp_size == 1) return str_cat("stage ", setup_.stage);
+  // dp_rank counts the data x context ranks (context fastest), as the gradient reduction does.
+  if (const ContextParallel& cp = setup_.models.front()->context_parallel(); cp.enabled())
+    return str_cat("stage ", setup_.stage, " (tensor rank ", setup_.tp_rank, ", data rank ", setup_.dp_rank / cp.size,
+                   ", context rank ", cp.rank, ")");
   return str_cat("stage ", setup_.stage, " (tensor rank ", setup_.tp_rank, ", data rank ", setup_.dp_rank, ")");
 }
 
@@ -80,6 +84,12 @@ void check_vocabulary(const std::vector<Tensor>& mbs, int64_t vocab, bool target
 
 void StageWorker::begin(IterationPlan plan) {
   plan_ = std::move(plan);
+  // Context parallelism: this rank runs its two chunks of every sequence (model/context_parallel.hpp).
+  if (const ContextParallel& cp = setup_.models.front()->context_parallel(); cp.enabled()) {
+    for (Tensor& t : plan_.tokens) t = context_local_tokens(t, cp);
+    for (Tensor& t : plan_.targets) t = context_local_tokens(t, cp);
+    plan_.seq /= cp.size;
+  }
   const int M = plan_.microbatches, V = setup_.chunks;
   const Context& ctx = context();
   TROUPE_CHECK(M >= 1 && plan_.batch >= 1 && plan_.seq >= 1, "stage ", stage(), ": empty iteration plan");
@@ -194,7 +204,8 @@ std::optional<Outbound> StageWorker::run_forward(const Op& op) {
                                     .loss_grad_scale = plan_.loss_grad_scale,
                                     .dropout_seed = plan_.dropout_seed + uint64_t(m) * plan_.dropout_stride,
                                     .batch = plan_.batch,
-                                    .seq = plan_.seq});
+                                    .seq = plan_.seq,
+                                    .moe_loss_grad_scale = plan_.moe_loss_grad_scale});
   if (!first_virtual(c)) {
     buffer_free(ctx, inputs_[i].tensor);
     inputs_[i] = Inbound();

@@ -44,6 +44,8 @@ struct IterationPlan {
   float loss_grad_scale = 1.0f;  // loss_scale / tokens of the global batch
   uint64_t dropout_seed = 0;     // microbatch m uses dropout_seed + m * dropout_stride
   uint64_t dropout_stride = 1;   // data parallelism: this rank's microbatches are every D-th of the global batch
+  // loss_scale / microbatches of the global batch (ForwardOptions::moe_loss_grad_scale)
+  float moe_loss_grad_scale = 1.0f;
   // From the data loader (the stage actor puts its StageData here): host i32 [B, T] per microbatch.
   std::vector<Tensor> tokens;   // for the stage holding virtual stage 0
   std::vector<Tensor> targets;  // for the stage holding the last virtual stage
@@ -105,7 +107,8 @@ struct StageSetup {
   // Place in the tensor- and data-parallel groups (Megatron's rank order: TP fastest, then DP,
   // then PP). The chunks hold the tensor-parallel group; the data-parallel group sums (or,
   // with the distributed optimizer, reduce-scatters) the gradients and all-gathers the
-  // updated parameter shards.
+  // updated parameter shards. With context parallelism (the chunks hold the context group) the
+  // data-parallel group is Megatron's dp_cp: dp_rank = data rank x C + context rank, dp_size = D x C.
   int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1;
   Collectives* dp_group = nullptr;  // null: no data parallelism
   bool distributed_optimizer = false;

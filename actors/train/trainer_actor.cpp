@@ -33,9 +33,12 @@ class TrainerActor : public trainer_actor::base {
       if (!local(i)) continue;
       std::vector<stage_peer_actor> pipeline, followers;
       for (int p : s_.layout.pipeline_group(int(i))) pipeline.push_back(s_.stages[size_t(p)]);
-      if (rank_of(i).tp == 0)
-        for (int t : s_.layout.tensor_group(int(i)))
-          if (size_t(t) != i) followers.push_back(s_.stages[size_t(t)]);
+      // The tensor and context ranks of a stage run one op order (their collectives pair up):
+      // tensor rank 0 of context rank 0 leads.
+      if (rank_of(i).tp == 0 && rank_of(i).cp == 0)
+        for (int c : s_.layout.context_group(int(i)))
+          for (int t : s_.layout.tensor_group(c))
+            if (size_t(t) != i) followers.push_back(s_.stages[size_t(t)]);
       send(a, peers_atom::value, stage_listener{this}, std::move(pipeline), std::move(followers));
     }
     for (const grad_reducer_actor& a : s_.reducers) monitor(a);
@@ -292,12 +295,14 @@ class TrainerActor : public trainer_actor::base {
     base.batch = s_.micro_batch_size;
     base.seq = s_.seq_length;
     base.loss_grad_scale = grad_scale;
+    base.moe_loss_grad_scale = training ? stats_.loss_scale / float(info.microbatches) : 1.0f;
     base.dropout_seed = seed;
     base.local_step = training && n == 1;  // see IterationPlan::local_step
     base.lr = float(stats_.lr);
     base.loss_scale = stats_.loss_scale;
     reports_ = 0;
     expected_reports_ = 0;
+    moe_stats_.clear();
     loss_sum_ = 0;
     phase_start_ns_ = now_ns();
     reported_.assign(n, false);
@@ -350,17 +355,20 @@ class TrainerActor : public trainer_actor::base {
         (e.kind == schedules::EventKind::forward || e.kind == schedules::EventKind::backward))
       busy_ns_[i] += e.end_ns - e.start_ns;
     // The trace shows one pipeline: data rank 0, tensor rank 0 (the others run the same ops).
-    if (training_ && rank_of(i).dp == 0 && rank_of(i).tp == 0) emit(e);
+    if (training_ && rank_of(i).dp == 0 && rank_of(i).cp == 0 && rank_of(i).tp == 0) emit(e);
   }
 
   void on_report(const StageReport& r) {
     const RankLayout& L = s_.layout;
-    if (r.stage < 0 || r.stage >= L.pipeline || r.dp < 0 || r.dp >= L.data || r.tp < 0 || r.tp >= L.tensor) return;
-    const size_t i = size_t(L.rank({.pp = r.stage, .dp = r.dp, .tp = r.tp}));
+    // r.dp: the stage's rank in its data x context group (context fastest).
+    if (r.stage < 0 || r.stage >= L.pipeline || r.dp < 0 || r.dp >= L.data * L.context || r.tp < 0 || r.tp >= L.tensor)
+      return;
+    const size_t i = size_t(L.rank({.pp = r.stage, .dp = r.dp / L.context, .cp = r.dp % L.context, .tp = r.tp}));
     if (failed_ || reported_[i]) return;
     reported_[i] = true;
     // Every tensor rank of a data replica's last stage holds the same losses: count rank 0's.
     if (r.stage == P_ - 1 && r.tp == 0) losses_[i] = r.loss_sum;
+    moe_stats_.insert(moe_stats_.end(), r.moe.begin(), r.moe.end());
     if (++reports_ < expected_reports_) return;
     phase_done();
   }
@@ -378,6 +386,7 @@ class TrainerActor : public trainer_actor::base {
       return;
     }
     stats_.loss = loss_sum_ / double(stats_.tokens);
+    stats_.moe = summarize_moe_stats(moe_stats_);  // this process's stages only
     stats_.busy_ms.resize(busy_ns_.size());
     for (size_t i = 0; i < busy_ns_.size(); ++i) stats_.busy_ms[i] = double(busy_ns_[i]) / 1e6;
     // The optimizer shards took over the gradients as the stages reported.
@@ -514,6 +523,7 @@ class TrainerActor : public trainer_actor::base {
   int64_t iteration_ = 0;
   int64_t updates_ = 0;  // successful optimizer steps: where the LR schedule is
   IterationStats stats_;
+  std::vector<MoeLayerStats> moe_stats_;  // the reports' MoE statistics of the running iteration
   int64_t eval_tokens_ = 0;
   int64_t evaluations_ = 0;  // evaluation plans are numbered -1, -2, ...
   size_t reports_ = 0, expected_reports_ = 0;

@@ -35,6 +35,7 @@
 #include "actors/train/training_run_impl.hpp"
 #include "base/check.hpp"
 #include "base/exit_deadline.hpp"
+#include "model/context_parallel.hpp"
 #include "model/memory_floor.hpp"
 #include "base/log.hpp"
 #if TROUPE_HAVE_CUDA
@@ -63,6 +64,22 @@ int microbatches_of(const TrainingConfig& c) {
   return int(c.global_batch_size / (c.micro_batch_size * D));
 }
 
+// --context-parallel-size: what the ring implements (model/context_parallel.hpp), the rest refused by name.
+void validate_context_parallel(const TrainingConfig& c) {
+  const int C = c.parallel.context_size;
+  TROUPE_CHECK(C >= 1, "--context-parallel-size must be >= 1, got ", C);
+  if (C == 1) return;
+  check_context_split(c.model.seq_length, C);
+  TROUPE_CHECK(!c.devices.cuda,
+               "--context-parallel-size: context parallelism runs on CPU devices only so far; use CPU devices or "
+               "--context-parallel-size 1");
+  TROUPE_CHECK(c.model.sliding_window == 0,
+               "--context-parallel-size with a sliding window (--window-size) is not implemented; use one or the "
+               "other");
+  TROUPE_CHECK(!c.model.moe.enabled(),
+               "--context-parallel-size with --num-experts is not implemented; use one or the other");
+}
+
 void validate(const TrainingConfig& c) {
   c.model.validate();
   const int P = c.parallel.pipeline_size, V = c.parallel.virtual_chunks, L = c.model.num_layers;
@@ -78,6 +95,7 @@ void validate(const TrainingConfig& c) {
                  c.micro_batch_size, " x --seq-length ", c.model.seq_length,
                  ") must be divisible by --tensor-model-parallel-size (", T, ")");
   }
+  validate_context_parallel(c);
   const int M = microbatches_of(c);
   schedules::validate(effective_schedule(c.parallel), {P, V, M, c.parallel.group_size});
   if (c.devices.cuda) {
@@ -105,7 +123,7 @@ int device_of_rank(const TrainingConfig& c, int rank, int node_process, int per_
 #endif
     return (node_process * per_process + rank) % gpus;
   }
-  const int ranks = c.parallel.tensor_size * c.parallel.data_size * c.parallel.pipeline_size;
+  const int ranks = c.parallel.tensor_size * c.parallel.context_size * c.parallel.data_size * c.parallel.pipeline_size;
   const int n = c.devices.cpu_devices > 0 ? c.devices.cpu_devices : ranks;
   return rank % n;
 }
@@ -142,7 +160,7 @@ void TrainingRun::Impl::build_stages() {
   for (size_t r = 0; r < ranks; ++r)
     if (local(r)) contexts[r] = make_context(r);
   // With overlap each device's reducer drives the data-parallel collectives on a stream of its own.
-  if (config.parallel.overlap_grad_reduce && D > 1) {
+  if (config.parallel.overlap_grad_reduce && D * C > 1) {
     comm_contexts.resize(ranks);
     for (size_t r = 0; r < ranks; ++r)
       if (local(r)) comm_contexts[r] = make_context(r);
@@ -163,8 +181,10 @@ void TrainingRun::Impl::build_stages() {
 // tensor rank; on the reducers' streams with overlap).
 TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<std::unique_ptr<Context>>& contexts) {
   StageGroups member{std::vector<Collectives*>(contexts.size(), nullptr),
+                     std::vector<Collectives*>(contexts.size(), nullptr),
                      std::vector<Collectives*>(contexts.size(), nullptr)};
-  auto build_group = [&](const std::vector<int>& members, bool data_parallel, const std::string& name) {
+  auto build_group = [&](const std::vector<int>& members, bool data_parallel, const std::string& name,
+                         bool context = false) {
     std::vector<const Context*> ctxs;
     std::vector<int> procs;
     for (int m : members) {
@@ -180,17 +200,32 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
         fabric->make_group(procs, ctxs, GroupOptions{name, config.op_timeout});
     for (size_t i = 0; i < members.size(); ++i) {
       if (!group[i]) continue;
-      (data_parallel ? member.dp : member.tp)[size_t(members[i])] = group[i].get();
+      (context ? member.cp : data_parallel ? member.dp : member.tp)[size_t(members[i])] = group[i].get();
       groups.push_back(std::move(group[i]));
     }
   };
+  // Megatron's dp_cp group: the data and context ranks of a stage and tensor rank, in rank order
+  // (context fastest). Parameters are replicated over it, so gradients are reduced over it.
+  auto data_context_group = [&](int s, int tp) {
+    std::vector<int> members;
+    for (int dp = 0; dp < D; ++dp)
+      for (int cp = 0; cp < C; ++cp) members.push_back(int(rank(s, dp, tp, cp)));
+    return members;
+  };
   for (int s = 0; s < P; ++s) {
     for (int dp = 0; dp < D && T > 1; ++dp)
-      build_group(layout.tensor_group(int(rank(s, dp, 0))), false,
-                  str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp));
-    for (int tp = 0; tp < T && D > 1; ++tp)
-      build_group(layout.data_group(int(rank(s, 0, tp))), true,
-                  str_cat("the data-parallel group of stage ", s, ", tensor rank ", tp));
+      for (int cp = 0; cp < C; ++cp)
+        build_group(layout.tensor_group(int(rank(s, dp, 0, cp))), false,
+                    C > 1 ? str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp, ", context rank ", cp)
+                          : str_cat("the tensor-parallel group of stage ", s, ", data rank ", dp));
+    for (int tp = 0; tp < T && D * C > 1; ++tp)
+      build_group(data_context_group(s, tp), true,
+                  str_cat(C > 1 ? "the data-and-context-parallel group of stage " : "the data-parallel group of stage ",
+                          s, ", tensor rank ", tp));
+    for (int dp = 0; dp < D && C > 1; ++dp)
+      for (int tp = 0; tp < T; ++tp)
+        build_group(layout.context_group(int(rank(s, dp, tp))), false,
+                    str_cat("the context-parallel group of stage ", s, ", data rank ", dp, ", tensor rank ", tp), true);
   }
   return member;
 }
@@ -201,7 +236,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   const GptConfig& model = config.model;
   const ParallelConfig& par = config.parallel;
   const RankCoord at = layout.coord(int(r));
-  const int s = at.pp, dp = at.dp, tp = at.tp;
+  const int s = at.pp, dp = at.dp * C + at.cp, tp = at.tp;  // dp: the rank in the data x context group
   const std::vector<ChunkLayers> split = pipeline_split(model.num_layers, P, V, par.split);
   const bool dist_opt = distributed_optimizer();
   const DType compute = config.devices.cuda ? config.devices.compute : DType::f32;
@@ -212,7 +247,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   setup.tp_rank = tp;
   setup.tp_size = T;
   setup.dp_rank = dp;
-  setup.dp_size = D;
+  setup.dp_size = D * C;
   setup.dp_group = member.dp[r];
   setup.distributed_optimizer = dist_opt;
   setup.overlap_grad_reduce = !comm_contexts.empty();
@@ -223,18 +258,19 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
       config.check_for_nan_every_op && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
   setup.context = std::move(context);
   const TensorParallel tpar{{tp, T}, par.sequence_parallel, member.tp[r]};
-  // The distributed optimizer gives each data rank a 64-aligned D-th of every bucket.
-  const int64_t multiple = dist_opt ? 64 * int64_t(D) : 1;
+  // The distributed optimizer gives each data x context rank a 64-aligned (D x C)-th of every bucket.
+  const int64_t multiple = dist_opt ? 64 * int64_t(D * C) : 1;
   std::vector<int64_t> sizes;
   for (int c = 0; c < V; ++c) {
     const int vs = c * P + s;
     const ChunkSpec spec{split[size_t(vs)].first_layer, split[size_t(vs)].num_layers, vs == 0, vs == P * V - 1};
     auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple, config.recompute);
+    if (C > 1) chunk->set_context_parallel({at.cp, C, member.cp[r]});
     chunk->init_weights(config.seed);
     sizes.push_back(chunk->params().numel());
     setup.models.push_back(std::move(chunk));
   }
-  if (D > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
+  if (D * C > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
   setup.timing = !config.trace_path.empty() || config.time_ops;
   setup.epoch = epoch;
   return std::make_shared<StageWorker>(std::move(setup));
@@ -245,13 +281,13 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
 std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r,
                                                                         std::shared_ptr<StageWorker> worker) const {
   const bool dist_opt = distributed_optimizer();
-  const int dp = layout.coord(int(r)).dp, s = layout.coord(int(r)).pp;
+  const int dp = layout.coord(int(r)).dp * C + layout.coord(int(r)).cp, s = layout.coord(int(r)).pp;
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   for (int c = 0; c < V; ++c) {
     OptimizerShard shard;
     for (const GradBucket& b : worker->buckets())
       if (dist_opt && b.chunk == c)
-        shard.ranges.push_back({b.shard_begin(dp, D), b.shard_begin(dp, D) + b.shard_size(D)});
+        shard.ranges.push_back({b.shard_begin(dp, D * C), b.shard_begin(dp, D * C) + b.shard_size(D * C)});
     std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
     optimizers.push_back(std::make_unique<Optimizer>(worker->model(c), config.optimizer, shard));
   }
@@ -260,7 +296,7 @@ std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r
   return std::make_shared<StageOptimizer>(std::move(worker), std::move(optimizers), std::move(norm_exclude));
 }
 
-// Each (data rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
+// Each (data rank, context rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
 // interleaving also the wrap from the last stage to the first (activations) and back
 // (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
 // process in the same order. With tied embeddings the first and last stage sum the
@@ -276,32 +312,35 @@ void TrainingRun::Impl::link_pipelines() {
     channels.push_back(std::move(c));
     return channels.back().get();
   };
-  for (int dp = 0; dp < D; ++dp) {
+  for (int dpc = 0; dpc < D * C; ++dpc) {
+    const int dp = dpc / C, cp = dpc % C;
     for (int tp = 0; tp < T; ++tp) {
       std::vector<Channel*> act_out(size_t(P), nullptr), act_in(size_t(P), nullptr);
       std::vector<Channel*> grad_out(size_t(P), nullptr), grad_in(size_t(P), nullptr);
       for (int s = 0; s < P; ++s) {
         const int next = (s + 1) % P, prev = (s - 1 + P) % P;
-        const size_t r = rank(s, dp, tp);
+        const size_t r = rank(s, dp, tp, cp);
         if (s < P - 1 || V > 1)
           act_out[size_t(s)] = act_in[size_t(next)] = link(r, size_t(layout.pipeline_next(int(r))));
         if (s > 0 || V > 1) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(r, size_t(layout.pipeline_prev(int(r))));
       }
       for (int s = 0; s < P; ++s) {
-        const size_t r = rank(s, dp, tp);
+        const size_t r = rank(s, dp, tp, cp);
         if (local(r))
           workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
       }
       if (!tied_split()) continue;
-      const size_t first = rank(0, dp, tp), last = rank(P - 1, dp, tp);
+      const size_t first = rank(0, dp, tp, cp), last = rank(P - 1, dp, tp, cp);
       if (local(first) && local(last)) {
         tied.push_back(make_pair_reducer(workers[first]->context(), workers[last]->context()));
       } else {
         const Context* c0 = local(first) ? &workers[first]->context() : nullptr;
         const Context* c1 = local(last) ? &workers[last]->context() : nullptr;
-        auto pair = fabric->make_group(
-            {process_of(first), process_of(last)}, {c0, c1},
-            GroupOptions{str_cat("the tied embedding of data rank ", dp, ", tensor rank ", tp), config.op_timeout});
+        auto pair =
+            fabric->make_group({process_of(first), process_of(last)}, {c0, c1},
+                               GroupOptions{str_cat("the tied embedding of data rank ", dp,
+                                                    C > 1 ? str_cat(", context rank ", cp) : "", ", tensor rank ", tp),
+                                            config.op_timeout});
         if (!c0 && !c1) continue;
         tied.push_back(std::make_unique<GroupPairReducer>(std::move(pair)));
       }
@@ -562,16 +601,17 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.V = config.parallel.virtual_chunks;
   d.T = config.parallel.tensor_size;
   d.D = config.parallel.data_size;
-  d.layout = RankLayout{.tensor = d.T, .data = d.D, .pipeline = d.P};
+  d.C = config.parallel.context_size;
+  d.layout = RankLayout{.tensor = d.T, .context = d.C, .data = d.D, .pipeline = d.P};
   d.layout.validate();
   d.M = microbatches_of(config);
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
   d.consumed = train->consumed_samples();
   d.fabric = Fabric::init();
   d.epoch -= injected_clock_shift(d.fabric->process());  // a test hook (TROUPE_CLOCK_SHIFT); 0 normally
-  const int world = d.P * d.D * d.T, procs = d.fabric->processes();
-  TROUPE_CHECK(world % procs == 0, "the ", world, " ranks (tensor ", d.T, " x data ", d.D, " x pipeline ", d.P,
-               ") do not split evenly over ", procs, " processes");
+  const int world = d.layout.world(), procs = d.fabric->processes();
+  TROUPE_CHECK(world % procs == 0, "the ", world, " ranks (tensor ", d.T, " x context ", d.C, " x data ", d.D,
+               " x pipeline ", d.P, ") do not split evenly over ", procs, " processes");
   d.per_process = world / procs;
   d.build_stages();
   const schedules::Schedule schedule = effective_schedule(config.parallel);

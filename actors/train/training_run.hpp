@@ -34,6 +34,7 @@ namespace troupe::actors {
 
 struct ParallelConfig {
   int tensor_size = 1;                 // --tensor-model-parallel-size
+  int context_size = 1;                // --context-parallel-size (model/context_parallel.hpp; CPU devices only)
   int data_size = 1;                   // devices / (tensor size * pipeline size)
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer

@@ -38,9 +38,10 @@ struct TrainingRun::Impl {
   TrainingConfig config;
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
-  RankLayout layout;  // {T, D, P}: every rank computation goes through it
-  // Each data rank owns a shard of the optimizer state (--use-distributed-optimizer with D > 1).
-  bool distributed_optimizer() const { return config.parallel.distributed_optimizer && D > 1; }
+  int C = 1;          // context-parallel size: parameters are replicated over D x C ranks (Megatron's dp_cp)
+  RankLayout layout;  // {T, C, D, P}: every rank computation goes through it
+  // Each data x context rank owns a shard of the optimizer state (--use-distributed-optimizer, D x C > 1).
+  bool distributed_optimizer() const { return config.parallel.distributed_optimizer && D * C > 1; }
   // The first and last stage each hold a copy of the tied embedding (P * V > 1 and not untied).
   bool tied_split() const { return !config.model.untie_embeddings_and_output_weights && P * V > 1; }
   std::shared_ptr<Fabric> fabric;                       // this process among the run's processes (one without mpirun)
@@ -88,7 +89,8 @@ struct TrainingRun::Impl {
   // The stage workers of this process, their groups and the links between them (training_run.cpp).
   void build_stages();
   struct StageGroups {
-    std::vector<Collectives*> tp, dp;  // per rank: its member of the tensor- / data-parallel group (null: none)
+    // Per rank: its member of the tensor-, data (x context)- and context-parallel group (null: none).
+    std::vector<Collectives*> tp, dp, cp;
   };
   std::unique_ptr<Context> make_context(size_t r) const;  // rank r's device (r in this process)
   StageGroups make_groups(const std::vector<std::unique_ptr<Context>>& contexts);
@@ -100,7 +102,9 @@ struct TrainingRun::Impl {
   // Stage actors and workers are indexed by global rank (layout.rank: Megatron's order). Process p
   // holds ranks [p * per_process, (p + 1) * per_process); workers, contexts and reducers of
   // ranks elsewhere are null, their stage actors remote handles.
-  size_t rank(int stage, int dp, int tp) const { return size_t(layout.rank({.pp = stage, .dp = dp, .tp = tp})); }
+  size_t rank(int stage, int dp, int tp, int cp = 0) const {
+    return size_t(layout.rank({.pp = stage, .dp = dp, .cp = cp, .tp = tp}));
+  }
   int per_process = 0;
   int process_of(size_t r) const { return int(r) / per_process; }
   bool local(size_t r) const;

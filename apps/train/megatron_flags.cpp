@@ -13,11 +13,15 @@ constexpr auto kOnly = MegatronFlagStatus::only_values;
 constexpr auto kRefused = MegatronFlagStatus::refused;
 
 // Notes shared by several flags.
+constexpr const char* kAttention =
+    "CUDA attention runs cuDNN's fused kernels (or Troupe's own): set TROUPE_ATTENTION_BACKEND=cudnn|flash|"
+    "cudnn-deterministic (docs/benchmarks.md)";
 constexpr const char* kFusion = "a kernel-fusion switch; Troupe's kernels are its own";
 constexpr const char* kTensorBoard = "--tensorboard-dir writes Troupe's scalars (docs/monitoring.md)";
 constexpr const char* kWandb =
     "Weights & Biases is not reachable from here: use --tensorboard-dir or `troupe monitor` (docs/monitoring.md)";
-constexpr const char* kMoe = "mixture of experts is not implemented yet, only dense models train";
+constexpr const char* kExpertParallel =
+    "expert parallelism is not implemented yet: every device runs all experts of its layers";
 constexpr const char* kFp8 = "fp8 training is not implemented: use --bf16 or --fp16";
 constexpr const char* kScaler =
     "--fp16's dynamic loss scaler runs with Megatron's defaults; other settings are not implemented yet";
@@ -34,8 +38,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       // Implementation choices and kernel fusions.
       {"--use-mcore-models", 0, kNoEffect, "", "Troupe has one GPT implementation"},
       {"--transformer-impl", 1, kNoEffect, "", "Troupe has one GPT implementation (no Transformer Engine)"},
-      {"--attention-backend", 1, kNoEffect, "", "Troupe's attention kernel is its own"},
-      {"--use-flash-attn", 0, kNoEffect, "", "Troupe's attention kernel is its own"},
+      {"--attention-backend", 1, kNoEffect, "", kAttention},
+      {"--use-flash-attn", 0, kNoEffect, "", kAttention},
       {"--no-masked-softmax-fusion", 0, kNoEffect, "", kFusion},
       {"--no-bias-gelu-fusion", 0, kNoEffect, "", kFusion},
       {"--no-bias-swiglu-fusion", 0, kNoEffect, "", kFusion},
@@ -58,10 +62,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--overlap-param-gather", 0, kNoEffect, "", "a communication-overlap switch"},
       {"--tp-comm-overlap", 0, kNoEffect, "", "a communication-overlap switch (Transformer Engine userbuffers)"},
       {"--distributed-timeout-minutes", 1, kNoEffect, "", "use --op-timeout (seconds a stage may stay silent)"},
-      {"--context-parallel-size", 1, kOnly, "1", "context parallelism is not implemented"},
-      {"--cp-comm-type", 1, kNoEffect, "", "only used with --context-parallel-size > 1"},
-      {"--expert-model-parallel-size", 1, kOnly, "1", kMoe},
-      {"--expert-tensor-parallel-size", 1, kOnly, "1", kMoe},
+      {"--expert-model-parallel-size", 1, kOnly, "1", kExpertParallel},
+      {"--expert-tensor-parallel-size", 1, kOnly, "1", kExpertParallel},
       {"--pipeline-model-parallel-layout", 1, kRefused, "",
        "a layout string is not implemented: use --decoder-first-pipeline-num-layers, "
        "--decoder-last-pipeline-num-layers or --account-for-embedding/loss-in-pipeline-split (docs/train.md)"},
@@ -75,24 +77,14 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--reset-position-ids", 0, kRefused, "", "positions restart at EOD is not implemented"},
       {"--reset-attention-mask", 0, kRefused, "", "attention stopping at EOD is not implemented"},
       // Model features not implemented.
-      {"--num-experts", 1, kRefused, "", kMoe},
-      {"--moe-router-topk", 1, kRefused, "", kMoe},
-      {"--moe-router-load-balancing-type", 1, kRefused, "", kMoe},
-      {"--moe-aux-loss-coeff", 1, kRefused, "", kMoe},
-      {"--moe-z-loss-coeff", 1, kRefused, "", kMoe},
-      {"--moe-grouped-gemm", 0, kRefused, "", kMoe},
-      {"--moe-token-dispatcher-type", 1, kRefused, "", kMoe},
-      {"--moe-ffn-hidden-size", 1, kRefused, "", kMoe},
-      {"--moe-shared-expert-intermediate-size", 1, kRefused, "", kMoe},
-      {"--moe-layer-freq", 1, kRefused, "", kMoe},
-      {"--moe-router-dtype", 1, kRefused, "", kMoe},
-      {"--moe-router-score-function", 1, kRefused, "", kMoe},
-      {"--moe-router-pre-softmax", 0, kRefused, "", kMoe},
-      {"--moe-router-enable-expert-bias", 0, kRefused, "", kMoe},
-      {"--moe-expert-capacity-factor", 1, kRefused, "", kMoe},
-      {"--moe-token-drop-policy", 1, kRefused, "", kMoe},
-      {"--moe-permute-fusion", 0, kRefused, "", kMoe},
-      {"--moe-input-jitter-eps", 1, kRefused, "", kMoe},
+      // Mixture of experts: --num-experts and the --moe-* flags Troupe implements are options of
+      // `troupe train` (apps/train/moe_flags.hpp, docs/train.md#mixture-of-experts).
+      {"--moe-grouped-gemm", 0, kNoEffect, "", "the experts always run as grouped GEMMs here"},
+      {"--moe-token-dispatcher-type", 1, kNoEffect, "",
+       "without expert parallelism every dispatcher computes the same: tokens are permuted on the device"},
+      {"--moe-router-dtype", 1, kOnly, "fp32", "the router always computes its logits and scores in fp32 here"},
+      {"--moe-permute-fusion", 0, kNoEffect, "", kFusion},
+      {"--moe-input-jitter-eps", 1, kRefused, "", "router input jitter is not implemented"},
       {"--fp8-format", 1, kRefused, "", kFp8},
       {"--fp8-recipe", 1, kRefused, "", kFp8},
       {"--fp8-amax-history-len", 1, kRefused, "", kFp8},

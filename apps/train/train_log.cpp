@@ -22,17 +22,30 @@ double plain(double v) { return std::isnan(v) ? std::fabs(v) : v; }
 }  // namespace
 
 std::string iteration_line(const LogWindow& w) {
-  char buf[512];
+  // Megatron prints the MoE losses right after the lm loss (its total_loss_dict order).
+  std::string moe_losses;
+  char part[96];
+  if (!std::isnan(w.load_balancing_loss)) {
+    std::snprintf(part, sizeof(part), " load_balancing_loss: %E |", w.load_balancing_loss);
+    moe_losses += part;
+  }
+  if (!std::isnan(w.z_loss)) {
+    std::snprintf(part, sizeof(part), " z_loss: %E |", w.z_loss);
+    moe_losses += part;
+  }
+  char buf[768];
   std::snprintf(buf, sizeof(buf),
                 " [%s] iteration %8ld/%8ld | consumed samples: %12ld | elapsed time per iteration (ms): %.1f | "
                 "throughput per GPU (TFLOP/s/GPU): %.1f | learning rate: %E | global batch size: %5ld | "
-                "lm loss: %E | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3ld | "
+                "lm loss: %E |%s loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3ld | "
                 "number of nan iterations: %3ld | elapsed: %s | ETA: %s |",
                 timestamp().c_str(), long(w.iteration), long(w.train_iters), long(w.consumed_samples),
                 w.ms_per_iteration, w.tflops_per_device, plain(w.lr), long(w.global_batch_size), plain(w.loss),
-                w.loss_scale, plain(w.grad_norm), long(w.skipped), long(w.nan),
+                moe_losses.c_str(), w.loss_scale, plain(w.grad_norm), long(w.skipped), long(w.nan),
                 format_duration(w.elapsed_seconds).c_str(), format_duration(w.eta_seconds).c_str());
-  return buf;
+  std::string line = buf;
+  if (!w.expert_load.empty()) line += " expert load max/mean: " + w.expert_load + " |";
+  return line;
 }
 
 double perplexity(double loss) { return std::exp(std::min(loss, 20.0)); }

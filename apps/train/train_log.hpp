@@ -4,7 +4,9 @@
 //  batch size:    32 | lm loss: 7.123456E+00 | loss scale: 1.0 | grad norm: 1.234 | number of skipped
 //  iterations:   0 | number of nan iterations:   0 | elapsed: 1m23s | ETA: 10m05s |
 // Troupe's fields come after Megatron's (parsers match those): the elapsed time and the ETA
-// (apps/train/train_progress.hpp), as `troupe monitor` shows durations.
+// (apps/train/train_progress.hpp), as `troupe monitor` shows durations. An MoE model adds
+// Megatron's `load_balancing_loss: ... |` (and `z_loss: ... |`) after the lm loss, and
+// `expert load max/mean: 0: 37/32.0 1: ... |` at the end.
 #pragma once
 
 #include <cmath>
@@ -25,6 +27,11 @@ struct LogWindow {
   // their own after the iteration line, and the devices they name.
   std::vector<std::string> stragglers{};
   std::vector<int64_t> straggler_devices{};
+  // Mixture of experts (NaN / empty: a dense model): Megatron's load_balancing_loss and z_loss
+  // after the lm loss (means over the window), and Troupe's expert load of the window's last
+  // iteration at the end: per MoE layer, the most tokens one expert got / the mean per expert.
+  double load_balancing_loss = NAN, z_loss = NAN;
+  std::string expert_load{};
 };
 
 std::string iteration_line(const LogWindow& w);

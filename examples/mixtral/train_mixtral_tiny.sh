@@ -2,9 +2,9 @@
 # Troupe's form of Megatron-LM's examples/mixtral/train_mixtral_8x7b_distributed.sh, at a size
 # CPU devices could train on random tokens (--mock-data).
 #
-# Mixture of experts is NOT implemented yet: this script stops at once with the error
-# "--num-experts 4 is not implemented in troupe train (...)". It is kept so that it runs the day
-# MoE lands (tests/apps/megatron_flags_test.cpp checks it fails naming --num-experts until then).
+# Four experts, top-2, with the load-balancing loss, over two pipeline stages (expert
+# parallelism is not implemented yet: --expert-model-parallel-size stays 1).
+# tests/apps/megatron_flags_test.cpp runs it for two iterations.
 #
 #   examples/mixtral/train_mixtral_tiny.sh [TROUPE_BINARY] [extra troupe train flags...]
 set -euo pipefail

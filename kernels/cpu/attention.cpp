@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/cpu/attention_math.hpp"
 
 namespace troupe::cpu {
 
@@ -35,16 +36,6 @@ struct AttentionLayout {
 AttentionLayout layout_of(const Tensor& qkv, const AttentionConfig& cfg) {
   const float scale = cfg.scale != 0.0f ? cfg.scale : 1.0f / std::sqrt(float(cfg.head_dim));
   return {qkv.dim(0), qkv.dim(1), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, scale, cfg.window};
-}
-
-float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-void axpy(float alpha, const float* x, float* y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
 }  // namespace

@@ -9,16 +9,11 @@
 #include "base/check.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/paged_attention.hpp"
+#include "kernels/cpu/attention_math.hpp"
 
 namespace troupe::cpu {
 
 namespace {
-
-float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 // The first position a row at position `pos` sees.
 int64_t first_key(int64_t pos, int window) { return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0; }

@@ -23,6 +23,9 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
                                InferenceModelOptions options, TensorParallel tp)
     : ctx_(ctx), tp_(tp), layout_(config, ChunkSpec::whole_model(), tp.shard), compute_(compute), options_(options) {
   TROUPE_CHECK(!tp.sequence_parallel, "InferenceModel: sequence parallelism is for training only");
+  TROUPE_CHECK(!config.moe.enabled(), "the model has --num-experts ", config.moe.num_experts,
+               ": serving and generating with a mixture-of-experts model is not implemented yet (only `troupe train` "
+               "runs it, --sample-tokens included)");
   TROUPE_CHECK(tp.shard.size == 1 ||
                    (tp.comm != nullptr && tp.comm->size() == tp.shard.size && tp.comm->rank() == tp.shard.rank),
                "InferenceModel: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,

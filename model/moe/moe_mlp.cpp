@@ -25,6 +25,16 @@ MoeMlpParams moe_mlp_params(const MoeMlpSpec& spec) {
   return p;
 }
 
+size_t moe_mlp_activation_bytes(const MoeMlpActivations& a) {
+  size_t n = 0;
+  for (const Tensor* t :
+       {&a.routing.logits, &a.routing.probs, &a.routing.experts, &a.routing.kept, &a.routing.balance_tokens_per_expert,
+        &a.plan.map.row_choice, &a.plan.map.choice_row, &a.xp, &a.expert_out, &a.experts.fc1, &a.experts.act,
+        &a.shared.fc1, &a.shared.act, &a.shared.out, &a.shared.gate})
+    if (t->defined()) n += t->nbytes();
+  return n;
+}
+
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y) {
   constexpr const char* op = "moe_mlp_forward";

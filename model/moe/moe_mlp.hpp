@@ -64,6 +64,9 @@ struct MoeMlpActivations {
   MoeMlpStats stats;
 };
 
+// Bytes of the tensors `a` holds (what a microbatch keeps for its backward).
+size_t moe_mlp_activation_bytes(const MoeMlpActivations& a);
+
 // x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten).
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y);

@@ -98,6 +98,7 @@ void Optimizer::apply(float lr, float clip, float loss_scale) {
                copy_back ? params : Tensor(), segments_[i], adam, step_, float(clip * inv_scale));
     off += n;
   }
+  chunk_.update_moe_expert_bias();
   chunk_.zero_grads();
 }
 
@@ -125,7 +126,10 @@ void Optimizer::restore(const Tensor& master, const Tensor& exp_avg, const Tenso
   step_ = step;
 }
 
-void Optimizer::skip() { chunk_.zero_grads(); }
+void Optimizer::skip() {
+  chunk_.update_moe_expert_bias();  // Megatron updates it in finalize_model_grads, before the step
+  chunk_.zero_grads();
+}
 
 StepResult Optimizer::step(float lr, float loss_scale) {
   StepResult r;

@@ -37,12 +37,16 @@ IterationStats Trainer::train_step(const std::vector<Batch>& microbatches) {
     // A distinct dropout stream per (iteration, microbatch).
     const uint64_t dropout_seed = seed_ * 0x9e3779b97f4a7c15ull + uint64_t(iteration_) * 1024 + m;
     ActivationsPtr a = chunk_.forward(microbatches[m].tokens, microbatches[m].targets, Tensor(),
-                                      {.training = true, .loss_grad_scale = grad_scale, .dropout_seed = dropout_seed});
+                                      {.training = true,
+                                       .loss_grad_scale = grad_scale,
+                                       .dropout_seed = dropout_seed,
+                                       .moe_loss_grad_scale = s.loss_scale / float(microbatches.size())});
     chunk_.backward(*a, Tensor(), Tensor());
     loss_sum += sum_losses(to_host_f32(chunk_.context(), a->losses));
     chunk_.release(std::move(a));
   }
   s.loss = loss_sum / double(s.tokens);
+  s.moe = summarize_moe_stats(chunk_.take_moe_stats());
 
   const StepResult r = optimizer_.step(float(s.lr), s.loss_scale);
   s.skipped = r.skipped;

@@ -12,6 +12,7 @@
 #include "model/gpt_chunk.hpp"
 #include "model/train/loss_scaler.hpp"
 #include "model/train/lr_schedule.hpp"
+#include "model/train/moe_iteration_stats.hpp"
 #include "model/train/optimizer.hpp"
 
 namespace troupe {
@@ -30,6 +31,7 @@ struct IterationStats {
   // Per device (global rank order; the pipeline runtime only): milliseconds its forward and
   // backward ops ran this iteration, for the straggler report (apps/train/straggler_report.hpp).
   std::vector<double> busy_ms{};
+  MoeIterationStats moe{};  // an MoE model's router losses and expert load (model/train/moe_iteration_stats.hpp)
 };
 
 class Trainer {

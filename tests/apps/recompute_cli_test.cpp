@@ -24,16 +24,7 @@ class RecomputeCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("recompute_cli");
-    std::ifstream in(source_path("assets/corpora/moby-dick.jsonl"));
-    std::ofstream out(*dir_ / "docs.jsonl");
-    std::string line;
-    for (int i = 0; i < 8 && std::getline(in, line); ++i) out << line << "\n";
-    out.close();
-    const TroupeExit pre = run_to_exit({"preprocess", "--input", *dir_ / "docs.jsonl", "--output-prefix",
-                                        *dir_ / "moby", "--vocab-file", source_path("assets/gpt2/gpt2-vocab.json"),
-                                        "--merge-file", source_path("assets/gpt2/gpt2-merges.txt"), "--append-eod"},
-                                       "recompute_preprocess", 120s);
-    ASSERT_EQ(pre.code, std::optional<int>(0)) << pre.output;
+    preprocess_moby_dick(dir_->path().string(), 8);
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -42,37 +33,7 @@ class RecomputeCli : public ::testing::Test {
 
   // gpt2-tiny (4 layers, dropout 0.1) on the preprocessed text, 6 iterations of 2 microbatches.
   static TroupeExit train(const std::vector<std::string>& extra, const std::string& tag) {
-    std::vector<std::string> args = {"train",
-                                     "--data-path",
-                                     *dir_ / "moby_text_document",
-                                     "--split",
-                                     "100,0,0",
-                                     "--data-cache-path",
-                                     *dir_ / "cache",
-                                     "--vocab-file",
-                                     source_path("assets/gpt2/gpt2-vocab.json"),
-                                     "--merge-file",
-                                     source_path("assets/gpt2/gpt2-merges.txt"),
-                                     "--model",
-                                     "gpt2-tiny",
-                                     "--seq-length",
-                                     "32",
-                                     "--device",
-                                     "cpu",
-                                     "--micro-batch-size",
-                                     "2",
-                                     "--global-batch-size",
-                                     "4",
-                                     "--train-iters",
-                                     "6",
-                                     "--lr",
-                                     "1e-3",
-                                     "--eval-iters",
-                                     "0",
-                                     "--log-interval",
-                                     "1"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return run_to_exit(args, tag, 300s);
+    return run_to_exit(moby_dick_train_args(dir_->path().string(), "gpt2-tiny", 6, "1e-3", extra), tag, 300s);
   }
 
   static TempDir* dir_;

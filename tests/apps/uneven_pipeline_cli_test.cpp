@@ -69,19 +69,7 @@ std::map<int64_t, double> losses_of(const std::string& log) {
 
 TEST(UnevenPipelineCli, SameLossesAsOneStageOnRealData) {
   TempDir tmp("uneven_cli");
-  {
-    std::ifstream in(source_path("assets/corpora/moby-dick.jsonl"));
-    std::ofstream out(tmp / "docs.jsonl");
-    std::string line;
-    for (int i = 0; i < 20 && std::getline(in, line); ++i) out << line << "\n";
-  }
-  const TroupeExit pre =
-      run_to_exit({"preprocess", "--input", tmp / "docs.jsonl", "--output-prefix", tmp / "moby", "--tokenizer-type",
-                   "GPT2BPETokenizer", "--vocab-file", source_path("assets/gpt2/gpt2-vocab.json"), "--merge-file",
-                   source_path("assets/gpt2/gpt2-merges.txt"), "--append-eod"},
-                  "uneven_preprocess", 120s);
-  ASSERT_EQ(pre.code, std::optional<int>(0)) << pre.output;
-  const std::string data = tmp / "moby_text_document";
+  const std::string data = preprocess_moby_dick(tmp.path().string(), 20);
 
   const TroupeExit one = run_to_exit(train_args(data, {"--devices", "1"}), "uneven_pp1", 300s);
   ASSERT_EQ(one.code, std::optional<int>(0)) << one.output;

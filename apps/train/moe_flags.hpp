@@ -1,0 +1,48 @@
+// `troupe train`'s mixture-of-experts flags (Megatron-LM's --num-experts and --moe-*), read into
+// GptConfig::moe, and what a run refuses of them: expert parallelism, MoE with tensor
+// parallelism (GptConfig::validate_tensor_parallel), an expert bias the run cannot keep exact.
+//
+//   MoeFlags moe;
+//   add_moe_flags(cmd, moe);                  // registers the flags on `troupe train`
+//   ... parse ...
+//   config.moe = moe_config_from_flags(moe);  // throws naming a flag given without --num-experts
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "model/moe/moe_config.hpp"
+
+namespace troupe::apps {
+
+struct MoeFlags {
+  int num_experts = 0;
+  int topk = 2;
+  std::string load_balancing = "aux_loss";
+  float aux_loss_coeff = 0.0f;
+  float z_loss_coeff = 0.0f;
+  int ffn_hidden_size = 0;
+  int shared_expert_intermediate_size = 0;
+  std::string layer_freq = "1";
+  std::string score_function = "softmax";
+  bool pre_softmax = false;
+  bool enable_expert_bias = false;
+  float bias_update_rate = 1e-3f;
+  float topk_scaling_factor = 0.0f;
+  std::optional<double> capacity_factor;
+  bool pad_to_capacity = false;
+  std::string token_drop_policy = "probs";
+  std::vector<const CLI::Option*> options;  // every --moe-* option: which ones a command line gave
+};
+
+void add_moe_flags(CLI::App* cmd, MoeFlags& flags);
+// Throws naming the flag: a --moe-* flag without --num-experts, a value that is not one.
+MoeConfig moe_config_from_flags(const MoeFlags& flags);
+// What the run needs beyond the model: --moe-router-enable-expert-bias sums its token counts on
+// one device only (no data-parallel reduction yet) and its bias is not in checkpoints yet.
+void check_moe_run(const MoeConfig& moe, int data_parallel_size, bool saves_or_loads);
+
+}  // namespace troupe::apps

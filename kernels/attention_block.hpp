@@ -1,0 +1,51 @@
+// Attention of one block of queries against one block of keys/values, for context
+// parallelism's ring (model/context_parallel.hpp): a sequence is cut into chunks, and the
+// attention of a query chunk is the merge of its blocks against every key chunk at or before it
+// (Megatron's ring attention, flash-attention's per-block log-sum-exp merge).
+//
+// q [B, Tq, H*D] (H query heads, D contiguous values each); kv [B, Tk, 2*G*D]: G key heads,
+// then G value heads. Query head h reads key/value head h / (H / G), as attention.hpp.
+// mask: full (every query sees every key: a key chunk before the query chunk) or causal (the
+// diagonal block, Tq == Tk: query i sees keys j <= i). A key chunk after the query chunk is
+// skipped by the caller. Sliding windows are refused (cfg.window must be 0).
+//
+//   attention_block_forward(ctx, q, kv0, cfg, BlockMask::causal, out, lse);   // the first block
+//   attention_block_forward(ctx, q, kv1, cfg, BlockMask::full, part, part_lse);
+//   attention_block_merge(ctx, out, lse, part, part_lse);                      // out, lse: both blocks
+// Backward takes the FINAL out and lse (after every merge), as flash-attention's does, and
+// adds this block's share of dq and dkv:
+//   attention_block_backward(ctx, dout, q, kv1, out, lse, cfg, BlockMask::full, dq, dkv1);
+//
+// CPU (f32) only so far: a CUDA context is refused naming --context-parallel-size.
+#pragma once
+
+#include "kernels/attention.hpp"
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+enum class BlockMask { full, causal };
+
+// out [B, Tq, H*D] and lse f32 [B, H, Tq] (overwritten): softmax over this block's keys only.
+void attention_block_forward(const Context& ctx, const Tensor& q, const Tensor& kv, const AttentionConfig& cfg,
+                             BlockMask mask, const Tensor& out, const Tensor& lse);
+// (out, lse) <- the merge of (out, lse) and (block_out, block_lse): the attention over the keys
+// of both. An lse of -inf marks a row that has seen no key yet.
+void attention_block_merge(const Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& block_out,
+                           const Tensor& block_lse);
+// dout, out [B, Tq, H*D], lse [B, H, Tq]: the final output's gradient, output and lse.
+// dq [B, Tq, H*D] and dkv [B, Tk, 2*G*D] ACCUMULATE (+=) this block's contributions.
+void attention_block_backward(const Context& ctx, const Tensor& dout, const Tensor& q, const Tensor& kv,
+                              const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, BlockMask mask,
+                              const Tensor& dq, const Tensor& dkv);
+
+namespace cpu {
+void attention_block_forward(const Tensor& q, const Tensor& kv, const AttentionConfig& cfg, BlockMask mask,
+                             const Tensor& out, const Tensor& lse);
+void attention_block_merge(const Tensor& out, const Tensor& lse, const Tensor& block_out, const Tensor& block_lse);
+void attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor& kv, const Tensor& out,
+                              const Tensor& lse, const AttentionConfig& cfg, BlockMask mask, const Tensor& dq,
+                              const Tensor& dkv);
+}  // namespace cpu
+
+}  // namespace troupe

@@ -1,0 +1,80 @@
+// A mixture-of-experts model under the actor runtime on CPU devices: PP2 under 1F1B, PP2
+// interleaved and DP2 with the distributed optimizer, dropless and with capacity dropping (and PP2
+// with selective recompute of attention and the norms),
+// reproduce the single-device Trainer for 10 iterations (pipeline_test_util.hpp's expect_parity:
+// loss within 1e-5 relative, grad norm, gathered weights, validation loss) — the routers' aux
+// and z losses enter every layout's gradients with the same weight — and report the same
+// router statistics (load-balancing loss, expert load).
+#include "tests/actors/train/pipeline_test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+struct Case {
+  const char* name;
+  int P, V, D;
+  double capacity;  // 0: dropless
+  bool shared_expert;
+  bool recompute_norms = false;  // selective recompute of core_attn and layernorm (MoE layers' ln2 too)
+};
+
+actors::TrainingConfig config_of(const Case& c) {
+  actors::TrainingConfig config = tiny_config(true, c.P, c.V);
+  MoeConfig& m = config.model.moe;
+  m.num_experts = 4;
+  m.moe_router_topk = 2;
+  m.moe_ffn_hidden_size = 32;
+  m.moe_aux_loss_coeff = 1e-2f;
+  m.moe_z_loss_coeff = 1e-3f;
+  m.moe_layer_freq = parse_moe_layer_freq("([1]*3+[0])*2");  // dense layers in between
+  m.moe_expert_capacity_factor = c.capacity;
+  if (c.shared_expert) m.moe_shared_expert_intermediate_size = 16;
+  config.parallel.data_size = c.D;
+  config.parallel.distributed_optimizer = c.D > 1;
+  config.parallel.overlap_grad_reduce = c.D > 1;
+  config.parallel.bucket_elements = 3000;
+  if (c.recompute_norms)
+    config.recompute = recompute_config_from_flags({.granularity = "selective", .modules = {"core_attn", "layernorm"}});
+  return config;
+}
+
+class MoeParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoeParity, SameLossAsOneDevice) {
+  const Case c = GetParam();
+  const actors::TrainingConfig config = config_of(c);
+  expect_parity(c.name, config);
+
+  // The router statistics the log line shows: the same as one device's.
+  const int iters = 3;
+  const Reference ref = single_device(config, tiny_data(config.model, 512, 7), nullptr, iters, 0);
+  const std::vector<IterationStats> run = train_iterations(config, iters);
+  for (int it = 0; it < iters; ++it) {
+    const MoeIterationStats &r = ref.stats[size_t(it)].moe, &s = run[size_t(it)].moe;
+    ASSERT_EQ(s.expert_load.size(), 6u) << "iteration " << it + 1;
+    ASSERT_EQ(r.expert_load.size(), 6u);
+    EXPECT_GT(r.load_balancing_loss, 0.9);  // ~1 for a balanced router
+    EXPECT_LT(rel(s.load_balancing_loss, r.load_balancing_loss), 1e-5) << "iteration " << it + 1;
+    EXPECT_LT(rel(s.z_loss, r.z_loss), 1e-5) << "iteration " << it + 1;
+    for (size_t l = 0; l < r.expert_load.size(); ++l) {
+      EXPECT_EQ(s.expert_load[l].layer, r.expert_load[l].layer);
+      EXPECT_EQ(s.expert_load[l].tokens_max, r.expert_load[l].tokens_max) << "layer " << r.expert_load[l].layer;
+      EXPECT_DOUBLE_EQ(s.expert_load[l].tokens_mean, r.expert_load[l].tokens_mean);
+    }
+  }
+}
+
+// tiny_model has 8 layers: 4 per stage under PP2, 2 per chunk when interleaved (V = 2).
+// Capacity 1.0 with top-2 of 4 experts drops the choices beyond each expert's even share.
+INSTANTIATE_TEST_SUITE_P(Layouts, MoeParity,
+                         ::testing::Values(Case{"PP2_1f1b_dropless", 2, 1, 1, 0.0, false},
+                                           Case{"PP2_1f1b_capacity", 2, 1, 1, 1.0, false},
+                                           Case{"PP2_V2_interleaved_capacity", 2, 2, 1, 1.0, true},
+                                           Case{"DP2_DistOpt_dropless", 1, 1, 2, 0.0, true},
+                                           Case{"DP2_DistOpt_capacity", 1, 1, 2, 1.0, false},
+                                           Case{"PP2_DP2_DistOpt_capacity", 2, 1, 2, 1.0, true},
+                                           Case{"PP2_selective_recompute", 2, 1, 1, 1.0, true, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace troupe::test
