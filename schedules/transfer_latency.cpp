@@ -99,7 +99,13 @@ TransferLatencies measured_transfer_latencies(const Trace& trace, const std::vec
       const bool gradient = fwd != nullptr && e->start_ns >= fwd->end_ns;
       const int edge = gradient ? k : k - 1;
       if (edge < 0 || edge >= K - 1) continue;
-      s.recvs[gradient ? 1 : 0][size_t(edge % P)].push_back(e->end_ns - e->start_ns);
+      // A receive posted before its producer ended (across processes it waits on the device for
+      // the sender) counts from that end: the time it waited for the op is not the transfer's.
+      TraceEvent as_op = *e;
+      as_op.kind = gradient ? EventKind::backward : EventKind::forward;
+      const TraceEvent* from = ops.producer(as_op);
+      const int64_t begin = from != nullptr ? std::max(e->start_ns, from->end_ns) : e->start_ns;
+      s.recvs[gradient ? 1 : 0][size_t(edge % P)].push_back(std::max<int64_t>(e->end_ns - begin, 0));
     }
     for (const auto& stage_ops : ops.stages()) {
       int64_t free_since = INT64_MIN;  // the end of the stage's previous op

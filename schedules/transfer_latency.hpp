@@ -3,7 +3,9 @@
 //
 // Transfers, per link (stage s to s+1 mod P; edge k between virtual stages k and k+1 crosses
 // link k mod P) and direction. Where the trace holds `recv` events of the receiving stage (GPU
-// runs: the transfer as the device saw it) their mean is the latency. Otherwise it is read from
+// runs: the transfer as the device saw it) their mean is the latency, each counted from the later
+// of its start and its producer's end (a receive posted early waits for the sender's op, which is
+// not transfer time: across processes every receive is posted early). Otherwise it is read from
 // the gaps: when a stage sat idle until an op whose input came from another stage, and that
 // input's producer finished after the stage fell idle, the op started as soon as the input
 // arrived, so (its start - the producer's end) is the transfer, plus any wait the stage's
