@@ -372,9 +372,10 @@ void print_run_header(const TrainOptions& o, const actors::TrainingConfig& cfg, 
   if (cfg.recompute.enabled())
     std::printf("  activation recompute: %s\n", recompute_description(cfg.recompute).c_str());
   if (model.moe.enabled())
-    std::printf("  mixture of experts: %d experts, top-%d, layers %s, %s\n", model.moe.num_experts,
-                model.moe.moe_router_topk, moe_layer_freq_str(model.moe.moe_layer_freq).c_str(),
-                model.moe.drops_tokens() ? "capacity-dropping" : "dropless");
+    std::printf("  mixture of experts: %d experts, top-%d, layers %s, %s; %.2fM parameters active per token\n",
+                model.moe.num_experts, model.moe.moe_router_topk, moe_layer_freq_str(model.moe.moe_layer_freq).c_str(),
+                model.moe.drops_tokens() ? "capacity-dropping" : "dropless",
+                double(model.num_active_parameters()) / 1e6);
   if (!cfg.parallel.split.even()) {  // throws naming the flags for a split that cannot be made
     const std::vector<ChunkLayers> chunks =
         pipeline_split(model.num_layers, o.pipeline_size, cfg.parallel.virtual_chunks, cfg.parallel.split);
@@ -442,7 +443,7 @@ class LogAccumulator {
         devices_(devices),
         moe_load_balancing_(cfg.model.moe.load_balancing_coeff() > 0),
         moe_z_loss_(cfg.model.moe.moe_z_loss_coeff > 0) {
-    flops_per_token_ = 6.0 * double(cfg.model.num_parameters()) +
+    flops_per_token_ = 6.0 * double(cfg.model.num_active_parameters()) +
                        12.0 * cfg.model.num_layers * cfg.model.hidden_size * double(cfg.model.seq_length);
     reset();
   }

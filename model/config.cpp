@@ -90,6 +90,13 @@ int64_t GptConfig::num_parameters() const {
   return n;
 }
 
+int64_t GptConfig::num_active_parameters() const {
+  int64_t n = num_parameters();
+  for (int l = 0; l < num_layers; ++l)
+    if (is_moe_layer(l)) n -= moe_mlp_parameters(*this) - moe_mlp_active_parameters(*this);
+  return n;
+}
+
 GptConfig GptConfig::gpt2_124m() {
   GptConfig c;
   c.hidden_dropout = 0.0f;

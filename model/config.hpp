@@ -77,6 +77,9 @@ struct GptConfig {
   void validate_tensor_parallel(int tp) const;
   // Parameter count (the padded vocabulary included).
   int64_t num_parameters() const;
+  // The parameters a token runs through: num_parameters() less the routed experts it is not sent
+  // to (an MoE layer's E - top-k); equal to it for a dense model. FLOPs per token count these.
+  int64_t num_active_parameters() const;
 
   static GptConfig gpt2_124m();
   static GptConfig gpt2_350m();

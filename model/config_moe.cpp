@@ -34,6 +34,12 @@ int64_t moe_mlp_parameters(const GptConfig& c) {
   return n;
 }
 
+int64_t moe_mlp_active_parameters(const GptConfig& c) {
+  const MoeConfig& m = c.moe;
+  const int64_t C = c.hidden_size, F = m.expert_ffn(c.ffn()), glu = c.swiglu ? 2 : 1;
+  return moe_mlp_parameters(c) - int64_t(m.num_experts - m.moe_router_topk) * (glu + 1) * F * C;
+}
+
 nlohmann::json moe_config_to_json(const MoeConfig& m) {
   nlohmann::json freq = m.moe_layer_freq.every;
   if (!m.moe_layer_freq.pattern.empty()) freq = m.moe_layer_freq.pattern;

@@ -21,6 +21,9 @@ void validate_moe(const GptConfig& c);
 MoeMlpSpec moe_mlp_spec(const GptConfig& c);
 // Parameters of one MoE MLP (router, routed experts, shared expert and its gate).
 int64_t moe_mlp_parameters(const GptConfig& c);
+// Of those, the ones a token runs through: the router, its top-k routed experts, the shared expert
+// (and gate). What FLOPs per token count (Megatron's num_floating_point_operations does the same).
+int64_t moe_mlp_active_parameters(const GptConfig& c);
 
 // Keys are Megatron's flag names without the dashes (num_experts, moe_router_topk, ...).
 nlohmann::json moe_config_to_json(const MoeConfig& m);

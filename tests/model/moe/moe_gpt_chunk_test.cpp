@@ -149,6 +149,11 @@ TEST(MoeGptChunk, ExpertsHaveGlobalNamesAndTheCountIsTheLayouts) {
   int64_t n = 0;
   for (const ParamInfo& p : layout.params()) n += p.numel();
   EXPECT_EQ(n, c.num_parameters());
+  // A token runs through 2 of the 4 experts of the one MoE layer: FLOPs count the other 2 out.
+  EXPECT_EQ(c.num_active_parameters(), c.num_parameters() - 2 * (64 * 16 + 16 * 32));
+  GptConfig dense = c;
+  dense.moe = {};
+  EXPECT_EQ(dense.num_active_parameters(), dense.num_parameters());
   // Expert e's weights start where expert e - 1's end: one [E, F1, C] tensor.
   const LayerTensors w = layout.layer(Tensor::host(DType::f32, {layout.size()}), 1);
   EXPECT_EQ(w.moe.fc1.shape(), (Shape{4, 64, 16}));
