@@ -406,7 +406,7 @@ TEST(CpuGroup, AbortReleasesMembersWaitingInAllToAll) {
 // A Collectives that implements neither all-to-all (a test double) says so instead of
 // pretending.
 TEST(Collectives, AllToAllNotImplementedIsAnError) {
-  struct OnlyReduces final : Collectives {
+  struct OnlyReduces final : Collectives {  // a group of one: every reduction leaves its tensor as it is
     int rank() const override { return 0; }
     int size() const override { return 1; }
     void all_reduce(const Context&, const Tensor&, ReduceOp) override {}
