@@ -44,6 +44,13 @@ configs = {
     "qwen3": T.Qwen3Config(**small, head_dim=128, tie_word_embeddings=True, **rope(1000000.0)),
     "qwen3-window": T.Qwen3Config(**small, head_dim=128, tie_word_embeddings=True, use_sliding_window=True,
                                   sliding_window=512, max_window_layers=1, **rope(1000000.0)),
+    # mixtures of experts (issue 20): Mixtral (8 experts top-2), Qwen2-MoE (shared expert with a
+    # sigmoid gate, qkv bias), Qwen3-MoE (q/k norms, top-k renormalized)
+    "mixtral": T.MixtralConfig(**small, num_local_experts=8, num_experts_per_tok=2, **rope(1000000.0)),
+    "qwen2-moe": T.Qwen2MoeConfig(**small, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128,
+                                  shared_expert_intermediate_size=256, **rope(1000000.0)),
+    "qwen3-moe": T.Qwen3MoeConfig(**small, head_dim=64, num_experts=8, num_experts_per_tok=2,
+                                  moe_intermediate_size=128, norm_topk_prob=True, **rope(1000000.0)),
 }
 for name, cfg in configs.items():
     with tempfile.TemporaryDirectory() as tmp:
