@@ -23,6 +23,7 @@
 #include "kernels/grad_norm.hpp"
 #include "kernels/grouped_linear.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/linear_fused.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/moe_router_losses.hpp"

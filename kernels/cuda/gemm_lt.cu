@@ -65,7 +65,23 @@ void check_problem(const MatmulProblem& p) {
   TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
                " or f32, got ", d.str());
   TROUPE_CHECK(a.is_cuda() && b.is_cuda() && d.is_cuda(), kOp, ": tensors must be on CUDA");
-  if (p.epilogue != MatmulEpilogue::none && (p.epilogue != MatmulEpilogue::gelu || p.vec)) {
+  const bool uses_aux = p.epilogue == MatmulEpilogue::gelu_aux || p.epilogue == MatmulEpilogue::dgelu;
+  if (uses_aux) {
+    TROUPE_CHECK(p.aux && p.aux->is_cuda() && p.aux->dtype() == d.dtype() && d.dtype() != DType::f32, kOp,
+                 ": the GELU epilogues need an aux tensor of d's 16-bit type, got d ", d.str());
+    TROUPE_CHECK(p.aux->ndim() == 2 && p.aux->dim(0) == m && p.aux->dim(1) == n && n % 8 == 0, kOp,
+                 ": aux must be [", m, ", ", n, "] with ", n, " a multiple of 8, got ", p.aux->str());
+  }
+  if (p.c) {
+    TROUPE_CHECK(p.beta == 0.0f, kOp, ": c replaces beta * d: give beta 0");
+    TROUPE_CHECK(p.c->is_cuda() && p.c->dtype() == d.dtype() && p.c->ndim() == 2 && p.c->dim(0) == m &&
+                     p.c->dim(1) == n && p.c->data() != d.data(),
+                 kOp, ": c must be a CUDA [", m, ", ", n, "] tensor of d's type apart from d, got ", p.c->str());
+  }
+  const bool vector_optional = p.epilogue == MatmulEpilogue::gelu || p.epilogue == MatmulEpilogue::gelu_aux;
+  if (p.epilogue == MatmulEpilogue::dgelu) {
+    TROUPE_CHECK(!p.vec, kOp, ": the dgelu epilogue takes no vector");
+  } else if (p.epilogue != MatmulEpilogue::none && (!vector_optional || p.vec)) {
     TROUPE_CHECK(p.vec && p.vec->is_cuda() && p.vec->dtype() == d.dtype(), kOp,
                  ": the epilogue needs a CUDA vector of d's type ", dtype_name(d.dtype()));
     const int64_t len = p.epilogue == MatmulEpilogue::row_sums_of_a ? m : n;
@@ -89,13 +105,24 @@ void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& d
   TROUPE_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &s.trans_a, sizeof(s.trans_a));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &s.trans_b, sizeof(s.trans_b));
-  if (p.epilogue == MatmulEpilogue::gelu && !p.vec) {
-    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_GELU;
+  if (p.aux) {  // column-major aux is D's shape: m rows (our N) with leading dimension m
+    const void* aux = p.aux->data();
+    const int64_t ld = s.m;
+    const int32_t aux_type = dt;
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type));
+  }
+  if (!p.vec && p.epilogue != MatmulEpilogue::none) {
+    const cublasLtEpilogue_t ep = p.epilogue == MatmulEpilogue::gelu       ? CUBLASLT_EPILOGUE_GELU
+                                  : p.epilogue == MatmulEpilogue::gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX
+                                                                           : CUBLASLT_EPILOGUE_DGELU;
     set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
   } else if (p.epilogue != MatmulEpilogue::none) {
-    const cublasLtEpilogue_t ep = p.epilogue == MatmulEpilogue::bias   ? CUBLASLT_EPILOGUE_BIAS
-                                  : p.epilogue == MatmulEpilogue::gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                                                       : CUBLASLT_EPILOGUE_BGRADB;
+    const cublasLtEpilogue_t ep = p.epilogue == MatmulEpilogue::bias       ? CUBLASLT_EPILOGUE_BIAS
+                                  : p.epilogue == MatmulEpilogue::gelu     ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                  : p.epilogue == MatmulEpilogue::gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                                           : CUBLASLT_EPILOGUE_BGRADB;
     const void* vec = p.vec->data();
     const int32_t vec_type = dt;
     set_desc(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
@@ -108,7 +135,7 @@ void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& d
 }
 
 // Everything the heuristic's answer depends on.
-using PlanKey = std::array<int64_t, 14>;
+using PlanKey = std::array<int64_t, 16>;
 
 PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
   const CudaState& st = ctx.cuda_state();
@@ -125,6 +152,8 @@ PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
           alignment_of(p.a->data()),
           alignment_of(p.b->data()),
           alignment_of(p.d->data()),
+          p.aux ? alignment_of(p.aux->data()) : 0,
+          p.c ? alignment_of(p.c->data()) : 0,
           int64_t(st.workspace_bytes)};
 }
 
@@ -145,15 +174,15 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const
   const uint64_t ws = st.workspace_bytes;
   // cuBLASLt's A and B are our B and A.
   const uint32_t align_a = alignment_of(p.b->data()), align_b = alignment_of(p.a->data()),
-                 align_d = alignment_of(p.d->data());
+                 align_d = alignment_of(p.d->data()), align_c = p.c ? alignment_of(p.c->data()) : align_d;
   TROUPE_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                                            sizeof(align_a)));
   TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
                                                            sizeof(align_b)));
-  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                           sizeof(align_d)));
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                           sizeof(align_c)));
   TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                            sizeof(align_d)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(requested));
@@ -167,9 +196,10 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const
 
 void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const cublasLtMatmulAlgo_t& algo) {
   const CudaState& st = ctx.cuda_state();
-  const float alpha = 1.0f, beta = p.beta;
+  const float alpha = 1.0f, beta = p.c ? 1.0f : p.beta;
   void* d = p.d->data();
-  TROUPE_CUBLAS_CHECK(cublasLtMatmul(st.lt, &desc.op, &alpha, p.b->data(), &desc.a, p.a->data(), &desc.b, &beta, d,
+  const void* c = p.c ? p.c->data() : d;  // C has D's layout
+  TROUPE_CUBLAS_CHECK(cublasLtMatmul(st.lt, &desc.op, &alpha, p.b->data(), &desc.a, p.a->data(), &desc.b, &beta, c,
                                      &desc.d, d, &desc.d, &algo, st.workspace, st.workspace_bytes, st.stream));
 }
 

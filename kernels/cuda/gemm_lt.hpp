@@ -29,6 +29,12 @@ enum class MatmulEpilogue {
   // vec[i] = sum over k of op(A)[i, k] (overwrites); vec: [M], D's type. cuBLASLt's BGRADB.
   // Not used by linear_backward: a separate column sum is faster (see kernels/cuda/linear.cu).
   row_sums_of_a,
+  // Training's fc1: D = gelu(AB + vec) and aux = AB + vec (the GELU's input, which its backward
+  // reads); vec optional. cuBLASLt's GELU_AUX(_BIAS).
+  gelu_aux,
+  // The GELU's backward fused into the GEMM that makes its output gradient: D = AB * gelu'(aux),
+  // aux the forward's GELU input. cuBLASLt's DGELU.
+  dgelu,
 };
 
 struct MatmulProblem {
@@ -40,6 +46,10 @@ struct MatmulProblem {
   float beta = 0.0f;  // 0: overwrite D; 1: accumulate into D
   MatmulEpilogue epilogue = MatmulEpilogue::none;
   const Tensor* vec = nullptr;  // bias or row-sum output (optional for gelu); see MatmulEpilogue
+  const Tensor* aux = nullptr;  // gelu_aux (written), dgelu (read): [M, N], D's 16-bit type, N a multiple of 8
+  // D = op(A) op(B) + C instead of + beta D (beta must be 0): C [M, N], D's type, may not alias D.
+  // A residual add fused into the GEMM that makes the branch.
+  const Tensor* c = nullptr;
 };
 
 // Enqueues the GEMM on ctx's stream.
