@@ -69,8 +69,8 @@ void check_problem(const MatmulProblem& p) {
   if (uses_aux) {
     TROUPE_CHECK(p.aux && p.aux->is_cuda() && p.aux->dtype() == d.dtype() && d.dtype() != DType::f32, kOp,
                  ": the GELU epilogues need an aux tensor of d's 16-bit type, got d ", d.str());
-    TROUPE_CHECK(p.aux->ndim() == 2 && p.aux->dim(0) == m && p.aux->dim(1) == n && n % 8 == 0, kOp,
-                 ": aux must be [", m, ", ", n, "] with ", n, " a multiple of 8, got ", p.aux->str());
+    TROUPE_CHECK(p.aux->ndim() == 2 && p.aux->dim(0) == m && p.aux->dim(1) == n && n % 8 == 0, kOp, ": aux must be [",
+                 m, ", ", n, "] with ", n, " a multiple of 8, got ", p.aux->str());
   }
   if (p.c) {
     TROUPE_CHECK(p.beta == 0.0f, kOp, ": c replaces beta * d: give beta 0");

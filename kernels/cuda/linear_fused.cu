@@ -21,7 +21,13 @@ void linear_input_grad_dgelu(const Context& ctx, const Tensor& dy, const Tensor&
 
 void linear_residual_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                              const Tensor& residual, const Tensor& y) {
-  MatmulProblem p{&x, false, &w, true, &y, 0.0f, b.defined() ? MatmulEpilogue::bias : MatmulEpilogue::none,
+  MatmulProblem p{&x,
+                  false,
+                  &w,
+                  true,
+                  &y,
+                  0.0f,
+                  b.defined() ? MatmulEpilogue::bias : MatmulEpilogue::none,
                   b.defined() ? &b : nullptr};
   p.c = &residual;
   matmul_lt(ctx, p);

@@ -91,7 +91,8 @@ TEST_P(LinearFusedCuda, ResidualForwardMatchesCpu) {
 
 // fc1 / fc2 of GPT-2 124M and 350M, and N = 100: not a multiple of 8 (the GELU's two steps).
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearFusedCuda,
-                         ::testing::Values(FusedCase{DType::bf16, 512, 768, 3072}, FusedCase{DType::f16, 512, 768, 3072},
+                         ::testing::Values(FusedCase{DType::bf16, 512, 768, 3072},
+                                           FusedCase{DType::f16, 512, 768, 3072},
                                            FusedCase{DType::bf16, 512, 1024, 4096},
                                            FusedCase{DType::bf16, 512, 3072, 768},
                                            FusedCase{DType::bf16, 100, 64, 100}),
