@@ -1,6 +1,6 @@
 // `troupe convert`: Troupe checkpoints to and from Hugging Face folders.
 //   troupe convert --to hf --load CKPT --output HF_DIR [--dtype bf16]   latest checkpoint -> config.json + safetensors
-//   troupe convert --from hf --input HF_DIR --save CKPT   HF GPT-2 / Llama family -> a Troupe checkpoint (iteration 0)
+//   troupe convert --from hf --input HF_DIR --save CKPT   HF GPT-2 / Llama / Mixtral / Qwen-MoE -> iteration 0
 // Checkpoints hold global tensors, so any checkpoint converts whatever layout saved it, and a
 // converted one loads into any layout (`troupe train --load CKPT --finetune`). The tokenizer and
 // generation files (tokenizer.json, tokenizer_config.json, generation_config.json, vocab.json,
@@ -52,7 +52,7 @@ int to_hf(const ConvertOptions& o) {
   const ParamLayout layout(config, ChunkSpec::whole_model());
   std::printf("converting %s (iteration %ld, %.2fM parameters) to a Hugging Face %s folder in %s (%s)\n",
               r.dir().c_str(), long(r.iteration()), double(config.num_parameters()) / 1e6,
-              hf_arch_for(config) == HfArch::llama ? "Llama" : "GPT-2", o.output.c_str(), dtype_name(dtype));
+              hf_arch_name(hf_arch_for(config)), o.output.c_str(), dtype_name(dtype));
   std::printf("  reading the checkpoint's parameters\n");
   std::fflush(stdout);
   const Tensor params = actors::read_checkpoint_params(r, layout);
@@ -72,8 +72,7 @@ int from_hf(const ConvertOptions& o) {
   const HfCheckpoint hf = read_hf_checkpoint(o.input);  // refuses pytorch_model.bin before anything is printed
   const ParamLayout layout(hf.config, ChunkSpec::whole_model());
   std::printf("converting the Hugging Face %s model in %s (%.2fM parameters) to a Troupe checkpoint in %s\n",
-              hf.arch == HfArch::llama ? "Llama" : "GPT-2", o.input.c_str(), double(hf.config.num_parameters()) / 1e6,
-              o.save.c_str());
+              hf_arch_name(hf.arch), o.input.c_str(), double(hf.config.num_parameters()) / 1e6, o.save.c_str());
   const Tensor params = load_hf_weights(o.input, layout, hf.arch, print_progress);
   const std::string dir = actors::write_params_checkpoint(o.save, layout, params, tokenizer_files_in(o.input));
   std::printf("  wrote %s (weights only: train from it with --load %s --finetune)\n", dir.c_str(), o.save.c_str());

@@ -281,6 +281,21 @@ LrSchedule lr_schedule(const TrainOptions& o, int64_t gbs) {
   return s;
 }
 
+// --pipeline-schedule zb-h1: what GptChunk::backward_input cannot split yet, refused before the run.
+void check_zero_bubble_run(const TrainOptions& o, const GptConfig& model, const actors::TrainingConfig& cfg) {
+  TROUPE_CHECK(cfg.parallel.virtual_chunks == 1, "--pipeline-schedule zb-h1 runs one model chunk per stage: drop ",
+               o.layers_per_virtual_stage > 0 ? "--num-layers-per-virtual-pipeline-stage"
+                                              : "--num-virtual-stages-per-pipeline-rank",
+               " or use --pipeline-schedule 1f1b (interleaved)");
+  TROUPE_CHECK(!model.moe.enabled(),
+               "--pipeline-schedule zb-h1 with --num-experts (MoE layers) is not implemented: use 1f1b");
+  TROUPE_CHECK(!cfg.recompute.enabled(),
+               "--pipeline-schedule zb-h1 with activation recompute (--recompute-activations, "
+               "--recompute-granularity) is not implemented: drop the recompute flags or use 1f1b");
+  TROUPE_CHECK(o.context_size == 1,
+               "--pipeline-schedule zb-h1 with --context-parallel-size > 1 is not implemented: use 1f1b");
+}
+
 // The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.
 actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& model, int processes, bool cuda,
                                        int64_t gbs, int& devices) {
@@ -304,7 +319,6 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
                ") times --pipeline-model-parallel-size (", o.pipeline_size, ") times --context-parallel-size (",
                o.context_size, ")");
   cfg.parallel.data_size = devices / model_parallel;
-  check_moe_run(model.moe, cfg.parallel.data_size, !o.save.empty() || !o.load.empty());
   cfg.parallel.sequence_parallel = o.sequence_parallel && o.tensor_size > 1;
   cfg.parallel.distributed_optimizer = o.distributed_optimizer;
   cfg.parallel.overlap_grad_reduce = o.overlap_grad_reduce;
@@ -329,6 +343,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
       most_layers = std::max(most_layers, c.num_layers);
     check_recompute(cfg.recompute, most_layers);
   }
+  if (o.schedule == "zb-h1") check_zero_bubble_run(o, model, cfg);
   cfg.devices.cuda = cuda;
   cfg.devices.cpu_devices = cuda ? 0 : local_devices;
   cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
@@ -801,7 +816,10 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--microbatch-group-size-per-vp-stage", o->group_size,
                   "interleaved 1F1B: microbatches per group (0: the pipeline size)")
       ->check(non_negative);
-  cmd->add_option("--pipeline-schedule", o->schedule, "1f1b or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
+  cmd->add_option("--pipeline-schedule", o->schedule,
+                  "1f1b, gpipe, or zb-h1 (zero bubble: backward split into input and weight gradients; not a "
+                  "Megatron flag)")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "zb-h1"}));
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--devices,--cpu-devices", o->devices,
                   "devices of each process (GPUs or CPU devices); data-parallel size = processes x devices / "

@@ -10,7 +10,8 @@
 //   hf_parity_tool --checkpoint ckpt ...    (the weights of a Troupe checkpoint instead: export checks)
 // inputs: "tokens" i32 [B, T], "targets" i32 [B, T] (-1 = ignored).
 // output: "logits" f32 [B, T, V], "loss" f32 [1], "grad.<hf name>" f32 for each parameter,
-// "generated" i32 [B, N] with --generate N.
+// "generated" i32 [B, N] with --generate N. MoE models (Mixtral, Qwen2-MoE, Qwen3-MoE) name their
+// gradients per expert, as save_pretrained names the weights (the router's too: mlp.gate.weight).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

@@ -18,7 +18,8 @@ void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const 
 // y = gelu(x w^T + b), the tanh approximation as gelu_forward's (kernels/activation.hpp). On
 // CUDA one GEMM with cuBLASLt's GELU epilogue; on the CPU the GEMM, then gelu_forward in place.
 void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
-// dx may be undefined (no input gradient needed, e.g. first layer); db may be undefined.
+// dx may be undefined (no input gradient needed, e.g. first layer); dw and db may be undefined
+// (zero-bubble's input-gradient op computes dx alone, the weight-gradient op dw and db later).
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                      const Tensor& dw, const Tensor& db, bool accumulate_dx = false);
 

@@ -25,12 +25,18 @@ struct LayerActivations {
   // An MoE layer's MLP instead of fc1/act (undefined there): routing, permuted tokens, the
   // experts' activations; made by each forward (their sizes follow the routing).
   MoeMlpActivations moe;
+  // Zero-bubble split backward (GptChunk::backward_input): the GEMMs' output gradients, kept from
+  // B to W for the weight gradients; allocated by the first split backward of this set.
+  Tensor dqkv;   // [N, (H+2G)*D / TP]
+  Tensor dproj;  // [N, C] (all rows under sequence parallelism)
+  Tensor dfc1;   // [N, (F or 2F) / TP]
+  Tensor dfc2;   // [N, C] (all rows)
 
   // Bytes of the tensors held (a recomputed tensor is not held: model/recompute.hpp).
   size_t bytes() const {
     size_t n = moe_mlp_activation_bytes(moe);
     for (const Tensor* t : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &qk, &q_rstd, &k_rstd, &attn, &lse, &x_mid, &ln2,
-                            &ln2_mean, &ln2_rstd, &fc1, &act})
+                            &ln2_mean, &ln2_rstd, &fc1, &act, &dqkv, &dproj, &dfc1, &dfc2})
       if (t->defined()) n += t->nbytes();
     return n;
   }
@@ -50,6 +56,10 @@ struct ChunkActivations {
   // ForwardOptions::moe_loss_grad_scale of the forward (the weight of the router losses)
   float moe_loss_grad_scale = 1.0f;
   bool has_grad = false;  // a training forward ran; backward may follow
+  // Zero-bubble split backward: the embedding output's gradient [N, C] (pre-process chunk), kept
+  // from B to W; set by backward_input, cleared by backward_weight.
+  Tensor dembedding;
+  bool weight_grads_pending = false;
 
   int64_t rows() const { return batch * seq; }
   // Activation bytes this microbatch holds until its backward (the tokens and targets, the
@@ -59,7 +69,7 @@ struct ChunkActivations {
     for (const Tensor& t : residual)
       if (t.defined()) n += t.nbytes();
     for (const LayerActivations& l : layers) n += l.bytes();
-    for (const Tensor* t : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses})
+    for (const Tensor* t : {&lnf, &lnf_mean, &lnf_rstd, &logits, &losses, &dembedding})
       if (t->defined()) n += t->nbytes();
     return n;
   }

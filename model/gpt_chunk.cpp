@@ -34,7 +34,7 @@ struct GptChunk::Scratch {
 
 GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp,
                    int64_t buffer_multiple, const RecomputeConfig& recompute)
-    : ctx_(ctx), tp_(tp), layout_(config, spec, tp.shard), compute_(compute) {
+    : ctx_(ctx), tp_(tp), layout_(config, spec, tp.shard, tp.expert), compute_(compute) {
   if (ctx.is_cuda())
     TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "CUDA model chunks compute in bf16 or f16, not ",
                  dtype_name(compute));
@@ -326,6 +326,7 @@ void GptChunk::release(ActivationsPtr acts) {
   acts->targets = Tensor();
   for (LayerActivations& l : acts->layers) l.moe = MoeMlpActivations{};  // sized by each forward's routing
   acts->has_grad = false;
+  acts->weight_grads_pending = false;
   pool_.push_back(std::move(acts));
 }
 
@@ -515,14 +516,19 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("attention.fwd");
     core_attention_forward(s, B, T);
   }
+  // Without dropout or a tensor-parallel reduction in between, the residual add is the GEMM's C.
+  const bool residual_in_gemm = !drop && tp_.shard.size == 1;
   Tensor h;
-  {
+  if (residual_in_gemm) {
     auto t = timed("proj.fwd");
-    linear_forward(ctx_, s.attn, w.proj_w, rank0 ? w.proj_b : Tensor(), tmp.hidden);
-    h = reduce_rows(tmp.hidden, tmp.hidden_local);
-  }
-  if (drop) site_dropout(false, h, h, 1 + 2 * l, o.dropout_seed, B, T);
-  {
+    linear_residual_forward(ctx_, s.attn, w.proj_w, w.proj_b, x, s.x_mid);
+  } else {
+    {
+      auto t = timed("proj.fwd");
+      linear_forward(ctx_, s.attn, w.proj_w, rank0 ? w.proj_b : Tensor(), tmp.hidden);
+      h = reduce_rows(tmp.hidden, tmp.hidden_local);
+    }
+    if (drop) site_dropout(false, h, h, 1 + 2 * l, o.dropout_seed, B, T);
     auto t = timed("residual.fwd");
     add(ctx_, x, h, s.x_mid);
   }
@@ -538,6 +544,10 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   } else {
     mlp_activation_forward(w, s);
     auto t = timed("fc2.fwd");
+    if (residual_in_gemm) {
+      linear_residual_forward(ctx_, s.act, w.fc2_w, w.fc2_b, s.x_mid, y);
+      return;
+    }
     linear_forward(ctx_, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
@@ -571,15 +581,17 @@ void GptChunk::core_attention_forward(LayerActivations& s, int64_t batch, int64_
 
 // s.fc1 and s.act from s.ln2: the MLP up to its second GEMM.
 void GptChunk::mlp_activation_forward(const LayerTensors& w, LayerActivations& s) {
+  if (!config().swiglu) {  // the GELU in fc1's GEMM epilogue on CUDA (kernels/linear_fused.hpp)
+    auto t = timed("fc1.fwd");
+    linear_gelu_aux_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1, s.act);
+    return;
+  }
   {
     auto t = timed("fc1.fwd");
     linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
   }
   auto t = timed("act.fwd");
-  if (config().swiglu)
-    swiglu_forward(ctx_, s.fc1, s.act);
-  else
-    gelu_forward(ctx_, s.fc1, s.act);
+  swiglu_forward(ctx_, s.fc1, s.act);
 }
 
 // Each query head with the q weight, each key head with the k weight (Megatron's q_layernorm and
@@ -602,9 +614,15 @@ void GptChunk::qk_norm_backward(const LayerTensors& w, const LayerTensors& g, co
 
 void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput) {
   TROUPE_CHECK(a.has_grad, "backward: these activations come from a forward without training=true");
+  backward_pass(a, doutput, dinput, /*defer_weight_grads=*/false);
+}
+
+void GptChunk::backward_pass(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput,
+                             bool defer_weight_grads) {
+  const bool defer = defer_weight_grads;
   const GptConfig& c = config();
   const ChunkSpec& spec = layout_.spec();
-  const int64_t B = a.batch, T = a.seq, C = c.hidden_size;
+  const int64_t B = a.batch, T = a.seq;
   Scratch& tmp = scratch(B, T);
   const OuterTensors& p = outer_params_;
   const OuterTensors& g = outer_grads_;
@@ -614,7 +632,8 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
     Tensor dln;
     {
       auto t = timed("lm_head.bwd");
-      linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, g.output, Tensor());
+      // Deferred: a.logits (dlogits) stays in the activations until backward_weight.
+      linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, defer ? Tensor() : g.output, Tensor());
       dln = reduce_rows(tmp.dhidden, tmp.dlocal);
     }
     fill_zero(ctx_, tmp.dres);
@@ -627,43 +646,59 @@ void GptChunk::backward(ChunkActivations& a, const Tensor& doutput, const Tensor
     expect_shape("GptChunk::backward", "doutput", doutput, hidden_shape(B, T));
     copy(ctx_, doutput, tmp.dres);
   }
-  grads_ready(pending_[size_t(layout_.num_layers())]);
+  if (!defer) grads_ready(pending_[size_t(layout_.num_layers())]);
 
   for (int i = layout_.num_layers() - 1; i >= 0; --i) {
     recompute_layer(i, a);
-    layer_backward(i, a);
+    layer_backward(i, a, defer);
     unbind_recomputed(i, a);
-    grads_ready(pending_[size_t(i)]);
+    if (!defer) grads_ready(pending_[size_t(i)]);
   }
 
   if (spec.pre_process) {
     if (c.hidden_dropout > 0) site_dropout(true, tmp.dres, tmp.dres, 0, a.dropout_seed, B, T);
-    {
-      auto t = timed("embedding.bwd");
-      const Tensor dout = gather_rows(tmp.dres, tmp.dfull);
-      const Tensor dwpe = cp_.enabled() ? Tensor() : g.wpe;  // by global position below
-      if (tp_.shard.size == 1)
-        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, dwpe);
-      else
-        embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, dwpe, 0,
-                           VocabShard{true, layout_.vocab_start()});
-      if (cp_.enabled() && g.wpe.defined())
-        embedding_backward(ctx_, context_positions_of(B, T).view({B, T}), dout.view({B, T, C}), g.wpe, Tensor());
-    }
+    const Tensor dout = gather_rows(tmp.dres, tmp.dfull);
+    if (defer)
+      keep_gradient(dout, a.dembedding);
+    else
+      embedding_weight_backward(a, dout);
   } else {
     expect_shape("GptChunk::backward", "dinput", dinput, hidden_shape(B, T));
     copy(ctx_, tmp.dres, dinput);
   }
-  grads_ready(grads_.numel());
+  if (!defer) grads_ready(grads_.numel());
   a.has_grad = false;
+  a.weight_grads_pending = defer;
 }
 
-void GptChunk::layer_backward(int i, ChunkActivations& a) {
+void GptChunk::embedding_weight_backward(const ChunkActivations& a, const Tensor& dout) {
+  auto t = timed("embedding.bwd");
+  const int64_t B = a.batch, T = a.seq, C = config().hidden_size;
+  const OuterTensors& g = outer_grads_;
+  const Tensor dwpe = cp_.enabled() ? Tensor() : g.wpe;  // by global position below
+  if (tp_.shard.size == 1)
+    embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, dwpe);
+  else
+    embedding_backward(ctx_, a.tokens, dout.view({B, T, C}), g.wte, dwpe, 0, VocabShard{true, layout_.vocab_start()});
+  if (cp_.enabled() && g.wpe.defined())
+    embedding_backward(ctx_, context_positions_of(B, T).view({B, T}), dout.view({B, T, C}), g.wpe, Tensor());
+}
+
+void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grads) {
   const GptConfig& c = config();
   const int l = layout_.first_layer() + i;
   const LayerTensors& w = layer_params_[size_t(i)];
-  const LayerTensors& g = layer_grads_[size_t(i)];
-  const LayerActivations& s = a.layers[size_t(i)];
+  // Deferred (backward_input): undefined weight and bias gradients, the GEMMs' output gradients kept.
+  const bool defer = defer_weight_grads;
+  LayerTensors norm_grads_only;
+  if (defer) {
+    norm_grads_only = layer_grads_[size_t(i)];
+    for (Tensor* t : {&norm_grads_only.qkv_w, &norm_grads_only.qkv_b, &norm_grads_only.proj_w, &norm_grads_only.proj_b,
+                      &norm_grads_only.fc1_w, &norm_grads_only.fc1_b, &norm_grads_only.fc2_w, &norm_grads_only.fc2_b})
+      *t = Tensor();
+  }
+  const LayerTensors& g = defer ? norm_grads_only : layer_grads_[size_t(i)];
+  LayerActivations& s = a.layers[size_t(i)];
   Scratch& tmp = scratch(a.batch, a.seq);
   const int64_t B = a.batch, T = a.seq;
   const bool drop = c.hidden_dropout > 0;
@@ -683,17 +718,22 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   } else {
     {
       auto t = timed("fc2.bwd");
-      linear_backward(ctx_, gather_rows(dy, tmp.dfull), s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+      const Tensor dfc2 = gather_rows(dy, tmp.dfull);
+      if (c.swiglu) {
+        linear_backward(ctx_, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+      } else {  // the GELU's backward in the input-gradient GEMM's epilogue (kernels/linear_fused.hpp)
+        linear_backward(ctx_, dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
+        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, tmp.dfc1);
+      }
+      if (defer) keep_gradient(dfc2, s.dfc2);
     }
     if (c.swiglu) {
       auto t = timed("act.bwd");
       swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
-    } else {
-      auto t = timed("act.bwd");
-      gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
     }
     auto t = timed("fc1.bwd");
     linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
+    if (defer) keep_gradient(tmp.dfc1, s.dfc1);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {
@@ -709,7 +749,9 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   }
   {
     auto t = timed("proj.bwd");
-    linear_backward(ctx_, gather_rows(dy, tmp.dfull), s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+    const Tensor dproj = gather_rows(dy, tmp.dfull);
+    linear_backward(ctx_, dproj, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+    if (defer) keep_gradient(dproj, s.dproj);
   }
   const int64_t qkv_cols = layout_.local_qkv_size();
   const Tensor qkv3 = s.qkv.view({B, T, qkv_cols});
@@ -735,6 +777,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a) {
   {
     auto t = timed("qkv.bwd");
     linear_backward(ctx_, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
+    if (defer) keep_gradient(tmp.dqkv, s.dqkv);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {

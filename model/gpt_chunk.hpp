@@ -23,6 +23,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/collectives.hpp"
@@ -111,6 +113,16 @@ class GptChunk {
   // dinput: receives the gradient of the hidden input (not pre-process), else undefined.
   // Parameter gradients accumulate into grads().
   void backward(ChunkActivations& acts, const Tensor& doutput, const Tensor& dinput);
+  // Zero-bubble pipelining's split of backward (schedules/schedule.hpp, zb-h1): backward() is
+  // backward_input() then backward_weight(), with the same bits. backward_input (B) computes
+  // every input gradient (dinput, the norms', attention's) and the norms' and q/k norms' weight
+  // gradients, and keeps in `acts` the output gradients of the GEMMs (qkv, proj, fc1, fc2; the
+  // output layer's dlogits are kept already) and of the embedding; backward_weight (W) computes
+  // the GEMMs' weight and bias gradients and the embedding's from them, and fires the
+  // grads-ready hook (B fires none: no gradient is final before its W). Release after W.
+  // Refused (naming the flags): MoE layers, activation recompute, context parallelism.
+  void backward_input(ChunkActivations& acts, const Tensor& doutput, const Tensor& dinput);
+  void backward_weight(ChunkActivations& acts);
   // Returns a set of activations to the pool for reuse.
   void release(ActivationsPtr acts);
   // During backward, `hook(ready)` says that grads()[0, ready) hold their final values for
@@ -126,6 +138,13 @@ class GptChunk {
   std::vector<MoeLayerStats> take_moe_stats();
   // MoE: layer `global_layer`'s router state (expert bias, token counts).
   const MoeRouterState& moe_router_state_of(int global_layer) const;
+  // MoE: the router buffers a checkpoint stores beside the parameters, by global name
+  // (Megatron's "decoder.layers.N.mlp.router.expert_bias", f32 [E]): views of the state, on
+  // the device. Empty without --moe-router-enable-expert-bias.
+  std::vector<std::pair<std::string, Tensor>> moe_buffers() const;
+  // MoE: each layer's token counts since the last expert bias update (f32 [E] views, on the
+  // device), which a data-parallel run sums over its replicas before the update.
+  std::vector<Tensor> moe_token_counts() const;
 
   // Times every op into `profiler` (null: off). The profiler must outlive its use.
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
@@ -139,7 +158,15 @@ class GptChunk {
   ActivationsPtr acquire(int64_t batch, int64_t seq);
   Scratch& scratch(int64_t batch, int64_t seq);
   void layer_forward(int l, ChunkActivations& a, const ForwardOptions& o);
-  void layer_backward(int l, ChunkActivations& a);
+  // backward() and backward_input(): with defer_weight_grads the GEMMs' weight gradients and the
+  // embedding's are left to backward_weight(), their output gradients kept in `a`.
+  void backward_pass(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput, bool defer_weight_grads);
+  void layer_backward(int l, ChunkActivations& a, bool defer_weight_grads);
+  // A copy of a scratch gradient that must outlive the op (kept: reused once allocated).
+  void keep_gradient(const Tensor& src, Tensor& kept);
+  // The word (and position) embedding's gradients from the gradient of the embedding's output
+  // dout [N, C] (all rows).
+  void embedding_weight_backward(const ChunkActivations& a, const Tensor& dout);
   // The pieces of layer_forward that selective recompute runs again.
   void norm_gather_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y_full, const Tensor& mean,
                            const Tensor& rstd);
@@ -151,6 +178,7 @@ class GptChunk {
   void moe_backward(int i, const ChunkActivations& a, const Tensor& dy, const Tensor& dln2);
   // Layer i's MoE weights with the router in f32 (a converted copy when computing in 16 bits).
   MoeMlpParams moe_params(int i) const;
+  Collectives* expert_group() const;  // MoE: the expert-parallel group, or null
   // Recompute (model/recompute.hpp): layer i's recomputed tensors in `a` pointed at the workspace
   // (bind) or emptied (unbind); recompute_layer writes them again before layer i's backward.
   void bind_recomputed(int i, ChunkActivations& a);

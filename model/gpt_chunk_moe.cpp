@@ -8,6 +8,14 @@
 
 namespace troupe {
 
+// Null without expert parallelism: every expert is local.
+Collectives* GptChunk::expert_group() const {
+  if (tp_.expert.size == 1) return nullptr;
+  TROUPE_CHECK(tp_.expert_comm != nullptr, "GptChunk: expert-parallel rank ", tp_.expert.rank, " of ",
+               tp_.expert.size, " has no expert group");
+  return tp_.expert_comm;
+}
+
 MoeMlpParams GptChunk::moe_params(int i) const {
   MoeMlpParams p = layer_params_[size_t(i)].moe;
   if (router_f32_[size_t(i)].defined()) p.router = router_f32_[size_t(i)];
@@ -21,7 +29,8 @@ void GptChunk::moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, 
   // --moe-router-dtype fp32 casts its bf16 parameter the same way): again every forward, as the
   // optimizer may have stepped since the last one.
   if (router_f32_[size_t(i)].defined()) convert(ctx_, layer_params_[size_t(i)].moe.router, router_f32_[size_t(i)]);
-  moe_mlp_forward(ctx_, moe_spec_, moe_params(i), moe_state_[size_t(i)], s.ln2, a.seq, o.training, s.moe, out);
+  moe_mlp_forward(ctx_, moe_spec_, moe_params(i), moe_state_[size_t(i)], s.ln2, a.seq, o.training, s.moe, out,
+                  expert_group());
   if (!o.training) return;
   const int l = layout_.first_layer() + i;
   const auto it =
@@ -42,7 +51,7 @@ void GptChunk::moe_backward(int i, const ChunkActivations& a, const Tensor& dy, 
   const LayerActivations& s = a.layers[size_t(i)];
   auto t = timed("moe.bwd");
   moe_mlp_backward(ctx_, moe_spec_, moe_params(i), s.moe, s.ln2, dy, a.moe_loss_grad_scale, dln2,
-                   layer_grads_[size_t(i)].moe);
+                   layer_grads_[size_t(i)].moe, expert_group());
 }
 
 void GptChunk::update_moe_expert_bias() {
@@ -67,6 +76,21 @@ const MoeRouterState& GptChunk::moe_router_state_of(int global_layer) const {
   TROUPE_CHECK(i >= 0 && i < layout_.num_layers() && config().is_moe_layer(global_layer), "layer ", global_layer,
                " is no MoE layer of this chunk");
   return moe_state_[size_t(i)];
+}
+
+std::vector<std::pair<std::string, Tensor>> GptChunk::moe_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < moe_state_.size(); ++i)
+    if (moe_state_[i].expert_bias.defined())
+      out.emplace_back(moe_expert_bias_name(layout_.first_layer() + int(i)), moe_state_[i].expert_bias);
+  return out;
+}
+
+std::vector<Tensor> GptChunk::moe_token_counts() const {
+  std::vector<Tensor> out;
+  for (const MoeRouterState& state : moe_state_)
+    if (state.tokens_per_expert.defined()) out.push_back(state.tokens_per_expert);
+  return out;
 }
 
 }  // namespace troupe

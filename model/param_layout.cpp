@@ -15,8 +15,8 @@ constexpr int64_t kParamAlignment = 64;  // elements; Megatron's distributed-opt
 std::string layer_prefix(int l) { return "decoder.layers." + std::to_string(l) + "."; }
 }  // namespace
 
-ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp)
-    : config_(config), spec_(spec), tp_(tp) {
+ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp, ExpertShard ep)
+    : config_(config), spec_(spec), tp_(tp), ep_(ep) {
   config_.validate();
   TROUPE_CHECK(spec.first_layer >= 0 && spec.first_layer <= config.num_layers, "chunk first layer ", spec.first_layer,
                " is outside the model's ", config.num_layers, " layers");
@@ -27,6 +27,10 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
   const int T = tp.size;
   c.validate_tensor_parallel(T);
   TROUPE_CHECK(tp.rank >= 0 && tp.rank < T, "tensor-parallel rank ", tp.rank, " of ", T);
+  TROUPE_CHECK(ep.size >= 1 && ep.rank >= 0 && ep.rank < ep.size, "expert-parallel rank ", ep.rank, " of ", ep.size);
+  TROUPE_CHECK(ep.size == 1 || (c.moe.num_experts > 0 && c.moe.num_experts % ep.size == 0), "--num-experts ",
+               c.moe.num_experts, " does not split over --expert-model-parallel-size ", ep.size,
+               "; pick a size that divides it");
 
   const int64_t C = c.hidden_size, Vp = padded_vocab(), D = c.head_dim(), H = c.num_attention_heads,
                 G = c.query_groups(), F = c.ffn(), r = tp.rank;
@@ -101,12 +105,15 @@ void ParamLayout::add_moe_mlp(const std::string& prefix) {
     add(prefix + "shared_experts.linear_fc1.weight", {c.swiglu ? 2 * S : S, C}, true, ParamInit::normal);
     if (m.moe_shared_expert_gate) add(prefix + "shared_experts.gate_weight", {1, C}, true, ParamInit::normal);
   }
-  for (int e = 0; e < m.num_experts; ++e)
+  const int e0 = first_local_expert(), e1 = e0 + local_experts();
+  for (int e = e0; e < e1; ++e)
     add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal);
-  for (int e = 0; e < m.num_experts; ++e)
+  for (int e = e0; e < e1; ++e)
     add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal);
   add(prefix + "router.weight", {int64_t(m.num_experts), C}, true, ParamInit::normal);
 }
+
+bool ParamLayout::is_expert_param(const std::string& name) { return name.find(".mlp.experts.") != std::string::npos; }
 
 std::string moe_expert_name(const std::string& mlp_prefix, int expert, const char* linear) {
   return mlp_prefix + "experts." + std::to_string(expert) + "." + linear + ".weight";
@@ -244,13 +251,13 @@ LayerTensors ParamLayout::layer(const Tensor& flat, int l) const {
   return t;
 }
 
-// The experts' weights as [E, rows, cols] over their consecutive per-expert parameters.
+// The local experts' weights as [E / EP, rows, cols] over their consecutive per-expert parameters.
 MoeMlpParams ParamLayout::moe_views(const Tensor& flat, const std::string& prefix) const {
-  const int E = config_.moe.num_experts;
+  const int E = local_experts(), e0 = first_local_expert();
   auto experts = [&](const char* linear) {
-    const ParamInfo& first = find(moe_expert_name(prefix, 0, linear));
+    const ParamInfo& first = find(moe_expert_name(prefix, e0, linear));
     for (int e = 1; e < E; ++e)
-      TROUPE_CHECK(find(moe_expert_name(prefix, e, linear)).offset == first.offset + e * first.numel(),
+      TROUPE_CHECK(find(moe_expert_name(prefix, e0 + e, linear)).offset == first.offset + e * first.numel(),
                    "ParamLayout: expert ", e, "'s ", linear, " does not follow expert ", e - 1, "'s");
     return flat.slice(first.offset, {int64_t(E), first.shape[0], first.shape[1]});
   };

@@ -15,6 +15,8 @@
 // mlp.experts.E.linear_fc2.weight [C, F] per expert (Megatron's sequential-MLP names without
 // local_experts: global, whole-model tensors, one per expert), and with a shared expert
 // mlp.shared_experts.linear_fc1.weight, linear_fc2.weight (and gate_weight [1, C]).
+// Under expert parallelism (ExpertShard) a chunk holds only its E / EP experts, still under their
+// global names (a checkpoint by name stays the whole model's).
 // The router weight lives in the compute-dtype buffer like every weight (bf16 on a GPU) and is
 // converted to f32 for the routing GEMM, as Megatron's --moe-router-dtype fp32 casts its bf16
 // parameter; its gradient, like every gradient, is f32.
@@ -58,6 +60,13 @@ struct ChunkSpec {
 struct TensorShard {
   int rank = 0;
   int size = 1;  // --tensor-model-parallel-size
+};
+
+// This chunk's place in its expert-parallel group: of each MoE layer's E experts it holds
+// [rank * E / size, (rank + 1) * E / size), under their global names.
+struct ExpertShard {
+  int rank = 0;
+  int size = 1;  // --expert-model-parallel-size
 };
 
 enum class ParamInit { normal, scaled_normal, zeros, ones };
@@ -117,11 +126,18 @@ struct OuterTensors {
 class ParamLayout {
  public:
   // Throws naming the sizes when the model does not split over `tp` ranks.
-  ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp = {});
+  ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp = {}, ExpertShard ep = {});
 
   const GptConfig& config() const { return config_; }
   const ChunkSpec& spec() const { return spec_; }
   const TensorShard& tensor_shard() const { return tp_; }
+  const ExpertShard& expert_shard() const { return ep_; }
+  // MoE: the experts this chunk holds, [first_local_expert(), + local_experts()).
+  int local_experts() const { return config_.moe.num_experts / ep_.size; }
+  int first_local_expert() const { return local_experts() * ep_.rank; }
+  // Whether `name` is a routed expert's weight (mlp.experts.N.*): under expert parallelism its
+  // gradient is reduced over the expert-data-parallel group, not the data-parallel one.
+  static bool is_expert_param(const std::string& name);
   // Per-rank sizes under tensor parallelism.
   int local_heads() const { return config_.num_attention_heads / tp_.size; }
   int local_query_groups() const { return config_.query_groups() / tp_.size; }
@@ -155,6 +171,7 @@ class ParamLayout {
   GptConfig config_;
   ChunkSpec spec_;
   TensorShard tp_;
+  ExpertShard ep_;
   int num_layers_ = 0;
   std::vector<ParamInfo> params_;
   int64_t size_ = 0;

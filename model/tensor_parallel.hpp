@@ -14,6 +14,10 @@ struct TensorParallel {
   TensorShard shard;               // rank and size (--tensor-model-parallel-size)
   bool sequence_parallel = false;  // --sequence-parallel
   Collectives* comm = nullptr;     // the group's collectives (needed when shard.size > 1)
+  // MoE expert parallelism (--expert-model-parallel-size, carved from the data ranks): this
+  // rank's experts and the expert group's collectives (needed when expert.size > 1).
+  ExpertShard expert;
+  Collectives* expert_comm = nullptr;
 };
 
 }  // namespace troupe

@@ -203,7 +203,8 @@ StagePolicy::StagePolicy(Schedule schedule, const PipelineShape& shape, int stag
   forwards_ = forward_order(schedule, shape, stage);
   backwards_ = backward_order(schedule, shape, stage);
   max_in_flight_ = schedules::max_in_flight(schedule, shape, stage);  // GPipe: M, no limit
-  if (splits_backward(schedule)) fixed_order_ = canonical_order(schedule, shape, stage);
+  weights_ = weight_order(schedule, shape, stage);                    // empty unless splits_backward()
+  warmup_ = size_t(warmup_forwards(schedule, shape, stage));
   forward_index_.resize(backwards_.size());
   for (size_t b = 0; b < backwards_.size(); ++b) {
     const Op& op = backwards_[b];
@@ -212,14 +213,27 @@ StagePolicy::StagePolicy(Schedule schedule, const PipelineShape& shape, int stag
   }
 }
 
-std::optional<Op> StagePolicy::next(const IsReady& is_ready) {
-  if (!fixed_order_.empty()) {
-    if (next_fixed_ == fixed_order_.size() || !is_ready(fixed_order_[next_fixed_])) return std::nullopt;
-    const Op op = fixed_order_[next_fixed_++];
-    if (op.kind == OpKind::forward) ++next_forward_;
-    if (op.kind == OpKind::backward_input) ++next_backward_;
-    return op;
+std::optional<Op> StagePolicy::next_zero_bubble(const IsReady& is_ready) {
+  const size_t deferred = next_backward_ - next_weight_;  // Ws whose B has been handed out
+  if (deferred > 0 && (deferred > size_t(stage_) || weight_due_) && is_ready(weights_[next_weight_])) {
+    weight_due_ = false;
+    return weights_[next_weight_++];
   }
+  if (next_backward_ < backwards_.size() && forward_index_[next_backward_] < next_forward_ &&
+      next_forward_ >= std::min(size_t(max_in_flight_) + next_backward_, forwards_.size()) &&
+      is_ready(backwards_[next_backward_])) {
+    weight_due_ = next_backward_ + warmup_ >= forwards_.size();  // a cool-down B
+    return backwards_[next_backward_++];
+  }
+  if (next_forward_ < forwards_.size() && in_flight() < max_in_flight_ && is_ready(forwards_[next_forward_]))
+    return forwards_[next_forward_++];
+  if (deferred > 0 && next_backward_ == backwards_.size() && is_ready(weights_[next_weight_]))
+    return weights_[next_weight_++];
+  return std::nullopt;
+}
+
+std::optional<Op> StagePolicy::next(const IsReady& is_ready) {
+  if (splits_backward(schedule_)) return next_zero_bubble(is_ready);
   if (next_backward_ < backwards_.size()) {
     const bool forwards_first = schedule_ == Schedule::gpipe && next_forward_ < forwards_.size();
     const bool forward_ran = forward_index_[next_backward_] < next_forward_ &&
@@ -233,9 +247,12 @@ std::optional<Op> StagePolicy::next(const IsReady& is_ready) {
 }
 
 bool StagePolicy::done() const {
-  return next_forward_ == forwards_.size() && next_backward_ == backwards_.size() && next_fixed_ == fixed_order_.size();
+  return next_forward_ == forwards_.size() && next_backward_ == backwards_.size() && next_weight_ == weights_.size();
 }
 
-void StagePolicy::reset() { next_forward_ = next_backward_ = next_fixed_ = 0; }
+void StagePolicy::reset() {
+  next_forward_ = next_backward_ = next_weight_ = 0;
+  weight_due_ = false;
+}
 
 }  // namespace troupe::schedules

@@ -130,11 +130,17 @@ double zb_h1_bubble_ns(int stages, double forward_ns, double input_grad_ns, doub
 //     backward. Without it a gradient that comes back early would be run before the forward
 //     of a later chunk that the next stages are waiting for (measured: a longer step).
 // A handed-out op counts at once (in flight from its forward's hand-out to its backward's).
-// zb_h1 (for now): the stage runs canonical_order() as a fixed list, each op when ready (a W
-// always is: its B ran before it on the same stage), as the authors' implementation does; the
-// emergent rule for the stage actors is future work, with canonical_order() as its reference.
-// The simulator checks that this yields canonical_order() for every valid P in {1,2,3,4,8},
-// V in {1,2,3}, M in 1..16 and several G, also with backward = 2 x forward and a P2P latency.
+// zb_h1: a third queue, the deferred Ws (each ready once its B has run), oldest first:
+//   - a W goes first when the stage holds more than s deferred Ws (stage s defers s: activations
+//     kept to the W then never exceed P, 1F1B's peak) or when the last op was a cool-down B
+//     (backward k >= M - warmup, as 1F1B's cool-down; its W fills the wait for the next gradient);
+//   - then 1F1B's rule for the Bs and forwards, with interleaving's pairing (B k waits until
+//     forward min(warmup + k + 1, M) has been handed out: one forward, then one B);
+//   - a W when nothing else is ready only once every B has been handed out (the deferred Ws close
+//     the iteration; earlier, an idle stage waits for its gradient as canonical_order() does).
+// The simulator checks that these yield canonical_order() for every valid P in {1,2,3,4,8},
+// V in {1,2,3}, M in 1..16 and several G, also with backward = 2 x forward and a P2P latency;
+// zb_h1 with equal F, B and W for P in {1,2,3,4,5,8}, M in 1..16, with and without a latency.
 class StagePolicy {
  public:
   using IsReady = std::function<bool(const Op&)>;  // have the op's inputs arrived?
@@ -150,15 +156,18 @@ class StagePolicy {
   const PipelineShape& shape() const { return shape_; }
 
  private:
+  std::optional<Op> next_zero_bubble(const IsReady& is_ready);  // zb_h1's rule
+
   Schedule schedule_;
   PipelineShape shape_;
   int stage_;
   std::vector<Op> forwards_, backwards_;  // each in the order the schedule takes them
-  std::vector<Op> fixed_order_;           // splits_backward(): canonical_order(), run as a list
-  size_t next_fixed_ = 0;
-  std::vector<size_t> forward_index_;  // per backward: position of its forward in forwards_
-  size_t next_forward_ = 0, next_backward_ = 0;
-  int max_in_flight_ = 0;  // forwards started but not yet backpropagated
+  std::vector<Op> weights_;               // splits_backward(): the Ws, in their Bs' order
+  std::vector<size_t> forward_index_;     // per backward: position of its forward in forwards_
+  size_t next_forward_ = 0, next_backward_ = 0, next_weight_ = 0;
+  int max_in_flight_ = 0;    // forwards started but not yet backpropagated
+  size_t warmup_ = 0;        // warmup_forwards()
+  bool weight_due_ = false;  // zb_h1: the last op was a cool-down B, its W goes next
 };
 
 }  // namespace troupe::schedules

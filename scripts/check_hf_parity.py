@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """HF parity: our model against `transformers` on the same weights and tokens.
 
-For a few random-init GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM
-shapes: save the model as safetensors, compute logits, loss and parameter gradients with
+For a few random-init GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+MistralForCausalLM and mixture-of-experts (MixtralForCausalLM, Qwen2MoeForCausalLM,
+Qwen3MoeForCausalLM) shapes: save the model as safetensors, compute logits, loss and parameter gradients with
 transformers (fp32, eager attention), run bench/hf_parity_tool on the CPU (fp32) and on CUDA
 (bf16), and compare. The tool also continues each row's first tokens greedily with our inference
 model (prefill, then decode steps on the KV cache): every token it picks must be transformers'
 argmax on that same sequence (exactly on the CPU, within a bf16 gap of it on CUDA). And it
 exports the weights back to an HF folder, which transformers must load as the same class with
 the same weights and logits (export round trip, checked once per model).
+MoE gradients: transformers 5 holds a layer's experts stacked (experts.gate_up_proj [E, 2I, H],
+experts.down_proj [E, H, I]; Mixtral's router as mlp.gate); they are compared per expert under
+the names save_pretrained writes, which are the names our tool gives them (hub_names).
 Prints one row per (model, device) and exits non-zero if any row fails its tolerance.
 
 Usage (on a machine with torch + transformers >= 4.51, for Qwen3):
@@ -30,6 +34,11 @@ TOLERANCE = {"cpu": (1e-4, 1e-4), "cuda": (3e-2, 2e-2)}
 # our pick may be; 0 on the CPU up to f32 noise, bf16 noise on CUDA.
 GAP_TOLERANCE = {"cpu": 1e-5, "cuda": 5e-2}
 PROMPT, GENERATE = 16, 8  # greedy continuation: each row's first PROMPT tokens, GENERATE new ones
+MOE_KINDS = ("mixtral", "qwen2_moe", "qwen3_moe")
+# Greedy generation of MoE rows needs MoE in our inference model (model/inference). Set False if
+# that is missing (`hf_parity_tool --generate` refuses MoE): the MoE rows then skip the greedy
+# check, printed "greedy skipped (no MoE inference)".
+MOE_GREEDY = True
 
 
 def make_model(kind, shape):
@@ -52,23 +61,82 @@ def make_model(kind, shape):
         make, causal_lm = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
                            "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
                            "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
-                           "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM)}[kind]
+                           "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+                           "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+                           "qwen2_moe": (transformers.Qwen2MoeConfig, transformers.Qwen2MoeForCausalLM),
+                           "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM)}[kind]
         extra = dict(head_dim=shape["head_dim"]) if "head_dim" in shape else {}
         if kind == "mistral":
             extra["sliding_window"] = shape["window"]
+        if kind in MOE_KINDS:
+            extra.update(moe_config_args(make, kind, shape))
         cfg = make(num_hidden_layers=shape["layers"], hidden_size=shape["hidden"],
                    num_attention_heads=shape["heads"], num_key_value_heads=shape["groups"],
                    intermediate_size=shape["ffn"], max_position_embeddings=shape["positions"],
                    vocab_size=shape["vocab"], rms_norm_eps=1e-6,
                    tie_word_embeddings=shape.get("tied", False), **rope_args, **extra)
         model = causal_lm(cfg)
+        if kind in MOE_KINDS:
+            experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+            assert experts == shape["experts"], f"{kind}: the config has {experts} experts, not {shape['experts']}"
     cfg._attn_implementation = "eager"
+    if kind in MOE_KINDS and hasattr(cfg, "_experts_implementation"):
+        cfg._experts_implementation = "eager"  # the per-expert loop: the reference, on every device
     # Random-init norms are all ones and biases all zeros: perturb them so they are tested.
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
+            elif kind in MOE_KINDS:
+                # Routers and stacked experts may start as zeros or uninitialized (transformers 5
+                # makes them with torch.zeros / torch.empty): a zero router ties every expert.
+                p.normal_(0.0, 0.02)
     return model.float().eval()
+
+
+def moe_config_args(make, kind, shape):
+    """The experts of a Mixtral / Qwen2-MoE / Qwen3-MoE shape as its config's arguments."""
+    import inspect
+    params = inspect.signature(make).parameters
+    # Mixtral: num_local_experts; Qwen2-MoE: num_experts; Qwen3-MoE: num_experts in transformers 4,
+    # num_local_experts in 5.
+    experts_key = {"mixtral": "num_local_experts", "qwen2_moe": "num_experts"}.get(
+        kind, "num_local_experts" if "num_local_experts" in params else "num_experts")
+    args = {experts_key: shape["experts"], "num_experts_per_tok": shape["topk"], "output_router_logits": False}
+    if kind == "mixtral":  # its intermediate_size (the shape's ffn) is the experts' size
+        assert shape["ffn"] == shape["moe_ffn"], "Mixtral has one intermediate size"
+        args.update(router_jitter_noise=0.0)
+    else:
+        args.update(moe_intermediate_size=shape["moe_ffn"], norm_topk_prob=shape["norm_topk_prob"],
+                    decoder_sparse_step=1, mlp_only_layers=[])
+    if kind == "qwen2_moe":
+        args.update(shared_expert_intermediate_size=shape["shared"])
+    return args
+
+
+def hub_names(kind, grads):
+    """transformers 5's stacked expert gradients as the per-expert tensors save_pretrained writes
+    (transformers 4's parameters already are those)."""
+    import re
+    out = {}
+    for name, g in grads.items():
+        m = re.fullmatch(r"(model\.layers\.\d+\.)mlp\.(experts\.gate_up_proj|experts\.down_proj|gate\.weight)", name)
+        if kind not in MOE_KINDS or not m:
+            out[name] = g
+            continue
+        block = m.group(1) + ("block_sparse_moe." if kind == "mixtral" else "mlp.")
+        if m.group(2) == "gate.weight":  # the router
+            out[block + "gate.weight"] = g
+            continue
+        w = ("w1", "w3", "w2") if kind == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+        for e in range(g.shape[0]):
+            x = f"{block}experts.{e}."
+            if m.group(2) == "experts.gate_up_proj":  # [E, 2I, H]: rows [gate | up]
+                gate, up = g[e].chunk(2, dim=0)
+                out[x + w[0] + ".weight"], out[x + w[1] + ".weight"] = gate, up
+            else:  # [E, H, I]
+                out[x + w[2] + ".weight"] = g[e]
+    return out
 
 
 def reference(model, tokens, targets):
@@ -173,6 +241,20 @@ def main():
         # the kernels' blocks), untied
         ("mistral", dict(seed=8, layers=2, hidden=256, heads=4, groups=2, ffn=512, positions=512, vocab=1000, batch=2,
                          seq=160, theta=1000000.0, window=40)),
+        # Mixtures of experts, 8 experts top-2 of intermediate size 32 (weights, routers included,
+        # N(0, 0.02)). Mixtral: softmax, top 2, renormalized (Megatron's default router), untied.
+        ("mixtral", dict(seed=9, layers=2, hidden=64, heads=4, groups=2, ffn=32, moe_ffn=32, experts=8, topk=2,
+                         positions=256, vocab=1000, batch=2, seq=64, theta=1000000.0)),
+        # Qwen2-MoE: q/k/v bias, a shared expert (48) behind its sigmoid gate, norm_topk_prob false
+        # (--moe-router-pre-softmax: the top 2 keep their softmax over all 8)
+        ("qwen2_moe", dict(seed=10, layers=3, hidden=64, heads=4, groups=2, ffn=128, moe_ffn=32, experts=8, topk=2,
+                           shared=48, norm_topk_prob=False, positions=256, vocab=1000, batch=2, seq=64)),
+        # Qwen3-MoE: q/k norms, head_dim 32 apart from hidden / heads = 16; norm_topk_prob both ways
+        ("qwen3_moe", dict(seed=11, layers=2, hidden=64, heads=4, groups=2, head_dim=32, ffn=128, moe_ffn=32,
+                           experts=8, topk=2, norm_topk_prob=True, positions=256, vocab=1000, batch=2, seq=64,
+                           theta=1000000.0)),
+        ("qwen3_moe", dict(seed=12, layers=2, hidden=64, heads=4, groups=2, head_dim=32, ffn=128, moe_ffn=32,
+                           experts=8, topk=2, norm_topk_prob=False, positions=256, vocab=1000, batch=2, seq=64)),
     ]
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,11 +269,14 @@ def main():
             inputs = os.path.join(tmp, f"in{i}.safetensors")
             save_file({"tokens": tokens, "targets": targets}, inputs)
             logits, loss, grads, scales = reference(model, tokens, targets)
+            grads = hub_names(kind, grads)
+            greedy = kind not in MOE_KINDS or MOE_GREEDY
             for dev in a.devices.split(","):
                 out = os.path.join(tmp, f"out{i}_{dev}.safetensors")
                 export_dir = os.path.join(tmp, f"export{i}")
-                cmd = [a.tool, "--hf-dir", d, "--inputs", inputs, "--device", dev, "--out", out,
-                       "--generate", str(GENERATE), "--prompt-len", str(PROMPT)]
+                cmd = [a.tool, "--hf-dir", d, "--inputs", inputs, "--device", dev, "--out", out]
+                if greedy:
+                    cmd += ["--generate", str(GENERATE), "--prompt-len", str(PROMPT)]
                 if dev == "cpu":  # the export does not depend on the device: once per model
                     cmd += ["--export-dir", export_dir]
                 r = subprocess.run(cmd, capture_output=True, text=True)
@@ -200,7 +285,7 @@ def main():
                     failed = True
                     continue
                 e_logits, e_loss, e_grad, worst = compare(out, logits, loss, grads, scales)
-                gap, same = greedy_gap(model, tokens, load_file(out)["generated"])
+                gap, same = greedy_gap(model, tokens, load_file(out)["generated"]) if greedy else (0.0, None)
                 export = export_round_trip(model, export_dir, tokens) if dev == "cpu" else None
                 tol_rel, tol_loss = TOLERANCE[dev]
                 ok = e_logits <= tol_rel and e_loss <= tol_loss and e_grad <= tol_rel and gap <= GAP_TOLERANCE[dev] \
@@ -212,20 +297,22 @@ def main():
 
 
 def report(rows):
-    print(f"{'model':6} {'L':>2} {'C':>4} {'H':>2} {'G':>2} {'D':>3} {'V':>6} {'T':>4} {'dev':5} {'logits rel':>11} "
+    print(f"{'model':9} {'L':>2} {'C':>4} {'H':>2} {'G':>2} {'D':>3} {'V':>6} {'T':>4} {'dev':5} {'logits rel':>11} "
           f"{'loss abs':>9} {'grad rel':>9} {'greedy':>6} {'gap':>8} {'export':>6}  worst tensor / error")
     for kind, s, dev, res, err in rows:
         n = GENERATE * s["batch"]
         head_dim = s.get("head_dim", s["hidden"] // s["heads"])
-        head = f"{kind:6} {s['layers']:>2} {s['hidden']:>4} {s['heads']:>2} {s.get('groups', s['heads']):>2} " \
+        head = f"{kind:9} {s['layers']:>2} {s['hidden']:>4} {s['heads']:>2} {s.get('groups', s['heads']):>2} " \
                f"{head_dim:>3} {s['vocab']:>6} {s['seq']:>4} {dev:5}"
         if res is None:
             print(f"{head} FAILED: {err}")
             continue
         el, es, eg, worst, gap, same, export, ok = res
         ex = "-" if export is None else ("ok" if not export else "FAIL")
-        print(f"{head} {el:11.2e} {es:9.2e} {eg:9.2e} {same:>3}/{n:<2} {gap:8.1e} {ex:>6}  {worst} "
-              f"{export or ''} {'ok' if ok else 'FAIL'}")
+        greedy = f"{same:>3}/{n:<2} {gap:8.1e}" if same is not None else f"{'-':>6} {'-':>8}"
+        skipped = " greedy skipped (no MoE inference)" if same is None else ""
+        print(f"{head} {el:11.2e} {es:9.2e} {eg:9.2e} {greedy} {ex:>6}  {worst} "
+              f"{export or ''} {'ok' if ok else 'FAIL'}{skipped}")
 
 
 if __name__ == "__main__":

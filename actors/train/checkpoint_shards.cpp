@@ -50,6 +50,19 @@ void write_chunk_state(CheckpointWriter& writer, const ChunkState& s) {
     }
     packed_start += r.end - r.begin;
   }
+  for (const auto& [name, t] : s.buffers)
+    writer.add_shard(s.writer_id, name, t.shape(), ShardSlice::whole(t.shape()), t);
+}
+
+void read_whole_tensor(const CheckpointReader& reader, const std::string& name, const Context& ctx, const Tensor& out) {
+  TROUPE_CHECK(reader.has(name), "checkpoint '", reader.dir(), "' has no tensor '", name,
+               "', which this model needs: load a checkpoint saved by a run of this model");
+  const TensorRecord& rec = reader.info(name);
+  TROUPE_CHECK(rec.shape == out.shape() && rec.dtype == DType::f32, "tensor '", name, "' in checkpoint '", reader.dir(),
+               "' is ", dtype_name(rec.dtype), " ", shape_str(rec.shape), ", this model needs f32 ",
+               shape_str(out.shape()));
+  copy(ctx, reader.read_box(name, ShardSlice::whole(rec.shape)), out);
+  ctx.synchronize();  // the host tensor read goes away when we return
 }
 
 void read_chunk_tensor(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix,
@@ -91,8 +104,9 @@ std::string write_params_checkpoint(const std::string& root, const ParamLayout& 
   check_no_checkpoints(root,
                        "a converted model goes into a new directory, never into another run's; pass another --save");
   CheckpointWriter writer(root, 0);
-  write_chunk_state(writer,
-                    {.writer_id = 0, .layout = layout, .ranges = {{0, layout.size()}}, .tensors = {{"", flat}}});
+  write_chunk_state(
+      writer,
+      {.writer_id = 0, .layout = layout, .ranges = {{0, layout.size()}}, .tensors = {{"", flat}}, .buffers = {}});
   for (const auto& [from, name] : files) copy_file_atomic(from, (std::filesystem::path(writer.dir()) / name).string());
   CheckpointMetadata meta;
   meta.model_config = to_json(layout.config());

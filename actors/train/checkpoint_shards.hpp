@@ -43,8 +43,15 @@ struct ChunkState {
   ParamLayout layout;
   std::vector<OptimizerShard::Range> ranges;
   std::vector<std::pair<std::string, Tensor>> tensors;  // (name prefix, host f32)
+  // Non-trained tensors this writer stores whole, by global name (host f32): the MoE expert
+  // bias (GptChunk::moe_buffers), from one replica only.
+  std::vector<std::pair<std::string, Tensor>> buffers;
 };
 void write_chunk_state(CheckpointWriter& writer, const ChunkState& state);
+
+// Copies the stored f32 tensor `name` whole into `out` (host or device f32, the stored shape).
+// Throws naming the tensor and the checkpoint when it is missing or has another shape.
+void read_whole_tensor(const CheckpointReader& reader, const std::string& name, const Context& ctx, const Tensor& out);
 
 // Fills `flat` (host f32, layout.size() elements) with prefix + name of every parameter of
 // `layout`, each from the slices of the stored tensor its shard holds. Elements the

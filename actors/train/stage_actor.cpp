@@ -24,9 +24,23 @@ int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
 }
 
+const char* op_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::forward:
+      return "forward";
+    case OpKind::backward:
+      return "backward";
+    case OpKind::backward_input:
+      return "backward_input (B)";
+    case OpKind::backward_weight:
+      return "backward_weight (W)";
+  }
+  return "?";
+}
+
 std::string describe(const std::string& stage, const Op& op, const std::string& what) {
-  return str_cat(stage, " failed in ", op.kind == OpKind::forward ? "forward" : "backward", " of microbatch ",
-                 op.microbatch, " (chunk ", op.chunk, "): ", what);
+  return str_cat(stage, " failed in ", op_name(op.kind), " of microbatch ", op.microbatch, " (chunk ", op.chunk,
+                 "): ", what);
 }
 
 class StageActor : public stage_actor::base {
@@ -50,7 +64,7 @@ class StageActor : public stage_actor::base {
         },
         // A follower (tensor or context rank > 0) runs its ops in the order its leader (both 0) chose.
         [this](order_atom, int64_t iteration, int kind, int microbatch, int chunk) {
-          const Op op{kind == 0 ? OpKind::forward : OpKind::backward, microbatch, chunk};
+          const Op op{OpKind(kind), microbatch, chunk};  // int(OpKind), from run_op
           if (failed_) return;
           if (!active_ || iteration != worker_->iteration()) {
             early_orders_.emplace_back(iteration, op);
@@ -171,7 +185,9 @@ class StageActor : public stage_actor::base {
       active_ = true;
       in_flight_ = 0;
       ops_run_ = 0;
-      ops_total_ = worker_->training() ? 2 * M * worker_->chunks() : M * worker_->chunks();
+      // Training: a forward and a backward per (microbatch, chunk), or zb-h1's forward, B and W.
+      const int ops_per_forward = schedules::splits_backward(options_.schedule) ? 3 : 2;
+      ops_total_ = worker_->training() ? ops_per_forward * M * worker_->chunks() : M * worker_->chunks();
       orders_.clear();
       std::vector<std::pair<int64_t, Op>> orders;
       orders.swap(early_orders_);
@@ -259,7 +275,7 @@ class StageActor : public stage_actor::base {
     r.op = op;
     ++ops_run_;
     for (const stage_peer_actor& f : followers_)
-      send(f, order_atom::value, worker_->iteration(), op.kind == OpKind::forward ? 0 : 1, op.microbatch, op.chunk);
+      send(f, order_atom::value, worker_->iteration(), int(op.kind), op.microbatch, op.chunk);
     try {
       const Context& ctx = worker_->context();
       ctx.activate();
@@ -308,7 +324,7 @@ class StageActor : public stage_actor::base {
     e.actor = str_cat("stage", stage());
     e.device = options_.device;
     e.stage = stage();
-    e.kind = op.kind == OpKind::forward ? schedules::EventKind::forward : schedules::EventKind::backward;
+    e.kind = schedules::event_kind(op.kind);
     e.microbatch = op.microbatch;
     e.chunk = op.chunk;
     e.iteration = worker_->iteration();

@@ -29,6 +29,11 @@ void StageOptimizer::finalize_grads() {
   const NvtxRange range("reduce grads stage ", w.stage());
   for (int c = 0; c < w.chunks(); ++c) w.model(c).reduce_tensor_parallel_grads();
   Collectives* dp = w.dp_group();
+  // MoE expert bias: every replica updates it from the token counts of all of them (Megatron
+  // all-reduces local_tokens_per_expert over tp-cp-dp in finalize_model_grads), so all apply the same.
+  if (dp != nullptr)
+    for (int c = 0; c < w.chunks(); ++c)
+      for (const Tensor& counts : w.model(c).moe_token_counts()) dp->all_reduce(context(), counts);
   if (dp == nullptr || w.overlap_grad_reduce()) return;  // no replicas / the reducer actor did it
   const int D = w.dp_size();
   for (const GradBucket& b : w.buckets()) {
@@ -81,14 +86,25 @@ void StageOptimizer::copy_state(StateCopy& copy) {
     TROUPE_CHECK(c == 0 || copy.step == opt.iteration(), w.name(), ": optimizer steps differ across chunks (",
                  copy.step, " vs ", opt.iteration(), ")");
     copy.step = opt.iteration();
-    ChunkState s{
-        .writer_id = copy.writer_id, .layout = worker_->model(c).layout(), .ranges = opt.shard().ranges, .tensors = {}};
+    ChunkState s{.writer_id = copy.writer_id,
+                 .layout = worker_->model(c).layout(),
+                 .ranges = opt.shard().ranges,
+                 .tensors = {},
+                 .buffers = {}};
     if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
     for (const auto& [prefix, src] : checkpoint_parts(opt, copy.with_moments)) {
       const Tensor& buf = copy.staging(src->numel());
       troupe::copy(*copier, *src, buf);
       s.tensors.emplace_back(prefix, buf);
     }
+    // The MoE expert bias: the same on every replica, so one stores it. Small: a plain copy.
+    if (w.dp_rank() == 0 && w.tp_rank() == 0)
+      for (const auto& [name, t] : worker_->model(c).moe_buffers()) {
+        Tensor host = Tensor::host(DType::f32, t.shape());
+        troupe::copy(own, t, host);
+        own.synchronize();
+        s.buffers.emplace_back(name, host);
+      }
     copy.chunks.push_back(std::move(s));
   }
   copy.ready = nullptr;

@@ -122,6 +122,7 @@ void StageWorker::begin(IterationPlan plan) {
   saved_.clear();
   saved_.resize(slots);
   forward_ran_.assign(slots, 0);
+  input_grad_ran_.assign(slots, 0);
   bucket_sent_.assign(setup_.buckets.size(), 0);
   ready_buckets_.clear();
 }
@@ -142,6 +143,7 @@ void StageWorker::accept(Direction direction, int microbatch, int chunk, Parcel&
 bool StageWorker::ready(const Op& op) const {
   const size_t i = slot(op.microbatch, op.chunk);
   if (op.kind == OpKind::forward) return first_virtual(op.chunk) || inputs_[i].tensor.defined();
+  if (op.kind == OpKind::backward_weight) return input_grad_ran_[i];
   return forward_ran_[i] && (last_virtual(op.chunk) || output_grads_[i].tensor.defined());
 }
 
@@ -150,6 +152,7 @@ Inbound* StageWorker::input_of(const Op& op) {
                "stage ", stage(), ": no op ", schedules::op_str(op), " in this iteration");
   const size_t i = slot(op.microbatch, op.chunk);
   if (op.kind == OpKind::forward) return first_virtual(op.chunk) ? nullptr : &inputs_[i];
+  if (op.kind == OpKind::backward_weight) return nullptr;  // reads what its backward_input kept
   return last_virtual(op.chunk) ? nullptr : &output_grads_[i];
 }
 
@@ -175,10 +178,16 @@ void StageWorker::check_finite(const Op& op, const Tensor& t, const char* what) 
 std::optional<Outbound> StageWorker::run(const Op& op) {
   TROUPE_CHECK(op.microbatch >= 0 && op.microbatch < plan_.microbatches && op.chunk >= 0 && op.chunk < setup_.chunks,
                "stage ", stage(), ": no op ", schedules::op_str(op), " in this iteration");
-  const NvtxRange range(op.kind == OpKind::forward ? "forward" : "backward", " stage ", stage(), " chunk ", op.chunk,
-                        " mb ", op.microbatch);
+  const char* what = op.kind == OpKind::forward           ? "forward"
+                     : op.kind == OpKind::backward_input  ? "backward_input"
+                     : op.kind == OpKind::backward_weight ? "backward_weight"
+                                                          : "backward";
+  const NvtxRange range(what, " stage ", stage(), " chunk ", op.chunk, " mb ", op.microbatch);
   try {
-    return op.kind == OpKind::forward ? run_forward(op) : run_backward(op);
+    if (op.kind == OpKind::forward) return run_forward(op);
+    if (op.kind != OpKind::backward_weight) return run_backward(op);
+    run_backward_weight(op);
+    return std::nullopt;
   } catch (const StageOpError&) {
     throw;
   } catch (const std::exception& e) {
@@ -238,44 +247,68 @@ std::optional<Outbound> StageWorker::run_backward(const Op& op) {
   if (!last) inbound_wait(ctx, output_grads_[i]);
   const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
   const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
-  // The last microbatch's backward writes each gradient for the last time: buckets go to
-  // the reducer as soon as their layers are done.
-  const bool hand_over = setup_.overlap_grad_reduce && setup_.dp_group && m == plan_.microbatches - 1;
-  if (hand_over) {
-    // A tied embedding's copy is summed with the other stage's first (reduce_tied), so its
-    // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
-    // optimizer) must see the sum.
-    int64_t tied_begin = -1, tied_end = -1;
-    if (has_tied() && c == setup_.tied_chunk) {
-      const ParamInfo& t = chunk.layout().find(kWordEmbeddingName);
-      tied_begin = t.offset;
-      tied_end = t.offset + t.numel();
-    }
-    chunk.set_grads_ready_hook([this, c, &ctx, tied_begin, tied_end](int64_t ready) {
-      for (size_t b = 0; b < setup_.buckets.size(); ++b) {
-        const GradBucket& bucket = setup_.buckets[b];
-        if (bucket.chunk != c || bucket_sent_[b] || bucket.end > ready) continue;
-        if (bucket.begin < tied_end && tied_begin < bucket.end) continue;
-        bucket_sent_[b] = 1;
-        ready_buckets_.push_back({int(b), fence_record(ctx)});
-      }
-    });
+  const bool split = op.kind == OpKind::backward_input;
+  const bool hand_over = !split && hand_over_buckets(op);
+  if (split) {
+    TROUPE_CHECK(!input_grad_ran_[i], "backward_input ran twice");
+    chunk.backward_input(*saved_[i], dout, din);
+    input_grad_ran_[i] = 1;
+  } else {
+    chunk.backward(*saved_[i], dout, din);
+    if (hand_over) chunk.set_grads_ready_hook(nullptr);
+    chunk.release(std::move(saved_[i]));
   }
-  chunk.backward(*saved_[i], dout, din);
-  if (hand_over) chunk.set_grads_ready_hook(nullptr);
-  chunk.release(std::move(saved_[i]));
   if (!last) {
     buffer_free(ctx, dout);
     output_grads_[i] = Inbound();
   }
   if (setup_.check_tensors) {
-    if (first)
-      check_finite(op, chunk.grads(), "the parameter gradients");
-    else
+    if (!first)
       check_finite(op, din, "the input gradients");
+    else if (!split)  // a backward_input leaves the weight gradients to its backward_weight
+      check_finite(op, chunk.grads(), "the parameter gradients");
   }
   if (first) return std::nullopt;
   return Outbound{Direction::gradient, (vs - 1 + P) % P, m, (vs - 1) / P, setup_.gradient_out->send(ctx, din)};
+}
+
+void StageWorker::run_backward_weight(const Op& op) {
+  const size_t i = slot(op.microbatch, op.chunk);
+  GptChunk& chunk = model(op.chunk);
+  TROUPE_CHECK(plan_.training, "a backward_weight in a forward-only pass");
+  TROUPE_CHECK(input_grad_ran_[i] && saved_[i], "its backward_input has not run");
+  const bool hand_over = hand_over_buckets(op);
+  chunk.backward_weight(*saved_[i]);
+  if (hand_over) chunk.set_grads_ready_hook(nullptr);
+  input_grad_ran_[i] = 0;
+  chunk.release(std::move(saved_[i]));  // W was the activations' last reader
+  if (setup_.check_tensors && first_virtual(op.chunk)) check_finite(op, chunk.grads(), "the parameter gradients");
+}
+
+bool StageWorker::hand_over_buckets(const Op& op) {
+  const int c = op.chunk;
+  GptChunk& chunk = model(c);
+  if (!(setup_.overlap_grad_reduce && setup_.dp_group && op.microbatch == plan_.microbatches - 1)) return false;
+  // A tied embedding's copy is summed with the other stage's first (reduce_tied), so its
+  // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
+  // optimizer) must see the sum.
+  int64_t tied_begin = -1, tied_end = -1;
+  if (has_tied() && c == setup_.tied_chunk) {
+    const ParamInfo& t = chunk.layout().find(kWordEmbeddingName);
+    tied_begin = t.offset;
+    tied_end = t.offset + t.numel();
+  }
+  // Called during the op, after this function returned: nothing of its frame is captured by reference.
+  chunk.set_grads_ready_hook([this, c, tied_begin, tied_end](int64_t ready) {
+    for (size_t b = 0; b < setup_.buckets.size(); ++b) {
+      const GradBucket& bucket = setup_.buckets[b];
+      if (bucket.chunk != c || bucket_sent_[b] || bucket.end > ready) continue;
+      if (bucket.begin < tied_end && tied_begin < bucket.end) continue;
+      bucket_sent_[b] = 1;
+      ready_buckets_.push_back({int(b), fence_record(context())});
+    }
+  });
+  return true;
 }
 
 double StageWorker::finish() {

@@ -178,7 +178,8 @@ class StageWorker {
   // A parcel from a neighbour for (microbatch, local chunk) of the current iteration: posts
   // the receive at once (NCCL needs receives in send order).
   void accept(Direction direction, int microbatch, int chunk, Parcel& parcel);
-  // Have the op's inputs been announced? (A backward also needs its forward to have run.)
+  // Have the op's inputs been announced? (A backward also needs its forward to have run; a
+  // backward_weight, its backward_input.)
   // Their data may still be on its way: the device waits for it (await_inputs).
   bool ready(const schedules::Op& op) const;
   // Makes the work enqueued from now on wait for the op's received input (run() does it too;
@@ -191,6 +192,8 @@ class StageWorker {
   };
   InputTransfer await_inputs(const schedules::Op& op);
   // Enqueues the op on the device; returns what must go to a neighbour. Throws StageOpError.
+  // A fused backward or a backward_input sends the input gradient; a backward_weight (zb-h1)
+  // sends nothing and releases the microbatch's activations.
   std::optional<Outbound> run(const schedules::Op& op);
   // After the last op: the sum of per-token losses on the stage holding the last virtual
   // stage (0 elsewhere); checks the losses for NaN when asked. Synchronizes the device.
@@ -219,7 +222,12 @@ class StageWorker {
   void check_finite(const schedules::Op& op, const Tensor& t, const char* what);
   // run()'s two halves (throw; run() turns what they throw into a StageOpError).
   std::optional<Outbound> run_forward(const schedules::Op& op);
-  std::optional<Outbound> run_backward(const schedules::Op& op);
+  std::optional<Outbound> run_backward(const schedules::Op& op);  // fused, or backward_input
+  void run_backward_weight(const schedules::Op& op);
+  // The last microbatch's backward (or backward_weight) writes each gradient for the last time:
+  // with the overlapped reduction, buckets go to the reducer as its layers finish. Returns
+  // whether the hook was set (the caller clears it after the op).
+  bool hand_over_buckets(const schedules::Op& op);
 
   StageSetup setup_;
   std::unique_ptr<CompletionQueue> completions_;
@@ -231,8 +239,9 @@ class StageWorker {
   std::vector<Inbound> output_grads_;  // received gradients, per (microbatch, chunk)
   std::vector<ActivationsPtr> saved_;  // forward activations kept for the backward
   std::vector<char> forward_ran_;
-  Tensor losses_;                  // f32 [M, B*T] on the device (last virtual stage)
-  std::vector<char> bucket_sent_;  // per bucket: handed to the reducer this iteration
+  std::vector<char> input_grad_ran_;  // zb-h1: backward_input ran, its backward_weight may follow
+  Tensor losses_;                     // f32 [M, B*T] on the device (last virtual stage)
+  std::vector<char> bucket_sent_;     // per bucket: handed to the reducer this iteration
   std::vector<ReadyBucket> ready_buckets_;
 };
 

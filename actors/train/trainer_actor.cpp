@@ -351,9 +351,7 @@ class TrainerActor : public trainer_actor::base {
       }
     }
     // Every device's busy time (the straggler report compares the devices of a stage).
-    if (training_ && i < busy_ns_.size() &&
-        (e.kind == schedules::EventKind::forward || e.kind == schedules::EventKind::backward))
-      busy_ns_[i] += e.end_ns - e.start_ns;
+    if (training_ && i < busy_ns_.size() && schedules::is_op_kind(e.kind)) busy_ns_[i] += e.end_ns - e.start_ns;
     // The trace shows one pipeline: data rank 0, tensor rank 0 (the others run the same ops).
     if (training_ && rank_of(i).dp == 0 && rank_of(i).cp == 0 && rank_of(i).tp == 0) emit(e);
   }

@@ -228,6 +228,7 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
         read_chunk_tensor(r, layout, kExpAvgSqPrefix, v);
       }
       d.stage_optimizers[rank]->optimizer(c).restore(master, m, v, step);
+      for (const auto& [name, t] : w->model(c).moe_buffers()) read_whole_tensor(r, name, w->context(), t);
     }
   }
   if (!resume) return;  // --finetune: weights only, from iteration 0

@@ -9,6 +9,7 @@
 #include "actors/train/checkpoint_shards.hpp"
 #include "base/check.hpp"
 #include "model/hf/hf_checkpoint.hpp"
+#include "model/moe/router.hpp"
 #include "model/param_layout.hpp"
 #include "storage/checkpoint_reader.hpp"
 
@@ -53,6 +54,21 @@ void note_files(const fs::path& dir, const std::vector<int64_t>& config_eos, Loa
   }
 }
 
+// Each MoE layer's expert bias from checkpoint `r` (f32 [E]); nothing without --moe-router-enable-expert-bias.
+std::map<int, Tensor> read_expert_bias(const CheckpointReader& r, const GptConfig& c) {
+  std::map<int, Tensor> out;
+  if (!c.moe.enabled() || !c.moe.moe_router_enable_expert_bias) return out;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.is_moe_layer(l)) continue;
+    const std::string name = moe_expert_bias_name(l);
+    TROUPE_CHECK(r.has(name), "--load ", r.dir(),
+                 ": the model has --moe-router-enable-expert-bias but the checkpoint has no ", name,
+                 " (saved before checkpoints kept the expert bias?); load a checkpoint that holds it");
+    out.emplace(l, to_host_f32(Context::cpu(), r.expect(name, {c.moe.num_experts})));
+  }
+  return out;
+}
+
 }  // namespace
 
 LoadedModel load_hf_model(const std::string& dir) {
@@ -60,6 +76,9 @@ LoadedModel load_hf_model(const std::string& dir) {
   const HfCheckpoint ck = read_hf_checkpoint(dir);
   LoadedModel m;
   m.config = ck.config;
+  TROUPE_CHECK(!m.config.moe.moe_router_enable_expert_bias, "--hf ", dir,
+               ": the model's router has a learned expert bias (--moe-router-enable-expert-bias), which is not read "
+               "from Hugging Face folders yet; generate from a Troupe checkpoint that holds it (--load)");
   m.weights = load_hf_weights(dir, ParamLayout(m.config, ChunkSpec::whole_model()), ck.arch);
   note_files(dir, ck.eos_token_ids, m);
   return m;
@@ -72,6 +91,7 @@ LoadedModel load_checkpoint_model(const std::string& dir, std::optional<int64_t>
   m.config = gpt_config_from_json(r.metadata().model_config);
   // Global tensors by parameter name, whatever layout saved them (vocabulary padding rows zero).
   m.weights = actors::read_checkpoint_params(r, ParamLayout(m.config, ChunkSpec::whole_model()));
+  m.expert_bias = read_expert_bias(r, m.config);
   note_files(r.dir(), {}, m);
   return m;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct LoadedModel {
   // End-of-sequence ids besides the tokenizer's: config.json's and generation_config.json's
   // eos_token_id (Llama 3's <|eot_id|> and <|end_of_text|>), as HF's generate and vLLM stop at.
   std::vector<int32_t> eos_token_ids;
+  // MoE with --moe-router-enable-expert-bias: each MoE layer's learned expert bias, host f32 [E]
+  // (a checkpoint's decoder.layers.N.mlp.router.expert_bias), for InferenceModel::load_expert_bias.
+  std::map<int, Tensor> expert_bias;
 };
 
 // --hf DIR: config.json + model.safetensors (an architecture model/hf reads).

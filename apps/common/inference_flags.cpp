@@ -103,6 +103,7 @@ InferenceSetup load_inference_setup(const InferenceFlags& f) {
   s.cuda = f.device == "cuda" || (f.device == "auto" && cuda_available());
   s.compute = s.cuda ? dtype_from_name(f.dtype) : DType::f32;
   s.model = f.hf.empty() ? load_checkpoint_model(f.load, f.ckpt_step) : load_hf_model(f.hf);
+  check_inference_moe(s.model.config, f.tensor_parallel);  // before the (slow) replica: names the flag
   (void)ParamLayout(s.model.config, ChunkSpec::whole_model(), {0, f.tensor_parallel});  // names what does not split
   const TokenizerOptions tokenizer = tokenizer_options(f, s.model);
   s.tokenizer = tokenizer_for(tokenizer, s.model);
@@ -158,6 +159,7 @@ std::shared_ptr<ReplicaModels> make_replica_models(const InferenceFlags& f, cons
     r->models.push_back(std::make_unique<InferenceModel>(ctx, s.model.config, s.compute, options, tp));
     InferenceModel& m = *r->models.back();
     m.load_weights(T == 1 ? s.model.weights : shard_params(whole, s.model.weights, m.layout()));
+    for (const auto& [layer, bias] : s.model.expert_bias) m.load_expert_bias(layer, bias);
   }
   r->contexts[0]->activate();
   return r;

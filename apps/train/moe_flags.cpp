@@ -26,6 +26,8 @@ void add_moe_flags(CLI::App* cmd, MoeFlags& f) {
   keep(cmd->add_option("--moe-shared-expert-intermediate-size", f.shared_expert_intermediate_size,
                        "FFN size of the shared expert every token also goes through (0: none)")
            ->check(non_negative_count()));
+  keep(cmd->add_flag("--moe-shared-expert-gate", f.shared_expert_gate,
+                     "scale the shared expert's output by sigmoid(x . g), a learned gate (Qwen2-MoE)"));
   keep(cmd->add_option("--moe-layer-freq", f.layer_freq,
                        "which layers are MoE: N (every N-th from layer 0) or a pattern such as \"([1]*3+[0])*2\""));
   keep(cmd->add_option("--moe-router-score-function", f.score_function, "softmax or sigmoid")
@@ -62,6 +64,7 @@ MoeConfig moe_config_from_flags(const MoeFlags& f) {
   m.moe_z_loss_coeff = f.z_loss_coeff;
   m.moe_ffn_hidden_size = f.ffn_hidden_size;
   m.moe_shared_expert_intermediate_size = f.shared_expert_intermediate_size;
+  m.moe_shared_expert_gate = f.shared_expert_gate;
   m.moe_layer_freq = parse_moe_layer_freq(f.layer_freq);
   m.moe_router_score_function = moe_score_function_from_name(f.score_function);
   m.moe_router_pre_softmax = f.pre_softmax;
@@ -73,17 +76,6 @@ MoeConfig moe_config_from_flags(const MoeFlags& f) {
   m.moe_pad_expert_input_to_capacity = f.pad_to_capacity;
   m.moe_token_drop_policy = moe_token_drop_policy_from_name(f.token_drop_policy);
   return m;
-}
-
-void check_moe_run(const MoeConfig& moe, int data_parallel_size, bool saves_or_loads) {
-  if (!moe.moe_router_enable_expert_bias) return;
-  TROUPE_CHECK(data_parallel_size == 1, "--moe-router-enable-expert-bias with a data-parallel size of ",
-               data_parallel_size,
-               " is not implemented (the token counts are not summed over data-parallel ranks yet): train with "
-               "--devices equal to tensor x pipeline size, or drop the flag");
-  TROUPE_CHECK(!saves_or_loads,
-               "--moe-router-enable-expert-bias with --save or --load is not implemented (the expert bias is not "
-               "stored in checkpoints yet, so a resumed run would differ): drop one of them");
 }
 
 }  // namespace troupe::apps

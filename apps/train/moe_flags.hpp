@@ -1,6 +1,6 @@
 // `troupe train`'s mixture-of-experts flags (Megatron-LM's --num-experts and --moe-*), read into
-// GptConfig::moe, and what a run refuses of them: expert parallelism, MoE with tensor
-// parallelism (GptConfig::validate_tensor_parallel), an expert bias the run cannot keep exact.
+// GptConfig::moe. What a run refuses of them lives beside the other layout checks: expert
+// parallelism (megatron_flags.cpp), MoE with tensor parallelism (GptConfig::validate_tensor_parallel).
 //
 //   MoeFlags moe;
 //   add_moe_flags(cmd, moe);                  // registers the flags on `troupe train`
@@ -26,6 +26,7 @@ struct MoeFlags {
   float z_loss_coeff = 0.0f;
   int ffn_hidden_size = 0;
   int shared_expert_intermediate_size = 0;
+  bool shared_expert_gate = false;
   std::string layer_freq = "1";
   std::string score_function = "softmax";
   bool pre_softmax = false;
@@ -41,8 +42,5 @@ struct MoeFlags {
 void add_moe_flags(CLI::App* cmd, MoeFlags& flags);
 // Throws naming the flag: a --moe-* flag without --num-experts, a value that is not one.
 MoeConfig moe_config_from_flags(const MoeFlags& flags);
-// What the run needs beyond the model: --moe-router-enable-expert-bias sums its token counts on
-// one device only (no data-parallel reduction yet) and its bias is not in checkpoints yet.
-void check_moe_run(const MoeConfig& moe, int data_parallel_size, bool saves_or_loads);
 
 }  // namespace troupe::apps

@@ -42,7 +42,7 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
                 ld(k), accumulate_dx ? 1.0f : 0.0f, dx.data_as<float>(), ld(k));
   }
   // dw[N, K] += dy^T · x
-  if (n > 0 && k > 0) {
+  if (dw.defined() && n > 0 && k > 0) {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(m), 1.0f, g, ld(n), x.data_as<float>(),
                 ld(k), 1.0f, dw.data_as<float>(), ld(k));
   }

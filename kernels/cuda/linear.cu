@@ -136,7 +136,7 @@ void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, cons
   // dx[M, K] = dy[M, N] · w[N, K]  (+ dx)
   if (dx.defined()) matmul_lt(ctx, {&dy, false, &w, false, &dx, accumulate_dx ? 1.0f : 0.0f});
   // dw[N, K] += dy^T · x[M, K], f32 output; with no rows there is nothing to add.
-  if (x.dim(0) > 0) matmul_lt(ctx, {&dy, true, &x, false, &dw, 1.0f});
+  if (dw.defined() && x.dim(0) > 0) matmul_lt(ctx, {&dy, true, &x, false, &dw, 1.0f});
   if (db.defined()) {
     dispatch_float(dy.dtype(), "linear_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;

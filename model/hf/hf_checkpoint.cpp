@@ -57,6 +57,15 @@ void check_tied_output_layer(const HfTensorFiles& files, const std::string& embe
                  i % shape[1], "; set tie_word_embeddings to false if the output layer is its own");
 }
 
+// Fused when any layer's experts are stacked (transformers 5's gate_up_proj); then every MoE
+// layer's must be, or the per-expert tensors they lack are reported missing.
+HfExpertLayout hf_expert_layout_of(const HfTensorFiles& files) {
+  static const std::regex fused(R"(^model\.layers\.[0-9]+\.mlp\.experts\.gate_up_proj$)");
+  for (const std::string& name : files.names())
+    if (std::regex_match(name, fused)) return HfExpertLayout::fused;
+  return HfExpertLayout::per_expert;
+}
+
 }  // namespace
 
 HfCheckpoint read_hf_checkpoint(const std::string& dir) {
@@ -80,12 +89,13 @@ Tensor load_hf_weights(const std::string& dir, const ParamLayout& layout, HfArch
   const HfTensorFiles files(dir);
   // GPT2LMHeadModel files prefix names with "transformer."; bare GPT2Model files do not.
   const std::string prefix = arch == HfArch::gpt2 && !files.has("transformer.wte.weight") ? "" : "transformer.";
+  const HfExpertLayout experts = hf_expert_layout_of(files);
 
   // The files must hold exactly the model of the config: a tensor it does not have (a layer
   // past num_hidden_layers, a bias) would otherwise be dropped without a word.
   std::set<std::string> wanted;
   for (const ParamInfo& p : layout.params())
-    for (const HfPiece& piece : hf_pieces(c, arch, p.name, prefix)) wanted.insert(piece.hf_name);
+    for (const HfPiece& piece : hf_pieces(c, arch, p.name, prefix, experts)) wanted.insert(piece.hf_name);
   std::vector<std::string> missing, extra;
   for (const std::string& name : wanted)
     if (!files.has(name)) missing.push_back(name);
@@ -105,14 +115,19 @@ Tensor load_hf_weights(const std::string& dir, const ParamLayout& layout, HfArch
 
   Tensor host = Tensor::host(DType::f32, {layout.size()});
   size_t done = 0;
+  // The last tensor read: the experts of a fused layer are slices of one tensor, asked for in a row.
+  std::string last_name;
+  Tensor last;
   import_hf(
       layout, arch,
       [&](const std::string& name, const Shape& shape) {
-        Tensor t = files.read(name, shape);
+        if (name == last_name) return last;
+        last = files.read(name, shape);
+        last_name = name;
         if (progress) progress(++done, wanted.size(), name);
-        return t;
+        return last;
       },
-      host, prefix);
+      host, prefix, experts);
   return host;
 }
 

@@ -1,5 +1,7 @@
 // Reading and writing Hugging Face checkpoint folders (config.json + model.safetensors,
-// or shards with a model.safetensors.index.json) for GPT2LMHeadModel and the Llama family.
+// or shards with a model.safetensors.index.json) for GPT2LMHeadModel, the Llama family and its
+// mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE: experts one tensor each, or stacked as
+// transformers 5 holds them in memory; hf_moe_mapping.hpp).
 //
 //   HfCheckpoint ck = read_hf_checkpoint("gpt2-dir");          // arch + our GptConfig
 //   GptChunk chunk(ctx, ck.config, ChunkSpec::whole_model(), DType::bf16);

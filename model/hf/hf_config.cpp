@@ -1,5 +1,6 @@
 #include "model/hf/hf_config.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.hpp"
+#include "model/moe/moe_config.hpp"
 
 namespace troupe {
 
@@ -253,6 +255,12 @@ int64_t sliding_window_of(Reader& r) {
 // the same for every layer: all windowed or none.
 void read_qwen_sliding_window(Reader& r, GptConfig& c) {
   const bool sliding = r.boolean_or("use_sliding_window", false);
+  if (!sliding) {  // transformers ignores the window then (Qwen2-MoE configs write 0 there)
+    if (r.has("sliding_window"))
+      TROUPE_CHECK(r.at("sliding_window").is_number_integer() && r.at("sliding_window").get<int64_t>() >= 0, r.where(),
+                   ": 'sliding_window' must be a non-negative integer or null, got ", r.at("sliding_window").dump());
+    r.mark("sliding_window");
+  }
   int64_t from_layer = c.num_layers;  // 0 is meaningful here: every layer windowed
   if (r.has("max_window_layers")) {
     const json& v = r.at("max_window_layers");
@@ -261,7 +269,7 @@ void read_qwen_sliding_window(Reader& r, GptConfig& c) {
     from_layer = v.get<int64_t>();
   }
   r.mark("max_window_layers");
-  const int64_t window = sliding_window_of(r);
+  const int64_t window = sliding ? sliding_window_of(r) : 0;
   const bool windowed = sliding && window > 0 && from_layer < c.num_layers;
   TROUPE_CHECK(!windowed || from_layer <= 0, r.where(),
                ": 'use_sliding_window' = true with 'max_window_layers' = ", from_layer, " of ", c.num_layers,
@@ -285,9 +293,87 @@ void read_layer_types(Reader& r, const GptConfig& c) {
   r.mark("layer_types");
 }
 
+bool is_moe_family(const std::string& model_type) {
+  return model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe";
+}
+
+// How many routed experts: Mixtral's num_local_experts, Qwen2-MoE's num_experts; Qwen3-MoE's is
+// num_experts in transformers 4 and num_local_experts in 5 (either; both must agree).
+int64_t read_num_experts(Reader& r, const std::string& model_type) {
+  if (model_type == "mixtral") return r.integer("num_local_experts");
+  if (model_type == "qwen2_moe") return r.integer("num_experts");
+  if (r.has("num_experts") && r.has("num_local_experts"))
+    TROUPE_CHECK(r.integer("num_experts") == r.integer("num_local_experts"), r.where(),
+                 ": 'num_experts' = ", r.at("num_experts").dump(),
+                 " and 'num_local_experts' = ", r.at("num_local_experts").dump(), " differ");
+  return r.integer(r.has("num_local_experts") ? "num_local_experts" : "num_experts");
+}
+
+// Qwen-MoE layer l has experts when l is not in mlp_only_layers and (l + 1) % decoder_sparse_step
+// == 0, else a dense MLP of intermediate_size: Megatron's --moe-layer-freq as a 0/1 list (or 1
+// when every layer has experts). Entries of mlp_only_layers past the last layer match no layer.
+MoeLayerFreq read_qwen_sparse_layers(Reader& r, int num_layers) {
+  const int64_t step = r.integer_or("decoder_sparse_step", 1);
+  std::set<int64_t> dense;
+  if (r.has("mlp_only_layers")) {
+    const json& v = r.at("mlp_only_layers");
+    TROUPE_CHECK(v.is_array(), r.where(), ": 'mlp_only_layers' must be a list of layer indices, got ", short_dump(v));
+    for (const json& l : v) {
+      TROUPE_CHECK(l.is_number_integer(), r.where(), ": 'mlp_only_layers' must be a list of layer indices, got ",
+                   short_dump(v));
+      dense.insert(l.get<int64_t>());
+    }
+  }
+  r.mark("mlp_only_layers");
+  MoeLayerFreq f;
+  for (int l = 0; l < num_layers; ++l) f.pattern.push_back(!dense.count(l) && (l + 1) % step == 0 ? 1 : 0);
+  if (std::find(f.pattern.begin(), f.pattern.end(), 0) == f.pattern.end()) f.pattern.clear();  // every layer: 1
+  return f;
+}
+
+// The experts of Mixtral, Qwen2-MoE and Qwen3-MoE as Megatron's MoE flags. Their routers take
+// softmax over all E logits, then the top k; Mixtral renormalizes the k (the same as Megatron's
+// default: top k of the logits, softmax over the k), Qwen does only with norm_topk_prob (false:
+// --moe-router-pre-softmax, the k keep their probabilities). Their outputs are dropless.
+// HF's load-balancing loss (output_router_logits) is computed over every layer's logits at once,
+// not Megatron's per-layer aux loss: refused; without it router_aux_loss_coef changes nothing.
+void read_hf_moe(Reader& r, const std::string& model_type, GptConfig& c) {
+  MoeConfig& m = c.moe;
+  m.num_experts = int(read_num_experts(r, model_type));
+  m.moe_router_topk = int(r.integer("num_experts_per_tok"));
+  m.moe_router_score_function = MoeScoreFunction::softmax;
+  if (model_type == "mixtral") {  // every layer MoE, its experts of intermediate_size
+    const double jitter = r.number_or("router_jitter_noise", 0.0);
+    TROUPE_CHECK(jitter == 0.0, r.where(), ": 'router_jitter_noise' = ", jitter,
+                 " is not supported (random noise on the router's input in training); Troupe implements 0");
+    m.moe_router_pre_softmax = false;
+  } else {
+    m.moe_router_pre_softmax = !r.boolean_or("norm_topk_prob", false);
+    m.moe_ffn_hidden_size = int(r.integer("moe_intermediate_size"));
+    m.moe_layer_freq = read_qwen_sparse_layers(r, c.num_layers);
+    if (model_type == "qwen2_moe") {  // output = experts + sigmoid(x . g) * shared_expert(x)
+      m.moe_shared_expert_intermediate_size = int(r.integer("shared_expert_intermediate_size"));
+      m.moe_shared_expert_gate = true;
+    }
+  }
+  r.require("output_router_logits", false, false,
+            "transformers' load-balancing loss over all layers' router logits at once, not Megatron's per-layer "
+            "--moe-aux-loss-coeff");
+  r.number_or("router_aux_loss_coef", 0.0);  // read by transformers only with output_router_logits
+}
+
 void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
   // Qwen3's config class has other defaults than Llama's for keys a file may leave out.
   const bool qwen3 = model_type == "qwen3";
+  const bool moe = is_moe_family(model_type);
+  // The MoE families' config classes have defaults of their own for these: the file must name them.
+  if (moe) {
+    std::vector<std::string> needed = {"num_key_value_heads", "max_position_embeddings", "rms_norm_eps"};
+    if (model_type == "qwen3_moe") needed.push_back("head_dim");
+    for (const std::string& key : needed)
+      TROUPE_CHECK(r.has(key), r.where(), ": '", key, "' is missing (model_type \"", model_type,
+                   "\" configs name it; Troupe does not guess its default)");
+  }
   const int heads = int(r.integer("num_attention_heads"));
   c = GptConfig::llama_style(int(r.integer("num_hidden_layers")), int(r.integer("hidden_size")), heads,
                              int(r.integer_or("num_key_value_heads", qwen3 ? 32 : heads)),
@@ -306,12 +392,18 @@ void read_llama(Reader& r, const std::string& model_type, GptConfig& c) {
     c.add_qkv_bias = true;
     read_qwen_sliding_window(r, c);
   }
-  if (qwen3) {  // Qwen3: Llama's math with an RMSNorm on each query and key head before RoPE
+  if (model_type == "qwen2_moe") {  // Qwen2's attention (transformers 5 names its q, k, v bias qkv_bias)
+    c.add_qkv_bias = r.boolean_or("qkv_bias", true);
+    read_qwen_sliding_window(r, c);
+  }
+  if (qwen3 || model_type == "qwen3_moe") {  // Qwen3: Llama's math with an RMSNorm on each query and key head
     c.qk_layernorm = true;
     read_qwen_sliding_window(r, c);
   }
-  if (model_type == "mistral") c.sliding_window = int(sliding_window_of(r));  // Llama's math, windowed
+  // Llama's math, windowed (Mixtral's attention is Mistral's)
+  if (model_type == "mistral" || model_type == "mixtral") c.sliding_window = int(sliding_window_of(r));
   read_layer_types(r, c);
+  if (moe) read_hf_moe(r, model_type, c);
 }
 
 // The config.json key behind each Megatron flag GptConfig::validate names, so that a config whose
@@ -333,6 +425,16 @@ std::string in_hf_words(std::string message, HfArch arch) {
       {"--norm-epsilon", "rms_norm_eps"},
       {"--kv-channels", "head_dim"},
       {"--rope-scaling-factor", "rope_scaling.factor"}};
+  // Mixtral's experts are intermediate_size (no dense MLP); Qwen-MoE's have a key of their own.
+  const std::vector<std::pair<std::string, std::string>> moe = {
+      {"--num-experts", arch == HfArch::mixtral ? "num_local_experts" : "num_experts"},
+      {"--moe-router-topk", "num_experts_per_tok"},
+      {"--moe-ffn-hidden-size", arch == HfArch::mixtral ? "intermediate_size" : "moe_intermediate_size"},
+      {"--moe-shared-expert-intermediate-size", "shared_expert_intermediate_size"}};
+  for (const auto& [flag, key] : moe) {
+    for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + key.size()))
+      message.replace(at, flag.size(), key);
+  }
   for (const auto& [flag, key] : arch == HfArch::gpt2 ? gpt2 : llama) {
     for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + key.size()))
       message.replace(at, flag.size(), key);
@@ -347,14 +449,18 @@ HfConfig read_hf_config(const json& j, const std::string& where) {
   HfConfig hf;
   try {
     hf.model_type = r.string_or("model_type", "");
-    const std::string expected = hf.model_type == "gpt2"      ? "GPT2LMHeadModel"
-                                 : hf.model_type == "llama"   ? "LlamaForCausalLM"
-                                 : hf.model_type == "mistral" ? "MistralForCausalLM"
-                                 : hf.model_type == "qwen2"   ? "Qwen2ForCausalLM"
-                                 : hf.model_type == "qwen3"   ? "Qwen3ForCausalLM"
-                                                              : "";
+    const std::string expected = hf.model_type == "gpt2"        ? "GPT2LMHeadModel"
+                                 : hf.model_type == "llama"     ? "LlamaForCausalLM"
+                                 : hf.model_type == "mistral"   ? "MistralForCausalLM"
+                                 : hf.model_type == "qwen2"     ? "Qwen2ForCausalLM"
+                                 : hf.model_type == "qwen3"     ? "Qwen3ForCausalLM"
+                                 : hf.model_type == "mixtral"   ? "MixtralForCausalLM"
+                                 : hf.model_type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
+                                 : hf.model_type == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                                                                : "";
     TROUPE_CHECK(!expected.empty(), where, ": model_type \"", hf.model_type,
-                 "\" is not supported (Troupe reads gpt2, llama, mistral, qwen2 and qwen3)");
+                 "\" is not supported (Troupe reads gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen2_moe and "
+                 "qwen3_moe)");
     if (r.has("architectures")) {
       for (const json& a : r.at("architectures"))
         TROUPE_CHECK(a == expected || (hf.model_type == "gpt2" && a == "GPT2Model"), where, ": architectures ",
@@ -364,7 +470,9 @@ HfConfig read_hf_config(const json& j, const std::string& where) {
       hf.arch = HfArch::gpt2;
       read_gpt2(r, hf.model);
     } else {
-      hf.arch = HfArch::llama;
+      hf.arch = hf.model_type == "mixtral"     ? HfArch::mixtral
+                : is_moe_family(hf.model_type) ? HfArch::qwen_moe
+                                               : HfArch::llama;
       read_llama(r, hf.model_type, hf.model);
     }
     if (r.has("bos_token_id")) {

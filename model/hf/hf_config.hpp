@@ -13,7 +13,10 @@
 // MistralForCausalLM without a sliding window that takes effect (the same math as Llama).
 // Qwen2ForCausalLM (Qwen2, Qwen2.5: Llama's math with a bias on q, k and v) and Qwen3ForCausalLM
 // (Llama's math with an RMSNorm on each query and key head before RoPE, qk_layernorm, and a
-// head_dim of its own) without their sliding window.
+// head_dim of its own) without their sliding window. Mixtures of experts (GptConfig::moe):
+// MixtralForCausalLM (every layer MoE, Megatron's top-k then softmax), Qwen2MoeForCausalLM
+// (Qwen2 with a gated shared expert) and Qwen3MoeForCausalLM (Qwen3 with experts); see
+// read_hf_moe in hf_config.cpp for how their router and layer keys map to Megatron's flags.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +30,13 @@
 
 namespace troupe {
 
-enum class HfArch { gpt2, llama };
+// How the weights are named and laid out: GPT-2, the Llama family (Llama, Mistral, Qwen2, Qwen3),
+// and the Llama family's mixtures of experts, whose expert tensors are named per family.
+enum class HfArch { gpt2, llama, mixtral, qwen_moe };
 
 struct HfConfig {
   HfArch arch = HfArch::gpt2;  // how the weights are named and laid out
-  std::string model_type;      // as written: "gpt2", "llama", "mistral", "qwen2", "qwen3"
+  std::string model_type;      // as written: "gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", ...
   GptConfig model;             // seq_length = max_position_embeddings, dropout 0
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // an int or a list in the file

@@ -4,14 +4,34 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.hpp"
+#include "model/hf/hf_moe_mapping.hpp"
 
 namespace troupe {
 
 HfArch hf_arch_for(const GptConfig& config) {
-  return config.normalization == Normalization::rmsnorm ? HfArch::llama : HfArch::gpt2;
+  if (config.normalization != Normalization::rmsnorm) return HfArch::gpt2;
+  return config.moe.enabled() ? hf_moe_arch_for(config) : HfArch::llama;
+}
+
+const char* hf_arch_name(HfArch arch) {
+  switch (arch) {
+    case HfArch::gpt2:
+      return "GPT-2";
+    case HfArch::llama:
+      return "Llama";
+    case HfArch::mixtral:
+      return "Mixtral";
+    case HfArch::qwen_moe:
+      return "Qwen-MoE";
+  }
+  return "?";
 }
 
 nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
+  TROUPE_CHECK(!c.moe.enabled() || arch == HfArch::mixtral || arch == HfArch::qwen_moe,
+               "a model with experts (--num-experts) exports as Mixtral or Qwen-MoE, not ", hf_arch_name(arch));
+  TROUPE_CHECK(c.moe.enabled() || arch == HfArch::gpt2 || arch == HfArch::llama, "a model without experts exports as ",
+               "GPT-2 or Llama, not ", hf_arch_name(arch));
   if (arch == HfArch::gpt2)
     return {{"model_type", "gpt2"},
             {"architectures", {"GPT2LMHeadModel"}},
@@ -38,7 +58,9 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
                       {"rope_theta", c.rotary_base},
                       {"tie_word_embeddings", !c.untie_embeddings_and_output_weights},
                       {"hidden_act", "silu"}};
-  if (c.qk_layernorm) {  // Llama with an RMSNorm on each query and key head is Qwen3
+  if (c.moe.enabled()) {  // Mixtral, Qwen2-MoE or Qwen3-MoE
+    hf_moe_config_from_gpt(c, arch, j);
+  } else if (c.qk_layernorm) {  // Llama with an RMSNorm on each query and key head is Qwen3
     // Qwen3's attention_bias puts a bias on o_proj too: only the bias-free form exists there.
     TROUPE_CHECK(!c.add_qkv_bias,
                  "no Hugging Face family has --qk-layernorm with --add-qkv-bias (Qwen3's "
@@ -57,7 +79,7 @@ nlohmann::json hf_config_from_gpt(const GptConfig& c, HfArch arch) {
     j["model_type"] = "mistral";
     j["architectures"] = {"MistralForCausalLM"};
   }
-  if (c.sliding_window > 0) {
+  if (c.sliding_window > 0 && !c.moe.enabled()) {  // an MoE family's window: hf_moe_config_from_gpt
     j["sliding_window"] = c.sliding_window;
     if (j["model_type"] != "mistral") {  // Qwen's: on every layer
       j["use_sliding_window"] = true;
@@ -113,7 +135,7 @@ std::vector<HfPiece> gpt2_pieces(const GptConfig& c, const std::string& name, co
   TROUPE_FAIL("no GPT-2 name for parameter '", name, "'");
 }
 
-std::vector<HfPiece> llama_pieces(const GptConfig& c, const std::string& name) {
+std::vector<HfPiece> llama_pieces(const GptConfig& c, HfArch arch, const std::string& name, HfExpertLayout experts) {
   const int64_t C = c.hidden_size, V = c.vocab_size, F = c.ffn(), D = c.head_dim();
   const int64_t H = c.num_attention_heads, G = c.query_groups();
   int l = 0;
@@ -136,6 +158,7 @@ std::vector<HfPiece> llama_pieces(const GptConfig& c, const std::string& name) {
   if (rest == "self_attention.q_layernorm.weight") return {{h + "self_attn.q_norm.weight", {D}}};  // Qwen3
   if (rest == "self_attention.k_layernorm.weight") return {{h + "self_attn.k_norm.weight", {D}}};
   if (rest == "self_attention.linear_proj.weight") return {{h + "self_attn.o_proj.weight", {C, H * D}}};
+  if (c.is_moe_layer(l) && rest.rfind("mlp.", 0) == 0) return hf_moe_pieces(c, arch, l, rest, experts);
   if (rest == "mlp.linear_fc1.weight")
     return {{h + "mlp.gate_proj.weight", {F, C}, false, 0}, {h + "mlp.up_proj.weight", {F, C}, false, F}};
   if (rest == "mlp.linear_fc2.weight") return {{h + "mlp.down_proj.weight", {C, F}}};
@@ -150,12 +173,13 @@ void as_matrix(const Shape& s, int64_t& rows, int64_t& cols) {
 
 }  // namespace
 
-std::vector<HfPiece> hf_pieces(const GptConfig& c, HfArch arch, const std::string& name, const std::string& prefix) {
-  return arch == HfArch::gpt2 ? gpt2_pieces(c, name, prefix) : llama_pieces(c, name);
+std::vector<HfPiece> hf_pieces(const GptConfig& c, HfArch arch, const std::string& name, const std::string& prefix,
+                               HfExpertLayout experts) {
+  return arch == HfArch::gpt2 ? gpt2_pieces(c, name, prefix) : llama_pieces(c, arch, name, experts);
 }
 
 void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get, const Tensor& host,
-               const std::string& prefix) {
+               const std::string& prefix, HfExpertLayout experts) {
   TROUPE_CHECK(!host.is_cuda() && host.dtype() == DType::f32 && host.numel() == layout.size(),
                "import_hf needs a host f32 buffer of ", layout.size(), " elements, got ", host.str());
   std::memset(host.data(), 0, host.nbytes());
@@ -163,10 +187,12 @@ void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get
     int64_t rows = 0, cols = 0;
     as_matrix(p.shape, rows, cols);
     float* dst = host.data_as<float>() + p.offset;
-    for (const HfPiece& piece : hf_pieces(layout.config(), arch, p.name, prefix)) {
+    for (const HfPiece& piece : hf_pieces(layout.config(), arch, p.name, prefix, experts)) {
       const Tensor src = get(piece.hf_name, piece.hf_shape);
-      const float* s = src.data_as<float>();
-      const int64_t r0 = piece.hf_shape[0], c0 = piece.hf_shape.size() > 1 ? piece.hf_shape[1] : 1;
+      // A fused piece: slice hf_index of the stacked tensor.
+      const Shape shape = piece.hf_index < 0 ? piece.hf_shape : Shape(piece.hf_shape.begin() + 1, piece.hf_shape.end());
+      const float* s = src.data_as<float>() + (piece.hf_index < 0 ? 0 : piece.hf_index * shape_numel(shape));
+      const int64_t r0 = shape[0], c0 = shape.size() > 1 ? shape[1] : 1;
       const int64_t piece_rows = piece.transpose ? c0 : r0;
       TROUPE_CHECK(piece.row_offset + piece_rows <= rows, "HF tensor ", piece.hf_name, " has more rows than ", p.name);
       for (int64_t i = 0; i < piece_rows; ++i)
@@ -177,6 +203,7 @@ void import_hf(const ParamLayout& layout, HfArch arch, const HfTensorGetter& get
 }
 
 Tensor export_hf_piece(const ParamInfo& p, const HfPiece& piece, const Tensor& host) {
+  TROUPE_CHECK(piece.hf_index < 0, "export writes one HF tensor per expert, not the fused ", piece.hf_name);
   int64_t rows = 0, cols = 0;
   as_matrix(p.shape, rows, cols);
   const float* src = host.data_as<float>() + p.offset;

@@ -75,6 +75,9 @@ void save_hf_checkpoint(const std::string& dir, const ParamLayout& layout, HfArc
                "save_hf_checkpoint needs a host f32 buffer of ", layout.size(), " elements, got ", host.str());
   const char* torch_dtype = torch_dtype_name(options.dtype);
   TROUPE_CHECK(options.max_shard_bytes > 0, "save_hf_checkpoint: max_shard_bytes must be positive");
+  // First: a model no HF family holds is refused before anything is written.
+  nlohmann::json config = hf_config_from_gpt(layout.config(), arch);
+  config["torch_dtype"] = torch_dtype;
 
   // Every HF tensor, then shards of at most max_shard_bytes (a larger tensor alone), in order.
   struct Item {
@@ -119,8 +122,6 @@ void save_hf_checkpoint(const std::string& dir, const ParamLayout& layout, HfArc
   if (shards.size() > 1)
     write_json(fs::path(dir) / kHfSafetensorsIndexName,
                {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}});
-  nlohmann::json config = hf_config_from_gpt(layout.config(), arch);
-  config["torch_dtype"] = torch_dtype;
   write_json(fs::path(dir) / "config.json", config);  // last: a folder without it is incomplete
 }
 

@@ -1,8 +1,11 @@
 #include "model/inference/inference_model.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include "base/check.hpp"
+#include "base/log.hpp"
+#include "kernels/norm.hpp"
 #include "kernels/norm_linear.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/paged_attention.hpp"
@@ -19,13 +22,32 @@ struct InferenceModel::Metadata {
   PagedBatch paged;                 // query_start [S+1], seq_lens [S], block_tables [S, max_blocks]
 };
 
+// `c`, once check_inference_moe has passed it (before ParamLayout refuses MoE with TP in training's words).
+static const GptConfig& checked_config(const GptConfig& c, int tensor_parallel) {
+  check_inference_moe(c, tensor_parallel);
+  return c;
+}
+
 InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DType compute,
                                InferenceModelOptions options, TensorParallel tp)
-    : ctx_(ctx), tp_(tp), layout_(config, ChunkSpec::whole_model(), tp.shard), compute_(compute), options_(options) {
+    : ctx_(ctx),
+      tp_(tp),
+      layout_(checked_config(config, tp.shard.size), ChunkSpec::whole_model(), tp.shard),
+      compute_(compute),
+      options_(options),
+      moe_(ctx, config, compute) {
   TROUPE_CHECK(!tp.sequence_parallel, "InferenceModel: sequence parallelism is for training only");
-  TROUPE_CHECK(!config.moe.enabled(), "the model has --num-experts ", config.moe.num_experts,
-               ": serving and generating with a mixture-of-experts model is not implemented yet (only `troupe train` "
-               "runs it, --sample-tokens included)");
+  if (config.moe.enabled() && options_.cuda_graphs) {
+    options_.cuda_graphs = false;
+    if (ctx.is_cuda()) {  // said once per process, not once per replica
+      static std::once_flag said;
+      std::call_once(said, [] {
+        logger("serve").info(
+            "mixture-of-experts model: decode steps run op by op, without CUDA graphs (the router "
+            "copies its expert counts to the host every step)");
+      });
+    }
+  }
   TROUPE_CHECK(tp.shard.size == 1 ||
                    (tp.comm != nullptr && tp.comm->size() == tp.shard.size && tp.comm->rank() == tp.shard.rank),
                "InferenceModel: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,
@@ -72,6 +94,7 @@ void InferenceModel::load_weights(const Tensor& host_f32) {
                "InferenceModel::load_weights: expected a host f32 buffer of ", layout_.size(), " elements, got ",
                host_f32.str());
   copy(ctx_, to_device(ctx_, host_f32, compute_), params_);
+  moe_.load_routers(layers_);
   ctx_.synchronize();
 }
 
@@ -280,6 +303,10 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
     row_parallel_add(attn, w.proj_w, w.proj_b, x);
   }
 
+  if (c.is_moe_layer(l)) {
+    moe_layer_mlp(l, x, ln);
+    return;
+  }
   // x += fc2(act(fc1(norm(x))))
   const NormWeights ln2 = norm_weights(c, w.ln2_w, w.ln2_b);
   if (c.swiglu) {
@@ -300,6 +327,26 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
     auto t = timed("fc2");
     row_parallel_add(act, w.fc2_w, w.fc2_b, x);
   }
+}
+
+void InferenceModel::moe_layer_mlp(int l, const Tensor& x, const Tensor& ln) {
+  const GptConfig& c = config();
+  const LayerTensors& w = layers_[size_t(l)];
+  const int64_t n = x.dim(0);
+  {
+    auto t = timed("ln2");
+    if (c.normalization == Normalization::layernorm)
+      layernorm_forward(ctx_, x, w.ln2_w, w.ln2_b, c.norm_epsilon, ln, mean_.slice(0, {n}), rstd_.slice(0, {n}));
+    else
+      rmsnorm_forward(ctx_, x, w.ln2_w, c.norm_epsilon, ln, rstd_.slice(0, {n}));
+  }
+  const Tensor y = rows(hidden_, n);
+  {
+    auto t = timed("moe");
+    moe_.forward(l, w.moe, ln, y);
+  }
+  auto t = timed("moe_residual");
+  add(ctx_, x, y, x);
 }
 
 void InferenceModel::row_parallel_add(const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& x) {

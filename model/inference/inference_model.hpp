@@ -6,6 +6,8 @@
 // last new token. CPU: f32; CUDA: bf16/f16, or f32 (exact: greedy parity with an fp32 reference). On CUDA a decode step
 // (one new token per sequence) is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA
 // graph and replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
+// Mixture-of-experts layers run the MoE MLP (model/inference/inference_moe.hpp: dropless, one rank, no
+// CUDA graphs: their router copies the expert counts to the host every forward).
 //
 // Tensor parallelism (Megatron's, without sequence parallelism): each rank of a group holds its
 // ParamLayout shard (its heads, query groups, MLP columns and vocabulary rows), a cache of its
@@ -37,6 +39,7 @@
 #include "kernels/op_profiler.hpp"
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
+#include "model/inference/inference_moe.hpp"
 #include "model/inference/kv_cache.hpp"
 #include "model/param_layout.hpp"
 #include "model/tensor_parallel.hpp"
@@ -74,6 +77,9 @@ class InferenceModel {
 
   // A host f32 buffer of layout().size() elements (as GptChunk::load_weights): this rank's shard.
   void load_weights(const Tensor& host_f32);
+  // MoE with --moe-router-enable-expert-bias: layer `layer`'s learned expert bias, host f32 [E]
+  // (a checkpoint's decoder.layers.N.mlp.router.expert_bias); every MoE layer needs one.
+  void load_expert_bias(int layer, const Tensor& host_f32) { moe_.load_expert_bias(layer, host_f32); }
 
   // Writes the new tokens' keys and values into `cache` and returns the logits of each
   // sequence's last new token, [S, Vp / T] in the compute dtype on the context's device (valid
@@ -81,8 +87,9 @@ class InferenceModel {
   // of it for T = 1). Throws naming the sequence on a bad position or block table. Every rank
   // of a group calls it with the same batch.
   Tensor forward(std::span<const SequenceInput> seqs, KvCache& cache);
-  // Turns the CUDA-graph path on or off (the graphs captured so far are kept).
-  void set_cuda_graphs(bool on) { options_.cuda_graphs = on; }
+  // Turns the CUDA-graph path on or off (the graphs captured so far are kept); always off for
+  // an MoE model.
+  void set_cuda_graphs(bool on) { options_.cuda_graphs = on && !config().moe.enabled(); }
   // Graphs captured so far (one per batch-size bucket used).
   size_t cuda_graphs_captured() const { return graphs_.size(); }
   // Times every op into `profiler` (null: off); while set, forwards run op by op (no graphs).
@@ -98,6 +105,8 @@ class InferenceModel {
   void upload(const std::vector<int32_t>& host, Tensor& device, Metadata& m);
   void run(const Metadata& m, KvCache& cache);  // the forward's kernels, after the upload
   void layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache);
+  // x += moe_mlp(norm(x)) of MoE layer l; ln: [n, C] scratch for the norm.
+  void moe_layer_mlp(int l, const Tensor& x, const Tensor& ln);
   // x += in w^T + b for a row-parallel linear (proj, fc2): fused into the GEMM on one rank; a
   // group's ranks sum their partial products (bias on rank 0) with an all-reduce first.
   void row_parallel_add(const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& x);
@@ -112,6 +121,7 @@ class InferenceModel {
   Tensor params_;  // [layout.size()] compute dtype
   std::vector<LayerTensors> layers_;
   OuterTensors outer_;
+  InferenceMoe moe_;  // the MoE layers' MLPs (nothing for a dense model)
   // Activations for up to max_tokens rows (views of the first n rows are used).
   // Per rank: qkv_ [N, (Hl+2Gl)*D], attn_ [N, Hl*D], fc1_ [N, Fl or 2Fl], act_ [N, Fl].
   Tensor x_, ln_, qkv_, attn_, hidden_, fc1_, act_, mean_, rstd_;

@@ -1,11 +1,14 @@
 #include "model/moe/experts.hpp"
 
+#include <optional>
+
 #include "base/check.hpp"
 #include "kernels/activation.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/grouped_linear.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/moe_shared_gate.hpp"
+#include "model/moe/scratch_tensor.hpp"
 
 namespace troupe {
 
@@ -42,8 +45,8 @@ void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, con
 void moe_experts_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
                           const std::vector<int64_t>& offsets, const MoeExpertActivations& a, const Tensor& dyp,
                           const Tensor& dxp, const Tensor& dfc1, const Tensor& dfc2) {
-  Tensor dact = Tensor::empty(ctx, xp.dtype(), a.act.shape());
-  Tensor dh = Tensor::empty(ctx, xp.dtype(), a.fc1.shape());
+  const ScratchTensor dact(ctx, xp.dtype(), a.act.shape());
+  const ScratchTensor dh(ctx, xp.dtype(), a.fc1.shape());
   grouped_linear_backward(ctx, dyp, a.act, fc2, offsets, dact, dfc2);
   activation_backward(ctx, swiglu, dact, a.fc1, dh);
   grouped_linear_backward(ctx, dh, xp, fc1, offsets, dxp, dfc1);
@@ -70,13 +73,14 @@ void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& f
                                 const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
                                 const Tensor& dy, const Tensor& dx, const Tensor& dfc1, const Tensor& dfc2,
                                 const Tensor& dgate_w) {
-  Tensor dout = dy;
+  std::optional<ScratchTensor> gated_dout;  // the gate's output gradient; without a gate, dy itself
   if (gate_w.defined()) {
-    dout = Tensor::empty(ctx, x.dtype(), x.shape());
-    moe_shared_gate_backward(ctx, x, gate_w, a.gate, a.out, dy, dout, dx, dgate_w);
+    gated_dout.emplace(ctx, x.dtype(), x.shape());
+    moe_shared_gate_backward(ctx, x, gate_w, a.gate, a.out, dy, *gated_dout, dx, dgate_w);
   }
-  Tensor dact = Tensor::empty(ctx, x.dtype(), a.act.shape());
-  Tensor dh = Tensor::empty(ctx, x.dtype(), a.fc1.shape());
+  const Tensor& dout = gated_dout ? gated_dout->tensor() : dy;
+  const ScratchTensor dact(ctx, x.dtype(), a.act.shape());
+  const ScratchTensor dh(ctx, x.dtype(), a.fc1.shape());
   linear_backward(ctx, dout, a.act, fc2, dact, dfc2, Tensor());
   activation_backward(ctx, swiglu, dact, a.fc1, dh);
   linear_backward(ctx, dh, x, fc1, dx, dfc1, Tensor(), /*accumulate_dx=*/true);

@@ -5,6 +5,7 @@
 
 #include "base/check.hpp"
 #include "kernels/moe_permute.hpp"
+#include "model/moe/scratch_tensor.hpp"
 
 namespace troupe {
 
@@ -29,21 +30,23 @@ size_t moe_mlp_activation_bytes(const MoeMlpActivations& a) {
   size_t n = 0;
   for (const Tensor* t :
        {&a.routing.logits, &a.routing.probs, &a.routing.experts, &a.routing.kept, &a.routing.balance_tokens_per_expert,
-        &a.plan.map.row_choice, &a.plan.map.choice_row, &a.xp, &a.expert_out, &a.experts.fc1, &a.experts.act,
-        &a.shared.fc1, &a.shared.act, &a.shared.out, &a.shared.gate})
+        &a.plan.map.row_choice, &a.plan.map.choice_row, &a.xp, &a.expert_out, &a.xp_local, &a.experts.fc1,
+        &a.experts.act, &a.shared.fc1, &a.shared.act, &a.shared.out, &a.shared.gate})
     if (t->defined()) n += t->nbytes();
   return n;
 }
 
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
-                     const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y) {
+                     const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
+                     Collectives* expert_group) {
   constexpr const char* op = "moe_mlp_forward";
   TROUPE_CHECK(spec.moe.enabled(), op, ": --num-experts is not set");
   expect_shape(op, "x", x, {x.dim(0), spec.hidden});
   expect_shape(op, "y", y, x.shape());
-  const int64_t e = spec.moe.num_experts;
-  expect_shape(op, "fc1", p.fc1, {e, spec.swiglu ? 2 * spec.expert_ffn : spec.expert_ffn, spec.hidden});
-  expect_shape(op, "fc2", p.fc2, {e, spec.hidden, spec.expert_ffn});
+  const int64_t e = spec.moe.num_experts, ep = expert_group != nullptr ? expert_group->size() : 1;
+  TROUPE_CHECK(e % ep == 0, op, ": ", e, " experts do not split over an expert group of ", ep);
+  expect_shape(op, "fc1", p.fc1, {e / ep, spec.swiglu ? 2 * spec.expert_ffn : spec.expert_ffn, spec.hidden});
+  expect_shape(op, "fc2", p.fc2, {e / ep, spec.hidden, spec.expert_ffn});
 
   moe_router_forward(ctx, spec.moe, p.router, state, x, seq_length, training, a.routing);
   a.plan = moe_dispatch_plan(ctx, a.routing, spec.moe.num_experts);
@@ -51,7 +54,16 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
   a.xp = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
   a.expert_out = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
   moe_permute_forward(ctx, x, a.plan.map, a.xp);
-  moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, a.expert_out);
+  if (expert_group == nullptr) {
+    moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, a.expert_out);
+  } else {
+    a.exchange = moe_expert_exchange(ctx, *expert_group, a.plan.expert_offsets);
+    a.xp_local = Tensor::empty(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
+    const ScratchTensor out_local(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
+    moe_expert_dispatch(ctx, *expert_group, a.exchange, a.xp, a.xp_local);
+    moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp_local, a.exchange.local_offsets, a.experts, out_local);
+    moe_expert_combine(ctx, *expert_group, a.exchange, out_local, a.expert_out);
+  }
   moe_unpermute_forward(ctx, a.expert_out, a.plan.map, a.routing.probs, y);
   if (spec.moe.has_shared_expert())
     moe_shared_expert_forward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, y);
@@ -64,18 +76,30 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
 }
 
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
-                      const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx,
-                      const MoeMlpParams& g) {
+                      const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx, const MoeMlpParams& g,
+                      Collectives* expert_group) {
   constexpr const char* op = "moe_mlp_backward";
   expect_shape(op, "dy", dy, x.shape());
   expect_shape(op, "dx", dx, x.shape());
   const int64_t n = x.dim(0), k = spec.moe.moe_router_topk, rows = a.plan.rows();
-  Tensor dexpert_out = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
-  Tensor dprobs = Tensor::empty(ctx, DType::f32, {n, k});
+  // The backward's temporaries are stream-ordered (scratch_tensor.hpp): no device synchronization.
+  const ScratchTensor dexpert_out(ctx, x.dtype(), {rows, spec.hidden});
+  const ScratchTensor dprobs(ctx, DType::f32, {n, k});
   moe_unpermute_backward(ctx, dy, a.expert_out, a.plan.map, a.routing.probs, dexpert_out, dprobs);
-  Tensor dxp = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
-  moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, dexpert_out, dxp, g.fc1,
-                       g.fc2);
+  const ScratchTensor dxp(ctx, x.dtype(), {rows, spec.hidden});
+  if (expert_group == nullptr) {
+    moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, dexpert_out, dxp,
+                         g.fc1, g.fc2);
+  } else {
+    // The output gradient's rows go where the rows went; the input gradient's come back.
+    const int64_t local_rows = a.exchange.local_rows();
+    const ScratchTensor dout_local(ctx, x.dtype(), {local_rows, spec.hidden});
+    const ScratchTensor dxp_local(ctx, x.dtype(), {local_rows, spec.hidden});
+    moe_expert_dispatch(ctx, *expert_group, a.exchange, dexpert_out, dout_local);
+    moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp_local, a.exchange.local_offsets, a.experts, dout_local,
+                         dxp_local, g.fc1, g.fc2);
+    moe_expert_combine(ctx, *expert_group, a.exchange, dxp_local, dxp);
+  }
   moe_permute_backward(ctx, dxp, a.plan.map, dx);
   moe_router_backward(ctx, spec.moe, p.router, x, a.routing, dprobs, loss_grad_scale, dx, g.router);
   if (spec.moe.has_shared_expert())

@@ -12,6 +12,12 @@
 //   loss += a.stats.losses.total();
 //   moe_mlp_backward(ctx, spec, p, a, x, dy, /*loss_grad_scale=*/1, dx, g);
 //
+// Expert parallelism: with an expert group of EP members (expert_parallel.hpp), p.fc1/fc2 (and
+// g's) hold this member's E/EP experts [r*E/EP, (r+1)*E/EP) only; routing stays local (all E
+// experts, this member's tokens: the capacity is of the local tokens, as Megatron's), the rows
+// of each expert go to its member and the outputs come back. Every member of the group calls
+// forward and backward together. Null: every expert here.
+//
 // Both backends run it. On CUDA, x and the expert weights are bf16, f16 or f32 (one type), the
 // router weight and every gradient f32, the router state made by moe_router_state(ctx, cfg);
 // the only device->host copy is the router's (router.hpp).
@@ -21,6 +27,7 @@
 
 #include "kernels/tensor.hpp"
 #include "model/moe/dispatch_plan.hpp"
+#include "model/moe/expert_parallel.hpp"
 #include "model/moe/experts.hpp"
 #include "model/moe/moe_config.hpp"
 #include "model/moe/router.hpp"
@@ -59,6 +66,9 @@ struct MoeMlpActivations {
   MoeDispatchPlan plan;
   Tensor xp;          // [R, C] tokens in expert order
   Tensor expert_out;  // [R, C]
+  // Expert parallelism only: the exchange's counts and the rows this member's experts got.
+  MoeExpertExchange exchange;
+  Tensor xp_local;  // [exchange.local_rows(), C], in local expert order
   MoeExpertActivations experts;
   SharedExpertActivations shared;
   MoeMlpStats stats;
@@ -69,11 +79,12 @@ size_t moe_mlp_activation_bytes(const MoeMlpActivations& a);
 
 // x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten).
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
-                     const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y);
+                     const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
+                     Collectives* expert_group = nullptr);
 // dy: [N, C]; dx: [N, C] (overwritten); g: f32 gradients, ACCUMULATE. loss_grad_scale: the
 // factor on the main loss's gradient, applied to the router's losses (see router.hpp).
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
-                      const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx,
-                      const MoeMlpParams& g);
+                      const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx, const MoeMlpParams& g,
+                      Collectives* expert_group = nullptr);
 
 }  // namespace troupe

@@ -1,6 +1,8 @@
 #include "model/moe/router.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "base/check.hpp"
 #include "kernels/elementwise.hpp"
@@ -8,6 +10,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_router_losses.hpp"
 #include "kernels/moe_routing.hpp"
+#include "model/moe/scratch_tensor.hpp"
 
 namespace troupe {
 
@@ -24,17 +27,19 @@ struct ScalarSlots {
 
 Tensor slot(const Tensor& scalars, int64_t at, int64_t len = 1) { return scalars.slice(at, {len}); }
 
-// x in f32: itself; a 16-bit x converted to f32 (exact), see "Router precision" in router.hpp.
-Tensor router_input_f32(const Context& ctx, const Tensor& x) {
+// x in f32: itself; a 16-bit x converted to f32 (exact) into x32, a temporary the caller keeps
+// while it uses the result; see "Router precision" in router.hpp.
+const Tensor& router_input_f32(const Context& ctx, const Tensor& x, std::optional<ScratchTensor>& x32) {
   if (x.dtype() == DType::f32) return x;
-  Tensor x32 = Tensor::empty(ctx, DType::f32, x.shape());
-  convert(ctx, x, x32);
-  return x32;
+  x32.emplace(ctx, DType::f32, x.shape());
+  convert(ctx, x, *x32);
+  return x32->tensor();
 }
 
 // logits f32 [N, E] = x · w^T in f32.
 void router_logits_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& logits) {
-  linear_forward(ctx, router_input_f32(ctx, x), w, Tensor(), logits);
+  std::optional<ScratchTensor> x32;
+  linear_forward(ctx, router_input_f32(ctx, x, x32), w, Tensor(), logits);
 }
 
 // dx += dlogits · w;  dw += dlogits^T · x, all in f32; a 16-bit dx gets the f32 product
@@ -46,9 +51,10 @@ void router_logits_backward(const Context& ctx, const Tensor& dlogits, const Ten
     linear_backward(ctx, dlogits, x, w, dx, dw, Tensor(), /*accumulate_dx=*/true);
     return;
   }
-  Tensor dx32 = Tensor::empty(ctx, DType::f32, dx.shape());
-  linear_backward(ctx, dlogits, router_input_f32(ctx, x), w, dx32, dw, Tensor());
-  Tensor part = Tensor::empty(ctx, dx.dtype(), dx.shape());
+  const ScratchTensor dx32(ctx, DType::f32, dx.shape());
+  std::optional<ScratchTensor> x32;
+  linear_backward(ctx, dlogits, router_input_f32(ctx, x, x32), w, dx32, dw, Tensor());
+  const ScratchTensor part(ctx, dx.dtype(), dx.shape());
   convert(ctx, dx32, part);
   add(ctx, dx, part, dx);
 }
@@ -68,6 +74,10 @@ MoeRouterState moe_router_state(const MoeConfig& cfg) {
     s.tokens_per_expert = Tensor::host_f32({cfg.num_experts}, std::vector<float>(size_t(cfg.num_experts), 0.0f));
   }
   return s;
+}
+
+std::string moe_expert_bias_name(int global_layer) {
+  return "decoder.layers." + std::to_string(global_layer) + ".mlp.router.expert_bias";
 }
 
 MoeRouterState moe_router_state(const Context& ctx, const MoeConfig& cfg) {
@@ -152,7 +162,8 @@ void moe_router_backward(const Context& ctx, const MoeConfig& cfg, const Tensor&
                          const Tensor& dw) {
   TROUPE_CHECK(r.training, "moe_router_backward: the routing comes from a forward without training");
   const int64_t n = r.tokens, e = cfg.num_experts;
-  Tensor dlogits = Tensor::zeros(ctx, DType::f32, {n, e});
+  const ScratchTensor dlogits(ctx, DType::f32, {n, e});  // stream-ordered: no device synchronization
+  fill_zero(ctx, dlogits);
   moe_topk_backward(ctx, r.logits, r.experts, dprobs, cfg.topk(), dlogits);
   if (cfg.load_balancing_coeff() > 0)
     moe_balance_loss_backward(ctx, r.logits, r.balance_tokens_per_expert, cfg.moe_router_score_function,

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -46,6 +47,8 @@ struct MoeRouterState {
 };
 MoeRouterState moe_router_state(const MoeConfig& cfg);  // host (the CPU backend)
 MoeRouterState moe_router_state(const Context& ctx, const MoeConfig& cfg);
+// The expert bias's name in checkpoints, Megatron's buffer "decoder.layers.N.mlp.router.expert_bias".
+std::string moe_expert_bias_name(int global_layer);
 
 // The router's contribution to the training objective, each term with its coefficient (what
 // backward differentiates). Megatron logs load_balancing_loss = aux_loss / coeff, z_loss =

@@ -81,6 +81,21 @@ TEST_F(MoeCli, TrainsLogsRouterLossSavesExpertsAndResumesExactly) {
   for (const auto& [it, loss] : again) EXPECT_EQ(loss, losses.at(it)) << "iteration " << it;
 }
 
+// Qwen2-MoE's gated shared expert: the gate is a trained weight of the checkpoint.
+TEST_F(MoeCli, SharedExpertGateIsTrainedAndSaved) {
+  const std::string ckpt = *dir_ / "ckpt_gate";
+  const TroupeExit o = train(2,
+                             {"--moe-shared-expert-intermediate-size", "32", "--moe-shared-expert-gate", "--save", ckpt,
+                              "--save-interval", "2"},
+                             "moe_gate");
+  ASSERT_EQ(o.code, std::optional<int>(0)) << o.output;
+  const std::vector<std::string> names = CheckpointReader::open(ckpt).names();
+  for (int l = 0; l < 4; ++l) {
+    const std::string n = "decoder.layers." + std::to_string(l) + ".mlp.shared_experts.gate_weight";
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+}
+
 TEST_F(MoeCli, BadInputStopsNamingTheFlags) {
   struct Case {
     std::vector<std::string> flags;
@@ -98,6 +113,7 @@ TEST_F(MoeCli, BadInputStopsNamingTheFlags) {
       {{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
        {"--recompute-granularity full", "--num-experts"}},
       {{"--moe-input-jitter-eps", "0.1"}, {"--moe-input-jitter-eps"}},
+      {{"--moe-shared-expert-gate"}, {"--moe-shared-expert-gate", "--moe-shared-expert-intermediate-size"}},
   };
   for (const Case& c : cases) {
     const TroupeExit o = train(2, c.flags, "moe_refused", c.model, c.moe);

@@ -173,6 +173,25 @@ TEST_P(LinearCudaOptions, UndefinedDxStillAccumulatesDwAndDb) {
   EXPECT_LT(rel_error(to_host_f32(gpu(), db), db_ref), kParamGradTol);
 }
 
+// Zero-bubble's split backward: dx alone, then dw and db alone, gives the fused op's bits.
+TEST_P(LinearCudaOptions, SplitBackwardEqualsTheWholeOp) {
+  const DType t = GetParam();
+  const LinearShape s{48, 64, 96};
+  const LinearInputs in(s, t, 400);
+  const Tensor x = to_device(gpu(), in.x, t), w = to_device(gpu(), in.w, t), dy = to_device(gpu(), in.dy, t);
+  Tensor dx = Tensor::zeros(gpu(), t, {s.m, s.k}), dw = Tensor::zeros(gpu(), DType::f32, {s.n, s.k}),
+         db = Tensor::zeros(gpu(), DType::f32, {s.n});
+  Tensor dx_split = Tensor::zeros(gpu(), t, {s.m, s.k}), dw_split = Tensor::zeros(gpu(), DType::f32, {s.n, s.k}),
+         db_split = Tensor::zeros(gpu(), DType::f32, {s.n});
+  linear_backward(gpu(), dy, x, w, dx, dw, db);
+  linear_backward(gpu(), dy, x, w, dx_split, Tensor(), Tensor());
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), dx_split), to_host_f32(gpu(), dx)), 0.0);
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), dw_split), Tensor::zeros(cpu(), DType::f32, {s.n, s.k})), 0.0);
+  linear_backward(gpu(), dy, x, w, Tensor(), dw_split, db_split);
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), dw_split), to_host_f32(gpu(), dw)), 0.0);
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), db_split), to_host_f32(gpu(), db)), 0.0);
+}
+
 // Views at odd element offsets are only 2-byte aligned: the algorithm cache must key on it.
 TEST_P(LinearCudaOptions, MisalignedViewsMatchCpu) {
   const DType t = GetParam();

@@ -106,6 +106,22 @@ TEST(Linear, UndefinedDxAndDbAreSkipped) {
   EXPECT_LT(rel_error(dw, twice), 1e-6);
 }
 
+// Zero-bubble's split backward: dx alone (dw and db undefined), then dw and db alone (dx
+// undefined), gives the fused op's bits.
+TEST(Linear, SplitBackwardEqualsTheWholeOpBitForBit) {
+  Tensor x = random_normal({kM, kK}, 17), w = random_normal({kN, kK}, 18), dy = random_normal({kM, kN}, 19);
+  Tensor dx = Tensor::zeros(cpu(), DType::f32, {kM, kK}), dw = random_normal({kN, kK}, 20),
+         db = random_normal({kN}, 21);
+  Tensor dx_split = Tensor::zeros(cpu(), DType::f32, {kM, kK}), dw_split = clone(dw), db_split = clone(db);
+  linear_backward(cpu(), dy, x, w, dx, dw, db);
+  linear_backward(cpu(), dy, x, w, dx_split, Tensor(), Tensor());
+  EXPECT_EQ(max_abs_diff(dx_split, dx), 0.0);
+  EXPECT_GT(max_abs_diff(dw_split, dw), 0.0);  // the input-gradient op left dw alone
+  linear_backward(cpu(), dy, x, w, Tensor(), dw_split, db_split);
+  EXPECT_EQ(max_abs_diff(dw_split, dw), 0.0);
+  EXPECT_EQ(max_abs_diff(db_split, db), 0.0);
+}
+
 TEST(Linear, BackwardMatchesFiniteDifferences) {
   Tensor x = random_normal({5, 7}, 17), w = random_normal({6, 7}, 18), b = random_normal({6}, 19);
   Tensor y = Tensor::host(DType::f32, {5, 6}), r = random_normal({5, 6}, 20);
@@ -135,7 +151,8 @@ TEST(Linear, ShapeAndDtypeErrors) {
   EXPECT_THROW(linear_backward(cpu(), dy, x, w, Tensor::host(DType::f32, {4, 3}), dw, db), Error);  // dx
   EXPECT_THROW(linear_backward(cpu(), dy, x, w, dx, Tensor::host(DType::f32, {8, 3}), db), Error);  // dw
   EXPECT_THROW(linear_backward(cpu(), dy, x, w, dx, dw, Tensor::host(DType::f32, {8})), Error);     // db
-  EXPECT_THROW(linear_backward(cpu(), dy, x, w, dx, Tensor(), db), Error);                          // dw needed
+  // An undefined dw is allowed (SplitBackwardEqualsTheWholeOpBitForBit); a dw of another dtype is not.
+  EXPECT_THROW(linear_backward(cpu(), dy, x, w, dx, Tensor::host(DType::bf16, {3, 8}), db), Error);
   // The messages name the op and the argument.
   try {
     linear_forward(cpu(), x, w, Tensor::host(DType::f32, {4}), y);

@@ -223,7 +223,7 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
       EXPECT_TRUE(hf.model.rope_scaling.llama3) << name;
     }
     EXPECT_EQ(hf.model.sliding_window, name.rfind("mistral-window", 0) == 0 ? 512 : 0) << name;
-    if (name.rfind("qwen3", 0) == 0) {
+    if (name.rfind("qwen3", 0) == 0 && name.rfind("qwen3-moe", 0) != 0) {  // MoE: hf_moe_config_test.cpp
       EXPECT_TRUE(hf.model.qk_layernorm) << name;
       EXPECT_EQ(hf.model.head_dim(), 128) << name;
       EXPECT_FLOAT_EQ(hf.model.rotary_base, 1e6f) << name;
@@ -253,7 +253,8 @@ TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
       {llama, "partial_rotary_factor", 0.5, "partial_rotary_factor = 0.5"},
       {llama, "num_hidden_layers", 1.9, "'num_hidden_layers' must be a positive integer, got 1.9"},
       {llama, "num_hidden_layers", "32", "'num_hidden_layers' must be a positive integer"},
-      {llama, "model_type", "qwen3_moe", "model_type \"qwen3_moe\""},
+      {llama, "model_type", "deepseek_v3", "model_type \"deepseek_v3\""},
+      {llama, "model_type", "qwen3_moe", "architectures [\"LlamaForCausalLM\"] is not Qwen3MoeForCausalLM"},
       {llama, "model_type", "qwen3", "architectures [\"LlamaForCausalLM\"] is not Qwen3ForCausalLM"},
       {llama, "architectures", json::array({"LlamaForSequenceClassification"}), "LlamaForSequenceClassification"},
       {gpt2, "scale_attn_weights", false, "'scale_attn_weights' = false"},

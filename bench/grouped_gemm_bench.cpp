@@ -1,0 +1,143 @@
+// Our grouped GEMM (kernels/grouped_linear.hpp: the MoE experts' GEMMs) against ONE dense cuBLAS
+// GEMM of the same total work, on the expert GEMMs of bench/moe_train.sh's two models (issue 20).
+// A microbatch there is 8 x 512 = 4096 tokens:
+//   mixtral:  8 experts, top-2 -> R = 8192 routed rows, C = 512, expert FFN 1024 (SwiGLU fc1: 2048)
+//   deepseek: 64 experts, top-6 -> R = 24576 routed rows, C = 512, expert FFN 256 (fc1: 512)
+// For each model's fc1 ([R, C] -> [R, F1]) and fc2 ([R, F] -> [R, C]), with the rows split
+// evenly over the experts and unevenly (expert g gets rows in proportion to g: expert 0 none, the
+// last about twice the mean), it times the forward (grouped_linear_forward against
+// linear_forward of [R, K] x [N, K]^T) and the backward (grouped_linear_backward: dx and the f32
+// accumulating dw, against linear_backward without a bias) and prints one line per case:
+//   grouped deepseek fc1 uneven fwd R=24576 G=64 K=512 N=512: grouped 0.081 ms 79.5 TFLOP/s | dense 0.052 ms ... |
+//   grouped/dense 0.64
+// Time per call: the mean of --reps calls between two CUDA events on the context's stream, after
+// 3 warm-up calls. FLOPs: 2 R K N forward, twice that backward.
+//
+//   grouped_gemm_bench [--reps 20] [--dtype bf16]
+// Without a GPU it prints "grouped_gemm_bench: no GPU" and exits 0.
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "base/check.hpp"
+#include "bench/common/random_tensor.hpp"
+#include "kernels/context.hpp"
+#include "kernels/grouped_linear.hpp"
+#include "kernels/linear.hpp"
+
+#if TROUPE_HAVE_CUDA
+#include "kernels/cuda/runtime.hpp"
+#endif
+
+namespace {
+
+using troupe::Context;
+using troupe::DType;
+using troupe::Tensor;
+
+struct ExpertGemm {
+  const char* model;
+  const char* layer;  // fc1 or fc2
+  int64_t groups, rows, k, n;
+};
+
+constexpr ExpertGemm kCases[] = {
+    {"mixtral", "fc1", 8, 8192, 512, 2048},
+    {"mixtral", "fc2", 8, 8192, 1024, 512},
+    {"deepseek", "fc1", 64, 24576, 512, 512},
+    {"deepseek", "fc2", 64, 24576, 256, 512},
+};
+
+// G + 1 row offsets from 0 to rows: even, or expert g's share in proportion to g.
+std::vector<int64_t> split_rows(int64_t groups, int64_t rows, bool even) {
+  std::vector<int64_t> offsets(size_t(groups) + 1, 0);
+  const int64_t total_weight = even ? groups : groups * (groups - 1) / 2;
+  int64_t weight = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    weight += even ? 1 : g;
+    offsets[size_t(g) + 1] = rows * weight / total_weight;
+  }
+  return offsets;
+}
+
+#if TROUPE_HAVE_CUDA
+// Mean milliseconds per call of fn over `reps` calls on ctx's stream, after 3 warm-up calls.
+double time_ms(const Context& ctx, const std::function<void()>& fn, int reps) {
+  for (int i = 0; i < 3; ++i) fn();
+  void* start = troupe::cuda::event_create();
+  void* stop = troupe::cuda::event_create();
+  troupe::cuda::event_record(ctx, start);
+  for (int i = 0; i < reps; ++i) fn();
+  troupe::cuda::event_record(ctx, stop);
+  const double ms = double(troupe::cuda::event_elapsed_ms(start, stop)) / reps;
+  troupe::cuda::event_destroy(start);
+  troupe::cuda::event_destroy(stop);
+  return ms;
+}
+
+void print_case(const ExpertGemm& c, bool even, const char* op, double flop, double grouped_ms, double dense_ms) {
+  std::printf(
+      "grouped %-8s %s %-6s %s R=%ld G=%ld K=%ld N=%ld: grouped %.3f ms %.1f TFLOP/s | dense %.3f ms %.1f TFLOP/s | "
+      "grouped/dense %.2f\n",
+      c.model, c.layer, even ? "even" : "uneven", op, long(c.rows), long(c.groups), long(c.k), long(c.n), grouped_ms,
+      flop / grouped_ms / 1e9, dense_ms, flop / dense_ms / 1e9, dense_ms / grouped_ms);
+  std::fflush(stdout);
+}
+
+// Both splits of one expert GEMM, forward and backward, each against the dense GEMM.
+void run_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
+  using troupe::bench::random_normal;
+  const Tensor x = random_normal(ctx, dtype, {c.rows, c.k}, 1);
+  const Tensor w = random_normal(ctx, dtype, {c.groups, c.n, c.k}, 2, 0.0f, 0.02f);
+  const Tensor dense_w = random_normal(ctx, dtype, {c.n, c.k}, 3, 0.0f, 0.02f);
+  const Tensor dy = random_normal(ctx, dtype, {c.rows, c.n}, 4, 0.0f, 1e-3f);
+  const Tensor y = Tensor::empty(ctx, dtype, {c.rows, c.n});
+  const Tensor dx = Tensor::empty(ctx, dtype, {c.rows, c.k});
+  const Tensor dw = Tensor::zeros(ctx, DType::f32, {c.groups, c.n, c.k});
+  const Tensor dense_dw = Tensor::zeros(ctx, DType::f32, {c.n, c.k});
+  const double flop = 2.0 * double(c.rows) * double(c.k) * double(c.n);
+  const double dense_fwd = time_ms(
+      ctx, [&] { troupe::linear_forward(ctx, x, dense_w, Tensor(), y); }, reps);
+  const double dense_bwd = time_ms(
+      ctx, [&] { troupe::linear_backward(ctx, dy, x, dense_w, dx, dense_dw, Tensor()); }, reps);
+  for (bool even : {true, false}) {
+    const std::vector<int64_t> offsets = split_rows(c.groups, c.rows, even);
+    const double fwd = time_ms(
+        ctx, [&] { troupe::grouped_linear_forward(ctx, x, w, offsets, y); }, reps);
+    print_case(c, even, "fwd", flop, fwd, dense_fwd);
+    const double bwd = time_ms(
+        ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
+    print_case(c, even, "bwd", 2 * flop, bwd, dense_bwd);
+  }
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Grouped GEMM (MoE experts) against one dense cuBLAS GEMM of the same work (CUDA)"};
+  int reps = 20;
+  std::string dtype_name = "bf16";
+  app.add_option("--reps", reps, "timed calls per case")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dtype", dtype_name, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+#if TROUPE_HAVE_CUDA
+  if (troupe::cuda_available()) {
+    try {
+      const Context ctx = Context::cuda(0);
+      for (const ExpertGemm& c : kCases) run_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
+      return 0;
+    } catch (const troupe::Error& e) {
+      std::fprintf(stderr, "grouped_gemm_bench: %s\n", e.what());
+      return 1;
+    }
+  }
+#endif
+  (void)reps;
+  std::printf("grouped_gemm_bench: no GPU\n");
+  return 0;
+}

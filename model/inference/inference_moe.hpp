@@ -1,0 +1,58 @@
+// The inference model's mixture-of-experts MLPs (model/moe/moe_mlp.hpp, training=false): what an
+// MoE layer of InferenceModel runs in place of fc1 -> activation -> fc2, and what generating or
+// serving an MoE model refuses.
+//
+// Routing is dropless, so each token's experts depend on that token alone: a sequence gets the
+// same logits whatever shares its batch. A capacity (--moe-expert-capacity-factor) would make a
+// token's result depend on the other requests of the step, so such models are refused rather
+// than served with routing they were not trained with. The router computes in f32 as in
+// training: a 16-bit model keeps f32 copies of its router weights, converted once per load.
+// With --moe-router-enable-expert-bias the learned bias comes from the checkpoint (Megatron's
+// buffer decoder.layers.N.mlp.router.expert_bias): a layer without it loaded refuses to run.
+// Each forward copies the expert counts to the host (the grouped GEMM's sizes), so MoE models
+// decode op by op, without CUDA graphs.
+//
+//   check_inference_moe(config, /*tensor_parallel=*/1);   // throws naming the flag
+//   InferenceMoe moe(ctx, config, compute);
+//   moe.load_routers(layers);                              // after the weights are loaded
+//   moe.load_expert_bias(l, bias);                         // expert bias on: host f32 [E] per MoE layer
+//   moe.forward(l, layers[l].moe, ln, y);                  // y [n, C] = layer l's MoE MLP of ln
+#pragma once
+
+#include <vector>
+
+#include "kernels/tensor.hpp"
+#include "model/config.hpp"
+#include "model/moe/moe_mlp.hpp"
+#include "model/param_layout.hpp"
+
+namespace troupe {
+
+// Throws naming the flag when `troupe generate` / `troupe serve` cannot run the MoE model
+// exactly: with --tensor-model-parallel-size > 1 or --moe-expert-capacity-factor. Nothing for a
+// dense model.
+void check_inference_moe(const GptConfig& c, int tensor_parallel);
+
+class InferenceMoe {
+ public:
+  // Nothing to do for a dense model; an MoE one is checked (check_inference_moe) for one rank.
+  InferenceMoe(const Context& ctx, const GptConfig& c, DType compute);
+
+  // Refreshes the f32 router copies from the (newly loaded) compute-dtype weights.
+  void load_routers(const std::vector<LayerTensors>& layers);
+  // MoE layer `layer`'s expert bias (--moe-router-enable-expert-bias): host f32 [E].
+  void load_expert_bias(int layer, const Tensor& host_f32);
+  // Layer `layer`'s MoE MLP with weights p (its LayerTensors::moe): ln [n, C], the pre-MLP
+  // norm's output; y [n, C], overwritten.
+  void forward(int layer, const MoeMlpParams& p, const Tensor& ln, const Tensor& y);
+
+ private:
+  const Context& ctx_;
+  MoeMlpSpec spec_;
+  std::vector<MoeRouterState> state_;  // per layer (empty on dense layers): the expert bias; nothing counted
+  std::vector<bool> bias_loaded_;      // per layer: load_expert_bias has given its bias
+  std::vector<Tensor> router_f32_;     // per layer: f32 [E, C] copies for 16-bit models, else undefined
+  MoeMlpActivations acts_;             // reused by every layer (sized by each forward's routing)
+};
+
+}  // namespace troupe
