@@ -322,6 +322,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.parallel.sequence_parallel = o.sequence_parallel && o.tensor_size > 1;
   cfg.parallel.distributed_optimizer = o.distributed_optimizer;
   cfg.parallel.overlap_grad_reduce = o.overlap_grad_reduce;
+  cfg.parallel.expert_size = o.moe.expert_model_parallel_size;
   TROUPE_CHECK(o.ddp_bucket_size >= 1, "--ddp-bucket-size must be >= 1, got ", o.ddp_bucket_size);
   cfg.parallel.bucket_elements = o.ddp_bucket_size;
   cfg.parallel.schedule = schedules::schedule_from_name(o.schedule);
@@ -796,7 +797,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
       ->check(positive);
   cmd->add_option("--pipeline-model-parallel-size", o->pipeline_size, "PP: pipeline stages")->check(positive);
   cmd->add_option("--context-parallel-size", o->context_size,
-                  "CP: devices each sequence is split over (ring attention; CPU devices only so far)")
+                  "CP: devices each sequence is split over (ring attention)")
       ->check(positive);
   cmd->add_option("--cp-comm-type", o->cp_comm_type, "context parallelism's communication: only p2p (the ring)");
   cmd->add_option("--num-layers-per-virtual-pipeline-stage", o->layers_per_virtual_stage,

@@ -4,7 +4,10 @@
 # data, 3 iterations), without recompute and with full recompute (uniform 1), until a run fails.
 # tokens/s is set against the same model at T=4096 without recompute (the same tokens per
 # iteration are not kept: one sequence a microbatch, so longer T is more tokens and more
-# attention work per token), in the same command.
+# attention work per token), in the same command. Then the same model with context parallelism
+# over two GPUs (cp2: --context-parallel-size 2, each GPU holding T/2 tokens of the sequence and
+# running the ring's block attention), which reaches longer T; skipped with fewer than 2 GPUs.
+# Its tokens/s is the whole run's (two GPUs).
 # Usage (repo root, after `source .devdeps/env.sh`): bench/long_sequence.sh BUILD_DIR [MAX_T]
 set -uo pipefail
 source "$(dirname "$0")/scaling_lib.sh"
@@ -17,9 +20,17 @@ model="--model llama-tiny --num-layers 24 --hidden-size 2048 --num-attention-hea
 model+=" --ffn-hidden-size 5632"
 printf '%-10s %8s %10s %12s %8s %s\n' recompute T ms/it tokens/s GiB ratio > "$out/summary.txt"
 base=""
-for mode in none full; do
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+for mode in none full cp2; do
   extra=""
   [ $mode = full ] && extra="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+  if [ $mode = cp2 ]; then
+    if [ "$gpus" -lt 2 ]; then
+      printf '%-10s skipped: needs 2 GPUs, %s visible\n' $mode "$gpus" >> "$out/summary.txt"
+      continue
+    fi
+    extra="--context-parallel-size 2"
+  fi
   for ((t = 4096; t <= max_t; t *= 2)); do
     log=$out/$mode-$t.log
     # shellcheck disable=SC2086

@@ -113,9 +113,9 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         d = self.head_dim
         q, k, v = self.qkv(self.norm(x)).split([HEADS * d, GROUPS * d, GROUPS * d], dim=-1)
-        q = apply_rope(q.view(b, t, HEADS, d).transpose(1, 2), cos, sin)
-        k = apply_rope(k.view(b, t, GROUPS, d).transpose(1, 2), cos, sin)
-        v = v.view(b, t, GROUPS, d).transpose(1, 2)
+        q = apply_rope(q.reshape(b, t, HEADS, d).transpose(1, 2), cos, sin)
+        k = apply_rope(k.reshape(b, t, GROUPS, d).transpose(1, 2), cos, sin)
+        v = v.reshape(b, t, GROUPS, d).transpose(1, 2)
         k = k.repeat_interleave(HEADS // GROUPS, dim=1)
         v = v.repeat_interleave(HEADS // GROUPS, dim=1)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -197,7 +197,7 @@ class Layer(nn.Module):
         x = self.attn_fn(x, cos, sin)
         b, t, c = x.shape
         y, aux = self.moe(self.norm(x).reshape(b * t, c))
-        return x + y.view(b, t, c), aux
+        return x + y.reshape(b, t, c), aux
 
 
 class Model(nn.Module):
@@ -218,7 +218,7 @@ class Model(nn.Module):
             x, aux = layer(x, self.cos, self.sin)
             aux_total = aux_total + aux
         logits = self.head(self.norm(x))
-        loss = F.cross_entropy(logits.float().view(-1, VOCAB), targets.view(-1))
+        loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), targets.reshape(-1))
         return loss, aux_total
 
 

@@ -16,7 +16,8 @@
 // adds this block's share of dq and dkv:
 //   attention_block_backward(ctx, dout, q, kv1, out, lse, cfg, BlockMask::full, dq, dkv1);
 //
-// CPU (f32) only so far: a CUDA context is refused naming --context-parallel-size.
+// CPU: f32 tensors. CUDA: bf16 or f16 q/kv/out/dq/dkv (one dtype), f32 lse; simple
+// warp-per-row kernels (kernels/cuda/attention_block.cu), head_dim up to 256.
 #pragma once
 
 #include "kernels/attention.hpp"
@@ -47,5 +48,14 @@ void attention_block_backward(const Tensor& dout, const Tensor& q, const Tensor&
                               const Tensor& lse, const AttentionConfig& cfg, BlockMask mask, const Tensor& dq,
                               const Tensor& dkv);
 }  // namespace cpu
+namespace cuda {
+void attention_block_forward(const Context& ctx, const Tensor& q, const Tensor& kv, const AttentionConfig& cfg,
+                             BlockMask mask, const Tensor& out, const Tensor& lse);
+void attention_block_merge(const Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& block_out,
+                           const Tensor& block_lse);
+void attention_block_backward(const Context& ctx, const Tensor& dout, const Tensor& q, const Tensor& kv,
+                              const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, BlockMask mask,
+                              const Tensor& dq, const Tensor& dkv);
+}  // namespace cuda
 
 }  // namespace troupe

@@ -1,6 +1,5 @@
 #include "model/context_parallel.hpp"
 
-#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -17,6 +16,7 @@ struct Ring {
   const ContextParallel& cp;
   int64_t B, h;  // batch, tokens per chunk (local sequence: 2h)
   int64_t H, G, D;
+  DType dtype;  // of every activation buffer: qkv's (f32 on CPU, bf16/f16 on CUDA)
 
   int64_t local_seq() const { return 2 * h; }
   // The global chunk index of local chunk c (0, 1) of context rank `rank`.
@@ -47,7 +47,7 @@ struct Ring {
   // The query heads of both chunks, and their keys/values packed for the ring.
   void split_qkv(const Tensor& qkv, Tensor (&q)[2], const Tensor& kv) const {
     for (int c = 0; c < 2; ++c) {
-      q[c] = Tensor::empty(ctx, DType::f32, {B, h, H * D});
+      q[c] = Tensor::empty(ctx, dtype, {B, h, H * D});
       rows(qkv, c, 0, q[c], false);
       rows(qkv, c, H * D, kv_chunk(kv, c), false);
     }
@@ -74,7 +74,7 @@ Ring ring_of(const Context& ctx, const ContextParallel& cp, const Tensor& qkv, c
   TROUPE_CHECK(cp.size > 1 && cp.comm != nullptr && cp.comm->size() == cp.size && cp.comm->rank() == cp.rank, op,
                ": context rank ", cp.rank, " of ", cp.size, " needs the context group's collectives");
   TROUPE_CHECK(qkv.ndim() == 3 && qkv.dim(1) % 2 == 0, op, ": qkv must be [B, 2h, (H+2G)*D], got ", qkv.str());
-  return Ring{ctx, cp, qkv.dim(0), qkv.dim(1) / 2, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim};
+  return Ring{ctx, cp, qkv.dim(0), qkv.dim(1) / 2, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, qkv.dtype()};
 }
 
 }  // namespace
@@ -118,25 +118,30 @@ void context_attention_forward(const Context& ctx, const ContextParallel& cp, co
   const Ring R = ring_of(ctx, cp, qkv, cfg, "context_attention_forward");
   const int64_t HD = R.H * R.D;
   Tensor q[2];
-  Tensor kv = Tensor::empty(ctx, DType::f32, {2 * R.B * R.h, 2 * R.G * R.D});
-  Tensor next_kv = Tensor::empty(ctx, DType::f32, kv.shape());
+  Tensor kv = Tensor::empty(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
+  Tensor next_kv = Tensor::empty(ctx, R.dtype, kv.shape());
   R.split_qkv(qkv, q, kv);
   Tensor o[2], l[2];
-  const Tensor part = Tensor::empty(ctx, DType::f32, {R.B, R.h, HD});
+  const Tensor part = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
   const Tensor part_lse = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
-  Tensor empty_lse = Tensor::host(DType::f32, {R.B, R.H, R.h});
-  for (int64_t i = 0; i < empty_lse.numel(); ++i) empty_lse.data_as<float>()[i] = -INFINITY;
   for (int c = 0; c < 2; ++c) {
-    o[c] = Tensor::zeros(ctx, DType::f32, {R.B, R.h, HD});
+    o[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
     l[c] = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
-    copy(ctx, empty_lse, l[c]);
   }
+  // A query chunk's first block writes its running (out, lse) directly; later blocks merge in.
+  // Every chunk meets its causal diagonal, so both are written, and nothing touches the host.
+  bool seen[2] = {false, false};
   for (int step = 0; step < cp.size; ++step) {
     const int src = (cp.rank - step + cp.size) % cp.size;  // whose keys/values `kv` holds
     for (int qi = 0; qi < 2; ++qi) {
       for (int ki = 0; ki < 2; ++ki) {
         BlockMask mask{};
         if (!Ring::block_mask(R.global_chunk(cp.rank, qi), R.global_chunk(src, ki), mask)) continue;
+        if (!seen[qi]) {
+          attention_block_forward(ctx, q[qi], R.kv_chunk(kv, ki), cfg, mask, o[qi], l[qi]);
+          seen[qi] = true;
+          continue;
+        }
         attention_block_forward(ctx, q[qi], R.kv_chunk(kv, ki), cfg, mask, part, part_lse);
         attention_block_merge(ctx, o[qi], l[qi], part, part_lse);
       }
@@ -157,17 +162,17 @@ void context_attention_backward(const Context& ctx, const ContextParallel& cp, c
   const Ring R = ring_of(ctx, cp, qkv, cfg, "context_attention_backward");
   const int64_t HD = R.H * R.D;
   Tensor q[2];
-  Tensor kv = Tensor::empty(ctx, DType::f32, {2 * R.B * R.h, 2 * R.G * R.D});
-  Tensor next_kv = Tensor::empty(ctx, DType::f32, kv.shape());
-  Tensor dkv = Tensor::zeros(ctx, DType::f32, kv.shape());  // the accumulators of `kv`'s owner
-  Tensor next_dkv = Tensor::empty(ctx, DType::f32, kv.shape());
+  Tensor kv = Tensor::empty(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
+  Tensor next_kv = Tensor::empty(ctx, R.dtype, kv.shape());
+  Tensor dkv = Tensor::zeros(ctx, R.dtype, kv.shape());  // the accumulators of `kv`'s owner
+  Tensor next_dkv = Tensor::empty(ctx, R.dtype, kv.shape());
   R.split_qkv(qkv, q, kv);
   Tensor dy[2], o[2], l[2], dq[2];
   for (int c = 0; c < 2; ++c) {
-    dy[c] = Tensor::empty(ctx, DType::f32, {R.B, R.h, HD});
-    o[c] = Tensor::empty(ctx, DType::f32, {R.B, R.h, HD});
+    dy[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
+    o[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
     l[c] = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
-    dq[c] = Tensor::zeros(ctx, DType::f32, {R.B, R.h, HD});
+    dq[c] = Tensor::zeros(ctx, R.dtype, {R.B, R.h, HD});
     R.rows(dout, c, 0, dy[c], false);
     R.rows(out, c, 0, o[c], false);
     R.lse_rows(lse, c, l[c], false);

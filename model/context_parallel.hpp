@@ -12,7 +12,7 @@
 //   context_attention_forward(ctx, cp, qkv, cfg, out, lse);          // qkv [B, T/C, (H+2G)*D]
 //   context_attention_backward(ctx, cp, dout, qkv, out, lse, cfg, dqkv);
 // Positions (RoPE, learned position embeddings) are the tokens' global ones:
-// context_positions. CPU devices only so far (kernels/attention_block.hpp).
+// context_positions. CPU (f32) and CUDA (bf16/f16) devices (kernels/attention_block.hpp).
 #pragma once
 
 #include <cstdint>

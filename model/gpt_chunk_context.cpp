@@ -12,9 +12,6 @@ void GptChunk::set_context_parallel(const ContextParallel& cp) {
   if (cp.size > 1) {
     TROUPE_CHECK(cp.comm != nullptr && cp.comm->size() == cp.size && cp.comm->rank() == cp.rank,
                  "GptChunk: context rank ", cp.rank, " of ", cp.size, " needs the context group's collectives");
-    TROUPE_CHECK(!ctx_.is_cuda(),
-                 "--context-parallel-size: context parallelism runs on CPU devices only so far; use CPU devices or "
-                 "--context-parallel-size 1");
     TROUPE_CHECK(config().sliding_window == 0,
                  "--context-parallel-size with a sliding window (--window-size) is not implemented; use one or the "
                  "other");

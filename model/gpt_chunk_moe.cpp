@@ -11,8 +11,8 @@ namespace troupe {
 // Null without expert parallelism: every expert is local.
 Collectives* GptChunk::expert_group() const {
   if (tp_.expert.size == 1) return nullptr;
-  TROUPE_CHECK(tp_.expert_comm != nullptr, "GptChunk: expert-parallel rank ", tp_.expert.rank, " of ",
-               tp_.expert.size, " has no expert group");
+  TROUPE_CHECK(tp_.expert_comm != nullptr, "GptChunk: expert-parallel rank ", tp_.expert.rank, " of ", tp_.expert.size,
+               " has no expert group");
   return tp_.expert_comm;
 }
 

@@ -106,10 +106,8 @@ void ParamLayout::add_moe_mlp(const std::string& prefix) {
     if (m.moe_shared_expert_gate) add(prefix + "shared_experts.gate_weight", {1, C}, true, ParamInit::normal);
   }
   const int e0 = first_local_expert(), e1 = e0 + local_experts();
-  for (int e = e0; e < e1; ++e)
-    add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal);
-  for (int e = e0; e < e1; ++e)
-    add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal);
+  for (int e = e0; e < e1; ++e) add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal);
+  for (int e = e0; e < e1; ++e) add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal);
   add(prefix + "router.weight", {int64_t(m.num_experts), C}, true, ParamInit::normal);
 }
 

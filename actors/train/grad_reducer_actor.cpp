@@ -4,6 +4,7 @@
 #include "actors/actor_error.hpp"
 #include "actors/train/messages.hpp"
 #include "actors/train/run_error.hpp"
+#include "actors/train/stage_optimizer.hpp"
 #include "kernels/nvtx.hpp"
 #include "base/check.hpp"
 
@@ -49,7 +50,9 @@ class GradReducerActor : public grad_reducer_actor::base {
       fence_wait(*s_.comm, fences_[next_]);
       fences_[next_].reset();
       const Tensor g = s_.worker->model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
-      if (s_.worker->distributed_optimizer())
+      if (expert_parallel(*s_.worker))  // the distributed optimizer is refused with it
+        all_reduce_bucket_expert_parallel(*s_.comm, *s_.worker, b, s_.group, s_.worker->expert_data_group());
+      else if (s_.worker->distributed_optimizer())
         s_.group->reduce_scatter(*s_.comm, g, g.slice(b.shard_begin(rank, D) - b.begin, {b.shard_size(D)}));
       else
         s_.group->all_reduce(*s_.comm, g);

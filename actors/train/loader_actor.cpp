@@ -69,11 +69,11 @@ class LoaderActor : public loader_actor::base {
 
   // Each fed stage its microbatches of the batch; the counts for the trainer.
   BatchInfo feed(int64_t iteration, bool train, const BatchList& batches) {
-    const int D = train ? s_.data_parallel : 1;
+    const int D = train ? s_.data_parallel : s_.eval_data_parallel;
     for (const LoaderFeed& f : s_.feeds) {
-      if (!train && f.dp != 0) continue;  // evaluation runs on data rank 0
+      if (f.dp >= D) continue;  // evaluation runs on the first eval_data_parallel data ranks
       StageData data{iteration, {}, {}};
-      for (size_t k = size_t(train ? f.dp : 0); k < batches.size(); k += size_t(D)) {
+      for (size_t k = size_t(f.dp); k < batches.size(); k += size_t(D)) {
         if (f.tokens) data.tokens.push_back(batches[k].tokens);
         if (f.targets) data.targets.push_back(batches[k].targets);
       }

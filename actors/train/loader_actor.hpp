@@ -32,6 +32,9 @@ struct LoaderSetup {
   std::unique_ptr<DataLoader> train, valid;  // valid may be null (no evaluation)
   std::vector<LoaderFeed> feeds;
   int data_parallel = 1;  // D
+  // The data ranks evaluation runs on, microbatch k on rank k mod this: 1, or the expert-parallel
+  // size (the EP ranks of an expert group run forwards together).
+  int eval_data_parallel = 1;
 };
 
 loader_actor spawn_loader(caf::actor_system& system, LoaderSetup setup, ActorThread mode = ActorThread::detached);

@@ -6,6 +6,49 @@
 
 namespace troupe::actors {
 
+namespace {
+
+// The [begin, end) runs of a chunk's flat buffer that hold routed experts (each parameter up to
+// the next one's offset, so the alignment padding goes with it).
+std::vector<std::pair<int64_t, int64_t>> expert_runs(const ParamLayout& layout) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  const auto& params = layout.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!ParamLayout::is_expert_param(params[i].name)) continue;
+    const int64_t begin = params[i].offset, end = i + 1 < params.size() ? params[i + 1].offset : layout.size();
+    if (!runs.empty() && runs.back().second == begin)
+      runs.back().second = end;
+    else
+      runs.emplace_back(begin, end);
+  }
+  return runs;
+}
+
+}  // namespace
+
+bool expert_parallel(StageWorker& w) { return w.model(0).layout().expert_shard().size > 1; }
+
+// Each bucket in runs, the routed experts' over the ranks holding the same experts, the rest over
+// the data-parallel group. Both are sums of gradients already scaled by 1 / (the global batch's
+// tokens), and an expert's gradient on its expert rank already holds the tokens of every member
+// of the expert group, so the sums equal one device's gradient.
+void all_reduce_bucket_expert_parallel(const Context& ctx, StageWorker& w, const GradBucket& b, Collectives* dp,
+                                       Collectives* edp) {
+  const Tensor& grads = w.model(b.chunk).grads();
+  auto reduce = [&](Collectives* group, int64_t begin, int64_t end) {
+    if (group != nullptr && end > begin) group->all_reduce(ctx, grads.slice(begin, {end - begin}));
+  };
+  int64_t at = b.begin;
+  for (const auto& [lo, hi] : expert_runs(w.model(b.chunk).layout())) {
+    const int64_t from = std::max(lo, b.begin), to = std::min(hi, b.end);
+    if (from >= to) continue;
+    reduce(dp, at, from);
+    reduce(edp, from, to);
+    at = to;
+  }
+  reduce(dp, at, b.end);
+}
+
 std::vector<std::pair<std::string, const Tensor*>> checkpoint_parts(const Optimizer& opt, bool with_moments) {
   std::vector<std::pair<std::string, const Tensor*>> parts = {{"", &opt.master()}};
   if (with_moments) {
@@ -36,6 +79,11 @@ void StageOptimizer::finalize_grads() {
       for (const Tensor& counts : w.model(c).moe_token_counts()) dp->all_reduce(context(), counts);
   if (dp == nullptr || w.overlap_grad_reduce()) return;  // no replicas / the reducer actor did it
   const int D = w.dp_size();
+  if (expert_parallel(w)) {  // the distributed optimizer is refused with it
+    for (const GradBucket& b : w.buckets())
+      all_reduce_bucket_expert_parallel(context(), w, b, dp, w.expert_data_group());
+    return;
+  }
   for (const GradBucket& b : w.buckets()) {
     const Tensor g = w.model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
     if (w.distributed_optimizer())
@@ -47,11 +95,32 @@ void StageOptimizer::finalize_grads() {
 
 GradStats StageOptimizer::grad_stats() const {
   GradStats total;
+  const bool ep = expert_parallel(*worker_);
+  using Part = Optimizer::NormPart;
   for (size_t c = 0; c < optimizers_.size(); ++c) {
-    const GradStats s = optimizers_[c]->grad_stats(norm_exclude_[c]);
+    const GradStats s = optimizers_[c]->grad_stats(norm_exclude_[c], ep ? Part::dense : Part::all);
     total.sum_sq += s.sum_sq;
     total.finite = total.finite && s.finite;
   }
+  if (!ep) return total;
+  // Each expert once: this rank's experts' squares summed over the expert group (the data ranks
+  // holding the other experts), as the optimizer counts the first data rank's report.
+  GradStats experts;
+  for (size_t c = 0; c < optimizers_.size(); ++c) {
+    const GradStats s = optimizers_[c]->grad_stats(norm_exclude_[c], Part::experts);
+    experts.sum_sq += s.sum_sq;
+    experts.finite = experts.finite && s.finite;
+  }
+  Collectives* group = worker_->model(0).tensor_parallel().expert_comm;
+  TROUPE_CHECK(group != nullptr && !context().is_cuda(), worker_->name(),
+               ": expert parallelism needs the expert group on CPU devices");
+  Tensor sums = Tensor::host(DType::f32, {2});
+  sums.data_as<float>()[0] = float(experts.sum_sq);
+  sums.data_as<float>()[1] = experts.finite ? 0.0f : 1.0f;
+  group->all_reduce(context(), sums);
+  context().synchronize();
+  total.sum_sq += double(sums.data_as<float>()[0]);
+  total.finite = total.finite && sums.data_as<float>()[1] == 0.0f;
   return total;
 }
 
@@ -92,6 +161,7 @@ void StageOptimizer::copy_state(StateCopy& copy) {
                  .tensors = {},
                  .buffers = {}};
     if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
+    s.experts_only = expert_parallel(*worker_) && w.dp_rank() != 0;
     for (const auto& [prefix, src] : checkpoint_parts(opt, copy.with_moments)) {
       const Tensor& buf = copy.staging(src->numel());
       troupe::copy(*copier, *src, buf);

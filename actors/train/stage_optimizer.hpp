@@ -45,6 +45,13 @@ struct StateCopy {
   std::shared_ptr<void> ready;
 };
 
+// Whether `w`'s chunks split the MoE experts over an expert group (--expert-model-parallel-size).
+bool expert_parallel(StageWorker& w);
+// Expert parallelism's all-reduce of bucket `b` on `ctx`: its routed experts' gradients over
+// `edp` (the ranks holding the same experts; null: none), the rest over the data-parallel `dp`.
+void all_reduce_bucket_expert_parallel(const Context& ctx, StageWorker& w, const GradBucket& b, Collectives* dp,
+                                       Collectives* edp);
+
 class StageOptimizer {
  public:
   // `optimizers`: one per chunk of `worker`; `norm_exclude`: per chunk, the parameter another

@@ -111,6 +111,9 @@ struct StageSetup {
   // data-parallel group is Megatron's dp_cp: dp_rank = data rank x C + context rank, dp_size = D x C.
   int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1;
   Collectives* dp_group = nullptr;  // null: no data parallelism
+  // MoE expert parallelism: the routed experts' gradients are reduced over the ranks holding the
+  // same experts (the chunks hold the expert group); null: none or one such rank.
+  Collectives* expert_data_group = nullptr;
   bool distributed_optimizer = false;
   std::vector<GradBucket> buckets;  // the data-parallel reduction's units
   // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last
@@ -158,6 +161,7 @@ class StageWorker {
   bool distributed_optimizer() const { return setup_.distributed_optimizer; }
   bool overlap_grad_reduce() const { return setup_.overlap_grad_reduce; }
   Collectives* dp_group() const { return setup_.dp_group; }
+  Collectives* expert_data_group() const { return setup_.expert_data_group; }
   // "stage 2", or "stage 2 (tensor rank 1, data rank 0)" when there is more than one device per stage.
   std::string name() const;
   int chunks() const { return setup_.chunks; }

@@ -70,14 +70,36 @@ void validate_context_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(C >= 1, "--context-parallel-size must be >= 1, got ", C);
   if (C == 1) return;
   check_context_split(c.model.seq_length, C);
-  TROUPE_CHECK(!c.devices.cuda,
-               "--context-parallel-size: context parallelism runs on CPU devices only so far; use CPU devices or "
-               "--context-parallel-size 1");
   TROUPE_CHECK(c.model.sliding_window == 0,
                "--context-parallel-size with a sliding window (--window-size) is not implemented; use one or the "
                "other");
   TROUPE_CHECK(!c.model.moe.enabled(),
                "--context-parallel-size with --num-experts is not implemented; use one or the other");
+}
+
+// --expert-model-parallel-size: experts split over consecutive data ranks (RankLayout's expert
+// grid), what is exact so far; the rest refused by name.
+void validate_expert_parallel(const TrainingConfig& c) {
+  const int EP = c.parallel.expert_size, D = c.parallel.data_size;
+  TROUPE_CHECK(EP >= 1, "--expert-model-parallel-size must be >= 1, got ", EP);
+  if (EP == 1) return;
+  const int E = c.model.moe.num_experts;
+  TROUPE_CHECK(c.model.moe.enabled(), "--expert-model-parallel-size ", EP,
+               " needs a mixture-of-experts model; set --num-experts or use --expert-model-parallel-size 1");
+  TROUPE_CHECK(E % EP == 0, "--expert-model-parallel-size ", EP, " must divide --num-experts ", E,
+               "; pick a size that divides it");
+  TROUPE_CHECK(D % EP == 0, "--expert-model-parallel-size ", EP, " must divide the data-parallel size ", D,
+               " (devices / (--tensor-model-parallel-size x --pipeline-model-parallel-size)); pick a size that "
+               "divides it");
+  TROUPE_CHECK(c.parallel.tensor_size == 1,
+               "--expert-model-parallel-size with --tensor-model-parallel-size > 1 is "
+               "not implemented; use one or the other");
+  TROUPE_CHECK(!c.devices.cuda,
+               "--expert-model-parallel-size: expert parallelism runs on CPU devices only so far; use "
+               "CPU devices or --expert-model-parallel-size 1");
+  TROUPE_CHECK(!c.parallel.distributed_optimizer,
+               "--expert-model-parallel-size with --use-distributed-optimizer is "
+               "not implemented; use one or the other");
 }
 
 void validate(const TrainingConfig& c) {
@@ -87,6 +109,7 @@ void validate(const TrainingConfig& c) {
   TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
   TROUPE_CHECK(D >= 1, "the data-parallel size must be >= 1, got ", D);
   TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
+  validate_expert_parallel(c);  // before the tensor-parallel checks: MoE with TP is refused there too
   validate_pipeline_split(L, P, V, c.parallel.split);
   c.model.validate_tensor_parallel(T);
   if (c.parallel.sequence_parallel) {
@@ -180,11 +203,10 @@ void TrainingRun::Impl::build_stages() {
 // Tensor-parallel groups (per stage and data rank) and data-parallel groups (per stage and
 // tensor rank; on the reducers' streams with overlap).
 TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<std::unique_ptr<Context>>& contexts) {
-  StageGroups member{std::vector<Collectives*>(contexts.size(), nullptr),
-                     std::vector<Collectives*>(contexts.size(), nullptr),
-                     std::vector<Collectives*>(contexts.size(), nullptr)};
+  const std::vector<Collectives*> none(contexts.size(), nullptr);
+  StageGroups member{none, none, none, none, none};
   auto build_group = [&](const std::vector<int>& members, bool data_parallel, const std::string& name,
-                         bool context = false) {
+                         bool context = false, std::vector<Collectives*>* into = nullptr) {
     std::vector<const Context*> ctxs;
     std::vector<int> procs;
     for (int m : members) {
@@ -200,7 +222,8 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
         fabric->make_group(procs, ctxs, GroupOptions{name, config.op_timeout});
     for (size_t i = 0; i < members.size(); ++i) {
       if (!group[i]) continue;
-      (context ? member.cp : data_parallel ? member.dp : member.tp)[size_t(members[i])] = group[i].get();
+      if (into == nullptr) into = context ? &member.cp : data_parallel ? &member.dp : &member.tp;
+      (*into)[size_t(members[i])] = group[i].get();
       groups.push_back(std::move(group[i]));
     }
   };
@@ -226,8 +249,26 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
       for (int tp = 0; tp < T; ++tp)
         build_group(layout.context_group(int(rank(s, dp, tp))), false,
                     str_cat("the context-parallel group of stage ", s, ", data rank ", dp, ", tensor rank ", tp), true);
+    if (EP > 1) make_expert_groups(s, build_group, member);
   }
   return member;
+}
+
+// Expert parallelism (T = C = 1): the expert groups (EP consecutive data ranks of stage s) and the
+// expert-data-parallel groups (the data ranks with the same expert coordinate, by data rank).
+template <typename BuildGroup>
+void TrainingRun::Impl::make_expert_groups(int s, BuildGroup& build_group, StageGroups& member) const {
+  for (int edp = 0; edp < D / EP; ++edp)
+    build_group(layout.expert_group(int(rank(s, edp * EP, 0))), false,
+                str_cat("the expert-parallel group of stage ", s, ", expert-data rank ", edp), false, &member.ep);
+  for (int ep = 0; ep < EP && D > EP; ++ep) {
+    std::vector<int> members;
+    for (int dp = 0; dp < D; ++dp)
+      if (layout.expert_coord(int(rank(s, dp, 0))).ep == ep) members.push_back(int(rank(s, dp, 0)));
+    // Reduces gradients: on the reducers' streams with --overlap-grad-reduce, as the data-parallel group.
+    build_group(members, true, str_cat("the expert-data-parallel group of stage ", s, ", expert rank ", ep), false,
+                &member.edp);
+  }
 }
 
 // Rank r's worker: its chunks (virtual stages s, s + P, ...) and their gradient buckets.
@@ -257,7 +298,9 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   setup.check_tensors =
       config.check_for_nan_every_op && !(config.devices.compute == DType::f16 && config.loss_scale <= 0);
   setup.context = std::move(context);
-  const TensorParallel tpar{{tp, T}, par.sequence_parallel, member.tp[r]};
+  const TensorParallel tpar{
+      {tp, T}, par.sequence_parallel, member.tp[r], {layout.expert_coord(int(r)).ep, EP}, member.ep[r]};
+  setup.expert_data_group = member.edp[r];
   // The distributed optimizer gives each data x context rank a 64-aligned (D x C)-th of every bucket.
   const int64_t multiple = dist_opt ? 64 * int64_t(D * C) : 1;
   std::vector<int64_t> sizes;
@@ -602,7 +645,8 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.T = config.parallel.tensor_size;
   d.D = config.parallel.data_size;
   d.C = config.parallel.context_size;
-  d.layout = RankLayout{.tensor = d.T, .context = d.C, .data = d.D, .pipeline = d.P};
+  d.EP = config.parallel.expert_size;
+  d.layout = RankLayout{.tensor = d.T, .context = d.C, .data = d.D, .pipeline = d.P, .expert = d.EP};
   d.layout.validate();
   d.M = microbatches_of(config);
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");
@@ -696,7 +740,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
       return board->silence_error(HeartbeatBoard::Clock::now(), timeout);
     });
   }
-  LoaderSetup ls{std::move(train), std::move(valid), {}, d.D};
+  LoaderSetup ls{std::move(train), std::move(valid), {}, d.D, d.EP};
   for (size_t r = 0; r < d.stages.size(); ++r) {
     const RankCoord at = d.layout.coord(int(r));
     if (d.local(r) && (at.pp == 0 || at.pp == d.P - 1))
@@ -770,6 +814,9 @@ double TrainingRun::evaluate(int64_t iters) {
   Impl& d = *impl_;
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(iters >= 1, "evaluate: --eval-iters must be >= 1, got ", iters);
+  // The ranks of an expert group run their forwards together: each the same number.
+  TROUPE_CHECK(iters % d.EP == 0, "evaluate: --eval-iters ", iters,
+               " does not split over --expert-model-parallel-size ", d.EP, "; pick a multiple of it");
   return d.ask<double>(eval_atom::value, iters);
 }
 
@@ -781,7 +828,9 @@ Tensor TrainingRun::gather_weights() const {
   Tensor out = Tensor::host(DType::f32, {whole.size()});
   fill_zero(Context::cpu(), out);
   for (const auto& w : d.workers) {
-    if (!w || w->dp_rank() != 0) continue;  // every data-parallel replica holds the same weights
+    // Every data-parallel replica holds the same weights; under expert parallelism the first EP
+    // data ranks each hold their experts.
+    if (!w || w->dp_rank() >= d.EP) continue;
     w->context().activate();
     for (int c = 0; c < w->chunks(); ++c) {
       GptChunk& chunk = w->model(c);
@@ -790,6 +839,7 @@ Tensor TrainingRun::gather_weights() const {
         // Each element from one place (the processes' parts are summed below): a replicated
         // parameter from tensor rank 0, the tied embedding from the first stage.
         if (p.replicated() && w->tp_rank() != 0) continue;
+        if (w->dp_rank() != 0 && !ParamLayout::is_expert_param(p.name)) continue;
         if (p.name == kWordEmbeddingName && !chunk.layout().spec().pre_process) continue;
         const ParamInfo& dst = whole.find(p.name);
         shard_to_global(p, host.data_as<float>() + p.offset, out.data_as<float>() + dst.offset, dst.global_shape[0]);

@@ -34,8 +34,9 @@ namespace troupe::actors {
 
 struct ParallelConfig {
   int tensor_size = 1;                 // --tensor-model-parallel-size
-  int context_size = 1;                // --context-parallel-size (model/context_parallel.hpp; CPU devices only)
+  int context_size = 1;                // --context-parallel-size (model/context_parallel.hpp)
   int data_size = 1;                   // devices / (tensor size * pipeline size)
+  int expert_size = 1;                 // --expert-model-parallel-size: MoE experts split over data ranks
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward

@@ -66,8 +66,9 @@ CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, i
 }
 
 bool TrainingRun::Impl::saves_state(const StageWorker* w) const {
-  // Data-parallel replicas hold the same state, unless the distributed optimizer shards it.
-  return w != nullptr && (w->dp_rank() == 0 || distributed_optimizer());
+  // Data-parallel replicas hold the same state, unless the distributed optimizer shards it or
+  // expert parallelism splits the experts (the first EP data ranks hold them all).
+  return w != nullptr && (w->dp_rank() == 0 || distributed_optimizer() || w->dp_rank() < EP);
 }
 
 const Tensor& TrainingRun::Impl::staging_buffer(size_t slot, int64_t numel) {

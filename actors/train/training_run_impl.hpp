@@ -39,6 +39,7 @@ struct TrainingRun::Impl {
   int P = 1, V = 1, M = 1;  // M: microbatches per data-parallel replica
   int T = 1, D = 1;
   int C = 1;          // context-parallel size: parameters are replicated over D x C ranks (Megatron's dp_cp)
+  int EP = 1;         // expert-parallel size: MoE experts split over EP consecutive data ranks
   RankLayout layout;  // {T, C, D, P}: every rank computation goes through it
   // Each data x context rank owns a shard of the optimizer state (--use-distributed-optimizer, D x C > 1).
   bool distributed_optimizer() const { return config.parallel.distributed_optimizer && D * C > 1; }
@@ -91,9 +92,14 @@ struct TrainingRun::Impl {
   struct StageGroups {
     // Per rank: its member of the tensor-, data (x context)- and context-parallel group (null: none).
     std::vector<Collectives*> tp, dp, cp;
+    // MoE with expert parallelism: the expert group (the EP ranks splitting the experts) and the
+    // expert-data-parallel group (the D / EP ranks holding the same experts; null when 1).
+    std::vector<Collectives*> ep, edp;
   };
   std::unique_ptr<Context> make_context(size_t r) const;  // rank r's device (r in this process)
   StageGroups make_groups(const std::vector<std::unique_ptr<Context>>& contexts);
+  template <typename BuildGroup>
+  void make_expert_groups(int s, BuildGroup& build_group, StageGroups& member) const;
   std::shared_ptr<StageWorker> make_worker(size_t r, std::unique_ptr<Context> context, const StageGroups& groups);
   std::shared_ptr<StageOptimizer> make_stage_optimizer(size_t r, std::shared_ptr<StageWorker> worker) const;
   void link_pipelines();  // activation and gradient channels, and the tied embedding's pair reducers

@@ -21,7 +21,7 @@ constexpr const char* kTensorBoard = "--tensorboard-dir writes Troupe's scalars 
 constexpr const char* kWandb =
     "Weights & Biases is not reachable from here: use --tensorboard-dir or `troupe monitor` (docs/monitoring.md)";
 constexpr const char* kExpertParallel =
-    "expert parallelism is not implemented yet: every device runs all experts of its layers";
+    "expert tensor parallelism is not implemented: --expert-model-parallel-size splits the experts whole";
 constexpr const char* kFp8 = "fp8 training is not implemented: use --bf16 or --fp16";
 constexpr const char* kScaler =
     "--fp16's dynamic loss scaler runs with Megatron's defaults; other settings are not implemented yet";
@@ -62,7 +62,6 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--overlap-param-gather", 0, kNoEffect, "", "a communication-overlap switch"},
       {"--tp-comm-overlap", 0, kNoEffect, "", "a communication-overlap switch (Transformer Engine userbuffers)"},
       {"--distributed-timeout-minutes", 1, kNoEffect, "", "use --op-timeout (seconds a stage may stay silent)"},
-      {"--expert-model-parallel-size", 1, kOnly, "1", kExpertParallel},
       {"--expert-tensor-parallel-size", 1, kOnly, "1", kExpertParallel},
       {"--pipeline-model-parallel-layout", 1, kRefused, "",
        "a layout string is not implemented: use --decoder-first-pipeline-num-layers, "
@@ -81,7 +80,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       // `troupe train` (apps/train/moe_flags.hpp, docs/train.md#mixture-of-experts).
       {"--moe-grouped-gemm", 0, kNoEffect, "", "the experts always run as grouped GEMMs here"},
       {"--moe-token-dispatcher-type", 1, kNoEffect, "",
-       "without expert parallelism every dispatcher computes the same: tokens are permuted on the device"},
+       "every dispatcher computes the same: tokens are permuted on the device, and exchanged all-to-all under "
+       "--expert-model-parallel-size"},
       {"--moe-router-dtype", 1, kOnly, "fp32", "the router always computes its logits and scores in fp32 here"},
       {"--moe-permute-fusion", 0, kNoEffect, "", kFusion},
       {"--moe-input-jitter-eps", 1, kRefused, "", "router input jitter is not implemented"},

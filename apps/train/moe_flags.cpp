@@ -14,6 +14,10 @@ void add_moe_flags(CLI::App* cmd, MoeFlags& f) {
   };
   cmd->add_option("--num-experts", f.num_experts, "routed experts of each MoE layer (0: a dense model)")
       ->check(non_negative_count());
+  // Not a --moe-* flag: Megatron scripts of dense models pass it as 1.
+  cmd->add_option("--expert-model-parallel-size", f.expert_model_parallel_size,
+                  "split each MoE layer's experts over this many data-parallel ranks (CPU devices)")
+      ->check(positive_count());
   keep(cmd->add_option("--moe-router-topk", f.topk, "experts each token goes to")->check(positive_count()));
   keep(cmd->add_option("--moe-router-load-balancing-type", f.load_balancing, "aux_loss, seq_aux_loss or none")
            ->check(CLI::IsMember({"aux_loss", "seq_aux_loss", "none"})));

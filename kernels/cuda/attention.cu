@@ -26,21 +26,6 @@ AttentionDims dims_of(const Tensor& qkv, const AttentionConfig& cfg) {
 
 bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 
-// Calls f(TypeTag<T>{}) for the 16-bit types the attention kernels are built for.
-template <typename F>
-void dispatch_16bit(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::bf16:
-      f(TypeTag<__nv_bfloat16>{});
-      return;
-    case DType::f16:
-      f(TypeTag<__half>{});
-      return;
-    default:
-      TROUPE_FAIL(op, ": CUDA attention needs bf16 or f16, got ", dtype_name(t));
-  }
-}
-
 }  // namespace
 
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,

@@ -5,50 +5,13 @@
 // bounds each row's loop: query t reads keys [first_key(t), t], key s queries [s, query_end(s)).
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/warp_row.cuh"
 
 namespace troupe::cuda {
 
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kDimsPerLane = kSimpleAttentionMaxHeadDim / 32;
-
-// One head row of D values spread over the lanes of a warp.
-struct WarpRow {
-  float v[kDimsPerLane];
-
-  __device__ void fill(float x) {
-#pragma unroll
-    for (int k = 0; k < kDimsPerLane; ++k) v[k] = x;
-  }
-  template <typename T>
-  __device__ void load(const T* p, int D, int lane) {
-#pragma unroll
-    for (int k = 0; k < kDimsPerLane; ++k) v[k] = lane + 32 * k < D ? to_f32(p[lane + 32 * k]) : 0.0f;
-  }
-  template <typename T>
-  __device__ void store(T* p, float scale, int D, int lane) const {
-#pragma unroll
-    for (int k = 0; k < kDimsPerLane; ++k)
-      if (lane + 32 * k < D) p[lane + 32 * k] = from_f32<T>(v[k] * scale);
-  }
-  // Full dot product with a row in memory; every lane gets it.
-  template <typename T>
-  __device__ float dot(const T* p, int D, int lane) const {
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kDimsPerLane; ++k)
-      if (lane + 32 * k < D) s += v[k] * to_f32(p[lane + 32 * k]);
-    return warp_sum(s);
-  }
-  // this = this * c + a * p
-  template <typename T>
-  __device__ void scale_add(float c, float a, const T* p, int D, int lane) {
-#pragma unroll
-    for (int k = 0; k < kDimsPerLane; ++k)
-      if (lane + 32 * k < D) v[k] = v[k] * c + a * to_f32(p[lane + 32 * k]);
-  }
-};
 
 template <typename T>
 __global__ void simple_forward_kernel(const T* __restrict__ qkv, T* __restrict__ out, float* __restrict__ lse,

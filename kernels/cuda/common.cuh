@@ -144,6 +144,21 @@ void dispatch_float(DType t, const char* op, F&& f) {
   }
 }
 
+// dispatch_float for the 16-bit types only (kernels built for bf16 and f16).
+template <typename F>
+void dispatch_16bit(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::bf16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    case DType::f16:
+      f(TypeTag<__half>{});
+      return;
+    default:
+      TROUPE_FAIL(op, ": needs bf16 or f16 on CUDA, got ", dtype_name(t));
+  }
+}
+
 // The cuBLAS / cuBLASLt data type of a floating DType (bf16, f16, f32); `op` names the caller.
 inline cudaDataType_t blas_data_type(DType t, const char* op) {
   cudaDataType_t type = CUDA_R_32F;

@@ -54,7 +54,7 @@ Optimizer::Optimizer(GptChunk& chunk, const OptimizerConfig& config, OptimizerSh
   v_ = Tensor::zeros(ctx, DType::f32, {n});
 }
 
-GradStats Optimizer::grad_stats(const std::string& exclude) const {
+GradStats Optimizer::grad_stats(const std::string& exclude, NormPart part) const {
   const Context& ctx = chunk_.context();
   const Tensor& g = chunk_.grads();
   const TensorShard& tp = chunk_.layout().tensor_shard();
@@ -65,7 +65,9 @@ GradStats Optimizer::grad_stats(const std::string& exclude) const {
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamInfo& p = params[i];
     const int64_t next = i + 1 < params.size() ? params[i + 1].offset : g.numel();
-    const bool counted = p.name != exclude && !(p.replicated() && tp.rank != 0);
+    const bool expert = ParamLayout::is_expert_param(p.name);
+    const bool counted = p.name != exclude && !(p.replicated() && tp.rank != 0) &&
+                         (part == NormPart::all || (part == NormPart::experts) == expert);
     if (!counted) continue;
     for (const auto& r : shard_.ranges) {
       const int64_t lo = std::max(p.offset, r.begin), hi = std::min(next, r.end);

@@ -52,8 +52,10 @@ class Optimizer {
   // `exclude` names a parameter counted by another chunk (the second copy of a tied embedding).
   // Gradients are still multiplied by the loss scale. Synchronizes (the numbers go to the host).
   // Counts the shard's elements only, and a parameter every tensor-parallel rank holds whole
-  // on rank 0 only.
-  GradStats grad_stats(const std::string& exclude = "") const;
+  // on rank 0 only. `part` picks the routed experts' parameters or the others (under expert
+  // parallelism the experts' squares are summed over the expert group, the others' not).
+  enum class NormPart { all, dense, experts };
+  GradStats grad_stats(const std::string& exclude = "", NormPart part = NormPart::all) const;
   const OptimizerShard& shard() const { return shard_; }
   // AdamW with gradients * clip / loss_scale, then zeroes the gradients.
   void apply(float lr, float clip, float loss_scale);

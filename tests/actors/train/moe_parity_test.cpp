@@ -5,6 +5,7 @@
 // loss within 1e-5 relative, grad norm, gathered weights, validation loss) — the routers' aux
 // and z losses enter every layout's gradients with the same weight — and report the same
 // router statistics (load-balancing loss, expert load).
+#include "tests/actors/train/moe_test_model.hpp"
 #include "tests/actors/train/pipeline_test_util.hpp"
 
 namespace troupe::test {
@@ -20,15 +21,7 @@ struct Case {
 
 actors::TrainingConfig config_of(const Case& c) {
   actors::TrainingConfig config = tiny_config(true, c.P, c.V);
-  MoeConfig& m = config.model.moe;
-  m.num_experts = 4;
-  m.moe_router_topk = 2;
-  m.moe_ffn_hidden_size = 32;
-  m.moe_aux_loss_coeff = 1e-2f;
-  m.moe_z_loss_coeff = 1e-3f;
-  m.moe_layer_freq = parse_moe_layer_freq("([1]*3+[0])*2");  // dense layers in between
-  m.moe_expert_capacity_factor = c.capacity;
-  if (c.shared_expert) m.moe_shared_expert_intermediate_size = 16;
+  set_test_moe(config.model.moe, c.capacity, c.shared_expert);
   config.parallel.data_size = c.D;
   config.parallel.distributed_optimizer = c.D > 1;
   config.parallel.overlap_grad_reduce = c.D > 1;

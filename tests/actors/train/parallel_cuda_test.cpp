@@ -1,4 +1,4 @@
-// Tensor, sequence and data parallelism on GPUs (NCCL groups, one rank per GPU): every layout
+// Tensor, sequence, data and context parallelism on GPUs (NCCL groups, one rank per GPU): every layout
 // that fits the visible GPUs trains the same losses as one GPU, within bf16 noise (tensor
 // parallelism sums the GEMMs' partial products in another order); a Qwen3-shaped model on one GPU
 // trains the CPU's losses, and on TP2 the one GPU's.
@@ -15,6 +15,7 @@ namespace {
 struct Layout {
   int T, P, D;
   bool sp, dist, overlap;
+  int C = 1;  // context parallelism: the ring's block attention kernels, all_to_all_v over NCCL
 };
 
 TEST(ParallelCuda, LayoutsMatchOneGpu) {
@@ -27,14 +28,16 @@ TEST(ParallelCuda, LayoutsMatchOneGpu) {
   const int iters = 6;
   const std::vector<IterationStats> ref = train_iterations(gpu_config(1, 1), iters);
   const Layout layouts[] = {
-      {2, 1, 1, false, false, false}, {2, 1, 1, true, false, false}, {1, 1, 2, false, false, true},
-      {1, 1, 2, false, true, true},   {2, 1, 2, true, true, true},   {4, 1, 1, true, false, false},
-      {1, 1, 4, false, false, true},  {2, 2, 1, true, false, false}, {1, 2, 2, false, true, true}};
+      {2, 1, 1, false, false, false},    {2, 1, 1, true, false, false},    {1, 1, 2, false, false, true},
+      {1, 1, 2, false, true, true},      {2, 1, 2, true, true, true},      {4, 1, 1, true, false, false},
+      {1, 1, 4, false, false, true},     {2, 2, 1, true, false, false},    {1, 2, 2, false, true, true},
+      {1, 1, 1, false, false, false, 2}, {2, 1, 1, true, false, false, 2}, {1, 1, 2, false, true, true, 2}};
   int ran = 0;
   for (const Layout& l : layouts) {
-    if (l.T * l.P * l.D > gpus) continue;
+    if (l.T * l.P * l.D * l.C > gpus) continue;
     actors::TrainingConfig config = gpu_config(l.P, 1);
     config.parallel.tensor_size = l.T;
+    config.parallel.context_size = l.C;
     config.parallel.data_size = l.D;
     config.parallel.sequence_parallel = l.sp;
     config.parallel.distributed_optimizer = l.dist;
@@ -45,11 +48,11 @@ TEST(ParallelCuda, LayoutsMatchOneGpu) {
     for (int it = 0; it < iters; ++it) {
       worst = std::max(worst, rel(got[size_t(it)].loss, ref[size_t(it)].loss));
       EXPECT_LT(rel(got[size_t(it)].loss, ref[size_t(it)].loss), 1e-2)
-          << "TP" << l.T << " PP" << l.P << " DP" << l.D << " iteration " << it + 1;
+          << "TP" << l.T << " PP" << l.P << " DP" << l.D << " CP" << l.C << " iteration " << it + 1;
     }
-    std::printf("TP%d PP%d DP%d%s%s%s: last loss %.6f (one GPU %.6f), max relative loss difference %.2e\n", l.T, l.P,
-                l.D, l.sp ? " SP" : "", l.dist ? " dist-opt" : "", l.overlap ? " overlap" : "", got.back().loss,
-                ref.back().loss, worst);
+    std::printf("TP%d PP%d DP%d CP%d%s%s%s: last loss %.6f (one GPU %.6f), max relative loss difference %.2e\n", l.T,
+                l.P, l.D, l.C, l.sp ? " SP" : "", l.dist ? " dist-opt" : "", l.overlap ? " overlap" : "",
+                got.back().loss, ref.back().loss, worst);
     ++ran;
   }
   EXPECT_GT(ran, 0);
