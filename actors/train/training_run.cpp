@@ -100,6 +100,12 @@ void validate_expert_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(!c.parallel.distributed_optimizer,
                "--expert-model-parallel-size with --use-distributed-optimizer is "
                "not implemented; use one or the other");
+  // The all-to-all pairs the expert group's data ranks microbatch by microbatch, so they must run
+  // their stage's ops in one order; with several stages each rank's order follows its own
+  // messages (as context ranks did before they followed a leader), and the pairs can cross.
+  TROUPE_CHECK(c.parallel.pipeline_size == 1,
+               "--expert-model-parallel-size with --pipeline-model-parallel-size > 1 is "
+               "not implemented yet; use one or the other");
 }
 
 void validate(const TrainingConfig& c) {

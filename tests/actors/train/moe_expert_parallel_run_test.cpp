@@ -1,7 +1,7 @@
 // Expert parallelism under the actor runtime on CPU devices (--expert-model-parallel-size): the
 // experts of each MoE layer split over consecutive data ranks, tokens exchanged all-to-all, the
-// experts' gradients reduced over the ranks holding the same experts. EP2 (DP2), EP4 (DP4), EP2
-// with DP4 and EP2 x PP2, dropless and with capacity dropping, reproduce the single-device
+// experts' gradients reduced over the ranks holding the same experts. EP2 (DP2), EP4 (DP4) and EP2
+// with DP4, dropless and with capacity dropping, reproduce the single-device
 // Trainer for 10 iterations (pipeline_test_util.hpp's expect_parity: loss within 1e-5 relative,
 // grad norm, gathered weights, validation loss); checkpoints load across expert layouts. What is
 // not implemented is refused by flag name.
@@ -38,14 +38,15 @@ TEST_P(MoeExpertParallelParity, SameLossAsOneDevice) { expect_parity(GetParam().
 
 // tiny_model has 8 layers (6 MoE). Capacity 1.0 with top-2 of 4 experts drops the choices beyond
 // each expert's even share.
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, MoeExpertParallelParity,
-    ::testing::Values(Case{"EP2_DP2_dropless", 1, 2, 2, 0.0, true}, Case{"EP2_DP2_capacity", 1, 2, 2, 1.0, false},
-                      Case{"EP4_DP4_dropless", 1, 4, 4, 0.0, false}, Case{"EP2_DP4_capacity", 1, 4, 2, 1.0, true},
-                      Case{"EP2_DP4_dropless", 1, 4, 2, 0.0, false}, Case{"EP2_PP2_DP2_capacity", 2, 2, 2, 1.0, true},
-                      Case{"EP2_DP4_overlap_capacity", 1, 4, 2, 1.0, true, true},
-                      Case{"EP2_PP2_DP2_overlap_dropless", 2, 2, 2, 0.0, false, true}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertParallelParity,
+                         ::testing::Values(Case{"EP2_DP2_dropless", 1, 2, 2, 0.0, true},
+                                           Case{"EP2_DP2_capacity", 1, 2, 2, 1.0, false},
+                                           Case{"EP4_DP4_dropless", 1, 4, 4, 0.0, false},
+                                           Case{"EP2_DP4_capacity", 1, 4, 2, 1.0, true},
+                                           Case{"EP2_DP4_dropless", 1, 4, 2, 0.0, false},
+                                           Case{"EP2_DP4_overlap_capacity", 1, 4, 2, 1.0, true, true},
+                                           Case{"EP2_DP2_overlap_dropless", 1, 2, 2, 0.0, false, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Whether `text` holds every one of `parts`.
 ::testing::AssertionResult mentions(const std::string& text, std::initializer_list<const char*> parts) {
@@ -78,6 +79,8 @@ TEST(MoeExpertParallelRefusals, NameTheFlags) {
   c = config_of({"", 1, 2, 2, 0.0, false});
   c.parallel.distributed_optimizer = true;
   EXPECT_TRUE(mentions(refusal(c), {"--expert-model-parallel-size", "--use-distributed-optimizer"}));
+  c = config_of({"", 2, 2, 2, 0.0, false});  // EP2 x PP2
+  EXPECT_TRUE(mentions(refusal(c), {"--expert-model-parallel-size", "--pipeline-model-parallel-size"}));
 }
 
 std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
