@@ -149,7 +149,7 @@ class MoE(nn.Module):
                 top_logits, idx = torch.topk(logits, k, dim=-1)
                 probs = torch.softmax(top_logits, dim=-1)
                 all_probs = torch.softmax(logits, dim=-1)
-            else:  # sigmoid, the bias steering selection only, top-k probs normalized then scaled
+            else:  # sigmoid: the bias only picks the experts; their top-k probs normalized, then scaled
                 scores = torch.sigmoid(logits)
                 _, idx = torch.topk(scores + self.expert_bias, k, dim=-1)
                 probs = scores.gather(1, idx)
