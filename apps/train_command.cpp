@@ -514,12 +514,7 @@ class LogAccumulator {
     if (!moe_.any() || counted == 0) return;
     if (moe_load_balancing_) w.load_balancing_loss = moe_.load_balancing_loss / double(counted);
     if (moe_z_loss_) w.z_loss = moe_.z_loss / double(counted);
-    char part[64];
-    for (const MoeExpertLoad& l : moe_.expert_load) {
-      std::snprintf(part, sizeof(part), "%s%d: %ld/%.1f", w.expert_load.empty() ? "" : " ", l.layer, long(l.tokens_max),
-                    l.tokens_mean);
-      w.expert_load += part;
-    }
+    w.expert_load = moe_.expert_load;
   }
 
   int64_t train_iters_, gbs_, seq_;
@@ -691,7 +686,8 @@ int train(TrainOptions o) {
                                                   .eval_interval = o.eval_interval,
                                                   .start_iteration = run.iteration(),
                                                   .peak_tflops = o.peak_tflops}));
-  TrainTensorBoard tensorboard(o.tensorboard_dir);
+  TrainTensorBoard tensorboard(o.tensorboard_dir, cfg.model.moe.load_balancing_coeff() > 0,
+                               cfg.model.moe.moe_z_loss_coeff > 0);
   Checkpointer saver(o, run);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);

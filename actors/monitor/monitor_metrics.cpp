@@ -91,6 +91,25 @@ void render_serving(Exposition& x, const MonitorServing& s) {
             s.tpot_p99_s, s.tpot_sum_s, s.tpot_count);
 }
 
+// Mixture of experts: the log line's router losses and the per-layer expert load.
+void render_moe(Exposition& x, const MonitorIteration& it) {
+  if (!std::isnan(it.load_balancing_loss))
+    x.gauge("troupe_moe_load_balancing_loss", "MoE load-balancing loss, mean over the latest log window.",
+            it.load_balancing_loss);
+  if (!std::isnan(it.z_loss))
+    x.gauge("troupe_moe_z_loss", "MoE router z-loss, mean over the latest log window.", it.z_loss);
+  const size_t layers = std::min({it.moe_layers.size(), it.expert_load_max.size(), it.expert_load_mean.size()});
+  if (layers == 0) return;
+  x.family("troupe_moe_expert_load_max", "gauge",
+           "Most tokens one expert of an MoE layer got in a microbatch, at the latest logged iteration.");
+  for (size_t l = 0; l < layers; ++l)
+    x.sample("troupe_moe_expert_load_max", double(it.expert_load_max[l]), str_cat("layer=\"", it.moe_layers[l], "\""));
+  x.family("troupe_moe_expert_load_mean", "gauge",
+           "Mean tokens per expert of an MoE layer and microbatch, at the latest logged iteration.");
+  for (size_t l = 0; l < layers; ++l)
+    x.sample("troupe_moe_expert_load_mean", it.expert_load_mean[l], str_cat("layer=\"", it.moe_layers[l], "\""));
+}
+
 }  // namespace
 
 void MonitorMetrics::update(const MonitorMessage& message) {
@@ -177,6 +196,7 @@ std::string MonitorMetrics::prometheus_text() const {
     if (it.host_memory_bytes > 0)
       x.gauge("troupe_host_memory_bytes", "Resident memory of the training process (CPU devices' memory).",
               double(it.host_memory_bytes));
+    render_moe(x, it);
     x.gauge("troupe_last_log_time_seconds", "Unix time of the latest log line (staleness alerts).",
             double(iteration_unix_ms_) / 1e3);
   }

@@ -20,6 +20,10 @@ namespace {
 // An integer that int64 holds (msgpack's as<int64_t>() throws a bare std::bad_cast past it).
 bool fits_int64(const msgpack::object& x) { return schedules::msgpack_int_in(x, INT64_MIN, INT64_MAX).has_value(); }
 
+bool is_number(const msgpack::object& x) {
+  return msgpack_is_int(x) || x.type == msgpack::type::FLOAT32 || x.type == msgpack::type::FLOAT64;
+}
+
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
 void pack_value(Packer& pk, int64_t v) { pk.pack_int64(v); }
@@ -30,6 +34,10 @@ void pack_value(Packer& pk, const std::string& v) { pk.pack(v); }
 void pack_value(Packer& pk, const std::vector<int64_t>& v) {
   pk.pack_array(uint32_t(v.size()));
   for (int64_t x : v) pk.pack_int64(x);
+}
+void pack_value(Packer& pk, const std::vector<double>& v) {
+  pk.pack_array(uint32_t(v.size()));
+  for (double x : v) pk.pack_double(x);
 }
 void pack_value(Packer& pk, const std::vector<schedules::TraceEvent>& v) {
   pk.pack_array(uint32_t(v.size()));
@@ -60,12 +68,7 @@ class Fields {
     v = o.as<uint64_t>();
   }
   void operator()(const char* key, double& v) const {
-    const msgpack::object& o = get(
-        key,
-        [](const msgpack::object& x) {
-          return msgpack_is_int(x) || x.type == msgpack::type::FLOAT32 || x.type == msgpack::type::FLOAT64;
-        },
-        "a number");
+    const msgpack::object& o = get(key, is_number, "a number");
     v = o.as<double>();
   }
   void operator()(const char* key, bool& v) const {
@@ -87,6 +90,17 @@ class Fields {
       TROUPE_CHECK(fits_int64(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ", msgpack_type_name(x),
                    ", expected an integer (int64)");
       v.push_back(*schedules::msgpack_int_in(x, INT64_MIN, INT64_MAX));
+    }
+  }
+  void operator()(const char* key, std::vector<double>& v) const {
+    const msgpack::object& o = get(
+        key, [](const msgpack::object& x) { return x.type == msgpack::type::ARRAY; }, "an array of numbers");
+    v.clear();
+    for (uint32_t i = 0; i < o.via.array.size; ++i) {
+      const msgpack::object& x = o.via.array.ptr[i];
+      TROUPE_CHECK(is_number(x), "monitor message \"", type_, "\": \"", key, "\"[", i, "] is ", msgpack_type_name(x),
+                   ", expected a number");
+      v.push_back(x.as<double>());
     }
   }
   void operator()(const char* key, std::vector<schedules::TraceEvent>& v) const {
@@ -186,7 +200,7 @@ MonitorMessage monitor_decode(std::string_view bytes) {
     fields.set_default("replicas", zero);
     m.body = decode_body<MonitorHello>(fields);
   } else if (type == "iteration") {
-    // Added with the straggler report: an older run's record says none of these.
+    // Added with the straggler report (and later fields): an older run's record says none of these.
     msgpack::object unknown;
     unknown.type = msgpack::type::FLOAT64, unknown.via.f64 = NAN;
     msgpack::object none;
@@ -197,6 +211,12 @@ MonitorMessage monitor_decode(std::string_view bytes) {
     fields.set_default("eta_seconds", unknown);
     fields.set_default("stragglers", none);
     fields.set_default("straggler_devices", empty);
+    // Added with mixture-of-experts models: an older run's record reports no router.
+    fields.set_default("load_balancing_loss", unknown);
+    fields.set_default("z_loss", unknown);
+    fields.set_default("moe_layers", empty);
+    fields.set_default("expert_load_max", empty);
+    fields.set_default("expert_load_mean", empty);
     m.body = decode_body<MonitorIteration>(fields);
   } else if (type == "validation")
     m.body = decode_body<MonitorValidation>(fields);

@@ -68,6 +68,13 @@ struct MonitorIteration {
   double elapsed_seconds = NAN, eta_seconds = NAN;  // the log line's elapsed time and ETA (NaN: unknown)
   std::string stragglers;                           // the log's straggler sentences, "; " between; "" none
   std::vector<int64_t> straggler_devices;           // the devices (global ranks) they name
+  // Mixture of experts (NaN and []: a dense model, or a record from before): the log line's
+  // load_balancing_loss and z_loss (means over the window; NaN when the run has none), and per MoE
+  // layer (its global number in moe_layers) the expert load of the window's last iteration: the
+  // most tokens one expert got in a microbatch, and the mean per expert.
+  double load_balancing_loss = NAN, z_loss = NAN;
+  std::vector<int64_t> moe_layers, expert_load_max;
+  std::vector<double> expert_load_mean;
 };
 
 struct MonitorValidation {
@@ -182,6 +189,8 @@ void monitor_fields(M& m, F&& f) {
   f("memory_bytes", m.memory_bytes), f("host_memory_bytes", m.host_memory_bytes);
   f("elapsed_seconds", m.elapsed_seconds), f("eta_seconds", m.eta_seconds);
   f("stragglers", m.stragglers), f("straggler_devices", m.straggler_devices);
+  f("load_balancing_loss", m.load_balancing_loss), f("z_loss", m.z_loss), f("moe_layers", m.moe_layers);
+  f("expert_load_max", m.expert_load_max), f("expert_load_mean", m.expert_load_mean);
 }
 
 template <class M, class F>

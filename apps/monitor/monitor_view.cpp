@@ -138,6 +138,15 @@ std::string format_values(const MonitorIteration& it) {
   }
   if (it.host_memory_bytes > 0)
     out += format("host memory (GiB): %.2f\n", double(it.host_memory_bytes) / double(1ull << 30));
+  // Mixture of experts: the log line's router losses and expert load.
+  if (!std::isnan(it.load_balancing_loss)) out += format("load_balancing_loss: %E\n", it.load_balancing_loss);
+  if (!std::isnan(it.z_loss)) out += format("z_loss: %E\n", it.z_loss);
+  if (!it.moe_layers.empty()) {
+    out += "expert load max/mean:";
+    for (size_t l = 0; l < it.moe_layers.size() && l < it.expert_load_max.size() && l < it.expert_load_mean.size(); ++l)
+      out += format(" %ld: %ld/%.1f", long(it.moe_layers[l]), long(it.expert_load_max[l]), it.expert_load_mean[l]);
+    out += "\n";
+  }
   // The straggler report, a line per device as in the log (apps/train/straggler_report.hpp).
   std::string stragglers = it.stragglers;
   for (size_t at; (at = stragglers.find("; ")) != std::string::npos;) stragglers.replace(at, 2, "\n");

@@ -44,8 +44,13 @@ std::string iteration_line(const LogWindow& w) {
                 moe_losses.c_str(), w.loss_scale, plain(w.grad_norm), long(w.skipped), long(w.nan),
                 format_duration(w.elapsed_seconds).c_str(), format_duration(w.eta_seconds).c_str());
   std::string line = buf;
-  if (!w.expert_load.empty()) line += " expert load max/mean: " + w.expert_load + " |";
-  return line;
+  if (w.expert_load.empty()) return line;
+  line += " expert load max/mean:";
+  for (const MoeExpertLoad& l : w.expert_load) {
+    std::snprintf(part, sizeof(part), " %d: %ld/%.1f", l.layer, long(l.tokens_max), l.tokens_mean);
+    line += part;
+  }
+  return line + " |";
 }
 
 double perplexity(double loss) { return std::exp(std::min(loss, 20.0)); }

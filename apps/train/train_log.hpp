@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "model/train/moe_iteration_stats.hpp"
+
 namespace troupe::apps {
 
 struct LogWindow {
@@ -31,7 +33,7 @@ struct LogWindow {
   // after the lm loss (means over the window), and Troupe's expert load of the window's last
   // iteration at the end: per MoE layer, the most tokens one expert got / the mean per expert.
   double load_balancing_loss = NAN, z_loss = NAN;
-  std::string expert_load{};
+  std::vector<MoeExpertLoad> expert_load{};
 };
 
 std::string iteration_line(const LogWindow& w);

@@ -68,6 +68,12 @@ actors::MonitorIteration monitor_iteration(const LogWindow& w, int64_t tokens_pe
     it.stragglers += s;
   }
   it.straggler_devices = w.straggler_devices;
+  it.load_balancing_loss = w.load_balancing_loss, it.z_loss = w.z_loss;
+  for (const MoeExpertLoad& l : w.expert_load) {
+    it.moe_layers.push_back(l.layer);
+    it.expert_load_max.push_back(l.tokens_max);
+    it.expert_load_mean.push_back(l.tokens_mean);
+  }
   return it;
 }
 

@@ -1,10 +1,12 @@
 #include "apps/train/train_tensorboard.hpp"
 
+#include "base/check.hpp"
 #include "base/log.hpp"
 
 namespace troupe::apps {
 
-TrainTensorBoard::TrainTensorBoard(const std::string& dir) {
+TrainTensorBoard::TrainTensorBoard(const std::string& dir, bool moe_load_balancing, bool moe_z_loss)
+    : moe_load_balancing_(moe_load_balancing), moe_z_loss_(moe_z_loss) {
   if (dir.empty()) return;
   writer_ = std::make_unique<TensorBoardWriter>(dir);
   logger("tensorboard").info("writing ", writer_->path());
@@ -22,6 +24,17 @@ void TrainTensorBoard::iteration(const IterationStats& s, int64_t consumed_sampl
   if (!s.skipped) both("lm loss", s.loss, s.iteration, consumed_samples);
   both("loss-scale", s.loss_scale, s.iteration, consumed_samples);
   if (!s.skipped) both("grad-norm", s.grad_norm, s.iteration, consumed_samples);
+  if (!s.skipped && s.moe.any()) moe(s);
+}
+
+void TrainTensorBoard::moe(const IterationStats& s) {
+  // Megatron's track_moe_metrics tags for the losses; the expert load under "moe/", per layer.
+  if (moe_load_balancing_) writer_->add_scalar("load_balancing_loss", s.moe.load_balancing_loss, s.iteration);
+  if (moe_z_loss_) writer_->add_scalar("z_loss", s.moe.z_loss, s.iteration);
+  for (const MoeExpertLoad& l : s.moe.expert_load) {
+    writer_->add_scalar(str_cat("moe/expert_load_max_layer_", l.layer), double(l.tokens_max), s.iteration);
+    writer_->add_scalar(str_cat("moe/expert_load_mean_layer_", l.layer), l.tokens_mean, s.iteration);
+  }
 }
 
 void TrainTensorBoard::log_line(const LogWindow& w, const actors::TrainingRun& run) {

@@ -3,7 +3,9 @@
 // --tensorboard-log-interval 1): "learning-rate", "batch-size", "lm loss" (not for skipped
 // iterations), "loss-scale", "grad-norm", each also "<tag> vs samples" (x = consumed samples).
 // Every log line: "iteration-time" (s, the window's mean), "throughput" (TFLOP/s per device),
-// "mem-reserved-bytes" (the first GPU's memory in use; GPUs only). Every validation:
+// "mem-reserved-bytes" (the first GPU's memory in use; GPUs only). An MoE model adds every
+// iteration Megatron's "load_balancing_loss" and "z_loss" (when the run has them) and, per MoE
+// layer L, "moe/expert_load_max_layer_L" and "moe/expert_load_mean_layer_L". Every validation:
 // "lm loss validation", "lm loss validation ppl", and their "vs samples".
 //
 //   TrainTensorBoard tb(o.tensorboard_dir);        // nothing happens when the dir is empty
@@ -26,7 +28,8 @@ namespace troupe::apps {
 
 class TrainTensorBoard {
  public:
-  explicit TrainTensorBoard(const std::string& dir);
+  // moe_load_balancing / moe_z_loss: whether the run has those MoE losses (tagged when it has).
+  explicit TrainTensorBoard(const std::string& dir, bool moe_load_balancing = false, bool moe_z_loss = false);
   bool enabled() const { return writer_ != nullptr; }
   void iteration(const IterationStats& s, int64_t consumed_samples, int64_t global_batch_size);
   void log_line(const LogWindow& w, const actors::TrainingRun& run);
@@ -35,7 +38,9 @@ class TrainTensorBoard {
  private:
   // The scalar at `step`, and as "<tag> vs samples" at `samples`.
   void both(const std::string& tag, double value, int64_t step, int64_t samples);
+  void moe(const IterationStats& s);
   std::unique_ptr<TensorBoardWriter> writer_;
+  bool moe_load_balancing_ = false, moe_z_loss_ = false;
 };
 
 }  // namespace troupe::apps

@@ -152,6 +152,22 @@ TEST(MonitorView, TheStragglerReportShowsALineADeviceAsInTheLog) {
   EXPECT_NE(shown.find("\n" + w.stragglers[0] + "\n" + w.stragglers[1] + "\n"), std::string::npos) << shown;
 }
 
+TEST(MonitorView, TheRouterNumbersReadAsInTheLogLine) {
+  LogWindow w{.iteration = 20, .train_iters = 100, .iterations = 10};
+  w.load_balancing_loss = 1.0123456;
+  w.expert_load = {{.layer = 1, .tokens_max = 40, .tokens_mean = 32.0},
+                   {.layer = 3, .tokens_max = 37, .tokens_mean = 31.5}};
+  const std::string log = iteration_line(w);
+  const MonitorIteration it = monitor_iteration(w, 1024, 0, {});
+  EXPECT_EQ(it.moe_layers, (std::vector<int64_t>{1, 3}));
+  const std::string shown = format_values(it);
+  for (const char* part : {"load_balancing_loss: 1.012346E+00", "expert load max/mean: 1: 40/32.0 3: 37/31.5"}) {
+    EXPECT_NE(log.find(part), std::string::npos) << part << " in " << log;
+    EXPECT_NE(shown.find(part), std::string::npos) << part << " in " << shown;
+  }
+  EXPECT_EQ(shown.find("z_loss"), std::string::npos) << shown;
+}
+
 TEST(MonitorView, LossChartPutsTheMaximumOnTopAndTheMinimumAtTheBottom) {
   std::map<int64_t, double> losses{{10, 8.0}, {20, 6.0}, {30, 4.0}, {40, NAN}, {50, 2.0}};
   const std::string chart = loss_chart(losses, 60, 4);

@@ -221,47 +221,85 @@ TEST(TrainTensorBoard, MegatronsTagNames) {
   EXPECT_NEAR(events[19].value, std::exp(2.0), 1e-5);  // validation perplexity
 }
 
-TEST(TrainTensorBoard, TroupeTrainWritesTheLogsNumbers) {
+TEST(TrainTensorBoard, MixtureOfExpertsTags) {
+  test::TempDir dir("tensorboard_moe");
+  {
+    TrainTensorBoard tb(dir / "tb", /*moe_load_balancing=*/true, /*moe_z_loss=*/false);
+    IterationStats s{.iteration = 5, .loss = 7.5, .grad_norm = 1.25, .lr = 1e-4, .loss_scale = 1.0f};
+    s.moe.load_balancing_loss = 1.125;
+    s.moe.expert_load = {{.layer = 1, .tokens_max = 40, .tokens_mean = 32.0},
+                         {.layer = 3, .tokens_max = 36, .tokens_mean = 32.0}};
+    tb.iteration(s, 160, 32);
+  }
+  std::map<std::string, Event> by_tag;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "tb"))
+    for (const Event& e : read_events(entry.path().string())) by_tag[e.tag] = e;
+  EXPECT_EQ(by_tag.count("z_loss"), 0u);  // the run has no z-loss
+  ASSERT_EQ(by_tag.count("load_balancing_loss"), 1u);
+  EXPECT_EQ(by_tag["load_balancing_loss"].value, 1.125f);
+  EXPECT_EQ(by_tag["load_balancing_loss"].step, 5);
+  EXPECT_EQ(by_tag["moe/expert_load_max_layer_1"].value, 40.0f);
+  EXPECT_EQ(by_tag["moe/expert_load_max_layer_3"].value, 36.0f);
+  EXPECT_EQ(by_tag["moe/expert_load_mean_layer_3"].value, 32.0f);
+  EXPECT_EQ(by_tag.count("moe/expert_load_max_layer_0"), 0u);
+}
+
+// `troupe train` of a tiny GPT on mock data for `iters` iterations, a log line each, with
+// --tensorboard-dir DIR/tb; `extra` flags after. Returns the log; scalars gets tag -> step -> value.
+std::string train_with_tensorboard(const test::TempDir& dir, int iters, const std::vector<std::string>& extra,
+                                   std::map<std::string, std::map<int64_t, float>>& scalars) {
   using namespace std::chrono_literals;
-  test::TempDir dir("tensorboard_e2e");
-  test::Troupe train({"train",
-                      "--device",
-                      "cpu",
-                      "--mock-data",
-                      "--vocab-size",
-                      "128",
-                      "--num-layers",
-                      "1",
-                      "--hidden-size",
-                      "32",
-                      "--num-attention-heads",
-                      "2",
-                      "--seq-length",
-                      "16",
-                      "--micro-batch-size",
-                      "2",
-                      "--global-batch-size",
-                      "4",
-                      "--train-iters",
-                      "6",
-                      "--log-interval",
-                      "1",
-                      "--eval-interval",
-                      "3",
-                      "--eval-iters",
-                      "1",
-                      "--tensorboard-dir",
-                      dir / "tb"},
-                     dir / "train.log");
-  ASSERT_EQ(train.wait(120s), std::optional<int>(0)) << train.output();
-  const std::string log = train.output();
+  std::vector<std::string> args = {"train",
+                                   "--device",
+                                   "cpu",
+                                   "--mock-data",
+                                   "--vocab-size",
+                                   "128",
+                                   "--hidden-size",
+                                   "32",
+                                   "--num-attention-heads",
+                                   "2",
+                                   "--seq-length",
+                                   "16",
+                                   "--micro-batch-size",
+                                   "2",
+                                   "--global-batch-size",
+                                   "4",
+                                   "--train-iters",
+                                   std::to_string(iters),
+                                   "--log-interval",
+                                   "1",
+                                   "--tensorboard-dir",
+                                   dir / "tb"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  test::Troupe train(args, dir / "train.log");
+  EXPECT_EQ(train.wait(120s), std::optional<int>(0)) << train.output();
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir / "tb")) files.push_back(entry.path().string());
-  ASSERT_EQ(files.size(), 1u);
-  EXPECT_NE(log.find("tensorboard: writing " + files[0]), std::string::npos) << log;
-  std::map<std::string, std::map<int64_t, float>> scalars;  // tag -> step -> value
-  for (const Event& e : read_events(files[0]))
+  EXPECT_EQ(files.size(), 1u);
+  const std::string log = train.output();
+  EXPECT_NE(log.find("tensorboard: writing " + files.at(0)), std::string::npos) << log;
+  for (const Event& e : read_events(files.at(0)))
     if (!e.tag.empty()) scalars[e.tag][e.step] = e.value;
+  return log;
+}
+
+// The text after `label` in iteration i's log line, up to the next space ("" when absent).
+std::string logged(const std::string& log, int64_t i, const std::string& label) {
+  char key[64];
+  std::snprintf(key, sizeof(key), "iteration %8ld/", long(i));
+  const size_t line = log.find(key);
+  const size_t at = line == std::string::npos ? line : log.find(label, line);
+  if (at == std::string::npos || at > log.find('\n', line)) return "";
+  const size_t start = at + label.size();
+  return log.substr(start, log.find(' ', start) - start);
+}
+
+TEST(TrainTensorBoard, TroupeTrainWritesTheLogsNumbers) {
+  test::TempDir dir("tensorboard_e2e");
+  std::map<std::string, std::map<int64_t, float>> scalars;
+  const std::string log =
+      train_with_tensorboard(dir, 6, {"--num-layers", "1", "--eval-interval", "3", "--eval-iters", "1"}, scalars);
   for (const char* tag : {"lm loss", "learning-rate", "grad-norm", "loss-scale", "batch-size", "iteration-time",
                           "throughput", "lm loss vs samples", "lm loss validation", "lm loss validation ppl"})
     EXPECT_TRUE(scalars.count(tag)) << tag;
@@ -272,14 +310,30 @@ TEST(TrainTensorBoard, TroupeTrainWritesTheLogsNumbers) {
   EXPECT_EQ(scalars["lm loss vs samples"].count(24), 1u);  // iteration 6 at 6 x 4 samples
   // With a log line every iteration, the line's loss is that iteration's: the same number.
   for (int64_t i = 1; i <= 6; ++i) {
-    char key[64];
-    std::snprintf(key, sizeof(key), "iteration %8ld/", long(i));
-    const size_t at = log.find(key);
-    ASSERT_NE(at, std::string::npos) << key;
-    const size_t loss_at = log.find("lm loss: ", at);
-    ASSERT_NE(loss_at, std::string::npos);
-    const double logged = std::stod(log.substr(loss_at + 9));
-    EXPECT_NEAR(scalars["lm loss"][i], logged, 1e-5 * logged) << "iteration " << i;
+    const std::string loss = logged(log, i, "lm loss: ");
+    ASSERT_FALSE(loss.empty()) << "iteration " << i << "\n" << log;
+    EXPECT_NEAR(scalars["lm loss"][i], std::stod(loss), 1e-5 * std::stod(loss)) << "iteration " << i;
+  }
+}
+
+TEST(TrainTensorBoard, AnMoeRunWritesTheLogLinesRouterNumbers) {
+  test::TempDir dir("tensorboard_moe_e2e");
+  std::map<std::string, std::map<int64_t, float>> scalars;
+  const std::string log =
+      train_with_tensorboard(dir, 3,
+                             {"--num-layers", "2", "--eval-iters", "0", "--num-experts", "4", "--moe-router-topk", "2",
+                              "--moe-aux-loss-coeff", "1e-2", "--disable-bias-linear"},
+                             scalars);
+  EXPECT_EQ(scalars.count("z_loss"), 0u);  // no --moe-z-loss-coeff
+  ASSERT_EQ(scalars["load_balancing_loss"].size(), 3u);
+  // A log line every iteration: its router numbers are that iteration's, as TensorBoard's.
+  for (int64_t i = 1; i <= 3; ++i) {
+    const std::string aux = logged(log, i, "load_balancing_loss: ");
+    const std::string load = logged(log, i, " 1: ");  // layer 1's "max/mean" in "expert load max/mean: 0: ... 1: ..."
+    ASSERT_FALSE(aux.empty() || load.empty()) << "iteration " << i << "\n" << log;
+    EXPECT_NEAR(scalars["load_balancing_loss"][i], std::stod(aux), 1e-5 * std::stod(aux)) << "iteration " << i;
+    EXPECT_EQ(scalars["moe/expert_load_max_layer_1"][i], std::stof(load.substr(0, load.find('/'))));
+    EXPECT_EQ(scalars["moe/expert_load_mean_layer_1"][i], std::stof(load.substr(load.find('/') + 1)));
   }
 }
 

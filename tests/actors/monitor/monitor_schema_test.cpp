@@ -38,6 +38,8 @@ MonitorIteration sample_iteration() {
   it.elapsed_seconds = 83.5, it.eta_seconds = 605.25;
   it.stragglers = "straggler: device 3 (stage 1, data rank 1) 2.4x the median busy time of its 3 peers";
   it.straggler_devices = {3};
+  it.load_balancing_loss = 1.0123, it.z_loss = NAN;  // a run with the aux loss and no z-loss
+  it.moe_layers = {1, 3}, it.expert_load_max = {412, 388}, it.expert_load_mean = {256.0, 255.875};
   return it;
 }
 
@@ -283,6 +285,30 @@ TEST(MonitorSchema, AnIterationFromBeforeTheStragglerReportHasNone) {
   EXPECT_TRUE(it.straggler_devices.empty());
   EXPECT_EQ(it.iteration, 2010);
   EXPECT_EQ(it.memory_bytes, sample_iteration().memory_bytes);
+}
+
+TEST(MonitorSchema, AnIterationFromBeforeMixtureOfExpertsHasNoRouter) {
+  // A writer from before MoE models sends none of the five router fields (renamed here).
+  const auto key = [](const std::string& k) { return std::string(1, char(0xa0 | k.size())) + k; };  // a fixstr
+  std::string bytes = monitor_encode({.seq = 1, .body = sample_iteration()});
+  for (const std::string k : {"load_balancing_loss", "z_loss", "moe_layers", "expert_load_max", "expert_load_mean"})
+    bytes = patched(bytes, key(k), key(k.substr(0, k.size() - 1) + char(std::toupper(k.back()))));
+  const MonitorIteration it = std::get<MonitorIteration>(monitor_decode(bytes).body);
+  EXPECT_TRUE(std::isnan(it.load_balancing_loss));
+  EXPECT_TRUE(std::isnan(it.z_loss));
+  EXPECT_TRUE(it.moe_layers.empty() && it.expert_load_max.empty() && it.expert_load_mean.empty());
+  EXPECT_EQ(it.stragglers, sample_iteration().stragglers);
+}
+
+TEST(MonitorSchema, AMistypedExpertLoadIsNamed) {
+  const std::string bytes = monitor_encode({.seq = 1, .body = sample_iteration()});
+  // expert_load_mean's second value, 255.875 (float64: 0xcb 406FFC0000000000), made a string of
+  // the same 9 bytes (fixstr of 8: 0xa8).
+  const std::string value("\xcb\x40\x6f\xfc\x00\x00\x00\x00\x00", 9);
+  const std::string err = decode_error(patched(bytes, value,
+                                               "\xa8"
+                                               "abcdefgh"));
+  EXPECT_NE(err.find("\"expert_load_mean\"[1] is"), std::string::npos) << err;
 }
 
 TEST(MonitorSchema, ATraceFromBeforeUnevenSplitsIsEven) {

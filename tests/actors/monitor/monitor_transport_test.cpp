@@ -208,6 +208,23 @@ TEST(MonitorMetrics, PrometheusTextHasTheLatestValues) {
   EXPECT_NE(metrics.health_json().find("\"reason\": \"completed\""), std::string::npos);
 }
 
+TEST(MonitorMetrics, MixtureOfExpertsGaugesPerLayer) {
+  MonitorMetrics metrics;
+  MonitorIteration it = iteration_record(10, 3.0);
+  metrics.update({.seq = 1, .unix_ms = 0, .body = it});
+  EXPECT_EQ(metrics.prometheus_text().find("troupe_moe"), std::string::npos);  // a dense model has none
+  it.load_balancing_loss = 1.0625;                                             // and no z-loss (NaN)
+  it.moe_layers = {0, 2}, it.expert_load_max = {40, 36}, it.expert_load_mean = {32.0, 32.5};
+  metrics.update({.seq = 2, .unix_ms = 0, .body = it});
+  const std::string text = metrics.prometheus_text();
+  expect_prometheus_format(text);
+  for (const char* want : {"troupe_moe_load_balancing_loss 1.0625\n",
+                           "troupe_moe_expert_load_max{layer=\"0\"} 40\ntroupe_moe_expert_load_max{layer=\"2\"} 36\n",
+                           "troupe_moe_expert_load_mean{layer=\"2\"} 32.5\n"})
+    EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\n" << text;
+  EXPECT_EQ(text.find("troupe_moe_z_loss"), std::string::npos);
+}
+
 TEST(MonitorMetrics, UnknownMfuIsLeftOutAndNumbersRoundTrip) {
   MonitorMetrics metrics;
   metrics.update({.seq = 1, .unix_ms = 0, .body = iteration_record(1, 1.0 / 3.0)});  // mfu NaN

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/hf/hf_config.hpp"
+#include "tests/model/hf/hf_config_fixture.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -19,24 +20,8 @@ namespace fs = std::filesystem;
 
 const fs::path kConfigs = fs::path(TROUPE_SOURCE_DIR) / "tests/model/hf/configs";
 
-json fixture(const std::string& name) {
-  std::ifstream in(kConfigs / name);
-  EXPECT_TRUE(in.good()) << name;
-  return json::parse(in);
-}
-
-// The error read_hf_config throws, or "" when it accepts the config.
-std::string refusal(const json& j) {
-  try {
-    read_hf_config(j, "config.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(HfConfig, Llama31ReadsTheLlama3ScalingAndTheta) {
-  const HfConfig hf = read_hf_config(fixture("llama3.1-8b.transformers4.json"), "llama3.1");
+  const HfConfig hf = read_hf_config(hf_config_fixture("llama3.1-8b.transformers4.json"), "llama3.1");
   const GptConfig& c = hf.model;
   EXPECT_EQ(hf.arch, HfArch::llama);
   EXPECT_EQ(c.num_layers, 32);
@@ -61,7 +46,7 @@ TEST(HfConfig, Llama31ReadsTheLlama3ScalingAndTheta) {
 }
 
 TEST(HfConfig, Llama32TiedWithHeadDimAndAnEosList) {
-  const HfConfig hf = read_hf_config(fixture("llama3.2-1b-instruct.transformers4.json"), "llama3.2");
+  const HfConfig hf = read_hf_config(hf_config_fixture("llama3.2-1b-instruct.transformers4.json"), "llama3.2");
   EXPECT_FALSE(hf.model.untie_embeddings_and_output_weights);
   EXPECT_EQ(hf.model.head_dim(), 64);
   EXPECT_FLOAT_EQ(hf.model.rope_scaling.factor, 32.0f);
@@ -69,12 +54,12 @@ TEST(HfConfig, Llama32TiedWithHeadDimAndAnEosList) {
 }
 
 TEST(HfConfig, Llama2AndGpt2AsBefore) {
-  const HfConfig llama2 = read_hf_config(fixture("llama2-7b.transformers4.json"), "llama2");
+  const HfConfig llama2 = read_hf_config(hf_config_fixture("llama2-7b.transformers4.json"), "llama2");
   EXPECT_FLOAT_EQ(llama2.model.rotary_base, 10000.0f);
   EXPECT_FALSE(llama2.model.rope_scaling.llama3);
   EXPECT_EQ(llama2.model.query_groups(), 32);
   EXPECT_EQ(llama2.dtype, "float16");
-  const HfConfig gpt2 = read_hf_config(fixture("gpt2.transformers4.json"), "gpt2");
+  const HfConfig gpt2 = read_hf_config(hf_config_fixture("gpt2.transformers4.json"), "gpt2");
   EXPECT_EQ(gpt2.arch, HfArch::gpt2);
   EXPECT_EQ(gpt2.model.num_layers, 12);
   EXPECT_EQ(gpt2.model.max_positions(), 1024);
@@ -82,21 +67,21 @@ TEST(HfConfig, Llama2AndGpt2AsBefore) {
 }
 
 TEST(HfConfig, MistralIsLlamaWithItsSlidingWindow) {
-  const HfConfig v3 = read_hf_config(fixture("mistral-7b-v0.3.transformers4.json"), "mistral");
+  const HfConfig v3 = read_hf_config(hf_config_fixture("mistral-7b-v0.3.transformers4.json"), "mistral");
   EXPECT_EQ(v3.arch, HfArch::llama);
   EXPECT_EQ(v3.model_type, "mistral");
   EXPECT_FLOAT_EQ(v3.model.rotary_base, 1e6f);
   EXPECT_EQ(v3.model.vocab_size, 32768);
   EXPECT_EQ(v3.model.sliding_window, 0);  // v0.3: sliding_window null
-  const HfConfig v1 = read_hf_config(fixture("mistral-7b-v0.1.transformers4.json"), "mistral");
+  const HfConfig v1 = read_hf_config(hf_config_fixture("mistral-7b-v0.1.transformers4.json"), "mistral");
   EXPECT_EQ(v1.model.sliding_window, 4096);
-  json negative = fixture("mistral-7b-v0.1.transformers4.json");
+  json negative = hf_config_fixture("mistral-7b-v0.1.transformers4.json");
   negative["sliding_window"] = -1;
-  EXPECT_NE(refusal(negative).find("'sliding_window' must be a positive integer"), std::string::npos);
+  EXPECT_NE(hf_config_refusal(negative).find("'sliding_window' must be a positive integer"), std::string::npos);
 }
 
 TEST(HfConfig, Qwen25IsLlamaWithAQkvBias) {
-  const json j = fixture("qwen2.5-0.5b.transformers4.json");
+  const json j = hf_config_fixture("qwen2.5-0.5b.transformers4.json");
   const HfConfig hf = read_hf_config(j, "qwen2.5");
   EXPECT_EQ(hf.arch, HfArch::llama);
   EXPECT_TRUE(hf.model.add_qkv_bias);
@@ -109,12 +94,12 @@ TEST(HfConfig, Qwen25IsLlamaWithAQkvBias) {
   sliding["use_sliding_window"] = true;
   sliding["sliding_window"] = 4096;
   sliding["max_window_layers"] = 4;
-  const std::string why = refusal(sliding);
+  const std::string why = hf_config_refusal(sliding);
   EXPECT_NE(why.find("'use_sliding_window' = true"), std::string::npos) << why;
 }
 
 TEST(HfConfig, Qwen3IsLlamaWithQkNormAndItsOwnHeadDim) {
-  const json j = fixture("qwen3-0.6b.transformers4.json");
+  const json j = hf_config_fixture("qwen3-0.6b.transformers4.json");
   const HfConfig hf = read_hf_config(j, "qwen3");
   const GptConfig& c = hf.model;
   EXPECT_EQ(hf.arch, HfArch::llama);
@@ -144,7 +129,7 @@ TEST(HfConfig, Qwen3IsLlamaWithQkNormAndItsOwnHeadDim) {
 
 // Keys a Qwen3 config may leave out take Qwen3Config's defaults, not Llama's.
 TEST(HfConfig, Qwen3DefaultsAreQwen3Configs) {
-  json j = fixture("qwen3-0.6b.transformers4.json");
+  json j = hf_config_fixture("qwen3-0.6b.transformers4.json");
   for (const char* key : {"head_dim", "num_key_value_heads", "max_position_embeddings"}) j.erase(key);
   j["num_attention_heads"] = 32;  // the 0.6B's 16 heads would not split into the default 32 key/value heads
   const HfConfig hf = read_hf_config(j, "qwen3");
@@ -155,35 +140,36 @@ TEST(HfConfig, Qwen3DefaultsAreQwen3Configs) {
 }
 
 TEST(HfConfig, Qwen3RefusesWhatItCannotRun) {
-  const json base = fixture("qwen3-0.6b.transformers4.json");
+  const json base = hf_config_fixture("qwen3-0.6b.transformers4.json");
   json sliding = base;  // the window on from layer 4 on, shorter than the context
   sliding["use_sliding_window"] = true;
   sliding["sliding_window"] = 4096;
   sliding["max_window_layers"] = 4;
-  EXPECT_NE(refusal(sliding).find("'max_window_layers' = 4 of 28 layers is not supported"), std::string::npos)
-      << refusal(sliding);
+  EXPECT_NE(hf_config_refusal(sliding).find("'max_window_layers' = 4 of 28 layers is not supported"), std::string::npos)
+      << hf_config_refusal(sliding);
   json everywhere = sliding;  // the window on every layer: read
   everywhere["max_window_layers"] = 0;
-  EXPECT_EQ(refusal(everywhere), "");
+  EXPECT_EQ(hf_config_refusal(everywhere), "");
   EXPECT_EQ(read_hf_config(everywhere, "qwen3").model.sliding_window, 4096);
   json after_last = sliding;  // from a layer the model does not have: no effect
   after_last["max_window_layers"] = 28;
-  EXPECT_EQ(refusal(after_last), "");
+  EXPECT_EQ(hf_config_refusal(after_last), "");
   json types = base;  // 5.x's spelled-out layer kinds
   types["layer_types"] = json::array();
   for (int l = 0; l < 28; ++l) types["layer_types"].push_back(l < 20 ? "full_attention" : "sliding_attention");
-  EXPECT_NE(refusal(types).find("'layer_types'"), std::string::npos) << refusal(types);
+  EXPECT_NE(hf_config_refusal(types).find("'layer_types'"), std::string::npos) << hf_config_refusal(types);
   json bias = base;  // Qwen3's attention_bias also puts a bias on o_proj
   bias["attention_bias"] = true;
-  EXPECT_NE(refusal(bias).find("'attention_bias' = true"), std::string::npos) << refusal(bias);
+  EXPECT_NE(hf_config_refusal(bias).find("'attention_bias' = true"), std::string::npos) << hf_config_refusal(bias);
   json other_head = base;
   other_head["architectures"] = json::array({"Qwen3ForSequenceClassification"});
-  EXPECT_NE(refusal(other_head).find("Qwen3ForSequenceClassification"), std::string::npos) << refusal(other_head);
+  EXPECT_NE(hf_config_refusal(other_head).find("Qwen3ForSequenceClassification"), std::string::npos)
+      << hf_config_refusal(other_head);
 }
 
 // The same model written in the 5.x layout: rope_parameters instead of rope_theta/rope_scaling.
 TEST(HfConfig, Transformers5LayoutReadsTheSame) {
-  json v5 = fixture("llama3.1-8b.transformers4.json");
+  json v5 = hf_config_fixture("llama3.1-8b.transformers4.json");
   json rope = v5.at("rope_scaling");
   rope["rope_theta"] = v5.at("rope_theta");
   v5.erase("rope_scaling");
@@ -191,7 +177,7 @@ TEST(HfConfig, Transformers5LayoutReadsTheSame) {
   v5.erase("torch_dtype");
   v5["rope_parameters"] = rope;
   v5["dtype"] = "bfloat16";
-  const HfConfig a = read_hf_config(fixture("llama3.1-8b.transformers4.json"), "4.x");
+  const HfConfig a = read_hf_config(hf_config_fixture("llama3.1-8b.transformers4.json"), "4.x");
   const HfConfig b = read_hf_config(v5, "5.x");
   EXPECT_EQ(to_json(a.model), to_json(b.model));
   EXPECT_EQ(b.dtype, "bfloat16");
@@ -206,8 +192,8 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
     const std::string name = entry.path().filename().string();
     if (name.find(".transformers5.json") == std::string::npos) continue;
     ++seen;
-    const json j = fixture(name);
-    const std::string why = refusal(j);
+    const json j = hf_config_fixture(name);
+    const std::string why = hf_config_refusal(j);
     if (name.rfind("llama-yarn", 0) == 0) {
       EXPECT_NE(why.find("rope_type \"yarn\""), std::string::npos) << name << ": " << why;
       continue;
@@ -235,8 +221,8 @@ TEST(HfConfig, ConfigsWrittenByTransformers5) {
 }
 
 TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
-  const json llama = fixture("llama3.1-8b.transformers4.json");
-  const json gpt2 = fixture("gpt2.transformers4.json");
+  const json llama = hf_config_fixture("llama3.1-8b.transformers4.json");
+  const json gpt2 = hf_config_fixture("gpt2.transformers4.json");
   struct Case {
     json base;
     std::string key;
@@ -269,14 +255,14 @@ TEST(HfConfig, KeysThatWouldChangeTheMathAreRefusedByName) {
   for (const Case& c : cases) {
     json j = c.base;
     j[c.key] = c.value;
-    const std::string why = refusal(j);
+    const std::string why = hf_config_refusal(j);
     EXPECT_NE(why.find(c.expected), std::string::npos) << c.key << " = " << c.value.dump() << ": got \"" << why << "\"";
   }
   // 4.x and 5.x spellings of theta that disagree.
   json both = llama;
   both["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
   both.erase("rope_scaling");
-  EXPECT_NE(refusal(both).find("differ"), std::string::npos) << refusal(both);
+  EXPECT_NE(hf_config_refusal(both).find("differ"), std::string::npos) << hf_config_refusal(both);
 }
 
 // Every key of every fixture (transformers 4 and 5, every family) is read, refused by name or
@@ -286,19 +272,19 @@ TEST(HfConfig, EveryFixtureKeyIsKnown) {
   for (const auto& entry : fs::directory_iterator(kConfigs)) {
     if (entry.path().extension() != ".json") continue;
     ++seen;
-    const std::string why = refusal(fixture(entry.path().filename().string()));
+    const std::string why = hf_config_refusal(hf_config_fixture(entry.path().filename().string()));
     EXPECT_EQ(why.find("unknown key"), std::string::npos) << entry.path().filename() << ": " << why;
   }
   EXPECT_GE(seen, 17);
 }
 
 TEST(HfConfig, UnknownKeysAreRefusedNamingTheKeyAndTheFile) {
-  json j = fixture("llama2-7b.transformers4.json");
+  json j = hf_config_fixture("llama2-7b.transformers4.json");
   j["use_cache"] = false;              // harmless
   j["gradient_checkpointing"] = true;  // harmless: a training memory setting
   j["quantization_config"] = nullptr;  // a feature we lack, not set
   j["final_logit_softcapping"] = nullptr;
-  EXPECT_EQ(refusal(j), "");
+  EXPECT_EQ(hf_config_refusal(j), "");
   json unknown = j;
   unknown["some_new_switch"] = true;
   try {
@@ -319,20 +305,21 @@ TEST(HfConfig, UnknownKeysAreRefusedNamingTheKeyAndTheFile) {
   for (const auto& [key, value] : set) {
     json k = j;
     k[key] = value;
-    EXPECT_NE(refusal(k).find(str_cat("'", key, "' = ")), std::string::npos) << key << ": " << refusal(k);
-    EXPECT_NE(refusal(k).find("is not supported"), std::string::npos) << key << ": " << refusal(k);
+    EXPECT_NE(hf_config_refusal(k).find(str_cat("'", key, "' = ")), std::string::npos)
+        << key << ": " << hf_config_refusal(k);
+    EXPECT_NE(hf_config_refusal(k).find("is not supported"), std::string::npos) << key << ": " << hf_config_refusal(k);
   }
   // GPT-2 has no RoPE: rope settings in its config are unknown keys, not silently dropped.
-  json gpt2 = fixture("gpt2.transformers4.json");
+  json gpt2 = hf_config_fixture("gpt2.transformers4.json");
   gpt2["rope_theta"] = 10000.0;
-  EXPECT_NE(refusal(gpt2).find("unknown key 'rope_theta'"), std::string::npos) << refusal(gpt2);
+  EXPECT_NE(hf_config_refusal(gpt2).find("unknown key 'rope_theta'"), std::string::npos) << hf_config_refusal(gpt2);
   // layer_types for another number of layers, or in a Llama config, is checked too.
-  json types = fixture("llama2-7b.transformers4.json");
+  json types = hf_config_fixture("llama2-7b.transformers4.json");
   types["layer_types"] = json::array({"full_attention"});
-  EXPECT_NE(refusal(types).find("'layer_types'"), std::string::npos) << refusal(types);
+  EXPECT_NE(hf_config_refusal(types).find("'layer_types'"), std::string::npos) << hf_config_refusal(types);
   types["layer_types"] = json::array();
   for (int l = 0; l < 32; ++l) types["layer_types"].push_back("full_attention");
-  EXPECT_EQ(refusal(types), "");
+  EXPECT_EQ(hf_config_refusal(types), "");
 }
 
 }  // namespace
