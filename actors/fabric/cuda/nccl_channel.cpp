@@ -17,8 +17,9 @@ namespace {
 // and, across devices, the receive stream wait for an event recorded after it): a NCCL
 // kernel spins on its SMs until its peer arrives, and a receive posted when the message
 // arrives (the sender runs a few ops ahead of its GPU) would spin for whole ops, taking SMs
-// from the receiver's compute. Across processes the sender's event cannot travel, so there
-// the receive is launched when the parcel arrives and may spin until the data comes.
+// from the receiver's compute. Across processes the sender's event cannot travel: there the
+// receive is launched when the parcel's notice arrives, and the stage actor sends that notice
+// only once the producing op has finished on its device (actors/train/stage_actor.cpp).
 class NcclChannel final : public Channel {
  public:
   NcclChannel(int src, int dst, bool timing) : src_(src), dst_(dst), timing_(timing) {
