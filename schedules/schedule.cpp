@@ -5,6 +5,7 @@
 #include "schedules/schedule.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "base/check.hpp"
 
@@ -121,10 +122,6 @@ void check_stage(const PipelineShape& shape, int stage) {
   TROUPE_CHECK(stage >= 0 && stage < shape.stages, "stage ", stage, " is outside the pipeline of ", shape.stages,
                " stages");
 }
-
-}  // namespace
-
-namespace {
 
 // ZB-V's order on one stage (schedule.hpp), with how many of its Bs come before the cool-down and
 // in the cool-down's first 2s (their Ws held back): StagePolicy's W rule.
