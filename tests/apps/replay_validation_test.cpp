@@ -1,9 +1,9 @@
 // `troupe replay` held to its word on recorded runs: `troupe train --trace` of a tiny GPT on two
-// CPU devices, 1F1B and interleaved (V = 2), in one process (also ZB-V), as two processes under mpirun, and
-// as two processes whose trace clocks are 1.5 s apart (torchrun's variables, over TCP). The
-// ops sleep as a real model's would take (TROUPE_OP_SLEEP: a time per layer, and the LM head and
-// loss on the last chunk; actors/train/slow_device_hook.hpp), so the test is of the model, not
-// of CPU timing noise. For every recorded run the simulator's replay of the same schedule gives
+// CPU devices, 1F1B and interleaved (V = 2), in one process and as two processes under mpirun
+// (also ZB-V), and as two processes whose trace clocks are 1.5 s apart (torchrun's variables,
+// over TCP). The ops sleep as a real model's would take (TROUPE_OP_SLEEP: a time per layer, and
+// the LM head and loss on the last chunk; actors/train/slow_device_hook.hpp), so the test is of
+// the model, not of CPU timing noise. For every recorded run the simulator's replay of the same schedule gives
 // the measured step time and bubble within 2 points, and the what-if from each schedule's trace
 // gives the other schedule's measured run within 2 points: a model that spread the last chunk's
 // head over the new chunks or took transfers as free misses the interleaved run by more. ZB-V's
@@ -157,10 +157,13 @@ TEST(ReplayValidation, TwoProcessesUnderMpirun) {
   TempDir dir("replay_validation_mpi");
   const Recorded f = record("1f1b_mpi", "1f1b", {"mpirun", "-np", "2"}, 1, dir);
   const Recorded v = record("interleaved_mpi", "interleaved", {"mpirun", "-np", "2"}, 1, dir);
+  const Recorded z = record("zb-v_mpi", "zb-v", {"mpirun", "-np", "2"}, 1, dir);  // chunk 1 over MPI both ways
   expect_replay_matches(f);
   expect_replay_matches(v);
+  expect_replay_matches(z);
   expect_what_if_matches(f, v);
   expect_what_if_matches(v, f);
+  expect_what_if_matches(f, z, 1, false);
   // The command takes the prefix (or the files) and merges them the same way.
   const TroupeExit cli =
       run_to_exit({"replay", dir / "interleaved_mpi.trace", "--what-if", "schedule=1f1b"}, "replay_cli", 60s);
