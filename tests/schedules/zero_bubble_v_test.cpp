@@ -132,7 +132,9 @@ TEST(ZbVOrder, PropertiesForManyShapes) {
           for (int m = 0; m < M; ++m) {
             EXPECT_LT(at[0][c][size_t(m)], at[1][c][size_t(m)]) << "B" << m << ".c" << c << " before its F";
             EXPECT_LT(at[1][c][size_t(m)], at[2][c][size_t(m)]) << "W" << m << ".c" << c << " before its B";
-            if (m > 0) EXPECT_LT(at[0][c][size_t(m - 1)], at[0][c][size_t(m)]);  // forwards in microbatch order
+            if (m > 0) {
+              EXPECT_LT(at[0][c][size_t(m - 1)], at[0][c][size_t(m)]);  // forwards in microbatch order
+            }
           }
         // Same activation memory as 1F1B: at most 2P half-model chunks (P stages' worth, 1F1B's
         // peak on stage 0) until the W; all of them on every stage once M >= 2P-1.
@@ -230,10 +232,11 @@ TEST(ZbVPolicy, NeverRunsAWBeforeItsBAndHoldsAtMost2PChunks) {
         std::vector<Op> seen;
         int held = 0;
         while (std::optional<Op> op = policy.next([](const Op&) { return true; })) {
-          if (op->kind == OpKind::backward_weight)
+          if (op->kind == OpKind::backward_weight) {
             EXPECT_NE(std::find(seen.begin(), seen.end(), Op{OpKind::backward_input, op->microbatch, op->chunk}),
                       seen.end())
                 << op_str(*op);
+          }
           held += op->kind == OpKind::forward ? 1 : op->kind == OpKind::backward_weight ? -1 : 0;
           EXPECT_LE(held, 2 * P);
           seen.push_back(*op);
