@@ -76,6 +76,11 @@ TEST_F(ZeroBubbleCli, ZbVTrainsLikeOneDeviceAndReplaysItsTrace) {
   const TroupeExit zb =
       train({"--pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-v", "--trace", trace}, "zbv_pp2");
   expect_same_losses(one, zb, "(zb-v)");
+  // The virtual-stage flags may say what zb-v does anyway: two chunks per stage.
+  const TroupeExit said = train({"--pipeline-model-parallel-size", "2", "--pipeline-schedule", "zb-v",
+                                 "--num-virtual-stages-per-pipeline-rank", "2"},
+                                "zbv_flags");
+  expect_same_losses(one, said, "(zb-v)");
 
   const TroupeExit replay =
       run_to_exit({"replay", trace, "--what-if", "schedule=1f1b", "--what-if", "schedule=zb-v,m=8"}, "zbv_replay", 60s);
