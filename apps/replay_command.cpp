@@ -61,7 +61,7 @@ void add_replay_command(CLI::App& app, CommandRunner& run) {
                   "Analyse this iteration only (default: all but the first, when there are several)");
   cmd->add_option("--what-if", flags->what_ifs,
                   "Predict another schedule/shape from the measured op times, e.g. \"schedule=interleaved,v=2\", "
-                  "\"p=8,m=16\", \"schedule=zb-h1\" (keys: schedule=gpipe|1f1b|interleaved|zb-h1, p, v, m, g); "
+                  "\"p=8,m=16\", \"schedule=zb-h1\" (keys: schedule=gpipe|1f1b|interleaved|zb-h1|zb-v, p, v, m, g); "
                   "repeatable");
   cmd->callback([&run, flags] { run = [flags] { return run_replay(*flags); }; });
 }

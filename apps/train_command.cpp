@@ -281,19 +281,32 @@ LrSchedule lr_schedule(const TrainOptions& o, int64_t gbs) {
   return s;
 }
 
-// --pipeline-schedule zb-h1: what GptChunk::backward_input cannot split yet, refused before the run.
+// --pipeline-schedule zb-h1 / zb-v: what GptChunk::backward_input cannot split yet, and what the
+// schedules do not place, refused before the run.
 void check_zero_bubble_run(const TrainOptions& o, const GptConfig& model, const actors::TrainingConfig& cfg) {
-  TROUPE_CHECK(cfg.parallel.virtual_chunks == 1, "--pipeline-schedule zb-h1 runs one model chunk per stage: drop ",
-               o.layers_per_virtual_stage > 0 ? "--num-layers-per-virtual-pipeline-stage"
-                                              : "--num-virtual-stages-per-pipeline-rank",
-               " or use --pipeline-schedule 1f1b (interleaved)");
-  TROUPE_CHECK(!model.moe.enabled(),
-               "--pipeline-schedule zb-h1 with --num-experts (MoE layers) is not implemented: use 1f1b");
-  TROUPE_CHECK(!cfg.recompute.enabled(),
-               "--pipeline-schedule zb-h1 with activation recompute (--recompute-activations, "
-               "--recompute-granularity) is not implemented: drop the recompute flags or use 1f1b");
-  TROUPE_CHECK(o.context_size == 1,
-               "--pipeline-schedule zb-h1 with --context-parallel-size > 1 is not implemented: use 1f1b");
+  const std::string flag = "--pipeline-schedule " + o.schedule;
+  const schedules::Schedule asked = schedules::schedule_from_name(o.schedule);
+  if (asked == schedules::Schedule::zb_h1)
+    TROUPE_CHECK(cfg.parallel.virtual_chunks == 1, flag, " runs one model chunk per stage: drop ",
+                 o.layers_per_virtual_stage > 0 ? "--num-layers-per-virtual-pipeline-stage"
+                                                : "--num-virtual-stages-per-pipeline-rank",
+                 " or use --pipeline-schedule 1f1b (interleaved)");
+  if (asked == schedules::Schedule::zb_v) {
+    TROUPE_CHECK(o.pipeline_size > 1, flag,
+                 " needs --pipeline-model-parallel-size > 1 (it places two chunks on each stage); use 1f1b on one "
+                 "stage");
+    TROUPE_CHECK(o.group_size == 0, flag,
+                 " has no microbatch groups: drop --microbatch-group-size-per-vp-stage (interleaving's)");
+    TROUPE_CHECK(cfg.parallel.split.even(), flag,
+                 " with an uneven split (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers, "
+                 "--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split) is not "
+                 "implemented: its V puts the embedding and the LM head on stage 0; drop the flags or use 1f1b");
+  }
+  TROUPE_CHECK(!model.moe.enabled(), flag, " with --num-experts (MoE layers) is not implemented: use 1f1b");
+  TROUPE_CHECK(!cfg.recompute.enabled(), flag,
+               " with activation recompute (--recompute-activations, --recompute-granularity) is not implemented: "
+               "drop the recompute flags or use 1f1b");
+  TROUPE_CHECK(o.context_size == 1, flag, " with --context-parallel-size > 1 is not implemented: use 1f1b");
 }
 
 // The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.
@@ -334,7 +347,18 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
     cfg.parallel.virtual_chunks = chunks_from_layers_per_virtual_stage(model.num_layers, o.pipeline_size,
                                                                        o.layers_per_virtual_stage, o.pipeline_split);
   if (o.virtual_stages_per_rank > 0) cfg.parallel.virtual_chunks = o.virtual_stages_per_rank;
-  if (cfg.parallel.virtual_chunks > 1) cfg.parallel.schedule = schedules::Schedule::interleaved_1f1b;
+  if (cfg.parallel.schedule == schedules::Schedule::zb_v) {
+    // ZB-V's V: two chunks per stage, whatever the flags say, as long as they say the same.
+    TROUPE_CHECK(o.layers_per_virtual_stage == 0 || cfg.parallel.virtual_chunks == 2,
+                 "--pipeline-schedule zb-v places two model chunks on each stage: --num-layers-per-virtual-pipeline-"
+                 "stage must then be --num-layers / (2 x --pipeline-model-parallel-size), or drop it");
+    TROUPE_CHECK(o.virtual_stages_per_rank == 0 || o.virtual_stages_per_rank == 2,
+                 "--pipeline-schedule zb-v places two model chunks on each stage: --num-virtual-stages-per-pipeline-"
+                 "rank must be 2, or drop it");
+    cfg.parallel.virtual_chunks = 2;
+  } else if (cfg.parallel.virtual_chunks > 1) {
+    cfg.parallel.schedule = schedules::Schedule::interleaved_1f1b;
+  }
   cfg.parallel.group_size = o.group_size;
   cfg.recompute = recompute_config_from_flags(o.recompute);
   if (cfg.recompute.enabled()) {
@@ -344,7 +368,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
       most_layers = std::max(most_layers, c.num_layers);
     check_recompute(cfg.recompute, most_layers);
   }
-  if (o.schedule == "zb-h1") check_zero_bubble_run(o, model, cfg);
+  if (schedules::splits_backward(schedules::schedule_from_name(o.schedule))) check_zero_bubble_run(o, model, cfg);
   cfg.devices.cuda = cuda;
   cfg.devices.cpu_devices = cuda ? 0 : local_devices;
   cfg.devices.compute = !cuda ? DType::f32 : (o.fp16 ? DType::f16 : DType::bf16);
@@ -814,9 +838,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                   "interleaved 1F1B: microbatches per group (0: the pipeline size)")
       ->check(non_negative);
   cmd->add_option("--pipeline-schedule", o->schedule,
-                  "1f1b, gpipe, or zb-h1 (zero bubble: backward split into input and weight gradients; not a "
-                  "Megatron flag)")
-      ->check(CLI::IsMember({"1f1b", "gpipe", "zb-h1"}));
+                  "1f1b, gpipe, zb-h1 or zb-v (zero bubble: backward split into input and weight gradients; "
+                  "zb-v: two chunks per stage in a V; not a Megatron flag)")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "zb-h1", "zb-v"}));
   cmd->add_option("--device", o->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--devices,--cpu-devices", o->devices,
                   "devices of each process (GPUs or CPU devices); data-parallel size = processes x devices / "

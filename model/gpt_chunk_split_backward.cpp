@@ -13,12 +13,12 @@ void GptChunk::backward_input(ChunkActivations& a, const Tensor& doutput, const 
   // Each of these keeps tensors B would need past the op in a shared workspace, or computes weight
   // gradients B cannot defer yet.
   TROUPE_CHECK(!config().moe.enabled(),
-               "--pipeline-schedule zb-h1 with --num-experts (MoE layers) is not implemented: use 1f1b");
+               "--pipeline-schedule zb-h1 or zb-v with --num-experts (MoE layers) is not implemented: use 1f1b");
   TROUPE_CHECK(!recompute_.enabled(),
-               "--pipeline-schedule zb-h1 with activation recompute (--recompute-activations, "
+               "--pipeline-schedule zb-h1 or zb-v with activation recompute (--recompute-activations, "
                "--recompute-granularity) is not implemented: drop the recompute flags or use 1f1b");
   TROUPE_CHECK(!cp_.enabled(),
-               "--pipeline-schedule zb-h1 with --context-parallel-size > 1 is not implemented: use 1f1b");
+               "--pipeline-schedule zb-h1 or zb-v with --context-parallel-size > 1 is not implemented: use 1f1b");
   backward_pass(a, doutput, dinput, /*defer_weight_grads=*/true);
 }
 

@@ -37,14 +37,21 @@ OpKindCost fit_kind(const std::vector<double>& t, const std::vector<double>& n, 
   return c;
 }
 
-// Mean of the per-edge latencies of each recorded link (source stage k mod P); -1 where none.
-std::vector<int64_t> link_latencies(const std::vector<int64_t>& edges, int P) {
+// Mean of the per-edge latencies of each recorded link in one direction (transfer_link()); -1
+// where none. `gradient`: the edges' latencies are the gradients'.
+std::vector<int64_t> link_latencies(const std::vector<int64_t>& activation, const std::vector<int64_t>& gradient,
+                                    Placement placement, const PipelineShape& shape, bool up) {
+  const int P = shape.stages;
   std::vector<double> sum(size_t(P), 0);
   std::vector<int> count(size_t(P), 0);
-  for (size_t k = 0; k < edges.size(); ++k) {
-    if (edges[k] < 0) continue;
-    sum[k % size_t(P)] += double(edges[k]);
-    count[k % size_t(P)] += 1;
+  for (const bool grad : {false, true}) {
+    const std::vector<int64_t>& edges = grad ? gradient : activation;
+    for (size_t k = 0; k < edges.size(); ++k) {
+      const Link l = transfer_link(placement, shape, int(k), grad);
+      if (edges[k] < 0 || l.link < 0 || l.up != up) continue;
+      sum[size_t(l.link)] += double(edges[k]);
+      count[size_t(l.link)] += 1;
+    }
   }
   std::vector<int64_t> out(size_t(P), -1);
   for (size_t s = 0; s < size_t(P); ++s)
@@ -86,17 +93,22 @@ OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& meas
   TROUPE_CHECK(measured.forward_ns.size() == size_t(P), "fit_op_cost_model: durations for ", measured.forward_ns.size(),
                " stages, the trace has ", P);
   const std::vector<double> n = chunk_layer_counts(shape, header.num_layers, header.chunk_layers);
+  const Placement where = placement(header.schedule);
+  auto at = [&](const std::vector<std::vector<int64_t>>& t, int k) {
+    const StageChunk sc = stage_chunk(where, shape, k);
+    return double(t[size_t(sc.stage)][size_t(sc.chunk)]);
+  };
   std::vector<double> f(static_cast<size_t>(K)), b(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) {
-    f[size_t(k)] = double(measured.forward_ns[size_t(k % P)][size_t(k / P)]);
-    b[size_t(k)] = double(measured.backward_ns[size_t(k % P)][size_t(k / P)]);
+    f[size_t(k)] = at(measured.forward_ns, k);
+    b[size_t(k)] = at(measured.backward_ns, k);
   }
   OpCostModel m;
   m.forward = fit_kind(f, n, m.fit);
   m.backward = fit_kind(b, n, m.fit);
   if (!measured.weight_ns.empty()) {
     std::vector<double> w(static_cast<size_t>(K));
-    for (int k = 0; k < K; ++k) w[size_t(k)] = double(measured.weight_ns[size_t(k % P)][size_t(k / P)]);
+    for (int k = 0; k < K; ++k) w[size_t(k)] = at(measured.weight_ns, k);
     m.weight = fit_kind(w, n, m.fit);
     m.has_weight = true;
   }
@@ -105,8 +117,8 @@ OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& meas
   std::vector<int64_t> act = measured.activation_p2p_ns, grad = measured.gradient_p2p_ns;
   if (act.empty()) act.assign(size_t(std::max(K - 1, 0)), measured.p2p_ns);
   if (grad.empty()) grad.assign(size_t(std::max(K - 1, 0)), measured.p2p_ns);
-  m.activation_link_ns = link_latencies(act, P);
-  m.gradient_link_ns = link_latencies(grad, P);
+  m.activation_link_ns = link_latencies(act, grad, where, shape, true);
+  m.gradient_link_ns = link_latencies(act, grad, where, shape, false);
   m.activation_ns = mean_seen(m.activation_link_ns, measured.p2p_ns);
   m.gradient_ns = mean_seen(m.gradient_link_ns, measured.p2p_ns);
   m.dispatch_ns = measured.dispatch_ns;
@@ -114,8 +126,8 @@ OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& meas
   return m;
 }
 
-OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape,
-                            const std::vector<int>& chunk_layers) {
+OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape, const std::vector<int>& chunk_layers,
+                            Placement where) {
   const int P = shape.stages, K = P * shape.chunks;
   std::vector<double> n;
   if (!chunk_layers.empty()) {
@@ -131,24 +143,30 @@ OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape
     return int64_t(std::llround(std::max(t, 0.0)));
   };
   for (int k = 0; k < K; ++k) {
-    d.forward_ns[size_t(k % P)][size_t(k / P)] = cost(model.forward, k);
-    d.backward_ns[size_t(k % P)][size_t(k / P)] = cost(model.backward, k);
+    const StageChunk sc = stage_chunk(where, shape, k);
+    d.forward_ns[size_t(sc.stage)][size_t(sc.chunk)] = cost(model.forward, k);
+    d.backward_ns[size_t(sc.stage)][size_t(sc.chunk)] = cost(model.backward, k);
   }
   if (model.has_weight) {
     d.weight_ns.assign(size_t(P), std::vector<int64_t>(size_t(shape.chunks), 0));
-    for (int k = 0; k < K; ++k)  // W is part of the backward: never above it
-      d.weight_ns[size_t(k % P)][size_t(k / P)] =
-          std::min(cost(model.weight, k), d.backward_ns[size_t(k % P)][size_t(k / P)]);
+    for (int k = 0; k < K; ++k) {  // W is part of the backward: never above it
+      const StageChunk sc = stage_chunk(where, shape, k);
+      d.weight_ns[size_t(sc.stage)][size_t(sc.chunk)] =
+          std::min(cost(model.weight, k), d.backward_ns[size_t(sc.stage)][size_t(sc.chunk)]);
+    }
   }
   const bool same_links = P == model.stages;
-  auto link = [&](const std::vector<int64_t>& links, int64_t mean, int k) {
+  auto latency = [&](int k, bool gradient) -> int64_t {
+    const Link l = transfer_link(where, shape, k, gradient);
+    if (l.link < 0) return 0;  // two chunks of one stage
+    const int64_t mean = l.up ? model.activation_ns : model.gradient_ns;
     if (!same_links) return mean;
-    const int64_t ns = links[size_t(k % P)];
+    const int64_t ns = (l.up ? model.activation_link_ns : model.gradient_link_ns)[size_t(l.link)];
     return ns >= 0 ? ns : mean;
   };
   for (int k = 0; k + 1 < K; ++k) {
-    d.activation_p2p_ns.push_back(link(model.activation_link_ns, model.activation_ns, k));
-    d.gradient_p2p_ns.push_back(link(model.gradient_link_ns, model.gradient_ns, k));
+    d.activation_p2p_ns.push_back(latency(k, false));
+    d.gradient_p2p_ns.push_back(latency(k, true));
   }
   if (!model.dispatch_ns.empty())
     for (int s = 0; s < P; ++s)

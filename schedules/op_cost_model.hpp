@@ -6,8 +6,9 @@
 // n_k transformer layers at `layer` each, plus the embedding on the first virtual stage and the
 // final norm, LM head and loss on the last: those two chunks are slower than the others by a
 // fixed amount however the layers are split. A transfer between virtual stages k and k+1
-// crosses the link from stage k mod P to stage (k+1) mod P and costs that link's latency, once
-// per microbatch and direction, so a schedule with more chunks per stage pays more transfers.
+// crosses the link transfer_link() names (from stage k mod P to (k+1) mod P, or zb_v's way down
+// and back up) and costs that link's latency in its direction, once per microbatch and
+// direction, so a schedule with more chunks per stage pays more transfers.
 //
 //   OpCostModel m = fit_op_cost_model(trace.header, measured_durations(trace, iterations));
 //   OpDurations d = model_durations(m, {.stages = 4, .chunks = 2, .microbatches = 8});
@@ -38,8 +39,9 @@ struct OpCostModel {
   OpKindCost weight;
   double model_layers = 0;  // the layers `layer_ns` counts (the model's; P*V slices when unknown)
   int stages = 0;           // of the recorded pipeline (the links below are its)
-  // Latency of the link from stage s to (s+1) mod P, activations, and back, gradients; -1
-  // where the recorded run never used it (1F1B never sends from the last stage to the first).
+  // Latency of the link from stage s to (s+1) mod P ("activation": what activations take there
+  // except on zb_v's way back up), and back ("gradient"); -1 where the recorded run never used
+  // it (1F1B never sends from the last stage to the first).
   std::vector<int64_t> activation_link_ns, gradient_link_ns;  // (P)
   int64_t activation_ns = 0, gradient_ns = 0;                 // mean over the links used: for links not seen
   // Each recorded stage's turnaround between ops (OpDurations::dispatch_ns), and their mean.
@@ -63,11 +65,11 @@ std::vector<double> chunk_layer_counts(const PipelineShape& shape, int num_layer
 OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& measured);
 
 // Durations of every op and transfer of another pipeline: `shape` with its layers split as
-// `chunk_layers` (empty: evenly). The links keep their recorded latency where the stage count
-// is the same; links not seen, and every link of another stage count, take the mean; so do the
-// stages' turnaround times.
+// `chunk_layers` (empty: evenly), its chunks placed as `placement` says. The links keep their recorded latency where
+// the stage count is the same; links not seen, and every link of another stage count, take the mean; so do the stages'
+// turnaround times.
 OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape,
-                            const std::vector<int>& chunk_layers = {});
+                            const std::vector<int>& chunk_layers = {}, Placement placement = Placement::loop);
 
 // The model as text for the report: per-layer, embedding and LM-head costs, link latencies.
 // `splits_backward`: a what-if uses B and W ops, so say how W was taken when none was recorded.

@@ -49,6 +49,8 @@ std::string theory_formula(Schedule schedule, const PipelineShape& s) {
     return str_cat("(P-1)/(V*M+P-1) = ", s.stages - 1, "/", s.chunks * s.microbatches + s.stages - 1);
   if (schedule == Schedule::zb_h1)  // F = B = W
     return str_cat("(P-1)/(3M+P-1) = ", s.stages - 1, "/", 3 * s.microbatches + s.stages - 1);
+  if (schedule == Schedule::zb_v)  // F = B = W per chunk, M >= 2P-1
+    return str_cat("(P-1)/(6M+P-1) = ", s.stages - 1, "/", 6 * s.microbatches + s.stages - 1);
   return str_cat("(P-1)/(M+P-1) = ", s.stages - 1, "/", s.microbatches + s.stages - 1);
 }
 
@@ -109,9 +111,11 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
     WhatIfPrediction w;
     w.spec = spec;
     w.what_if = parse_what_if(spec, trace.header);
-    w.simulation =
-        simulate(w.what_if.schedule, w.what_if.shape, predict_durations(r.durations, trace.header, w.what_if.shape));
-    w.transfers = 2 * (w.what_if.shape.stages * w.what_if.shape.chunks - 1) * w.what_if.shape.microbatches;
+    w.simulation = simulate(w.what_if.schedule, w.what_if.shape,
+                            predict_durations(r.durations, trace.header, w.what_if.schedule, w.what_if.shape));
+    const WhatIf& to = w.what_if;
+    for (int k = 0; k + 1 < to.shape.stages * to.shape.chunks; ++k)  // zb_v's turn within a stage is none
+      if (transfer_link(placement(to.schedule), to.shape, k, false).link >= 0) w.transfers += 2 * to.shape.microbatches;
     w.theory_bubble = theoretical_bubble(w.what_if.schedule, w.what_if.shape);
     r.what_ifs.push_back(std::move(w));
   }
@@ -180,8 +184,8 @@ std::string format_replay_report(const ReplayReport& r) {
       ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
       " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction), " (",
       points(r.replayed.stats.bubble_fraction - r.stats.bubble_fraction), " vs measured)"));
-  const bool splits_backward =
-      std::ranges::any_of(r.what_ifs, [](const WhatIfPrediction& w) { return w.what_if.schedule == Schedule::zb_h1; });
+  const bool splits_backward = std::ranges::any_of(
+      r.what_ifs, [](const WhatIfPrediction& w) { return schedules::splits_backward(w.what_if.schedule); });
   if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model, splits_backward));
   for (const WhatIfPrediction& w : r.what_ifs) {
     const double step = double(w.simulation.stats.step_ns);

@@ -29,7 +29,7 @@ struct WhatIfPrediction {
   std::string spec;
   WhatIf what_if;
   Simulation simulation;  // predict_durations() under the new shape
-  int transfers = 0;      // tensors sent between stages per iteration: 2 (K-1) M
+  int transfers = 0;      // tensors sent between stages per iteration: 2 (K-1) M (zb-v: 2 (K-2) M)
   double theory_bubble = 0;
 };
 

@@ -1,10 +1,11 @@
 // Megatron-LM's pipeline schedules as op orders, and the stage policy they emerge from.
 // Reference: megatron/core/pipeline_parallel/schedules.py (get_schedule_table,
-// get_pp_rank_microbatches, forward_backward_pipelining_with/without_interleaving); ZB-H1:
-// Qi et al., "Zero Bubble Pipeline Parallelism" (2023), section 2.1.
+// get_pp_rank_microbatches, forward_backward_pipelining_with/without_interleaving); ZB-H1 and
+// ZB-V: Qi et al., "Zero Bubble Pipeline Parallelism" (2023), sections 2.1 and 6.
 #include "schedules/schedule.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "base/check.hpp"
 
@@ -20,6 +21,8 @@ const char* schedule_name(Schedule s) {
       return "interleaved";
     case Schedule::zb_h1:
       return "zb-h1";
+    case Schedule::zb_v:
+      return "zb-v";
   }
   return "?";
 }
@@ -29,7 +32,8 @@ Schedule schedule_from_name(const std::string& name) {
   if (name == "1f1b" || name == "one_f_one_b") return Schedule::one_f_one_b;
   if (name == "interleaved" || name == "interleaved_1f1b") return Schedule::interleaved_1f1b;
   if (name == "zb-h1" || name == "zb_h1") return Schedule::zb_h1;
-  TROUPE_FAIL("unknown pipeline schedule '", name, "' (expected gpipe, 1f1b, interleaved or zb-h1)");
+  if (name == "zb-v" || name == "zb_v") return Schedule::zb_v;
+  TROUPE_FAIL("unknown pipeline schedule '", name, "' (expected gpipe, 1f1b, interleaved, zb-h1 or zb-v)");
 }
 
 std::string op_str(const Op& op) {
@@ -37,7 +41,27 @@ std::string op_str(const Op& op) {
   return str_cat(letter, op.microbatch, ".c", op.chunk);
 }
 
-bool splits_backward(Schedule s) { return s == Schedule::zb_h1; }
+bool splits_backward(Schedule s) { return s == Schedule::zb_h1 || s == Schedule::zb_v; }
+
+Placement placement(Schedule s) { return s == Schedule::zb_v ? Placement::v : Placement::loop; }
+
+int virtual_stage(Placement placement, const PipelineShape& shape, int stage, int chunk) {
+  if (placement == Placement::v) return chunk == 0 ? stage : 2 * shape.stages - 1 - stage;
+  return chunk * shape.stages + stage;
+}
+
+StageChunk stage_chunk(Placement placement, const PipelineShape& shape, int k) {
+  const int P = shape.stages;
+  if (placement == Placement::v) return k < P ? StageChunk{k, 0} : StageChunk{2 * P - 1 - k, 1};
+  return {k % P, k / P};
+}
+
+Link transfer_link(Placement placement, const PipelineShape& shape, int k, bool gradient) {
+  const int P = shape.stages;
+  if (placement == Placement::loop || k < P - 1) return {k % P, !gradient};
+  if (k == P - 1) return {};
+  return {2 * P - 2 - k, gradient};  // the V's way back up: activations go from stage l+1 to l
+}
 
 int group_size(const PipelineShape& shape) { return shape.group_size > 0 ? shape.group_size : shape.stages; }
 
@@ -49,6 +73,11 @@ void validate(Schedule schedule, const PipelineShape& shape) {
   TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
   TROUPE_CHECK(shape.group_size >= 0, "--microbatch-group-size-per-vp-stage must be >= 1 (0: the default, P), got ",
                shape.group_size);
+  if (schedule == Schedule::zb_v) {
+    TROUPE_CHECK(V == 2, "the zb-v schedule runs two model chunks per stage (a V: stage s holds virtual stages s and ",
+                 "2P-1-s), got ", V);
+    return;
+  }
   if (schedule != Schedule::interleaved_1f1b) {
     TROUPE_CHECK(V == 1, "the ", schedule_name(schedule), " schedule runs one model chunk per stage, got ", V,
                  " (--num-layers-per-virtual-pipeline-stage selects the interleaved schedule)");
@@ -94,11 +123,62 @@ void check_stage(const PipelineShape& shape, int stage) {
                " stages");
 }
 
+// ZB-V's order on one stage (schedule.hpp), with how many of its Bs come before the cool-down and
+// in the cool-down's first 2s (their Ws held back): StagePolicy's W rule.
+struct VOrder {
+  std::vector<Op> ops;
+  size_t steady_inputs = 0, held_inputs = 0;
+};
+
+VOrder zb_v_order(const PipelineShape& shape, int s) {
+  validate(Schedule::zb_v, shape);
+  check_stage(shape, s);
+  const int P = shape.stages, M = shape.microbatches;
+  const int n = std::max(M, 2 * P - 1);  // microbatches >= M stand in for a full pipeline, then go
+  VOrder v;
+  int forwards[2] = {0, 0}, inputs[2] = {0, 0}, weights[2] = {0, 0};
+  enum Phase { steady, held, rest } phase = steady;
+  auto emit = [&](OpKind kind, int chunk) {
+    int* count = kind == OpKind::forward ? forwards : kind == OpKind::backward_input ? inputs : weights;
+    const int m = count[chunk]++;
+    if (m >= M) return;
+    v.ops.push_back({kind, m, chunk});
+    if (kind == OpKind::backward_input && phase != rest) ++(phase == steady ? v.steady_inputs : v.held_inputs);
+  };
+  auto triple = [&](int chunk) {  // F, B and W of one chunk
+    emit(OpKind::forward, chunk);
+    emit(OpKind::backward_input, chunk);
+    emit(OpKind::backward_weight, chunk);
+  };
+  for (int i = 0; i < 2 * (P - s) - 1; ++i) emit(OpKind::forward, 0);
+  for (int i = 0; i < s; ++i) emit(OpKind::forward, 1), emit(OpKind::forward, 0);
+  for (int i = 0; i < P - s; ++i) triple(1);
+  while (forwards[1] < forwards[0] || forwards[0] < n) {
+    if (forwards[0] < n) emit(OpKind::forward, 0);
+    emit(OpKind::backward_input, 0), emit(OpKind::backward_weight, 0);
+    triple(1);
+  }
+  phase = held;
+  for (int i = 0; i < s; ++i) emit(OpKind::backward_input, 0), emit(OpKind::backward_input, 1);
+  phase = rest;
+  for (int i = 0; i < P - s; ++i) emit(OpKind::backward_input, 0), emit(OpKind::backward_weight, 0);
+  while (weights[1] < n) emit(OpKind::backward_weight, 1);
+  while (weights[0] < n) emit(OpKind::backward_weight, 0);
+  return v;
+}
+
+std::vector<Op> ops_of_kind(const std::vector<Op>& ops, OpKind kind) {
+  std::vector<Op> out;
+  std::copy_if(ops.begin(), ops.end(), std::back_inserter(out), [&](const Op& op) { return op.kind == kind; });
+  return out;
+}
+
 }  // namespace
 
 std::vector<Op> forward_order(Schedule schedule, const PipelineShape& shape, int stage) {
   validate(schedule, shape);
   check_stage(shape, stage);
+  if (schedule == Schedule::zb_v) return ops_of_kind(zb_v_order(shape, stage).ops, OpKind::forward);
   if (schedule == Schedule::interleaved_1f1b)
     return schedule_table(shape.microbatches, shape.chunks, group_size(shape));
   std::vector<Op> order;
@@ -107,6 +187,7 @@ std::vector<Op> forward_order(Schedule schedule, const PipelineShape& shape, int
 }
 
 std::vector<Op> backward_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  if (schedule == Schedule::zb_v) return ops_of_kind(zb_v_order(shape, stage).ops, OpKind::backward_input);
   std::vector<Op> order = forward_order(schedule, shape, stage);
   const OpKind kind = splits_backward(schedule) ? OpKind::backward_input : OpKind::backward;
   // Backward entry k takes table entry k's chunk mirrored; within one chunk the microbatches
@@ -119,6 +200,7 @@ std::vector<Op> backward_order(Schedule schedule, const PipelineShape& shape, in
 }
 
 std::vector<Op> weight_order(Schedule schedule, const PipelineShape& shape, int stage) {
+  if (schedule == Schedule::zb_v) return ops_of_kind(zb_v_order(shape, stage).ops, OpKind::backward_weight);
   std::vector<Op> order = backward_order(schedule, shape, stage);
   if (!splits_backward(schedule)) return {};
   for (Op& op : order) op.kind = OpKind::backward_weight;  // each W in its B's order: oldest first
@@ -137,6 +219,12 @@ int warmup_forwards(Schedule schedule, const PipelineShape& shape, int stage) {
       return std::min(P - stage - 1, M);
     case Schedule::interleaved_1f1b:
       return std::min(M * V, 2 * (P - stage - 1) + (V - 1) * group_size(shape));
+    case Schedule::zb_v: {
+      const std::vector<Op> ops = zb_v_order(shape, stage).ops;
+      const auto first_input =
+          std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::backward_input; });
+      return int(std::count_if(ops.begin(), first_input, [](const Op& op) { return op.kind == OpKind::forward; })) - 1;
+    }
   }
   return 0;
 }
@@ -173,6 +261,7 @@ std::vector<Op> zb_h1_order(const PipelineShape& shape, int stage) {
 
 std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, int stage) {
   if (schedule == Schedule::zb_h1) return zb_h1_order(shape, stage);
+  if (schedule == Schedule::zb_v) return zb_v_order(shape, stage).ops;
   const std::vector<Op> forwards = forward_order(schedule, shape, stage);
   const std::vector<Op> backwards = backward_order(schedule, shape, stage);
   const size_t total = forwards.size(), warmup = size_t(warmup_forwards(schedule, shape, stage));
@@ -194,6 +283,8 @@ double theoretical_bubble(Schedule schedule, const PipelineShape& shape) {
   const double P = shape.stages, M = shape.microbatches;
   // Equal F, B and W: idle (P-1)(F+B-W) = (P-1)F against 3MF of work per stage.
   if (schedule == Schedule::zb_h1) return (P - 1) / (3 * M + P - 1);
+  // Equal F, B and W per chunk, M >= 2P-1: idle (P-1)F against 6MF of work per stage.
+  if (schedule == Schedule::zb_v) return (P - 1) / (6 * M + P - 1);
   const double V = schedule == Schedule::interleaved_1f1b ? shape.chunks : 1;
   return (P - 1) / (V * M + P - 1);
 }
@@ -211,23 +302,50 @@ StagePolicy::StagePolicy(Schedule schedule, const PipelineShape& shape, int stag
     const auto it = std::find(forwards_.begin(), forwards_.end(), Op{OpKind::forward, op.microbatch, op.chunk});
     forward_index_[b] = size_t(it - forwards_.begin());
   }
+  if (!splits_backward(schedule)) return;
+  for (const Op& w : weights_) {
+    const auto it = std::find(backwards_.begin(), backwards_.end(), Op{OpKind::backward_input, w.microbatch, w.chunk});
+    weight_input_.push_back(size_t(it - backwards_.begin()));
+  }
+  const size_t total = forwards_.size(), limit = size_t(max_in_flight_);
+  if (schedule == Schedule::zb_h1) {
+    // 1F1B's pairing: B k after forward min(warmup + k + 1, M); a forward while fewer than P-s are in flight.
+    for (size_t k = 0; k < total; ++k) {
+      forwards_before_.push_back(std::min(limit + k, total));
+      weight_follows_.push_back(k + warmup_ >= total);  // a cool-down B
+    }
+    for (size_t j = 0; j < total; ++j) backwards_before_.push_back(j + 1 > limit ? j + 1 - limit : 0);
+    weights_held_ = size_t(stage);  // stage s defers s Ws
+    return;
+  }
+  // zb_v: the V schedule's pairing, read off its order.
+  const VOrder v = zb_v_order(shape, stage);
+  size_t forwards = 0, inputs = 0;
+  for (const Op& op : v.ops) {
+    if (op.kind == OpKind::forward) backwards_before_.push_back(inputs), ++forwards;
+    if (op.kind != OpKind::backward_input) continue;
+    forwards_before_.push_back(forwards);
+    weight_follows_.push_back(inputs++ < v.steady_inputs);
+  }
+  weights_held_ = v.held_inputs;
 }
 
 std::optional<Op> StagePolicy::next_zero_bubble(const IsReady& is_ready) {
-  const size_t deferred = next_backward_ - next_weight_;  // Ws whose B has been handed out
-  if (deferred > 0 && (deferred > size_t(stage_) || weight_due_) && is_ready(weights_[next_weight_])) {
+  const size_t held = next_backward_ - next_weight_;  // Ws whose B has been handed out
+  if (held > 0 && (held > weights_held_ || weight_due_) && weight_input_[next_weight_] < next_backward_ &&
+      is_ready(weights_[next_weight_])) {
     weight_due_ = false;
     return weights_[next_weight_++];
   }
   if (next_backward_ < backwards_.size() && forward_index_[next_backward_] < next_forward_ &&
-      next_forward_ >= std::min(size_t(max_in_flight_) + next_backward_, forwards_.size()) &&
-      is_ready(backwards_[next_backward_])) {
-    weight_due_ = next_backward_ + warmup_ >= forwards_.size();  // a cool-down B
+      next_forward_ >= forwards_before_[next_backward_] && is_ready(backwards_[next_backward_])) {
+    weight_due_ = weight_follows_[next_backward_] != 0;
     return backwards_[next_backward_++];
   }
-  if (next_forward_ < forwards_.size() && in_flight() < max_in_flight_ && is_ready(forwards_[next_forward_]))
+  if (next_forward_ < forwards_.size() && next_backward_ >= backwards_before_[next_forward_] &&
+      is_ready(forwards_[next_forward_]))
     return forwards_[next_forward_++];
-  if (deferred > 0 && next_backward_ == backwards_.size() && is_ready(weights_[next_weight_]))
+  if (held > 0 && next_backward_ == backwards_.size() && is_ready(weights_[next_weight_]))
     return weights_[next_weight_++];
   return std::nullopt;
 }

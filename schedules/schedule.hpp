@@ -4,7 +4,9 @@
 // A pipeline has P stages (devices), V model chunks per stage (V > 1: interleaved) and M
 // microbatches per iteration. Chunk c of stage s holds virtual stage c * P + s (Megatron's
 // placement); activations flow s -> s+1, and from the last stage's chunk c to the first
-// stage's chunk c + 1.
+// stage's chunk c + 1. ZB-V places its two chunks in a V instead: stage s holds virtual
+// stages s and 2P-1-s, so activations go down the stages on chunk 0, turn on stage P-1 and come
+// back up on chunk 1; the embedding and the LM head both live on stage 0.
 //
 //   PipelineShape shape{.stages = 4, .chunks = 1, .microbatches = 8};
 //   validate(Schedule::one_f_one_b, shape);                       // clear error if impossible
@@ -21,10 +23,10 @@
 
 namespace troupe::schedules {
 
-enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
+enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zb_v };
 
 // A fused backward (gpipe, 1f1b, interleaved) computes the input and weight gradients in one
-// op; a zero-bubble schedule (zb_h1) splits it into backward_input (B: the input gradient the
+// op; a zero-bubble schedule (zb_h1, zb_v) splits it into backward_input (B: the input gradient the
 // previous stage waits for) and backward_weight (W: the weight gradient, which nothing
 // downstream waits for, so it can be deferred into the bubbles).
 enum class OpKind : uint8_t { forward, backward, backward_input, backward_weight };
@@ -38,14 +40,14 @@ struct Op {
 
 struct PipelineShape {
   int stages = 1;        // P
-  int chunks = 1;        // V, model chunks per stage (> 1 only for interleaved_1f1b)
+  int chunks = 1;        // V, model chunks per stage (> 1 only for interleaved_1f1b; 2 for zb_v)
   int microbatches = 1;  // M per iteration
   int group_size = 0;    // microbatch_group_size_per_vp_stage; 0: P (Megatron's default)
   bool operator==(const PipelineShape&) const = default;
 };
 
 const char* schedule_name(Schedule s);
-// "gpipe", "1f1b", "interleaved" (also "interleaved_1f1b"), "zb-h1" (also "zb_h1").
+// "gpipe", "1f1b", "interleaved" (also "interleaved_1f1b"), "zb-h1" (also "zb_h1"), "zb-v" (also "zb_v").
 Schedule schedule_from_name(const std::string& name);
 std::string op_str(const Op& op);  // "F3.c1", "B0.c0" (fused or input gradient), "W0.c0"
 // Whether the schedule runs backward_input and backward_weight ops instead of backward.
@@ -53,15 +55,35 @@ bool splits_backward(Schedule s);
 
 // The group size G in effect: shape.group_size, or P when it is 0.
 int group_size(const PipelineShape& shape);
+// How chunks sit on stages: `loop` (chunk c of stage s is virtual stage c * P + s: every
+// schedule but zb_v) or `v` (zb_v: chunk 0 of stage s is virtual stage s, chunk 1 is 2P-1-s).
+enum class Placement : uint8_t { loop, v };
+Placement placement(Schedule s);
 // Virtual stage (global position in the model) of local chunk `chunk` on stage `stage`.
-inline int virtual_stage(const PipelineShape& shape, int stage, int chunk) { return chunk * shape.stages + stage; }
+int virtual_stage(Placement placement, const PipelineShape& shape, int stage, int chunk);
+inline int virtual_stage(Schedule s, const PipelineShape& shape, int stage, int chunk) {
+  return virtual_stage(placement(s), shape, stage, chunk);
+}
+struct StageChunk {
+  int stage = 0, chunk = 0;
+};
+// The inverse: the stage and local chunk holding virtual stage k.
+StageChunk stage_chunk(Placement placement, const PipelineShape& shape, int k);
+// The link a transfer between virtual stages k and k+1 crosses (an activation goes from k to
+// k+1, a gradient back): link l joins stage l and stage (l+1) mod P, `up` when the transfer
+// goes from l to l+1. link = -1: both chunks are on one stage (zb_v's turn), no transfer.
+struct Link {
+  int link = -1;
+  bool up = true;
+};
+Link transfer_link(Placement placement, const PipelineShape& shape, int k, bool gradient);
 
 // Throws troupe::Error naming the flag and the constraint when the shape is impossible
 // for the schedule (e.g. interleaving needs M % P == 0 with the default group size).
-// Megatron's constraints: GPipe and 1F1B run V = 1 (so does ZB-H1); interleaving needs P >= 2 (Megatron asks
-// P > 2 unless --overlap-p2p-communication, its default with interleaving; ours always
-// overlaps), P <= G <= M, and M mod G == 0 or >= P. Interleaving with V = 1 is allowed: it is
-// Megatron's interleaved code path with one chunk (warmup 2(P-s-1), not 1F1B's P-s-1).
+// Megatron's constraints: GPipe and 1F1B run V = 1 (so does ZB-H1; ZB-V runs V = 2); interleaving needs P >= 2
+// (Megatron asks P > 2 unless --overlap-p2p-communication, its default with interleaving; ours always overlaps), P <= G
+// <= M, and M mod G == 0 or >= P. Interleaving with V = 1 is allowed: it is Megatron's interleaved code path with one
+// chunk (warmup 2(P-s-1), not 1F1B's P-s-1).
 void validate(Schedule schedule, const PipelineShape& shape);
 
 // The op order stage `stage` runs in Megatron-LM for this schedule (every forward and
@@ -77,6 +99,18 @@ void validate(Schedule schedule, const PipelineShape& shape);
 //   stage 3: F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 ... F7 B7 W4 W5 W6 W7
 // Activations held from F to B never exceed 1F1B's P-s; from F to W (the W keeps part of
 // them) never above P, 1F1B's peak on stage 0: the paper's "same memory as 1F1B".
+//
+// ZB-V (the same paper, section 6 and its figure of ZB-V; the handcrafted schedule as PyTorch's
+// ScheduleZBVZeroBubble runs it). Counting microbatches n = max(M, 2P-1) (the ops of microbatches
+// >= M are then left out), stage s runs: 2(P-s)-1 forwards of chunk 0; s pairs (F chunk 1, F
+// chunk 0); P-s triples F, B, W of chunk 1; then, while chunk 1 has forwards left, [F chunk 0
+// while it has some], B and W chunk 0, F, B and W chunk 1; the cool-down: s pairs (B chunk 0,
+// B chunk 1) with their Ws held back, P-s times B chunk 0 then the oldest held W of chunk 0,
+// and the held Ws of chunk 1, then of chunk 0. Example P=2, M=4:
+//   stage 0: F0.c0 F1.c0 F2.c0 F0.c1 B0.c1 W0.c1 F1.c1 B1.c1 W1.c1 F3.c0 B0.c0 W0.c0 F2.c1 ...
+//   stage 1: F0.c0 F0.c1 F1.c0 F1.c1 B0.c1 W0.c1 F2.c0 B0.c0 W0.c0 F2.c1 B1.c1 W1.c1 ...
+// Each stage holds at most 2P chunk activations (P stages' worth, 1F1B's peak) and, when
+// F = B = W and M >= 2P-1, idles (P-1) F per iteration.
 std::vector<Op> canonical_order(Schedule schedule, const PipelineShape& shape, int stage);
 
 // Megatron's schedule table for interleaving: entry k (0 <= k < M*V) is the k-th forward a
@@ -92,7 +126,8 @@ std::vector<Op> forward_order(Schedule schedule, const PipelineShape& shape, int
 std::vector<Op> backward_order(Schedule schedule, const PipelineShape& shape, int stage);
 std::vector<Op> weight_order(Schedule schedule, const PipelineShape& shape, int stage);
 // Megatron's warmup forwards on `stage`: GPipe M; 1F1B and ZB-H1 min(P-s-1, M); interleaved
-// min(M*V, 2*(P-s-1) + (V-1)*G).
+// min(M*V, 2*(P-s-1) + (V-1)*G); ZB-V the forwards before its first B, less one (2P-1 when
+// M >= 2P-1).
 int warmup_forwards(Schedule schedule, const PipelineShape& shape, int stage);
 // Most forwards a stage holds before their backward (activation memory, in microbatch-chunks):
 // warmup + 1, capped at M*V. 1F1B and ZB-H1 (counting to the B): min(P-s, M); GPipe: M.
@@ -105,6 +140,8 @@ int max_in_flight(Schedule schedule, const PipelineShape& shape, int stage);
 // Megatron's paper states the same bubble relative to the ideal time: (P-1)/M and (P-1)/(V*M).
 // ZB-H1, when F, B and W take the same time: each stage idles (P-1)(F+B-W) (the paper's
 // section 2.1; 1F1B's (P-1)(F+B+W)), a third of 1F1B's idle time: (P-1)/(3M+P-1).
+// ZB-V, F = B = W per chunk and M >= 2P-1: each stage idles (P-1) F against 6MF of work:
+// (P-1)/(6M+P-1) (fewer microbatches leave more: the simulator tells how much).
 double theoretical_bubble(Schedule schedule, const PipelineShape& shape);
 // The idle time of every stage of ZB-H1 for op times F, B, W and free P2P: the paper's
 // (P-1)(F+B-W) where W <= B (its setting); with a longer W the deferred Ws outlast the
@@ -138,9 +175,16 @@ double zb_h1_bubble_ns(int stages, double forward_ns, double input_grad_ns, doub
 //     forward min(warmup + k + 1, M) has been handed out: one forward, then one B);
 //   - a W when nothing else is ready only once every B has been handed out (the deferred Ws close
 //     the iteration; earlier, an idle stage waits for its gradient as canonical_order() does).
+// zb_v: the same three queues (each in canonical_order()'s order of its kind) and rules, with
+//   the V schedule's pairing of forwards and Bs instead of 1F1B's: a forward waits until the Bs
+//   the schedule puts before it have been handed out, and a B until its forwards have (as
+//   interleaving's B waits for its paired forward); a W goes first after a B of the warmup or
+//   steady state, and in the cool-down once more Ws are held than its first 2s Bs hold back.
+//   When each op runs, and so where the stage waits, is left to the inputs' arrival.
 // The simulator checks that these yield canonical_order() for every valid P in {1,2,3,4,8},
 // V in {1,2,3}, M in 1..16 and several G, also with backward = 2 x forward and a P2P latency;
-// zb_h1 with equal F, B and W for P in {1,2,3,4,5,8}, M in 1..16, with and without a latency.
+// zb_h1 and zb_v with equal F, B and W for P in {1,2,3,4,5,8}, M in 1..16, with and without a
+// latency.
 class StagePolicy {
  public:
   using IsReady = std::function<bool(const Op&)>;  // have the op's inputs arrived?
@@ -156,7 +200,7 @@ class StagePolicy {
   const PipelineShape& shape() const { return shape_; }
 
  private:
-  std::optional<Op> next_zero_bubble(const IsReady& is_ready);  // zb_h1's rule
+  std::optional<Op> next_zero_bubble(const IsReady& is_ready);  // zb_h1's and zb_v's rule
 
   Schedule schedule_;
   PipelineShape shape_;
@@ -167,7 +211,13 @@ class StagePolicy {
   size_t next_forward_ = 0, next_backward_ = 0, next_weight_ = 0;
   int max_in_flight_ = 0;    // forwards started but not yet backpropagated
   size_t warmup_ = 0;        // warmup_forwards()
-  bool weight_due_ = false;  // zb_h1: the last op was a cool-down B, its W goes next
+  bool weight_due_ = false;  // splits_backward(): the last op was a B whose W goes next
+  // splits_backward(): the pairing of forwards and Bs (forward j waits for backwards_before_[j]
+  // Bs handed out; B k for forwards_before_[k] forwards), which Bs have their W follow at once,
+  // how many Ws the stage may hold before one must go, and per W the position of its B.
+  std::vector<size_t> backwards_before_, forwards_before_, weight_input_;
+  std::vector<char> weight_follows_;
+  size_t weights_held_ = 0;
 };
 
 }  // namespace troupe::schedules

@@ -93,11 +93,13 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
   sim.trace.header.schedule = schedule;
   sim.trace.header.shape = shape;
 
+  // A hop between two chunks of one stage (zb_v's turn) is no transfer.
+  auto local = [&](int k) { return transfer_link(placement(schedule), shape, k, false).link < 0; };
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue;
   int64_t seq = 0, now = 0;
   auto decide = [&](int s) {
     auto is_ready = [&](const Op& op) {
-      const int k = virtual_stage(shape, s, op.chunk);
+      const int k = virtual_stage(schedule, shape, s, op.chunk);
       if (op.kind == OpKind::backward_weight) return true;  // the policy runs it after its B
       return op.kind == OpKind::forward ? activation[size_t(k)][size_t(op.microbatch)] != 0
                                         : gradient[size_t(k)][size_t(op.microbatch)] != 0;
@@ -144,15 +146,16 @@ Simulation simulate(Schedule schedule, const PipelineShape& shape, const OpDurat
       ev.start_ns = started[size_t(e.stage)];
       ev.end_ns = now;
       sim.trace.events.push_back(ev);
-      const int k = virtual_stage(shape, e.stage, op.chunk);
+      const int k = virtual_stage(schedule, shape, e.stage, op.chunk);
       if (op.kind == OpKind::forward) {
         if (k + 1 < K)
-          queue.push(
-              {now + durations.activation_latency(k), seq++, Event::activation_arrives, -1, k + 1, op.microbatch});
+          queue.push({now + (local(k) ? 0 : durations.activation_latency(k)), seq++, Event::activation_arrives, -1,
+                      k + 1, op.microbatch});
         else
           gradient[size_t(k)][size_t(op.microbatch)] = 1;        // the loss is computed here
       } else if (k > 0 && op.kind != OpKind::backward_weight) {  // a W sends nothing
-        queue.push({now + durations.gradient_latency(k - 1), seq++, Event::gradient_arrives, -1, k - 1, op.microbatch});
+        queue.push({now + (local(k - 1) ? 0 : durations.gradient_latency(k - 1)), seq++, Event::gradient_arrives, -1,
+                    k - 1, op.microbatch});
       }
     }
     for (int s = 0; s < P; ++s)

@@ -1,9 +1,10 @@
 // A discrete-event simulator of one pipeline iteration: each stage runs its ops one at a
 // time under its StagePolicy, with given per-op durations and P2P latencies (one per edge
-// between virtual stages and direction, or one for all), and messages
-// flow as in the real pipeline: the forward output of virtual stage k feeds virtual stage
-// k+1, the input gradient of k feeds k-1, and the last virtual stage's forward enables its
-// own backward. A schedule that splits backward (zb_h1) runs each backward as B, which sends
+// between virtual stages and direction, or one for all), and messages flow as in the real
+// pipeline (placement(): chunks in a loop, or zb_v's V): the forward output of virtual stage k
+// feeds virtual stage k+1, the input gradient of k feeds k-1 (free between two chunks of one
+// stage), and the last virtual stage's forward enables its own backward. A schedule that
+// splits backward (zb_h1, zb_v) runs each backward as B, which sends
 // the gradient on, and W, which sends nothing (splits_backward()). Ops that become ready at the same instant are all
 // seen before any idle stage decides, so equal durations give a deterministic, tie-free answer.
 //

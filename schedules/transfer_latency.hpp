@@ -2,7 +2,8 @@
 // the next, and how long a stage takes from one op to the next when it waits for nothing.
 //
 // Transfers, per link (stage s to s+1 mod P; edge k between virtual stages k and k+1 crosses
-// link k mod P) and direction. Where the trace holds `recv` events of the receiving stage (GPU
+// the link transfer_link() names: k mod P, or zb_v's way down and back up; 0 between two chunks
+// of one stage) and direction. Where the trace holds `recv` events of the receiving stage (GPU
 // runs: the transfer as the device saw it) their mean is the latency, each counted from the later
 // of its start and its producer's end (a receive posted early waits for the sender's op, which is
 // not transfer time: across processes every receive is posted early). Otherwise it is read from

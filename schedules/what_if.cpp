@@ -57,7 +57,8 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded) {
       try {
         w.schedule = schedule_from_name(value);
       } catch (const Error&) {
-        TROUPE_FAIL("--what-if \"", spec, "\": unknown schedule '", value, "' (gpipe, 1f1b, interleaved or zb-h1)");
+        TROUPE_FAIL("--what-if \"", spec, "\": unknown schedule '", value,
+                    "' (gpipe, 1f1b, interleaved, zb-h1 or zb-v)");
       }
       schedule_given = true;
     } else if (key == "p") {
@@ -75,7 +76,8 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded) {
     if (comma == spec.size()) break;
   }
   if (v_given && !schedule_given && w.shape.chunks > 1) w.schedule = Schedule::interleaved_1f1b;
-  if (schedule_given && !v_given && w.schedule != Schedule::interleaved_1f1b) w.shape.chunks = 1;
+  if (schedule_given && !v_given && w.schedule != Schedule::interleaved_1f1b)
+    w.shape.chunks = w.schedule == Schedule::zb_v ? 2 : 1;
   TROUPE_CHECK(!(schedule_given && !v_given && w.schedule == Schedule::interleaved_1f1b && w.shape.chunks == 1),
                "--what-if \"", spec, "\": schedule=interleaved needs v= (model chunks per stage), e.g. v=2");
   try {
@@ -162,10 +164,13 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
   return d;
 }
 
-OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, const PipelineShape& to) {
+OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, Schedule schedule,
+                              const PipelineShape& to) {
   const PipelineShape& from = recorded.shape;
-  if (to.stages == from.stages && to.chunks == from.chunks) return measured;  // the same chunks: as measured
-  return model_durations(fit_op_cost_model(recorded, measured), to);
+  const Placement where = placement(schedule);
+  if (to.stages == from.stages && to.chunks == from.chunks && where == placement(recorded.schedule))
+    return measured;  // the same chunks on the same stages: as measured
+  return model_durations(fit_op_cost_model(recorded, measured), to, {}, where);
 }
 
 }  // namespace troupe::schedules

@@ -4,7 +4,7 @@
 //
 //   WhatIf w = parse_what_if("schedule=interleaved,v=2", trace.header);
 //   OpDurations d = measured_durations(trace, {5, 6, 7});
-//   Simulation pred = simulate(w.schedule, w.shape, predict_durations(d, trace.header, w.shape));
+//   Simulation pred = simulate(w.schedule, w.shape, predict_durations(d, trace.header, w.schedule, w.shape));
 #pragma once
 
 #include <cstdint>
@@ -22,12 +22,12 @@ struct WhatIf {
   PipelineShape shape;
 };
 
-// A comma-separated list of key=value over the recorded run: schedule=gpipe|1f1b|interleaved|zb-h1,
-// p=stages, v=chunks per stage, m=microbatches, g=microbatch group size (0: P). Unnamed
-// values keep the recorded ones, except that v > 1 alone selects interleaving and a
-// non-interleaved schedule alone sets v = 1. The result is validated (Megatron's
-// constraints), and when the header knows the layer count, L must divide into P*V chunks.
-// Throws troupe::Error saying what is wrong with the string.
+// A comma-separated list of key=value over the recorded run:
+// schedule=gpipe|1f1b|interleaved|zb-h1|zb-v, p=stages, v=chunks per stage, m=microbatches,
+// g=microbatch group size (0: P). Unnamed values keep the recorded ones, except that v > 1
+// alone selects interleaving and a non-interleaved schedule alone sets v = 1 (zb-v: 2). The result is validated
+// (Megatron's constraints), and when the header knows the layer count, L must divide into P*V chunks. Throws
+// troupe::Error saying what is wrong with the string.
 WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded);
 
 // Mean forward and backward time per (stage, chunk) over the op events of the given
@@ -39,10 +39,11 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded);
 // Throws when a (stage, chunk) of the header's shape has no event.
 OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& iterations = {});
 
-// Durations for `to`: the measured ones where the chunks are the recorded ones (same P and V),
-// else the cost model fitted to them (op_cost_model.hpp): layers at their measured cost, the
-// embedding and the LM head and loss on the new first and last chunks, the link latencies on
-// every transfer the new pipeline makes.
-OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, const PipelineShape& to);
+// Durations for `schedule` on `to`: the measured ones where the chunks are the recorded ones
+// (same P, V and placement()), else the cost model fitted to them (op_cost_model.hpp): layers at their measured cost,
+// the embedding and the LM head and loss on the new first and last chunks, the link latencies on every transfer the new
+// pipeline makes.
+OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, Schedule schedule,
+                              const PipelineShape& to);
 
 }  // namespace troupe::schedules

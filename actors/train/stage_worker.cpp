@@ -51,6 +51,41 @@ void StageWorker::connect_tied(PairReducer* reducer, int rank, int chunk) {
   setup_.tied_chunk = chunk;
 }
 
+int StageWorker::loss_chunk() const {
+  for (int c = 0; c < setup_.chunks; ++c)
+    if (last_virtual(c)) return c;
+  return -1;
+}
+
+bool StageWorker::holds_tied_copy(int chunk) const {
+  if (setup_.tied_within) return chunk == 0 || chunk == setup_.chunks - 1;
+  return has_tied() && chunk == setup_.tied_chunk;
+}
+
+Channel* StageWorker::channel_in(Direction direction, int chunk) const {
+  // An activation comes over the edge from virtual stage k - 1, a gradient over the one to k + 1.
+  const bool gradient = direction == Direction::gradient;
+  const int k = virtual_stage(chunk);
+  const schedules::Link link = schedules::transfer_link(setup_.placement, shape(), gradient ? k : k - 1, gradient);
+  TROUPE_CHECK(link.link >= 0, "stage ", stage(), ": chunk ", chunk, "'s ", gradient ? "gradient" : "activation",
+               " comes from this stage, not over a channel");
+  return link.up ? setup_.activation_in : setup_.gradient_in;
+}
+
+std::optional<Outbound> StageWorker::hand_on(Direction direction, int microbatch, int to, const Tensor& t) {
+  const bool gradient = direction == Direction::gradient;
+  const schedules::StageChunk dst = schedules::stage_chunk(setup_.placement, shape(), to);
+  const schedules::Link link = schedules::transfer_link(setup_.placement, shape(), gradient ? to : to - 1, gradient);
+  if (link.link < 0) {  // zb-v's turn: the other chunk of this stage reads it from this device's stream
+    std::vector<Inbound>& slots = gradient ? output_grads_ : inputs_;
+    slots[slot(microbatch, dst.chunk)] = Inbound{t, nullptr, nullptr};
+    return std::nullopt;
+  }
+  Channel* channel = link.up ? setup_.activation_out : setup_.gradient_out;
+  TROUPE_CHECK(channel != nullptr, "stage ", stage(), " has no channel to stage ", dst.stage);
+  return Outbound{direction, dst.stage, microbatch, dst.chunk, channel->send(context(), t)};
+}
+
 Shape StageWorker::hidden_shape() const { return setup_.models.front()->hidden_shape(plan_.batch, plan_.seq); }
 
 std::string StageWorker::name() const {
@@ -105,7 +140,7 @@ void StageWorker::begin(IterationPlan plan) {
       tokens_.push_back(buffer_upload(ctx, t));
     }
   }
-  if (last_virtual(V - 1)) {
+  if (loss_chunk() >= 0) {
     check_vocabulary(plan_.targets, vocab, true);
     TROUPE_CHECK(int(plan_.targets.size()) == M, "the last stage got ", plan_.targets.size(), " target tensors for ", M,
                  " microbatches");
@@ -131,7 +166,7 @@ void StageWorker::accept(Direction direction, int microbatch, int chunk, Parcel&
   const bool act = direction == Direction::activation;
   TROUPE_CHECK(microbatch >= 0 && microbatch < plan_.microbatches && chunk >= 0 && chunk < setup_.chunks, "stage ",
                stage(), " got a parcel for microbatch ", microbatch, " chunk ", chunk);
-  Channel* channel = act ? setup_.activation_in : setup_.gradient_in;
+  Channel* channel = channel_in(direction, chunk);
   TROUPE_CHECK(channel != nullptr, "stage ", stage(), " has no ", act ? "activation" : "gradient", " input channel");
   std::vector<Inbound>& slots = act ? inputs_ : output_grads_;
   Inbound& dst = slots[slot(microbatch, chunk)];
@@ -197,7 +232,7 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
 
 std::optional<Outbound> StageWorker::run_forward(const Op& op) {
   const Context& ctx = context();
-  const int m = op.microbatch, c = op.chunk, P = setup_.stages;
+  const int m = op.microbatch, c = op.chunk;
   const size_t i = slot(m, c);
   const int vs = virtual_stage(c);
   GptChunk& chunk = model(c);
@@ -231,12 +266,12 @@ std::optional<Outbound> StageWorker::run_forward(const Op& op) {
     chunk.release(std::move(a));
   if (last) return std::nullopt;
   if (setup_.check_tensors) check_finite(op, out, "the output activations");
-  return Outbound{Direction::activation, (vs + 1) % P, m, (vs + 1) / P, setup_.activation_out->send(ctx, out)};
+  return hand_on(Direction::activation, m, vs + 1, out);
 }
 
 std::optional<Outbound> StageWorker::run_backward(const Op& op) {
   const Context& ctx = context();
-  const int m = op.microbatch, c = op.chunk, P = setup_.stages;
+  const int m = op.microbatch, c = op.chunk;
   const size_t i = slot(m, c);
   const int vs = virtual_stage(c);
   GptChunk& chunk = model(c);
@@ -269,7 +304,7 @@ std::optional<Outbound> StageWorker::run_backward(const Op& op) {
       check_finite(op, chunk.grads(), "the parameter gradients");
   }
   if (first) return std::nullopt;
-  return Outbound{Direction::gradient, (vs - 1 + P) % P, m, (vs - 1) / P, setup_.gradient_out->send(ctx, din)};
+  return hand_on(Direction::gradient, m, vs - 1, din);
 }
 
 void StageWorker::run_backward_weight(const Op& op) {
@@ -293,7 +328,7 @@ bool StageWorker::hand_over_buckets(const Op& op) {
   // buckets wait: the data-parallel reduction (a reduce-scatter, with the distributed
   // optimizer) must see the sum.
   int64_t tied_begin = -1, tied_end = -1;
-  if (has_tied() && c == setup_.tied_chunk) {
+  if (holds_tied_copy(c)) {
     const ParamInfo& t = chunk.layout().find(kWordEmbeddingName);
     tied_begin = t.offset;
     tied_end = t.offset + t.numel();
@@ -314,7 +349,7 @@ bool StageWorker::hand_over_buckets(const Op& op) {
 double StageWorker::finish() {
   const Context& ctx = context();
   double sum = 0;
-  if (last_virtual(setup_.chunks - 1)) {
+  if (const int loss = loss_chunk(); loss >= 0) {
     const Tensor host = to_host_f32(ctx, losses_);
     const int64_t n = host.dim(1);
     for (int m = 0; m < plan_.microbatches; ++m) {
@@ -322,7 +357,7 @@ double StageWorker::finish() {
       if (setup_.check_losses && !std::isfinite(s)) {
         const std::string whose =
             plan_.training ? str_cat("the loss of iteration ", plan_.iteration) : std::string("the validation loss");
-        throw StageOpError({OpKind::forward, m, setup_.chunks - 1},
+        throw StageOpError({OpKind::forward, m, loss},
                            str_cat(whose, " is ", std::isnan(s) ? "NaN" : "infinite",
                                    ", so the training diverged; pass --no-check-for-nan-in-loss-and-grad to ",
                                    plan_.training ? "skip such iterations" : "go on", " instead of stopping"));
@@ -341,6 +376,15 @@ double StageWorker::finish() {
 
 void StageWorker::reduce_tied(std::function<void()> done) {
   if (!has_tied()) {
+    done();
+    return;
+  }
+  if (setup_.tied_within) {  // both copies here: a + b into both, in stream order
+    GptChunk &first = model(0), &last = model(setup_.chunks - 1);
+    const Tensor a = first.layout().view(first.grads(), kWordEmbeddingName);
+    const Tensor b = last.layout().view(last.grads(), kWordEmbeddingName);
+    add(context(), a, b, a);
+    copy(context(), a, b);
     done();
     return;
   }

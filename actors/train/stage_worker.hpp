@@ -4,9 +4,12 @@
 // decides WHICH op runs next; this class runs it (enqueues it on the device) and says what goes to a peer. No CAF here,
 // so it can be tested and benchmarked as plain code.
 //
-// Chunk c of stage s holds virtual stage c * P + s; layers are split evenly over the P * V
-// virtual stages. The forward output of virtual stage k feeds k + 1 (stage s + 1, or from the
-// last stage to stage 0's next chunk), the input gradient of k feeds k - 1.
+// Chunk c of stage s holds virtual stage c * P + s (zb-v: s and 2P-1-s, schedules::Placement);
+// layers are split evenly over the P * V virtual stages. The forward output of virtual stage k
+// feeds k + 1 (stage s + 1, or from the last stage to stage 0's next chunk; zb-v: down the
+// stages on chunk 0, within stage P-1 to its chunk 1, back up on chunk 1), the input gradient
+// of k feeds k - 1. The channels join neighbours: activation_out/in carry what goes from stage
+// s to s + 1 (activations, and zb-v's chunk-1 gradients), gradient_out/in what goes back.
 //
 //   StageWorker w(setup);
 //   w.begin(plan);                                   // tokens/targets of this iteration
@@ -104,6 +107,7 @@ struct StageSetup {
   int stage = 0;
   int stages = 1;  // P
   int chunks = 1;  // V
+  schedules::Placement placement = schedules::Placement::loop;
   // Place in the tensor- and data-parallel groups (Megatron's rank order: TP fastest, then DP,
   // then PP). The chunks hold the tensor-parallel group; the data-parallel group sums (or,
   // with the distributed optimizer, reduce-scatters) the gradients and all-gathers the
@@ -122,7 +126,7 @@ struct StageSetup {
   bool check_losses = false;         // --check-for-nan-in-loss-and-grad: per-microbatch losses, on the host in finish()
   bool check_tensors = false;        // debugging: every op's output activations / gradients too (a device sync per op)
   std::unique_ptr<Context> context;  // the device (a stable address: chunks keep a reference)
-  std::vector<std::unique_ptr<GptChunk>> models;  // V chunks, chunk c = virtual stage c * P + s
+  std::vector<std::unique_ptr<GptChunk>> models;  // V chunks, chunk c = virtual_stage(c)
   // Channels (owned by the run): activations to stage s+1 / from s-1, gradients to s-1 / from s+1
   // (all modulo P). Null where the pipeline has one stage.
   Channel* activation_out = nullptr;
@@ -134,6 +138,8 @@ struct StageSetup {
   PairReducer* tied = nullptr;
   int tied_rank = -1;
   int tied_chunk = 0;
+  // zb-v: both copies are this stage's (chunks 0 and V-1), summed on its device.
+  bool tied_within = false;
   // Op completion: GPU timing for the trace, on the trace clock starting at `epoch`.
   bool timing = false;
   std::chrono::steady_clock::time_point epoch;
@@ -167,9 +173,14 @@ class StageWorker {
   int chunks() const { return setup_.chunks; }
   const Context& context() const { return *setup_.context; }
   GptChunk& model(int chunk) { return *setup_.models[size_t(chunk)]; }
-  int virtual_stage(int chunk) const { return chunk * setup_.stages + setup_.stage; }
+  schedules::PipelineShape shape() const { return {.stages = setup_.stages, .chunks = setup_.chunks}; }
+  int virtual_stage(int chunk) const {
+    return schedules::virtual_stage(setup_.placement, shape(), setup_.stage, chunk);
+  }
   bool first_virtual(int chunk) const { return virtual_stage(chunk) == 0; }
   bool last_virtual(int chunk) const { return virtual_stage(chunk) == setup_.stages * setup_.chunks - 1; }
+  // The chunk holding the LM head and loss (the last virtual stage), -1 where this stage holds none.
+  int loss_chunk() const;
   int64_t iteration() const { return plan_.iteration; }
   bool training() const { return plan_.training; }
   bool local_step() const { return plan_.training && plan_.local_step; }
@@ -204,7 +215,9 @@ class StageWorker {
   double finish();
 
   // After the last op: the gradient's last steps before the optimizer shard takes over.
-  bool has_tied() const { return setup_.tied != nullptr && setup_.tied_rank >= 0; }
+  bool has_tied() const { return setup_.tied_within || (setup_.tied != nullptr && setup_.tied_rank >= 0); }
+  // Does chunk c hold a copy of the tied embedding that reduce_tied() sums?
+  bool holds_tied_copy(int chunk) const;
   // Sums the tied embedding's gradient copies; `done` (any thread) once the sum is enqueued
   // on this stage's device. No-op (done at once) without a tied copy.
   void reduce_tied(std::function<void()> done);
@@ -238,6 +251,11 @@ class StageWorker {
   IterationPlan plan_;
   std::vector<Tensor> tokens_, targets_;       // on the device, per microbatch
   Inbound* input_of(const schedules::Op& op);  // the op's received input; null: none (first/last virtual stage)
+  // An output for virtual stage `to` (the next one, or for a gradient the previous one): sent
+  // on the channel toward its stage, or (zb-v's turn) kept as that chunk's input here.
+  std::optional<Outbound> hand_on(Direction direction, int microbatch, int to, const Tensor& t);
+  // The channel a parcel for (direction, local chunk) comes in on.
+  Channel* channel_in(Direction direction, int chunk) const;
 
   std::vector<Inbound> inputs_;        // received activations, per (microbatch, chunk)
   std::vector<Inbound> output_grads_;  // received gradients, per (microbatch, chunk)

@@ -366,7 +366,7 @@ class TrainerActor : public trainer_actor::base {
     if (failed_ || reported_[i]) return;
     reported_[i] = true;
     // Every tensor rank of a data replica's last stage holds the same losses: count rank 0's.
-    if (r.stage == P_ - 1 && r.tp == 0) losses_[i] = r.loss_sum;
+    if (r.stage == (s_.loss_stage >= 0 ? s_.loss_stage : P_ - 1) && r.tp == 0) losses_[i] = r.loss_sum;
     moe_stats_.insert(moe_stats_.end(), r.moe.begin(), r.moe.end());
     if (++reports_ < expected_reports_) return;
     phase_done();

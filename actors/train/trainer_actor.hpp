@@ -32,6 +32,7 @@ struct TrainerSetup {
   // One stage actor per device, indexed by global rank (layout: Megatron's rank order).
   std::vector<stage_actor> stages;
   RankLayout layout;
+  int loss_stage = -1;  // the stage holding the LM head and loss (its reports carry the loss); -1: the last
   // Several processes: each runs a trainer for its own stage actors (ranks [first_local,
   // first_local + local_count)); the losses and gradient statistics are summed over processes
   // through the fabric, in rank order, so every process takes the same step.

@@ -45,7 +45,9 @@
 namespace troupe::actors {
 
 schedules::Schedule effective_schedule(const ParallelConfig& p) {
-  // Megatron picks the schedule from the layout: chunks per stage > 1 means interleaving.
+  // Megatron picks the schedule from the layout: chunks per stage > 1 means interleaving (zb-v
+  // places its two chunks in a V instead).
+  if (p.schedule == schedules::Schedule::zb_v) return p.schedule;
   return p.virtual_chunks > 1 ? schedules::Schedule::interleaved_1f1b : p.schedule;
 }
 
@@ -277,7 +279,7 @@ void TrainingRun::Impl::make_expert_groups(int s, BuildGroup& build_group, Stage
   }
 }
 
-// Rank r's worker: its chunks (virtual stages s, s + P, ...) and their gradient buckets.
+// Rank r's worker: its chunks (virtual stages s, s + P, ...; zb-v: s, 2P-1-s) and their gradient buckets.
 std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::unique_ptr<Context> context,
                                                             const StageGroups& member) {
   const GptConfig& model = config.model;
@@ -291,6 +293,9 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   setup.stage = s;
   setup.stages = P;
   setup.chunks = V;
+  setup.placement = placement();
+  // zb-v: stage 0 holds the embedding and the LM head, so both copies of a tied embedding.
+  setup.tied_within = tied_split() && placement() == schedules::Placement::v && s == 0;
   setup.tp_rank = tp;
   setup.tp_size = T;
   setup.dp_rank = dp;
@@ -311,7 +316,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   const int64_t multiple = dist_opt ? 64 * int64_t(D * C) : 1;
   std::vector<int64_t> sizes;
   for (int c = 0; c < V; ++c) {
-    const int vs = c * P + s;
+    const int vs = schedules::virtual_stage(setup.placement, {P, V, 1}, s, c);
     const ChunkSpec spec{split[size_t(vs)].first_layer, split[size_t(vs)].num_layers, vs == 0, vs == P * V - 1};
     auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple, config.recompute);
     if (C > 1) chunk->set_context_parallel({at.cp, C, member.cp[r]});
@@ -341,13 +346,15 @@ std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r
     optimizers.push_back(std::make_unique<Optimizer>(worker->model(c), config.optimizer, shard));
   }
   std::vector<std::string> norm_exclude(size_t(V), "");
-  if (tied_split() && s == P - 1) norm_exclude[size_t(V - 1)] = kWordEmbeddingName;  // counted on stage 0
+  if (tied_split() && s == loss_holder().stage)  // counted with the embedding's chunk (stage 0, chunk 0)
+    norm_exclude[size_t(loss_holder().chunk)] = kWordEmbeddingName;
   return std::make_shared<StageOptimizer>(std::move(worker), std::move(optimizers), std::move(norm_exclude));
 }
 
 // Each (data rank, context rank, tensor rank) pipeline: activations s -> s+1 and gradients s -> s-1; with
 // interleaving also the wrap from the last stage to the first (activations) and back
-// (gradients). Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
+// (gradients); zb-v's chunk 1 sends its activations back and its gradients on over the same two
+// channels, and needs no wrap. Links between processes: MPI (CPU) or NCCL (GPU) channels, made by every
 // process in the same order. With tied embeddings the first and last stage sum the
 // embedding's gradient through a pair reducer.
 void TrainingRun::Impl::link_pipelines() {
@@ -369,16 +376,17 @@ void TrainingRun::Impl::link_pipelines() {
       for (int s = 0; s < P; ++s) {
         const int next = (s + 1) % P, prev = (s - 1 + P) % P;
         const size_t r = rank(s, dp, tp, cp);
-        if (s < P - 1 || V > 1)
+        const bool wrap = V > 1 && placement() == schedules::Placement::loop;
+        if (s < P - 1 || wrap)
           act_out[size_t(s)] = act_in[size_t(next)] = link(r, size_t(layout.pipeline_next(int(r))));
-        if (s > 0 || V > 1) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(r, size_t(layout.pipeline_prev(int(r))));
+        if (s > 0 || wrap) grad_out[size_t(s)] = grad_in[size_t(prev)] = link(r, size_t(layout.pipeline_prev(int(r))));
       }
       for (int s = 0; s < P; ++s) {
         const size_t r = rank(s, dp, tp, cp);
         if (local(r))
           workers[r]->connect(act_out[size_t(s)], act_in[size_t(s)], grad_out[size_t(s)], grad_in[size_t(s)]);
       }
-      if (!tied_split()) continue;
+      if (!tied_split() || placement() == schedules::Placement::v) continue;  // zb-v: summed within stage 0
       const size_t first = rank(0, dp, tp, cp), last = rank(P - 1, dp, tp, cp);
       if (local(first) && local(last)) {
         tied.push_back(make_pair_reducer(workers[first]->context(), workers[last]->context()));
@@ -749,8 +757,8 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   LoaderSetup ls{std::move(train), std::move(valid), {}, d.D, d.EP};
   for (size_t r = 0; r < d.stages.size(); ++r) {
     const RankCoord at = d.layout.coord(int(r));
-    if (d.local(r) && (at.pp == 0 || at.pp == d.P - 1))
-      ls.feeds.push_back({d.stages[r], at.dp, at.pp == 0, at.pp == d.P - 1});
+    const bool loss = at.pp == d.loss_holder().stage;  // the targets go where the loss is
+    if (d.local(r) && (at.pp == 0 || loss)) ls.feeds.push_back({d.stages[r], at.dp, at.pp == 0, loss});
   }
   d.loader = spawn_loader(*d.system, std::move(ls));
   OptimizerSetup os;
@@ -775,6 +783,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   ts.first_local = size_t(d.fabric->process()) * size_t(d.per_process);
   ts.local_count = size_t(d.per_process);
   ts.layout = d.layout;
+  ts.loss_stage = d.loss_holder().stage;
   ts.loader = d.loader;
   ts.optimizer = d.optimizer;
   ts.microbatches = d.M * d.D;

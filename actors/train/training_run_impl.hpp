@@ -43,8 +43,12 @@ struct TrainingRun::Impl {
   RankLayout layout;  // {T, C, D, P}: every rank computation goes through it
   // Each data x context rank owns a shard of the optimizer state (--use-distributed-optimizer, D x C > 1).
   bool distributed_optimizer() const { return config.parallel.distributed_optimizer && D * C > 1; }
-  // The first and last stage each hold a copy of the tied embedding (P * V > 1 and not untied).
+  // The first and last stage each hold a copy of the tied embedding (P * V > 1 and not untied;
+  // zb-v: stage 0 holds both).
   bool tied_split() const { return !config.model.untie_embeddings_and_output_weights && P * V > 1; }
+  // How chunks sit on stages (zb-v: a V), and where the last virtual stage (LM head, loss) is.
+  schedules::Placement placement() const { return schedules::placement(effective_schedule(config.parallel)); }
+  schedules::StageChunk loss_holder() const { return schedules::stage_chunk(placement(), {P, V, 1}, P * V - 1); }
   std::shared_ptr<Fabric> fabric;                       // this process among the run's processes (one without mpirun)
   std::vector<std::unique_ptr<Collectives>> groups;     // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream

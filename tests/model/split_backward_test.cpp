@@ -150,7 +150,7 @@ TEST(SplitBackward, RefusesWhatItDoesNotSplit) {
   GptConfig moe = tiny(kLlama);
   moe.moe.num_experts = 4;
   moe.moe.moe_router_topk = 2;
-  EXPECT_NE(split_error(moe, {}).find("--pipeline-schedule zb-h1 with --num-experts"), std::string::npos);
+  EXPECT_NE(split_error(moe, {}).find("--pipeline-schedule zb-h1 or zb-v with --num-experts"), std::string::npos);
   const RecomputeConfig full =
       recompute_config_from_flags({.granularity = "full", .method = "uniform", .num_layers = 1, .modules = {}});
   EXPECT_NE(split_error(tiny(kGpt2), full).find("--recompute-granularity"), std::string::npos);

@@ -12,6 +12,7 @@
 #include "schedules/op_cost_model.hpp"
 #include "schedules/replay.hpp"
 #include "schedules/transfer_latency.hpp"
+#include "tests/schedules/recorded_trace.hpp"
 
 namespace troupe::schedules {
 namespace {
@@ -34,24 +35,8 @@ OpCostModel truth(int stages) {
 
 // A recorded run: `iterations` simulated iterations back to back, the first slower.
 Trace recorded(Schedule sch, const PipelineShape& shape, int iterations = 3) {
-  const OpDurations d = model_durations(truth(shape.stages), shape);
-  Trace out;
-  int64_t t0 = 0;
-  for (int it = 0; it < iterations; ++it) {
-    OpDurations di = d;
-    if (it == 0)
-      for (auto& row : di.forward_ns)
-        for (auto& t : row) t *= 2;
-    const Simulation sim = simulate(sch, shape, di);
-    out.header = sim.trace.header;
-    out.header.num_layers = kLayers;
-    for (TraceEvent e : sim.trace.events) {
-      e.iteration = it;
-      e.start_ns += t0, e.end_ns += t0;
-      out.events.push_back(e);
-    }
-    t0 += sim.stats.end_ns + 5'000'000;
-  }
+  Trace out = recorded_trace(sch, shape, model_durations(truth(shape.stages), shape), iterations, 2, 5'000'000);
+  out.header.num_layers = kLayers;
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/check.hpp"
 #include "schedules/replay.hpp"
+#include "tests/schedules/recorded_trace.hpp"
 
 namespace troupe::schedules {
 namespace {
@@ -75,40 +76,27 @@ TEST(PredictDurations, SameChunksAsMeasuredOtherChunksByTheCostModel) {
   d.forward_ns = {{100}, {300}};  // 2 layers each; the last stage also runs the LM head (+200)
   d.backward_ns = {{200}, {600}};
   // Same shape (another M): as measured.
-  const OpDurations same = predict_durations(d, h, {.stages = 2, .chunks = 1, .microbatches = 8});
+  const OpDurations same =
+      predict_durations(d, h, Schedule::one_f_one_b, {.stages = 2, .chunks = 1, .microbatches = 8});
   EXPECT_EQ(same.forward_ns, d.forward_ns);
   EXPECT_EQ(same.p2p_ns, 9);
   // V = 2 on 2 stages: a layer each; the head stays on virtual stage 3 (stage 1, chunk 1) whole.
-  const OpDurations v2 = predict_durations(d, h, {.stages = 2, .chunks = 2, .microbatches = 4});
+  const OpDurations v2 =
+      predict_durations(d, h, Schedule::interleaved_1f1b, {.stages = 2, .chunks = 2, .microbatches = 4});
   EXPECT_EQ(v2.forward_ns, (std::vector<std::vector<int64_t>>{{50, 50}, {50, 250}}));
   EXPECT_EQ(v2.backward_ns, (std::vector<std::vector<int64_t>>{{100, 100}, {100, 500}}));
   EXPECT_EQ(v2.activation_p2p_ns, (std::vector<int64_t>{9, 9, 9}));  // three transfers per microbatch, not one
   // One stage holds the whole model: the time is conserved.
-  const OpDurations p1 = predict_durations(d, h, {.stages = 1, .chunks = 1, .microbatches = 4});
+  const OpDurations p1 = predict_durations(d, h, Schedule::one_f_one_b, {.stages = 1, .chunks = 1, .microbatches = 4});
   EXPECT_EQ(p1.forward_ns[0][0], 400);
   EXPECT_EQ(p1.backward_ns[0][0], 800);
-}
-
-// A "recorded" trace: the simulator's, over several iterations, with the first one slower
-// (as a real first iteration is).
-Trace recorded(Schedule sch, const PipelineShape& shape, const OpDurations& d, int iterations) {
-  Trace out;
-  int64_t t0 = 0;
-  for (int it = 0; it < iterations; ++it) {
-    OpDurations di = d;
-    if (it == 0)
-      for (auto& row : di.forward_ns)
-        for (auto& t : row) t *= 3;
-    Simulation sim = simulate(sch, shape, di);
-    out.header = sim.trace.header;
-    for (TraceEvent e : sim.trace.events) {
-      e.iteration = it;
-      e.start_ns += t0, e.end_ns += t0;
-      out.events.push_back(e);
-    }
-    t0 += sim.stats.end_ns + 1000;
-  }
-  return out;
+  // ZB-V on 2 stages: stage 0 holds virtual stages 0 and 3 (embedding and LM head), stage 1 holds 1 and 2, whose
+  // hop is no transfer; the way back up (2 -> 3) takes the link from stage 1 to 0, the 1F1B gradients' (9).
+  const OpDurations zv = predict_durations(d, h, Schedule::zb_v, {.stages = 2, .chunks = 2, .microbatches = 4});
+  EXPECT_EQ(zv.forward_ns, (std::vector<std::vector<int64_t>>{{50, 250}, {50, 50}}));
+  EXPECT_EQ(zv.backward_ns, (std::vector<std::vector<int64_t>>{{100, 500}, {100, 100}}));
+  EXPECT_EQ(zv.activation_p2p_ns, (std::vector<int64_t>{9, 0, 9}));
+  EXPECT_EQ(zv.gradient_p2p_ns, (std::vector<int64_t>{9, 0, 9}));
 }
 
 TEST(MeasuredDurations, RecoverTheSimulatorsInput) {
@@ -117,7 +105,7 @@ TEST(MeasuredDurations, RecoverTheSimulatorsInput) {
   for (int s = 0; s < 3; ++s)
     for (int c = 0; c < 2; ++c)
       d.forward_ns[size_t(s)][size_t(c)] = 100 + 10 * s + c, d.backward_ns[size_t(s)][size_t(c)] = 300 + s;
-  const Trace t = recorded(Schedule::interleaved_1f1b, shape, d, 3);
+  const Trace t = recorded_trace(Schedule::interleaved_1f1b, shape, d, 3, 3);
   const OpDurations m = measured_durations(t, {1, 2});
   EXPECT_EQ(m.forward_ns, d.forward_ns);
   EXPECT_EQ(m.backward_ns, d.backward_ns);
@@ -128,7 +116,7 @@ TEST(MeasuredDurations, RecoverTheSimulatorsInput) {
 
 TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {
   const PipelineShape shape{.stages = 4, .chunks = 1, .microbatches = 8};
-  const Trace t = recorded(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 4);
+  const Trace t = recorded_trace(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 4, 3);
   ReplayOptions opt;
   opt.what_ifs = {"schedule=interleaved,v=2", "m=16", "schedule=gpipe"};
   const ReplayReport r = replay_trace(t, opt);

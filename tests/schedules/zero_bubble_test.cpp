@@ -16,6 +16,7 @@
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
+#include "tests/schedules/recorded_trace.hpp"
 
 namespace troupe::schedules {
 namespace {
@@ -114,7 +115,7 @@ TEST(ZbH1Order, ValidateRefusesByName) {
   EXPECT_EQ(schedule_from_name("zb-h1"), Schedule::zb_h1);
   EXPECT_EQ(schedule_from_name("zb_h1"), Schedule::zb_h1);
   EXPECT_STREQ(schedule_name(Schedule::zb_h1), "zb-h1");
-  EXPECT_NE(error_of([] { schedule_from_name("zb-v"); }).find("unknown pipeline schedule 'zb-v'"), std::string::npos);
+  EXPECT_NE(error_of([] { schedule_from_name("zb-h2"); }).find("unknown pipeline schedule 'zb-h2'"), std::string::npos);
   EXPECT_TRUE(splits_backward(Schedule::zb_h1));
   EXPECT_FALSE(splits_backward(Schedule::one_f_one_b));
   EXPECT_TRUE(weight_order(Schedule::one_f_one_b, {.stages = 2, .chunks = 1, .microbatches = 2}, 0).empty());
@@ -262,24 +263,9 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
             std::string::npos);
 }
 
-Trace recorded(Schedule sch, const PipelineShape& shape, const OpDurations& d, int iterations) {
-  Trace out;
-  int64_t t0 = 0;
-  for (int it = 0; it < iterations; ++it) {
-    const Simulation sim = simulate(sch, shape, d);
-    out.header = sim.trace.header;
-    for (TraceEvent e : sim.trace.events) {
-      e.iteration = it, e.start_ns += t0, e.end_ns += t0;
-      out.events.push_back(e);
-    }
-    t0 += sim.stats.end_ns + 1000;
-  }
-  return out;
-}
-
 TEST(ZbH1WhatIf, FromA1F1BTracePredictsASmallerBubble) {
   const PipelineShape shape{.stages = 4, .chunks = 1, .microbatches = 8};
-  const Trace t = recorded(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 3);
+  const Trace t = recorded_trace(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 3);
   const WhatIf w = parse_what_if("schedule=zb-h1", t.header);
   EXPECT_EQ(w.schedule, Schedule::zb_h1);
   EXPECT_EQ(w.shape.chunks, 1);
@@ -306,7 +292,7 @@ TEST(ZbH1WhatIf, ATraceWithBAndWGivesTheirOwnTimes) {
   const PipelineShape shape{.stages = 4, .chunks = 1, .microbatches = 8};
   OpDurations d = OpDurations::uniform(shape, 1000, 2000);
   d.weight_ns.assign(4, std::vector<int64_t>(1, 400));
-  const Trace t = recorded(Schedule::zb_h1, shape, d, 2);
+  const Trace t = recorded_trace(Schedule::zb_h1, shape, d, 2);
   const OpDurations m = measured_durations(t);
   EXPECT_EQ(m.backward_ns, d.backward_ns);
   EXPECT_EQ(m.weight_ns, d.weight_ns);

@@ -1,11 +1,11 @@
 // Checkpoints of a TrainingRun on CPU devices (fp32):
 // - exact resume: 10 iterations straight, and 5 + save + load into a new run + 5, give
 //   bit-identical losses and grad norms, for several layouts (tensor, pipeline, data parallel,
-//   sequence parallel, the distributed optimizer, interleaved chunks), with a synchronous and
-//   an asynchronous save;
+//   sequence parallel, the distributed optimizer, interleaved chunks, zb-v's V), with a
+//   synchronous and an asynchronous save;
 // - resharding: saved under TP2xPP2 (and TP2xPP2xDP2 with the distributed optimizer), loaded
 //   under TP1xPP1, PP4, TP4 and DP4: the losses of the uninterrupted run (1e-5); a Qwen3-shaped
-//   model (q/k norms) from TP2xPP2xDP2 onto TP1xPP1 and PP4;
+//   model (q/k norms) from TP2xPP2xDP2 onto TP1xPP1 and PP4; zb-v PP2 onto TP1xPP1, TP2xPP2 into zb-v;
 // - errors: another model, a corrupt, truncated or missing shard file name the file and
 //   tensor and change nothing on disk; --no-load-rng and --finetune do what they say;
 // - the LR schedule resumes at the optimizer's step count (from its start with --no-load-optim).
@@ -29,11 +29,12 @@ struct Layout {
   bool sp = false, dist = false;
   int V = 1;
   bool qwen3 = false;  // the Llama shape with q/k norms (replicated weights) and a head dimension of 16
+  bool zbv = false;    // --pipeline-schedule zb-v (V = 2 in a V: stage 0 holds both copies of the tied embedding)
 };
 
 std::string name_of(const Layout& l) {
   return str_cat("TP", l.T, "_PP", l.P, "_DP", l.D, l.V > 1 ? "_V2" : "", l.sp ? "_SP" : "", l.dist ? "_DistOpt" : "",
-                 l.qwen3 ? "_Qwen3" : "");
+                 l.qwen3 ? "_Qwen3" : "", l.zbv ? "_ZbV" : "");
 }
 
 actors::TrainingConfig config(const Layout& l) {
@@ -46,6 +47,7 @@ actors::TrainingConfig config(const Layout& l) {
   t.parallel.data_size = l.D;
   t.parallel.sequence_parallel = l.sp;
   t.parallel.distributed_optimizer = l.dist;
+  if (l.zbv) t.parallel.schedule = schedules::Schedule::zb_v;
   return t;
 }
 
@@ -111,7 +113,8 @@ TEST_P(ExactResume, BitIdenticalLosses) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExactResume,
                          ::testing::Values(Layout{}, Layout{.P = 2, .V = 2}, Layout{.T = 2, .sp = true},
-                                           Layout{.D = 2, .dist = true}, Layout{2, 2, 2, true, true}),
+                                           Layout{.D = 2, .dist = true}, Layout{2, 2, 2, true, true},
+                                           Layout{.P = 2, .V = 2, .zbv = true}),
                          [](const auto& info) { return name_of(info.param); });
 
 struct Reshard {
@@ -140,6 +143,9 @@ std::vector<Reshard> reshards() {
   const Layout qwen3{2, 2, 2, true, true, 1, true};
   out.push_back({qwen3, Layout{.qwen3 = true}});
   out.push_back({qwen3, Layout{.P = 4, .qwen3 = true}});
+  // ZB-V's V (the LM head's chunk on stage 0) onto one device, and a TP2 x PP2 checkpoint into it.
+  out.push_back({Layout{.P = 2, .V = 2, .zbv = true}, Layout{}});
+  out.push_back({tp2pp2, Layout{.P = 2, .V = 2, .zbv = true}});
   return out;
 }
 

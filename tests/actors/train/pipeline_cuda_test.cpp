@@ -1,7 +1,7 @@
 // The runtime on GPUs. One GPU: the actor-driven single stage against the plain Trainer on
 // the same kernels (bf16), and pipelines whose stages share the GPU (same-device hand-over
-// behind events) against one stage. Two or more GPUs: the same pipelines with one stage per
-// GPU over NCCL (stage s runs on GPU s mod count).
+// behind events; 1F1B, interleaved, ZB-H1 and ZB-V) against one stage. Two or more GPUs: the same pipelines with one
+// stage per GPU over NCCL (stage s runs on GPU s mod count).
 #include <cstdio>
 
 #include <filesystem>
@@ -64,6 +64,30 @@ TEST(PipelineCuda, PipelinesMatchOneStage) {
   }
   EXPECT_EQ(ops, iters * 2 * 2 * 8 * 2);  // iterations x P x V x M x (F, B)
   std::filesystem::remove(trace_path);
+}
+
+// ZB-H1 and ZB-V on GPUs: the split backward's B and W ops, and ZB-V's V (stage P-1 hands its
+// chunk 0's output to its chunk 1 on its own stream, stage 0 sums the tied embedding's two
+// copies and computes the loss) train the one stage's losses, as the other pipelines do.
+TEST(PipelineCuda, ZeroBubbleSchedulesMatchOneStage) {
+  const int iters = 6;
+  const std::vector<IterationStats> ref = train_iterations(gpu_config(1, 1), iters);
+  using schedules::Schedule;
+  for (const auto& [schedule, P] :
+       {std::pair(Schedule::zb_h1, 2), std::pair(Schedule::zb_v, 2), std::pair(Schedule::zb_v, 4)}) {
+    const int V = schedule == Schedule::zb_v ? 2 : 1;
+    actors::TrainingConfig config = gpu_config(P, V);
+    config.parallel.schedule = schedule;
+    const std::vector<IterationStats> got = train_iterations(config, iters);
+    double worst = 0;
+    for (int it = 0; it < iters; ++it) {
+      worst = std::max(worst, rel(got[size_t(it)].loss, ref[size_t(it)].loss));
+      EXPECT_LT(rel(got[size_t(it)].loss, ref[size_t(it)].loss), 2e-3)
+          << schedules::schedule_name(schedule) << " P=" << P << " it " << it + 1;
+    }
+    std::printf("%s P=%d: last loss %.6f (one stage %.6f), max relative loss difference %.2e\n",
+                schedules::schedule_name(schedule), P, got.back().loss, ref.back().loss, worst);
+  }
 }
 
 // On two GPUs, P = 4 puts two stages on each; the per-op NaN check syncs a stage's stream while
