@@ -100,12 +100,8 @@ void validate_expert_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(!c.parallel.distributed_optimizer,
                "--expert-model-parallel-size with --use-distributed-optimizer is "
                "not implemented; use one or the other");
-  // The all-to-all pairs the expert group's data ranks microbatch by microbatch, so they must run
-  // their stage's ops in one order; with several stages each rank's order follows its own
-  // messages (as context ranks did before they followed a leader), and the pairs can cross.
-  TROUPE_CHECK(c.parallel.pipeline_size == 1,
-               "--expert-model-parallel-size with --pipeline-model-parallel-size > 1 is "
-               "not implemented yet; use one or the other");
+  // With several stages the all-to-all pairs up the expert group's ranks op by op: they run
+  // their stage's ops in the order of the group's first rank (RankLayout::order_group).
 }
 
 void validate(const TrainingConfig& c) {
@@ -730,6 +726,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
     o.device = device_of_rank(config, int(r) % d.per_process, d.fabric->node_process(), d.per_process);
+    o.follower = d.layout.order_group(int(r)).front() != int(r);
     o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
     o.fixed_op_duration = config.fixed_op_duration;
     o.before_op = config.before_op;
