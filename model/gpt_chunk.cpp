@@ -34,7 +34,10 @@ struct GptChunk::Scratch {
 
 GptChunk::GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp,
                    int64_t buffer_multiple, const RecomputeConfig& recompute)
-    : ctx_(ctx), tp_(tp), layout_(config, spec, tp.shard, tp.expert), compute_(compute) {
+    : ctx_(ctx),
+      tp_(tp),
+      layout_(config, spec, tp.shard, tp.expert, tp.expert.size > 1 ? buffer_multiple : 1),
+      compute_(compute) {
   if (ctx.is_cuda())
     TROUPE_CHECK(compute == DType::bf16 || compute == DType::f16, "CUDA model chunks compute in bf16 or f16, not ",
                  dtype_name(compute));

@@ -72,7 +72,8 @@ class GptChunk {
  public:
   // compute: f32 on a CPU context; bf16 or f16 on a CUDA context.
   // The flat buffers are padded to a multiple of `buffer_multiple` elements (the distributed
-  // optimizer splits them into equal data-parallel shards).
+  // optimizer splits them into equal data-parallel shards), and under expert parallelism each
+  // run of routed experts too (ParamLayout's expert_run_multiple: sharded over fewer ranks).
   // `recompute`: what activations are recomputed in backward instead of kept (default: none).
   GptChunk(const Context& ctx, const GptConfig& config, const ChunkSpec& spec, DType compute, TensorParallel tp = {},
            int64_t buffer_multiple = 1, const RecomputeConfig& recompute = {});

@@ -15,9 +15,13 @@ constexpr int64_t kParamAlignment = 64;  // elements; Megatron's distributed-opt
 std::string layer_prefix(int l) { return "decoder.layers." + std::to_string(l) + "."; }
 }  // namespace
 
-ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp, ExpertShard ep)
-    : config_(config), spec_(spec), tp_(tp), ep_(ep) {
+ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp, ExpertShard ep,
+                         int64_t expert_run_multiple)
+    : config_(config), spec_(spec), tp_(tp), ep_(ep), expert_run_multiple_(expert_run_multiple) {
   config_.validate();
+  TROUPE_CHECK(expert_run_multiple == 1 || (expert_run_multiple > 0 && expert_run_multiple % kParamAlignment == 0),
+               "ParamLayout: the experts' run multiple ", expert_run_multiple, " is not 1 or a multiple of ",
+               kParamAlignment);
   TROUPE_CHECK(spec.first_layer >= 0 && spec.first_layer <= config.num_layers, "chunk first layer ", spec.first_layer,
                " is outside the model's ", config.num_layers, " layers");
   num_layers_ = spec.num_layers < 0 ? config.num_layers - spec.first_layer : spec.num_layers;
@@ -106,12 +110,27 @@ void ParamLayout::add_moe_mlp(const std::string& prefix) {
     if (m.moe_shared_expert_gate) add(prefix + "shared_experts.gate_weight", {1, C}, true, ParamInit::normal);
   }
   const int e0 = first_local_expert(), e1 = e0 + local_experts();
+  pad_to(expert_run_multiple_);  // the run of routed experts starts and ends on the multiple
   for (int e = e0; e < e1; ++e) add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal);
   for (int e = e0; e < e1; ++e) add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal);
+  pad_to(expert_run_multiple_);
   add(prefix + "router.weight", {int64_t(m.num_experts), C}, true, ParamInit::normal);
 }
 
 bool ParamLayout::is_expert_param(const std::string& name) { return name.find(".mlp.experts.") != std::string::npos; }
+
+std::vector<std::pair<int64_t, int64_t>> ParamLayout::expert_runs() const {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!is_expert_param(params_[i].name)) continue;
+    const int64_t begin = params_[i].offset, end = i + 1 < params_.size() ? params_[i + 1].offset : size_;
+    if (!runs.empty() && runs.back().second == begin)
+      runs.back().second = end;
+    else
+      runs.emplace_back(begin, end);
+  }
+  return runs;
+}
 
 std::string moe_expert_name(const std::string& mlp_prefix, int expert, const char* linear) {
   return mlp_prefix + "experts." + std::to_string(expert) + "." + linear + ".weight";

@@ -126,7 +126,12 @@ struct OuterTensors {
 class ParamLayout {
  public:
   // Throws naming the sizes when the model does not split over `tp` ranks.
-  ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp = {}, ExpertShard ep = {});
+  // `expert_run_multiple` (1, or a multiple of 64): each MoE layer's run of routed experts
+  // starts and ends at a multiple of it (padding before and after), so the distributed
+  // optimizer can shard that run over the expert-data-parallel group and the rest over every
+  // data rank (Megatron keeps the experts in a buffer of their own).
+  ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorShard tp = {}, ExpertShard ep = {},
+              int64_t expert_run_multiple = 1);
 
   const GptConfig& config() const { return config_; }
   const ChunkSpec& spec() const { return spec_; }
@@ -138,6 +143,9 @@ class ParamLayout {
   // Whether `name` is a routed expert's weight (mlp.experts.N.*): under expert parallelism its
   // gradient is reduced over the expert-data-parallel group, not the data-parallel one.
   static bool is_expert_param(const std::string& name);
+  // The [begin, end) runs of the flat buffer that hold routed experts, one per MoE layer, in
+  // buffer order (each to the next parameter's offset: the padding goes with it).
+  std::vector<std::pair<int64_t, int64_t>> expert_runs() const;
   // Per-rank sizes under tensor parallelism.
   int local_heads() const { return config_.num_attention_heads / tp_.size; }
   int local_query_groups() const { return config_.query_groups() / tp_.size; }
@@ -164,6 +172,7 @@ class ParamLayout {
  private:
   ParamInfo& add(const std::string& name, Shape shape, bool decay, ParamInit init);
   void add_moe_mlp(const std::string& prefix);
+  void pad_to(int64_t multiple) { size_ = (size_ + multiple - 1) / multiple * multiple; }
   MoeMlpParams moe_views(const Tensor& flat, const std::string& prefix) const;
   // Splits the last-added parameter along `dim` into the given global pieces.
   void split(ParamInfo& p, int dim, std::vector<std::pair<int64_t, int64_t>> pieces);
@@ -172,6 +181,7 @@ class ParamLayout {
   ChunkSpec spec_;
   TensorShard tp_;
   ExpertShard ep_;
+  int64_t expert_run_multiple_ = 1;
   int num_layers_ = 0;
   std::vector<ParamInfo> params_;
   int64_t size_ = 0;

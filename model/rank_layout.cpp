@@ -87,6 +87,24 @@ std::vector<int> RankLayout::expert_group(int rank) const {
   return out;
 }
 
+std::vector<int> RankLayout::order_group(int rank) const {
+  // Union-find over the stage's ranks, joined along every group an op's collectives span.
+  const int stage_ranks = tensor * context * data, first = coord(rank).pp * stage_ranks;
+  std::vector<int> parent(static_cast<size_t>(stage_ranks));
+  for (int i = 0; i < stage_ranks; ++i) parent[size_t(i)] = i;
+  const auto find = [&](int i) {
+    while (parent[size_t(i)] != i) i = parent[size_t(i)] = parent[size_t(parent[size_t(i)])];
+    return i;
+  };
+  for (int r = first; r < first + stage_ranks; ++r)
+    for (const std::vector<int>& group : {tensor_group(r), context_group(r), expert_group(r)})
+      for (int m : group) parent[size_t(find(m - first))] = find(r - first);
+  std::vector<int> out;
+  for (int r = first; r < first + stage_ranks; ++r)
+    if (find(r - first) == find(rank - first)) out.push_back(r);
+  return out;
+}
+
 int RankLayout::pipeline_next(int rank) const {
   RankCoord c = coord(rank);
   c.pp = (c.pp + 1) % pipeline;

@@ -45,6 +45,10 @@ struct RankLayout {
   std::vector<int> data_group(int rank) const;      // same pp, cp, tp
   std::vector<int> pipeline_group(int rank) const;  // same dp, cp, tp (by stage)
   std::vector<int> expert_group(int rank) const;    // same pp, edp, etp (by ep)
+  // The ranks of `rank`'s stage that its ops' collectives link, directly or through each
+  // other (tensor, context and expert groups), in rank order: they must run their ops in one
+  // order, which the first of them (the leader) chooses.
+  std::vector<int> order_group(int rank) const;
 
   // The rank of the next / previous pipeline stage (wrapping around, as an interleaved
   // schedule's last chunk feeds the first stage's next chunk).

@@ -43,19 +43,12 @@ class GradReducerActor : public grad_reducer_actor::base {
     ready_[size_t(r.bucket)] = 1;
     fences_[size_t(r.bucket)] = r.fence;
     s_.comm->activate();
-    const int D = s_.group->size(), rank = s_.group->rank();
     while (next_ < buckets.size() && ready_[next_]) {
       const GradBucket& b = buckets[next_];
       const NvtxRange range("reduce bucket ", next_);
       fence_wait(*s_.comm, fences_[next_]);
       fences_[next_].reset();
-      const Tensor g = s_.worker->model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
-      if (expert_parallel(*s_.worker))  // the distributed optimizer is refused with it
-        all_reduce_bucket_expert_parallel(*s_.comm, *s_.worker, b, s_.group, s_.worker->expert_data_group());
-      else if (s_.worker->distributed_optimizer())
-        s_.group->reduce_scatter(*s_.comm, g, g.slice(b.shard_begin(rank, D) - b.begin, {b.shard_size(D)}));
-      else
-        s_.group->all_reduce(*s_.comm, g);
+      reduce_bucket(*s_.comm, *s_.worker, b, s_.group);
       ++next_;
     }
     if (next_ == buckets.size())

@@ -26,7 +26,8 @@ namespace troupe::actors {
 struct GradReducerSetup {
   std::shared_ptr<StageWorker> worker;  // its buckets and chunks (their gradient buffers)
   const Context* comm = nullptr;        // the reducer's stream on the worker's device
-  Collectives* group = nullptr;         // the data-parallel group, used from this actor only
+  Collectives* group = nullptr;         // the data-parallel group, used from this actor only (routed
+                                        // experts' buckets: the worker's expert-data-parallel group)
   reduced_listener listener;            // the device's optimizer shard
 };
 

@@ -95,8 +95,9 @@ using stage_listener =
 //   (parcel_atom, RemoteParcel)          ... from a stage of another process, through CAF's
 //                                        middleman (the tensor comes over the channel)
 //   (order_atom, int64 iteration, int kind (0 forward, 1 backward), int microbatch, int chunk)
-//                                        tensor rank 0 of a stage to its other tensor ranks: the
-//                                        op it started, which they run in the same order
+//                                        the leader of an order group (RankLayout::order_group)
+//                                        to the rest: the op it started, which they run in the
+//                                        same order
 using stage_peer_actor =
     caf::typed_actor<caf::reacts_to<parcel_atom, TensorMessage>, caf::reacts_to<parcel_atom, RemoteParcel>,
                      caf::reacts_to<order_atom, int64_t, int, int, int>>;
@@ -105,8 +106,8 @@ using stage_peer_actor =
 // (data_listener) send it, and from the trainer
 //   (peers_atom, stage_listener trainer, vector<stage_peer_actor> pipeline,
 //    vector<stage_peer_actor> followers)  once, before the first plan: where reports go, the
-//                                        stages of its pipeline by stage index, and (tensor
-//                                        rank 0) the other tensor ranks of its stage
+//                                        stages of its pipeline by stage index, and (the
+//                                        leader of its order group) the group's other ranks
 //   (plan_atom, IterationPlan)           starts an iteration once its data (if the stage takes
 //                                        any) is in; the answer is the report
 // and to itself

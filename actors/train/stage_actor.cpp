@@ -62,7 +62,7 @@ class StageActor : public stage_actor::base {
           peers_ = std::move(peers);
           followers_ = std::move(followers);
         },
-        // A follower (tensor or context rank > 0) runs its ops in the order its leader (both 0) chose.
+        // A follower runs its ops in the order its leader chose (RankLayout::order_group).
         [this](order_atom, int64_t iteration, int kind, int microbatch, int chunk) {
           const Op op{OpKind(kind), microbatch, chunk};  // int(OpKind), from run_op
           if (failed_) return;
@@ -114,7 +114,7 @@ class StageActor : public stage_actor::base {
  private:
   int stage() const { return worker_->stage(); }
   const std::string& stage_name() const { return name_; }
-  bool follower() const { return worker_->tp_rank() > 0 || worker_->model(0).context_parallel().rank > 0; }
+  bool follower() const { return options_.follower; }
 
   // Runs fn; on an exception the stage fails naming `what`. Returns false then.
   template <typename F>
@@ -434,7 +434,7 @@ class StageActor : public stage_actor::base {
   std::shared_ptr<StageWorker> worker_;
   StageOptions options_;
   std::vector<stage_peer_actor> peers_;      // the stage actors of this (data rank, tensor rank) pipeline
-  std::vector<stage_peer_actor> followers_;  // the other tensor and context ranks of this stage (leader only)
+  std::vector<stage_peer_actor> followers_;  // the rest of this rank's order group (leader only)
   std::string name_ = worker_->name();
   std::deque<Op> orders_;                             // follower: the leader's ops not yet run
   std::vector<std::pair<int64_t, Op>> early_orders_;  // follower: orders of an iteration not started yet

@@ -32,6 +32,9 @@ struct StageOptions {
   int group_size = 0;
   int device = 0;           // device index, for the trace
   int max_outstanding = 1;  // ops enqueued but not finished: 1 on a CPU device, a few on a GPU (run ahead)
+  // Runs its ops in the order its leader sends (order_atom), not by its own policy: the ranks
+  // whose collectives pair up inside ops (RankLayout::order_group) must run one order.
+  bool follower = false;
   // Tests: every op takes exactly this long (the canonical-order test); decisions then wait a
   // third of it, so peers that finished at the same instant are seen (the simulator's rule).
   std::chrono::microseconds fixed_op_duration{0};

@@ -6,47 +6,28 @@
 
 namespace troupe::actors {
 
-namespace {
-
-// The [begin, end) runs of a chunk's flat buffer that hold routed experts (each parameter up to
-// the next one's offset, so the alignment padding goes with it).
-std::vector<std::pair<int64_t, int64_t>> expert_runs(const ParamLayout& layout) {
-  std::vector<std::pair<int64_t, int64_t>> runs;
-  const auto& params = layout.params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!ParamLayout::is_expert_param(params[i].name)) continue;
-    const int64_t begin = params[i].offset, end = i + 1 < params.size() ? params[i + 1].offset : layout.size();
-    if (!runs.empty() && runs.back().second == begin)
-      runs.back().second = end;
-    else
-      runs.emplace_back(begin, end);
-  }
-  return runs;
-}
-
-}  // namespace
-
 bool expert_parallel(StageWorker& w) { return w.model(0).layout().expert_shard().size > 1; }
 
-// Each bucket in runs, the routed experts' over the ranks holding the same experts, the rest over
-// the data-parallel group. Both are sums of gradients already scaled by 1 / (the global batch's
-// tokens), and an expert's gradient on its expert rank already holds the tokens of every member
-// of the expert group, so the sums equal one device's gradient.
-void all_reduce_bucket_expert_parallel(const Context& ctx, StageWorker& w, const GradBucket& b, Collectives* dp,
-                                       Collectives* edp) {
-  const Tensor& grads = w.model(b.chunk).grads();
-  auto reduce = [&](Collectives* group, int64_t begin, int64_t end) {
-    if (group != nullptr && end > begin) group->all_reduce(ctx, grads.slice(begin, {end - begin}));
-  };
-  int64_t at = b.begin;
-  for (const auto& [lo, hi] : expert_runs(w.model(b.chunk).layout())) {
-    const int64_t from = std::max(lo, b.begin), to = std::min(hi, b.end);
-    if (from >= to) continue;
-    reduce(dp, at, from);
-    reduce(edp, from, to);
-    at = to;
+Collectives* bucket_group(const StageWorker& w, const GradBucket& b, Collectives* dp) {
+  return b.expert ? w.expert_data_group() : dp;
+}
+
+OptimizerShard::Range bucket_shard(const GradBucket& b, const Collectives* group) {
+  if (group == nullptr) return {b.begin, b.end};
+  const int64_t begin = b.shard_begin(group->rank(), group->size());
+  return {begin, begin + b.shard_size(group->size())};
+}
+
+void reduce_bucket(const Context& ctx, StageWorker& w, const GradBucket& b, Collectives* dp) {
+  Collectives* group = bucket_group(w, b, dp);
+  if (group == nullptr) return;  // one rank holds these experts: nothing to sum
+  const Tensor g = w.model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
+  if (!w.distributed_optimizer()) {
+    group->all_reduce(ctx, g);
+    return;
   }
-  reduce(dp, at, b.end);
+  const OptimizerShard::Range s = bucket_shard(b, group);
+  group->reduce_scatter(ctx, g, g.slice(s.begin - b.begin, {s.end - s.begin}));
 }
 
 std::vector<std::pair<std::string, const Tensor*>> checkpoint_parts(const Optimizer& opt, bool with_moments) {
@@ -78,24 +59,14 @@ void StageOptimizer::finalize_grads() {
     for (int c = 0; c < w.chunks(); ++c)
       for (const Tensor& counts : w.model(c).moe_token_counts()) dp->all_reduce(context(), counts);
   if (dp == nullptr || w.overlap_grad_reduce()) return;  // no replicas / the reducer actor did it
-  const int D = w.dp_size();
-  if (expert_parallel(w)) {  // the distributed optimizer is refused with it
-    for (const GradBucket& b : w.buckets())
-      all_reduce_bucket_expert_parallel(context(), w, b, dp, w.expert_data_group());
-    return;
-  }
-  for (const GradBucket& b : w.buckets()) {
-    const Tensor g = w.model(b.chunk).grads().slice(b.begin, {b.end - b.begin});
-    if (w.distributed_optimizer())
-      dp->reduce_scatter(context(), g, g.slice(b.shard_begin(w.dp_rank(), D) - b.begin, {b.shard_size(D)}));
-    else
-      dp->all_reduce(context(), g);
-  }
+  for (const GradBucket& b : w.buckets()) reduce_bucket(context(), w, b, dp);
 }
 
 GradStats StageOptimizer::grad_stats() const {
   GradStats total;
-  const bool ep = expert_parallel(*worker_);
+  // With the distributed optimizer every rank counts its shards, which split the dense buckets
+  // over the data ranks and each expert's over the ranks holding it: every parameter once.
+  const bool ep = expert_parallel(*worker_) && !worker_->distributed_optimizer();
   using Part = Optimizer::NormPart;
   for (size_t c = 0; c < optimizers_.size(); ++c) {
     const GradStats s = optimizers_[c]->grad_stats(norm_exclude_[c], ep ? Part::dense : Part::all);
@@ -135,11 +106,13 @@ void StageOptimizer::apply(float lr, float clip, float loss_scale) {
   const NvtxRange range("optimizer step stage ", w.stage());
   for (auto& o : optimizers_) o->apply(lr, clip, loss_scale);
   if (!w.distributed_optimizer() || w.dp_group() == nullptr) return;
-  // Every rank updated its shard of each bucket: gather the others'.
-  const int D = w.dp_size();
+  // Every rank updated its shard of each bucket: gather the others' (over the bucket's group).
   for (const GradBucket& b : w.buckets()) {
+    Collectives* group = bucket_group(w, b, w.dp_group());
+    if (group == nullptr) continue;  // one rank holds these experts: its step updated them whole
+    const OptimizerShard::Range s = bucket_shard(b, group);
     const Tensor p = w.model(b.chunk).params().slice(b.begin, {b.end - b.begin});
-    w.dp_group()->all_gather(context(), p.slice(b.shard_begin(w.dp_rank(), D) - b.begin, {b.shard_size(D)}), p);
+    group->all_gather(context(), p.slice(s.begin - b.begin, {s.end - s.begin}), p);
   }
 }
 
@@ -161,7 +134,9 @@ void StageOptimizer::copy_state(StateCopy& copy) {
                  .tensors = {},
                  .buffers = {}};
     if (s.ranges.empty()) s.ranges = {{0, s.layout.size()}};
-    s.experts_only = expert_parallel(*worker_) && w.dp_rank() != 0;
+    // Without the distributed optimizer the replicas hold the same state: data rank 0 writes
+    // it, the other ranks of its expert group their experts (its shards partition it otherwise).
+    s.experts_only = expert_parallel(*worker_) && w.dp_rank() != 0 && !w.distributed_optimizer();
     for (const auto& [prefix, src] : checkpoint_parts(opt, copy.with_moments)) {
       const Tensor& buf = copy.staging(src->numel());
       troupe::copy(*copier, *src, buf);

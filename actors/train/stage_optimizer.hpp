@@ -47,10 +47,18 @@ struct StateCopy {
 
 // Whether `w`'s chunks split the MoE experts over an expert group (--expert-model-parallel-size).
 bool expert_parallel(StageWorker& w);
-// Expert parallelism's all-reduce of bucket `b` on `ctx`: its routed experts' gradients over
-// `edp` (the ranks holding the same experts; null: none), the rest over the data-parallel `dp`.
-void all_reduce_bucket_expert_parallel(const Context& ctx, StageWorker& w, const GradBucket& b, Collectives* dp,
-                                       Collectives* edp);
+// The group that reduces bucket `b` of `w`: a bucket of routed experts over w's
+// expert-data-parallel group (null: one rank holds those experts), any other over `dp` (the
+// data-parallel group, as the caller holds it).
+Collectives* bucket_group(const StageWorker& w, const GradBucket& b, Collectives* dp);
+// This rank's shard of `b` under the distributed optimizer: its part among `group`'s ranks
+// (null: the whole bucket).
+OptimizerShard::Range bucket_shard(const GradBucket& b, const Collectives* group);
+// Reduces bucket `b` of w's gradients on `ctx` over its group (bucket_group): an all-reduce, or
+// with the distributed optimizer a reduce-scatter into this rank's shard. Both sum gradients
+// already scaled by 1 / (the global batch's tokens); an expert's gradient on its expert rank
+// already holds the tokens of its whole expert group, so the sums equal one device's gradient.
+void reduce_bucket(const Context& ctx, StageWorker& w, const GradBucket& b, Collectives* dp);
 
 class StageOptimizer {
  public:

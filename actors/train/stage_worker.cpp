@@ -13,7 +13,8 @@ using schedules::Op;
 using schedules::OpKind;
 
 std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
-                                          int64_t multiple) {
+                                          int64_t multiple,
+                                          const std::vector<std::vector<std::pair<int64_t, int64_t>>>& expert_runs) {
   TROUPE_CHECK(multiple >= 1 && bucket_elements >= 1, "gradient buckets of ", bucket_elements, " elements, multiple ",
                multiple);
   const int64_t size = (bucket_elements + multiple - 1) / multiple * multiple;
@@ -21,7 +22,24 @@ std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_size
   for (int c = int(chunk_sizes.size()) - 1; c >= 0; --c) {
     const int64_t n = chunk_sizes[size_t(c)];
     TROUPE_CHECK(n % multiple == 0, "chunk ", c, " buffer of ", n, " elements is not a multiple of ", multiple);
-    for (int64_t b = 0; b < n; b += size) out.push_back({c, b, std::min(b + size, n)});
+    const auto& runs =
+        size_t(c) < expert_runs.size() ? expert_runs[size_t(c)] : std::vector<std::pair<int64_t, int64_t>>{};
+    for (const auto& [lo, hi] : runs)
+      TROUPE_CHECK(lo % multiple == 0 && hi % multiple == 0 && lo < hi && hi <= n, "chunk ", c,
+                   ": the routed experts' run [", lo, ", ", hi, ") is not aligned to ", multiple,
+                   " within its buffer of ", n);
+    for (int64_t b = 0; b < n; b += size) {
+      const int64_t e = std::min(b + size, n);
+      int64_t at = b;
+      for (const auto& [lo, hi] : runs) {
+        const int64_t from = std::max(lo, at), to = std::min(hi, e);
+        if (from >= to) continue;
+        if (from > at) out.push_back({c, at, from});
+        out.push_back({c, from, to, true});
+        at = to;
+      }
+      if (at < e) out.push_back({c, at, e});
+    }
   }
   return out;
 }

@@ -82,20 +82,27 @@ class StageOpError : public Error {
   schedules::Op op_;
 };
 
-// A range of one chunk's flat gradient buffer that the data-parallel group reduces as one
-// collective. With the distributed optimizer, data rank r owns the r-th D-th of each bucket.
+// A range of one chunk's flat gradient buffer that one group reduces as one collective: the
+// data-parallel group, or for routed experts under expert parallelism the expert-data-parallel
+// group (the ranks holding the same experts). With the distributed optimizer, rank r of that
+// group owns the r-th part of the bucket.
 struct GradBucket {
   int chunk = 0;
   int64_t begin = 0, end = 0;
-  int64_t shard_size(int dp_size) const { return (end - begin) / dp_size; }
-  int64_t shard_begin(int dp_rank, int dp_size) const { return begin + dp_rank * shard_size(dp_size); }
+  bool expert = false;  // routed experts only (a run of ParamLayout::expert_runs)
+  int64_t shard_size(int group_size) const { return (end - begin) / group_size; }
+  int64_t shard_begin(int group_rank, int group_size) const { return begin + group_rank * shard_size(group_size); }
 };
 
 // Splits the chunks' buffers (sizes multiples of `multiple`) into buckets of about
 // `bucket_elements` (each a multiple of `multiple`), in the order backward finishes them: the
-// last chunk first, each buffer front to back (the layout is in reverse layer order).
-std::vector<GradBucket> make_grad_buckets(const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements,
-                                          int64_t multiple);
+// last chunk first, each buffer front to back (the layout is in reverse layer order). Under
+// expert parallelism `expert_runs[c]` holds chunk c's runs of routed experts (ParamLayout::
+// expert_runs, aligned to `multiple`): buckets are cut at their ends and those inside marked
+// `expert`. Throws when a run is not aligned.
+std::vector<GradBucket> make_grad_buckets(
+    const std::vector<int64_t>& chunk_sizes, int64_t bucket_elements, int64_t multiple,
+    const std::vector<std::vector<std::pair<int64_t, int64_t>>>& expert_runs = {});
 
 // A bucket whose gradients are final (enqueued) on the stage's device, behind `fence`.
 struct ReadyBucket {

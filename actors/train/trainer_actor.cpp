@@ -33,12 +33,12 @@ class TrainerActor : public trainer_actor::base {
       if (!local(i)) continue;
       std::vector<stage_peer_actor> pipeline, followers;
       for (int p : s_.layout.pipeline_group(int(i))) pipeline.push_back(s_.stages[size_t(p)]);
-      // The tensor and context ranks of a stage run one op order (their collectives pair up):
-      // tensor rank 0 of context rank 0 leads.
-      if (rank_of(i).tp == 0 && rank_of(i).cp == 0)
-        for (int c : s_.layout.context_group(int(i)))
-          for (int t : s_.layout.tensor_group(c))
-            if (size_t(t) != i) followers.push_back(s_.stages[size_t(t)]);
+      // The ranks whose collectives pair up inside ops (tensor, context, expert groups) run one
+      // op order: the first of them leads (StageOptions::follower).
+      const std::vector<int> order = s_.layout.order_group(int(i));
+      if (size_t(order.front()) == i)
+        for (int t : order)
+          if (size_t(t) != i) followers.push_back(s_.stages[size_t(t)]);
       send(a, peers_atom::value, stage_listener{this}, std::move(pipeline), std::move(followers));
     }
     for (const grad_reducer_actor& a : s_.reducers) monitor(a);

@@ -86,6 +86,10 @@ void validate_expert_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(EP >= 1, "--expert-model-parallel-size must be >= 1, got ", EP);
   if (EP == 1) return;
   const int E = c.model.moe.num_experts;
+  // Before the sizes: a layout that is not implemented is named as such, whatever it divides.
+  TROUPE_CHECK(c.parallel.tensor_size == 1,
+               "--expert-model-parallel-size with --tensor-model-parallel-size > 1 is "
+               "not implemented; use one or the other");
   TROUPE_CHECK(c.model.moe.enabled(), "--expert-model-parallel-size ", EP,
                " needs a mixture-of-experts model; set --num-experts or use --expert-model-parallel-size 1");
   TROUPE_CHECK(E % EP == 0, "--expert-model-parallel-size ", EP, " must divide --num-experts ", E,
@@ -93,21 +97,11 @@ void validate_expert_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(D % EP == 0, "--expert-model-parallel-size ", EP, " must divide the data-parallel size ", D,
                " (devices / (--tensor-model-parallel-size x --pipeline-model-parallel-size)); pick a size that "
                "divides it");
-  TROUPE_CHECK(c.parallel.tensor_size == 1,
-               "--expert-model-parallel-size with --tensor-model-parallel-size > 1 is "
-               "not implemented; use one or the other");
   TROUPE_CHECK(!c.devices.cuda,
                "--expert-model-parallel-size: expert parallelism runs on CPU devices only so far; use "
                "CPU devices or --expert-model-parallel-size 1");
-  TROUPE_CHECK(!c.parallel.distributed_optimizer,
-               "--expert-model-parallel-size with --use-distributed-optimizer is "
-               "not implemented; use one or the other");
-  // The all-to-all pairs the expert group's data ranks microbatch by microbatch, so they must run
-  // their stage's ops in one order; with several stages each rank's order follows its own
-  // messages (as context ranks did before they followed a leader), and the pairs can cross.
-  TROUPE_CHECK(c.parallel.pipeline_size == 1,
-               "--expert-model-parallel-size with --pipeline-model-parallel-size > 1 is "
-               "not implemented yet; use one or the other");
+  // With several stages the all-to-all pairs up the expert group's ranks op by op: they run
+  // their stage's ops in the order of the group's first rank (RankLayout::order_group).
 }
 
 void validate(const TrainingConfig& c) {
@@ -315,6 +309,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   // The distributed optimizer gives each data x context rank a 64-aligned (D x C)-th of every bucket.
   const int64_t multiple = dist_opt ? 64 * int64_t(D * C) : 1;
   std::vector<int64_t> sizes;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> expert_runs;  // EP: reduced over their own group
   for (int c = 0; c < V; ++c) {
     const int vs = schedules::virtual_stage(setup.placement, {P, V, 1}, s, c);
     const ChunkSpec spec{split[size_t(vs)].first_layer, split[size_t(vs)].num_layers, vs == 0, vs == P * V - 1};
@@ -322,26 +317,27 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
     if (C > 1) chunk->set_context_parallel({at.cp, C, member.cp[r]});
     chunk->init_weights(config.seed);
     sizes.push_back(chunk->params().numel());
+    if (EP > 1) expert_runs.push_back(chunk->layout().expert_runs());
     setup.models.push_back(std::move(chunk));
   }
-  if (D * C > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple);
+  if (D * C > 1) setup.buckets = make_grad_buckets(sizes, par.bucket_elements, multiple, expert_runs);
   setup.timing = !config.trace_path.empty() || config.time_ops;
   setup.epoch = epoch;
   return std::make_shared<StageWorker>(std::move(setup));
 }
 
-// Rank r's optimizer state: an Optimizer per chunk of its worker (each data rank a shard of
-// every bucket with the distributed optimizer).
+// Rank r's optimizer state: an Optimizer per chunk of its worker (with the distributed
+// optimizer its shard of every bucket among the ranks of the bucket's group).
 std::shared_ptr<StageOptimizer> TrainingRun::Impl::make_stage_optimizer(size_t r,
                                                                         std::shared_ptr<StageWorker> worker) const {
   const bool dist_opt = distributed_optimizer();
-  const int dp = layout.coord(int(r)).dp * C + layout.coord(int(r)).cp, s = layout.coord(int(r)).pp;
+  const int s = layout.coord(int(r)).pp;
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   for (int c = 0; c < V; ++c) {
     OptimizerShard shard;
     for (const GradBucket& b : worker->buckets())
       if (dist_opt && b.chunk == c)
-        shard.ranges.push_back({b.shard_begin(dp, D * C), b.shard_begin(dp, D * C) + b.shard_size(D * C)});
+        shard.ranges.push_back(bucket_shard(b, bucket_group(*worker, b, worker->dp_group())));
     std::sort(shard.ranges.begin(), shard.ranges.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
     optimizers.push_back(std::make_unique<Optimizer>(worker->model(c), config.optimizer, shard));
   }
@@ -738,6 +734,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
     o.schedule = schedule;
     o.group_size = config.parallel.group_size;
     o.device = device_of_rank(config, int(r) % d.per_process, d.fabric->node_process(), d.per_process);
+    o.follower = d.layout.order_group(int(r)).front() != int(r);
     o.max_outstanding = config.devices.cuda ? (config.max_outstanding_ops > 0 ? config.max_outstanding_ops : 4) : 1;
     o.fixed_op_duration = config.fixed_op_duration;
     o.before_op = config.before_op;

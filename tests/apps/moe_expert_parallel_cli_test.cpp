@@ -72,8 +72,7 @@ TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {
   };
   const std::vector<Case> cases = {
       {{"--expert-model-parallel-size", "4"}, {"--expert-model-parallel-size 4", "data-parallel size 2"}},
-      {{"--expert-model-parallel-size", "2", "--use-distributed-optimizer"},
-       {"--expert-model-parallel-size", "--use-distributed-optimizer"}},
+      {{"--expert-model-parallel-size", "3"}, {"--expert-model-parallel-size 3", "--num-experts 4"}},
   };
   for (const Case& c : cases) {
     const TroupeExit o = train(1, c.flags, "moe_ep_refused");

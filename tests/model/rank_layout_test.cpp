@@ -71,6 +71,22 @@ TEST(RankLayout, ExpertGridIsCarvedOutOfTheDataRanks) {
   EXPECT_EQ(M.expert_coord(13), (ExpertRankCoord{.pp = 1, .edp = 1, .ep = 0, .etp = 1}));
 }
 
+// The ranks that must run one op order: joined by the tensor, context and expert groups.
+TEST(RankLayout, OrderGroupJoinsTheGroupsAnOpsCollectivesSpan) {
+  const RankLayout tp_cp{.tensor = 2, .context = 2, .data = 2, .pipeline = 2};
+  EXPECT_EQ(tp_cp.order_group(13), (Ranks{12, 13, 14, 15}));  // stage 1, data rank 1
+  const RankLayout ep_pp{.data = 4, .pipeline = 2, .expert = 2};
+  EXPECT_EQ(ep_pp.order_group(0), (Ranks{0, 1}));
+  EXPECT_EQ(ep_pp.order_group(7), (Ranks{6, 7}));                 // stage 1, the second expert group
+  EXPECT_EQ((RankLayout{.data = 4}).order_group(2), (Ranks{2}));  // plain data parallelism: alone
+  // Expert groups of 4 over tensor groups of 2 and 4 data ranks: the expert groups join pairs
+  // of tensor groups.
+  const RankLayout ep_tp{.tensor = 2, .data = 4, .expert = 4};
+  EXPECT_EQ(ep_tp.order_group(5), (Ranks{4, 5, 6, 7}));
+  // Tensor groups of 2 and expert groups of 3 overlap into one group of all 6.
+  EXPECT_EQ((RankLayout{.tensor = 2, .data = 3, .expert = 3}).order_group(5), (Ranks{0, 1, 2, 3, 4, 5}));
+}
+
 TEST(RankLayout, NamesAndErrors) {
   EXPECT_EQ((RankLayout{.pipeline = 4}).stage_name(2), "stage 2");
   EXPECT_EQ((RankLayout{.tensor = 2, .data = 2, .pipeline = 2}).stage_name(7), "stage 1 (tensor rank 1, data rank 1)");

@@ -1,7 +1,10 @@
 // Expert parallelism under the actor runtime on CPU devices (--expert-model-parallel-size): the
 // experts of each MoE layer split over consecutive data ranks, tokens exchanged all-to-all, the
-// experts' gradients reduced over the ranks holding the same experts. EP2 (DP2), EP4 (DP4) and EP2
-// with DP4, dropless and with capacity dropping, reproduce the single-device
+// experts' gradients reduced over the ranks holding the same experts. EP2 (DP2), EP4 (DP4), EP2
+// with DP4, EP2 x PP2 (1F1B and interleaved; the expert group's ranks of a stage run their
+// ops in one order) and EP2 with the distributed optimizer (experts' gradients reduce-scattered
+// over their expert-data-parallel group, their state sharded over it), dropless and with
+// capacity dropping, reproduce the single-device
 // Trainer for 10 iterations (pipeline_test_util.hpp's expect_parity: loss within 1e-5 relative,
 // grad norm, gathered weights, validation loss); checkpoints load across expert layouts. What is
 // not implemented is refused by flag name.
@@ -19,15 +22,18 @@ struct Case {
   int P, D, EP;
   double capacity;  // 0: dropless
   bool shared_expert;
-  bool overlap = false;  // --overlap-grad-reduce: the reducer actors split each bucket too
+  bool overlap = false;   // --overlap-grad-reduce: the reducer actors split each bucket too
+  int V = 1;              // model chunks per stage (> 1: interleaved 1F1B)
+  bool dist_opt = false;  // --use-distributed-optimizer: experts sharded over their expert-data-parallel group
 };
 
 actors::TrainingConfig config_of(const Case& c) {
-  actors::TrainingConfig config = tiny_config(true, c.P, 1);
+  actors::TrainingConfig config = tiny_config(true, c.P, c.V);
   set_test_moe(config.model.moe, c.capacity, c.shared_expert);
   config.parallel.data_size = c.D;
   config.parallel.expert_size = c.EP;
   config.parallel.overlap_grad_reduce = c.overlap;
+  config.parallel.distributed_optimizer = c.dist_opt;
   config.parallel.bucket_elements = 3000;  // buckets cutting through the experts' runs
   return config;
 }
@@ -45,7 +51,16 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertParallelParity,
                                            Case{"EP2_DP4_capacity", 1, 4, 2, 1.0, true},
                                            Case{"EP2_DP4_dropless", 1, 4, 2, 0.0, false},
                                            Case{"EP2_DP4_overlap_capacity", 1, 4, 2, 1.0, true, true},
-                                           Case{"EP2_DP2_overlap_dropless", 1, 2, 2, 0.0, false, true}),
+                                           Case{"EP2_DP2_overlap_dropless", 1, 2, 2, 0.0, false, true},
+                                           Case{"EP2_PP2_DP2_dropless", 2, 2, 2, 0.0, true},
+                                           Case{"EP2_PP2_DP2_capacity", 2, 2, 2, 1.0, false},
+                                           Case{"EP2_PP2_DP4_overlap_capacity", 2, 4, 2, 1.0, true, true},
+                                           Case{"EP2_PP2_VPP2_DP2_dropless", 2, 2, 2, 0.0, false, false, 2},
+                                           Case{"EP2_PP2_VPP2_DP2_capacity", 2, 2, 2, 1.0, true, true, 2},
+                                           Case{"EP2_DP4_distopt_dropless", 1, 4, 2, 0.0, true, false, 1, true},
+                                           Case{"EP2_DP4_distopt_overlap_capacity", 1, 4, 2, 1.0, false, true, 1, true},
+                                           Case{"EP2_DP2_distopt_overlap_dropless", 1, 2, 2, 0.0, true, true, 1, true},
+                                           Case{"EP2_PP2_DP4_distopt_capacity", 2, 4, 2, 1.0, true, false, 1, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // Whether `text` holds every one of `parts`.
@@ -76,11 +91,6 @@ TEST(MoeExpertParallelRefusals, NameTheFlags) {
   c = config_of({"", 1, 2, 2, 0.0, false});
   c.parallel.tensor_size = 2;
   EXPECT_TRUE(mentions(refusal(c), {"--expert-model-parallel-size", "--tensor-model-parallel-size"}));
-  c = config_of({"", 1, 2, 2, 0.0, false});
-  c.parallel.distributed_optimizer = true;
-  EXPECT_TRUE(mentions(refusal(c), {"--expert-model-parallel-size", "--use-distributed-optimizer"}));
-  c = config_of({"", 2, 2, 2, 0.0, false});  // EP2 x PP2
-  EXPECT_TRUE(mentions(refusal(c), {"--expert-model-parallel-size", "--pipeline-model-parallel-size"}));
 }
 
 std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
@@ -95,19 +105,25 @@ std::vector<double> losses(actors::TrainingRun& run, int iters) {
   return out;
 }
 
-// A checkpoint stores every expert once under its global name, whatever expert layout saved it,
-// and loads into any other: saved after 3 iterations by `from`, resumed by `to`, iterations 4..6
-// equal the uninterrupted run's.
+// A checkpoint stores every expert once under its global name, whatever expert layout saved it
+// (the distributed optimizer's shards included), and loads into any other: saved after 3
+// iterations by `from`, resumed by `to`, iterations 4..6 equal the uninterrupted run's.
 TEST(MoeExpertParallelCheckpoint, LoadsAcrossExpertLayouts) {
   const Case ep1{"EP1_DP2", 1, 2, 1, 0.0, true}, ep2{"EP2_DP2", 1, 2, 2, 0.0, true},
-      ep2_dp4{"EP2_DP4", 1, 4, 2, 0.0, true};
+      ep2_dp4{"EP2_DP4", 1, 4, 2, 0.0, true}, ep2_dp4_distopt{"EP2_DP4_distopt", 1, 4, 2, 0.0, true, true, 1, true},
+      ep1_dp2_distopt{"EP1_DP2_distopt", 1, 2, 1, 0.0, true, false, 1, true};
   std::vector<double> straight;
   {
     const actors::TrainingConfig t = config_of(ep2);
     actors::TrainingRun run(t, loader_at(t, 0), nullptr);
     straight = losses(run, 6);
   }
-  const std::vector<std::pair<Case, Case>> moves = {{ep2, ep1}, {ep1, ep2}, {ep2, ep2_dp4}};
+  const std::vector<std::pair<Case, Case>> moves = {{ep2, ep1},
+                                                    {ep1, ep2},
+                                                    {ep2, ep2_dp4},
+                                                    {ep2_dp4_distopt, ep1},
+                                                    {ep1_dp2_distopt, ep2_dp4_distopt},
+                                                    {ep2, ep2_dp4_distopt}};
   for (const auto& [from, to] : moves) {
     const std::string label = std::string(from.name) + " -> " + to.name;
     TempDir dir("moe_ep_ckpt");
