@@ -4,14 +4,14 @@
 # schedule's trace (`--what-if`) and compares with what that schedule's own run measured: step
 # time (forward/backward ops) and bubble. The issue's bar: within 2 points.
 # Usage (repo root, 2+ GPUs, after `source .devdeps/env.sh`):
-#   bench/replay_accuracy.sh [BUILD_DIR]   (SCHEDULES="1f1b interleaved zb-h1" by default;
+#   bench/replay_accuracy.sh [BUILD_DIR]   (SCHEDULES="1f1b interleaved zb-h1 zb-v" by default;
 #                                           MODES="1proc 2proc"; ITERS=14)
 set -uo pipefail
 build=${1:-build}
 troupe=$(realpath "$build/apps/troupe")
 out=${OUT:-/tmp}/replay
 mkdir -p "$out"
-read -r -a schedules <<<"${SCHEDULES:-1f1b interleaved zb-h1}"
+read -r -a schedules <<<"${SCHEDULES:-1f1b interleaved zb-h1 zb-v}"
 read -r -a modes <<<"${MODES:-1proc 2proc}"
 iters=${ITERS:-14}
 # A GPT-2 1.5B-like pipeline: 24 layers, hidden 1600, seq 1024; 8 microbatches of 4 per iteration.
