@@ -4,6 +4,7 @@
 // parameter's gradient: GPT-2 (learned positions) and Llama (RoPE, RMSNorm, SwiGLU, GQA), dropout
 // on. The attention ring alone equals whole-sequence attention on each rank's rows.
 #include <mutex>
+#include <tuple>
 
 #include "actors/fabric/collective_groups.hpp"
 #include "model/context_parallel.hpp"
@@ -129,12 +130,14 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ContextParallelModel,
                          [](const auto& info) { return layout_name(info.param); });
 
 // The ring alone: each rank's rows of out, lse and dqkv equal those rows of the whole sequence's
-// attention_forward / attention_backward (GQA, C = 2 and 4).
-class ContextAttentionRing : public ::testing::TestWithParam<int> {};
+// attention_forward / attention_backward (GQA, C = 2, 3 and 4; an odd C turns the double
+// buffers an odd number of times), with the passes on ctx or on a pass context of their own.
+class ContextAttentionRing : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(ContextAttentionRing, EqualsWholeSequenceAttention) {
-  const int C = GetParam();
-  const int64_t B = 2, T = 16, Tl = T / C;
+  const int C = std::get<0>(GetParam());
+  const bool own_pass_ctx = std::get<1>(GetParam());
+  const int64_t B = 2, T = 24, Tl = T / C;
   const AttentionConfig cfg{4, 2, 8};
   const int64_t W = (4 + 2 * 2) * 8, HD = 4 * 8;
   const Tensor qkv = random_normal({B, T, W}, 11, 1.5f), dout = random_normal({B, T, HD}, 12);
@@ -155,7 +158,8 @@ TEST_P(ContextAttentionRing, EqualsWholeSequenceAttention) {
     return part;
   };
   run_threads(C, [&](int k) {
-    const ContextParallel cp{k, C, group[size_t(k)].get()};
+    const Context pass = Context::cpu();
+    const ContextParallel cp{k, C, group[size_t(k)].get(), own_pass_ctx ? &pass : nullptr};
     const Tensor q = local(cp, qkv, false), dy = local(cp, dout, false);
     Tensor o = Tensor::host(DType::f32, {B, Tl, HD}), l = Tensor::host(DType::f32, {B, 4, Tl});
     Tensor dq = Tensor::host(DType::f32, q.shape());
@@ -167,7 +171,11 @@ TEST_P(ContextAttentionRing, EqualsWholeSequenceAttention) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, ContextAttentionRing, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Sizes, ContextAttentionRing, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),
+                         [](const auto& info) {
+                           return str_cat("CP", std::get<0>(info.param),
+                                          std::get<1>(info.param) ? "_pass_context" : "_passes_on_ctx");
+                         });
 
 TEST(ContextParallelSplit, LocalTokensAreChunksIAnd2CMinus1MinusI) {
   Tensor tokens = Tensor::host(DType::i32, {1, 8});
