@@ -187,16 +187,17 @@ void context_attention_backward(const Context& ctx, const ContextParallel& cp, c
   const Ring R = ring_of(ctx, cp, qkv, cfg, "context_attention_backward");
   const int64_t HD = R.H * R.D;
   const Shape kv_shape{2 * R.B * R.h, 2 * R.G * R.D};
-  // Double buffers: keys/values as in the forward; `mine` is this rank's share (f32) of the
-  // gradient of the keys/values at hand, `arrived` the accumulator of their owner's gradient,
-  // summed by the ranks that held them before (it travels one pass behind the keys/values, and
-  // one pass more at the end: home).
-  Tensor q[2], kv[2], mine[2], arrived[2];
+  // Double buffers: keys/values as in the forward, and `mine`, this rank's share (f32) of the
+  // gradient of the keys/values at hand (one is summed while the other is on its way). `arrived`
+  // is the accumulator of their owner's gradient, summed by the ranks that held them before: it
+  // travels one pass behind the keys/values, and one pass more at the end, home. One buffer
+  // does: it is read before the next pass into it is posted.
+  Tensor q[2], kv[2], mine[2];
   for (int i = 0; i < 2; ++i) {
     kv[i] = Tensor::empty(ctx, R.dtype, kv_shape);
     mine[i] = Tensor::empty(ctx, DType::f32, kv_shape);
-    arrived[i] = Tensor::empty(ctx, DType::f32, kv_shape);
   }
+  const Tensor arrived = Tensor::empty(ctx, DType::f32, kv_shape);
   R.split_qkv(qkv, q, kv[0]);
   Tensor dy[2], o[2], l[2], dq[2];
   for (int c = 0; c < 2; ++c) {
@@ -228,16 +229,15 @@ void context_attention_backward(const Context& ctx, const ContextParallel& cp, c
     // Everything posted so far has arrived: the accumulator passed last step (read now) and the
     // keys/values of the next step. The previous holders' sum plus this rank's share goes on.
     Ring::order(ctx, R.comm());
-    if (step > 0) add(ctx, share, arrived[(step - 1) % 2], share);
+    if (step > 0) add(ctx, share, arrived, share);
     Ring::order(R.comm(), ctx);
-    R.pass(share, arrived[step % 2]);
+    R.pass(share, arrived);
   }
   Ring::order(ctx, R.comm());  // the last pass brought this rank's own accumulator home
-  const Tensor& home = arrived[(cp.size - 1) % 2];
-  const Tensor tmp_q = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD}), tmp_kv = Tensor::empty(ctx, R.dtype, kv_shape);
+  // Rounded through buffers whose last readers ran before on ctx: dy[c] and kv[0].
   for (int c = 0; c < 2; ++c) {
-    write_rows(R, dq[c], tmp_q, dqkv, c, 0);
-    write_rows(R, R.kv_chunk(home, c), R.kv_chunk(tmp_kv, c), dqkv, c, HD);
+    write_rows(R, dq[c], dy[c], dqkv, c, 0);
+    write_rows(R, R.kv_chunk(arrived, c), R.kv_chunk(kv[0], c), dqkv, c, HD);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "actors/fabric/fabric.hpp"
 #include "kernels/attention.hpp"
 #include "model/context_parallel.hpp"
+#include "tests/model/context_rows.hpp"
 #include "tests/kernels/attention_backend.hpp"
 #include "tests/test_util.hpp"
 #if TROUPE_HAVE_CUDA
@@ -35,20 +36,6 @@ int gpu_count() {
 #else
   return 0;
 #endif
-}
-
-// Rows of a host [B, T, w] tensor (or entries of an lse [B, H, T]) at a rank's global positions:
-// host f32 [B, Tl, w] (or [B, H, Tl]).
-Tensor local_rows(const ContextParallel& cp, const Tensor& whole, int64_t Tl, bool is_lse) {
-  const int64_t T = is_lse ? whole.dim(2) : whole.dim(1);
-  const int64_t outer = is_lse ? whole.dim(0) * whole.dim(1) : whole.dim(0), w = is_lse ? 1 : whole.dim(2);
-  Tensor part = Tensor::host(DType::f32, is_lse ? Shape{whole.dim(0), whole.dim(1), Tl} : Shape{whole.dim(0), Tl, w});
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t t = 0; t < Tl; ++t)
-      for (int64_t i = 0; i < w; ++i)
-        part.data_as<float>()[(o * Tl + t) * w + i] =
-            whole.data_as<float>()[(o * T + context_position(cp, Tl, t)) * w + i];
-  return part;
 }
 
 void check_ring(int C, bool own_pass_ctx, Backend backend) {
@@ -79,15 +66,15 @@ void check_ring(int C, bool own_pass_ctx, Backend backend) {
     const Context& ctx = *contexts[size_t(k)];
     ctx.activate();
     const ContextParallel cp{k, C, group[size_t(k)].get(), own_pass_ctx ? passes[size_t(k)].get() : nullptr};
-    const Tensor q = to_device(ctx, local_rows(cp, qkv, Tl, false), t);
-    const Tensor dy = to_device(ctx, local_rows(cp, dout, Tl, false), t);
+    const Tensor q = to_device(ctx, context_rows(cp, qkv, Tl, false), t);
+    const Tensor dy = to_device(ctx, context_rows(cp, dout, Tl, false), t);
     const Tensor o = Tensor::empty(ctx, t, {B, Tl, HD}), l = Tensor::empty(ctx, DType::f32, {B, H, Tl});
     const Tensor dq = Tensor::empty(ctx, t, q.shape());
     context_attention_forward(ctx, cp, q, cfg, o, l);
     context_attention_backward(ctx, cp, dy, q, o, l, cfg, dq);
-    const double e_out = rel_error(to_host_f32(ctx, o), local_rows(cp, out, Tl, false));
-    const double e_lse = rel_error(to_host_f32(ctx, l), local_rows(cp, lse, Tl, true));
-    const double e_dqkv = rel_error(to_host_f32(ctx, dq), local_rows(cp, dqkv, Tl, false));
+    const double e_out = rel_error(to_host_f32(ctx, o), context_rows(cp, out, Tl, false));
+    const double e_lse = rel_error(to_host_f32(ctx, l), context_rows(cp, lse, Tl, true));
+    const double e_dqkv = rel_error(to_host_f32(ctx, dq), context_rows(cp, dqkv, Tl, false));
     std::lock_guard lock(mu);
     worst_out = std::max(worst_out, e_out);
     worst_lse = std::max(worst_lse, e_lse);

@@ -10,6 +10,7 @@
 #include "model/context_parallel.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/train/optimizer.hpp"
+#include "tests/model/context_rows.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -146,28 +147,17 @@ TEST_P(ContextAttentionRing, EqualsWholeSequenceAttention) {
   attention_forward(cpu(), qkv, cfg, out, lse);
   attention_backward(cpu(), dout, qkv, out, lse, cfg, dqkv);
   auto group = actors::make_cpu_group(C, {"cp", std::chrono::seconds(60)});
-  // Rows of a [B, T, w] tensor (or entries of an lse [B, H, T]) at this rank's global positions.
-  const auto local = [&](const ContextParallel& cp, const Tensor& whole, bool is_lse) {
-    const int64_t outer = is_lse ? B * 4 : B, w = is_lse ? 1 : whole.dim(2);
-    Tensor part = Tensor::host(DType::f32, is_lse ? Shape{B, 4, Tl} : Shape{B, Tl, w});
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t t = 0; t < Tl; ++t)
-        for (int64_t i = 0; i < w; ++i)
-          part.data_as<float>()[(o * Tl + t) * w + i] =
-              whole.data_as<float>()[(o * T + context_position(cp, Tl, t)) * w + i];
-    return part;
-  };
   run_threads(C, [&](int k) {
     const Context pass = Context::cpu();
     const ContextParallel cp{k, C, group[size_t(k)].get(), own_pass_ctx ? &pass : nullptr};
-    const Tensor q = local(cp, qkv, false), dy = local(cp, dout, false);
+    const Tensor q = context_rows(cp, qkv, Tl, false), dy = context_rows(cp, dout, Tl, false);
     Tensor o = Tensor::host(DType::f32, {B, Tl, HD}), l = Tensor::host(DType::f32, {B, 4, Tl});
     Tensor dq = Tensor::host(DType::f32, q.shape());
     context_attention_forward(cpu(), cp, q, cfg, o, l);
     context_attention_backward(cpu(), cp, dy, q, o, l, cfg, dq);
-    EXPECT_LT(rel_error(o, local(cp, out, false)), 1e-5) << "rank " << k;
-    EXPECT_LT(max_abs_diff(l, local(cp, lse, true)), 1e-5) << "rank " << k;
-    EXPECT_LT(rel_error(dq, local(cp, dqkv, false)), 1e-5) << "rank " << k;
+    EXPECT_LT(rel_error(o, context_rows(cp, out, Tl, false)), 1e-5) << "rank " << k;
+    EXPECT_LT(max_abs_diff(l, context_rows(cp, lse, Tl, true)), 1e-5) << "rank " << k;
+    EXPECT_LT(rel_error(dq, context_rows(cp, dqkv, Tl, false)), 1e-5) << "rank " << k;
   });
 }
 
