@@ -9,12 +9,13 @@ namespace troupe {
 
 namespace {
 
-// The dtype of every activation tensor of a block: f32 on CPU; on CUDA q's, bf16 or f16.
-DType block_dtype(const Context& ctx, const char* op, const Tensor& q) {
+// The dtype of a block's activations (q, kv, a block's out, dout): f32 on CPU; on CUDA `t`'s,
+// bf16 or f16.
+DType block_dtype(const Context& ctx, const char* op, const Tensor& t) {
   if (!ctx.is_cuda()) return DType::f32;
-  TROUPE_CHECK(q.dtype() == DType::bf16 || q.dtype() == DType::f16, op,
-               ": CUDA block attention needs bf16 or f16 q, got ", dtype_name(q.dtype()));
-  return q.dtype();
+  TROUPE_CHECK(t.dtype() == DType::bf16 || t.dtype() == DType::f16, op,
+               ": CUDA block attention needs bf16 or f16 activations, got ", t.str());
+  return t.dtype();
 }
 
 // Checks the block's tensors against cfg; returns nothing, throws naming the argument.
@@ -65,10 +66,11 @@ void attention_block_merge(const Context& ctx, const Tensor& out, const Tensor& 
   constexpr const char* op = "attention_block_merge";
   TROUPE_CHECK(out.ndim() == 3 && lse.ndim() == 3, op, ": out must be [B, T, H*D] and lse [B, H, T], got ", out.str(),
                " and ", lse.str());
+  // The running out accumulates in f32; the block's out is the forward's (q's dtype).
   for (auto [name, t] : {std::pair{"out", &out}, std::pair{"lse", &lse}, std::pair{"block_out", &block_out},
                          std::pair{"block_lse", &block_lse}}) {
     expect_device(op, name, ctx, *t);
-    expect_dtype(op, name, *t, t == &out || t == &block_out ? block_dtype(ctx, op, out) : DType::f32);
+    expect_dtype(op, name, *t, t == &block_out ? block_dtype(ctx, op, block_out) : DType::f32);
   }
   expect_shape(op, "block_out", block_out, out.shape());
   expect_shape(op, "block_lse", block_lse, lse.shape());
@@ -87,10 +89,13 @@ void attention_block_backward(const Context& ctx, const Tensor& dout, const Tens
   expect_block(ctx, op, q, kv, cfg, mask);
   expect_out(ctx, op, q, cfg, "out", out, "lse", lse);
   expect_out(ctx, op, q, cfg, "dout", dout, "lse", lse);
-  expect_out(ctx, op, q, cfg, "dq", dq, "lse", lse);
+  // The accumulators are f32 on every device.
+  expect_device(op, "dq", ctx, dq);
+  expect_shape(op, "dq", dq, q.shape());
+  expect_dtype(op, "dq", dq, DType::f32);
   expect_device(op, "dkv", ctx, dkv);
   expect_shape(op, "dkv", dkv, kv.shape());
-  expect_dtype(op, "dkv", dkv, block_dtype(ctx, op, q));
+  expect_dtype(op, "dkv", dkv, DType::f32);
   if (ctx.is_cuda())
     TROUPE_ON_CUDA(cuda::attention_block_backward(ctx, dout, q, kv, out, lse, cfg, mask, dq, dkv));
   else

@@ -5,6 +5,8 @@
 
 #include "base/check.hpp"
 #include "kernels/attention_block.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/stream_fence.hpp"
 
 namespace troupe {
 
@@ -19,6 +21,12 @@ struct Ring {
   DType dtype;  // of every activation buffer: qkv's (f32 on CPU, bf16/f16 on CUDA)
 
   int64_t local_seq() const { return 2 * h; }
+  // The context the passes are enqueued on: the pass stream's, else ctx itself.
+  const Context& comm() const { return cp.pass_ctx != nullptr ? *cp.pass_ctx : ctx; }
+  // Work enqueued on `later` from now on runs after the work enqueued on `earlier` so far.
+  static void order(const Context& later, const Context& earlier) {
+    if (&later != &earlier) fence_wait(later, fence_record(earlier));
+  }
   // The global chunk index of local chunk c (0, 1) of context rank `rank`.
   int64_t global_chunk(int rank, int c) const { return c == 0 ? rank : 2 * int64_t(cp.size) - 1 - rank; }
   // Keys/values of both chunks, chunk-major: [2 * B * h, 2G*D]; chunk c viewed [B, h, 2G*D].
@@ -52,14 +60,15 @@ struct Ring {
       rows(qkv, c, H * D, kv_chunk(kv, c), false);
     }
   }
-  // Sends `t` to the next context rank and receives the previous rank's into `into`.
+  // Sends `t` to the next context rank and receives the previous rank's into `into`, on comm()
+  // (callers order it against ctx's work).
   void pass(const Tensor& t, const Tensor& into) const {
     const int next = (cp.rank + 1) % cp.size, prev = (cp.rank + cp.size - 1) % cp.size;
     const int64_t rows = t.numel() / (2 * G * D);
     std::vector<int64_t> send(size_t(cp.size), 0), recv(size_t(cp.size), 0);
     send[size_t(next)] = rows;
     recv[size_t(prev)] = rows;
-    cp.comm->all_to_all_v(ctx, t.view({rows, 2 * G * D}), send, into.view({rows, 2 * G * D}), recv);
+    cp.comm->all_to_all_v(comm(), t.view({rows, 2 * G * D}), send, into.view({rows, 2 * G * D}), recv);
   }
   // The mask of query chunk qc against key chunk kc, false when the block is skipped.
   static bool block_mask(int64_t qc, int64_t kc, BlockMask& mask) {
@@ -74,7 +83,17 @@ Ring ring_of(const Context& ctx, const ContextParallel& cp, const Tensor& qkv, c
   TROUPE_CHECK(cp.size > 1 && cp.comm != nullptr && cp.comm->size() == cp.size && cp.comm->rank() == cp.rank, op,
                ": context rank ", cp.rank, " of ", cp.size, " needs the context group's collectives");
   TROUPE_CHECK(qkv.ndim() == 3 && qkv.dim(1) % 2 == 0, op, ": qkv must be [B, 2h, (H+2G)*D], got ", qkv.str());
+  TROUPE_CHECK(cp.pass_ctx == nullptr ||
+                   (cp.pass_ctx->kind() == ctx.kind() && cp.pass_ctx->device_index() == ctx.device_index()),
+               op, ": the pass context must be on the compute context's device");
   return Ring{ctx, cp, qkv.dim(0), qkv.dim(1) / 2, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, qkv.dtype()};
+}
+
+// f32 `acc` rounded into chunk c's columns [col, col + n) of `whole` (R.dtype), through `tmp`
+// (R.dtype, acc's shape).
+void write_rows(const Ring& R, const Tensor& acc, const Tensor& tmp, const Tensor& whole, int c, int64_t col) {
+  convert(R.ctx, acc, tmp);
+  R.rows(whole, c, col, tmp, true);
 }
 
 }  // namespace
@@ -117,42 +136,48 @@ void context_attention_forward(const Context& ctx, const ContextParallel& cp, co
                                const AttentionConfig& cfg, const Tensor& out, const Tensor& lse) {
   const Ring R = ring_of(ctx, cp, qkv, cfg, "context_attention_forward");
   const int64_t HD = R.H * R.D;
-  Tensor q[2];
-  Tensor kv = Tensor::empty(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
-  Tensor next_kv = Tensor::empty(ctx, R.dtype, kv.shape());
-  R.split_qkv(qkv, q, kv);
-  Tensor o[2], l[2];
+  // Double buffering: step s reads kv[s % 2] while the pass fills the other with step s+1's.
+  Tensor q[2], kv[2];
+  for (Tensor& t : kv) t = Tensor::empty(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
+  R.split_qkv(qkv, q, kv[0]);
+  // Per query chunk the running out (f32) and lse; `part` holds one block's out.
+  Tensor acc[2], l[2];
   const Tensor part = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
   const Tensor part_lse = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
   for (int c = 0; c < 2; ++c) {
-    o[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
+    acc[c] = Tensor::empty(ctx, DType::f32, {R.B, R.h, HD});
     l[c] = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
   }
   // A query chunk's first block writes its running (out, lse) directly; later blocks merge in.
   // Every chunk meets its causal diagonal, so both are written, and nothing touches the host.
   bool seen[2] = {false, false};
   for (int step = 0; step < cp.size; ++step) {
-    const int src = (cp.rank - step + cp.size) % cp.size;  // whose keys/values `kv` holds
+    const Tensor& here = kv[step % 2];
+    if (step + 1 < cp.size) {
+      // The next keys/values travel while this step's blocks run. The pass reads `here` and
+      // overwrites the buffer the previous step's blocks read: it waits for ctx's work so far.
+      Ring::order(R.comm(), ctx);
+      R.pass(here, kv[(step + 1) % 2]);
+    }
+    const int src = (cp.rank - step + cp.size) % cp.size;  // whose keys/values `here` holds
     for (int qi = 0; qi < 2; ++qi) {
       for (int ki = 0; ki < 2; ++ki) {
         BlockMask mask{};
         if (!Ring::block_mask(R.global_chunk(cp.rank, qi), R.global_chunk(src, ki), mask)) continue;
         if (!seen[qi]) {
-          attention_block_forward(ctx, q[qi], R.kv_chunk(kv, ki), cfg, mask, o[qi], l[qi]);
+          attention_block_forward(ctx, q[qi], R.kv_chunk(here, ki), cfg, mask, part, l[qi]);
+          convert(ctx, part, acc[qi]);
           seen[qi] = true;
           continue;
         }
-        attention_block_forward(ctx, q[qi], R.kv_chunk(kv, ki), cfg, mask, part, part_lse);
-        attention_block_merge(ctx, o[qi], l[qi], part, part_lse);
+        attention_block_forward(ctx, q[qi], R.kv_chunk(here, ki), cfg, mask, part, part_lse);
+        attention_block_merge(ctx, acc[qi], l[qi], part, part_lse);
       }
     }
-    if (step + 1 < cp.size) {
-      R.pass(kv, next_kv);
-      std::swap(kv, next_kv);
-    }
+    if (step + 1 < cp.size) Ring::order(ctx, R.comm());  // the next step's blocks read what arrived
   }
   for (int c = 0; c < 2; ++c) {
-    R.rows(out, c, 0, o[c], true);
+    write_rows(R, acc[c], part, out, c, 0);
     R.lse_rows(lse, c, l[c], true);
   }
 }
@@ -161,43 +186,58 @@ void context_attention_backward(const Context& ctx, const ContextParallel& cp, c
                                 const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv) {
   const Ring R = ring_of(ctx, cp, qkv, cfg, "context_attention_backward");
   const int64_t HD = R.H * R.D;
-  Tensor q[2];
-  Tensor kv = Tensor::empty(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
-  Tensor next_kv = Tensor::empty(ctx, R.dtype, kv.shape());
-  Tensor dkv = Tensor::zeros(ctx, R.dtype, kv.shape());  // the accumulators of `kv`'s owner
-  Tensor next_dkv = Tensor::empty(ctx, R.dtype, kv.shape());
-  R.split_qkv(qkv, q, kv);
+  const Shape kv_shape{2 * R.B * R.h, 2 * R.G * R.D};
+  // Double buffers: keys/values as in the forward, and `mine`, this rank's share (f32) of the
+  // gradient of the keys/values at hand (one is summed while the other is on its way). `arrived`
+  // is the accumulator of their owner's gradient, summed by the ranks that held them before: it
+  // travels one pass behind the keys/values, and one pass more at the end, home. One buffer
+  // does: it is read before the next pass into it is posted.
+  Tensor q[2], kv[2], mine[2];
+  for (int i = 0; i < 2; ++i) {
+    kv[i] = Tensor::empty(ctx, R.dtype, kv_shape);
+    mine[i] = Tensor::empty(ctx, DType::f32, kv_shape);
+  }
+  const Tensor arrived = Tensor::empty(ctx, DType::f32, kv_shape);
+  R.split_qkv(qkv, q, kv[0]);
   Tensor dy[2], o[2], l[2], dq[2];
   for (int c = 0; c < 2; ++c) {
     dy[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
     o[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
     l[c] = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
-    dq[c] = Tensor::zeros(ctx, R.dtype, {R.B, R.h, HD});
+    dq[c] = Tensor::zeros(ctx, DType::f32, {R.B, R.h, HD});
     R.rows(dout, c, 0, dy[c], false);
     R.rows(out, c, 0, o[c], false);
     R.lse_rows(lse, c, l[c], false);
   }
   for (int step = 0; step < cp.size; ++step) {
+    const Tensor &here = kv[step % 2], &share = mine[step % 2];
+    if (step + 1 < cp.size) {  // as in the forward: the next keys/values travel meanwhile
+      Ring::order(R.comm(), ctx);
+      R.pass(here, kv[(step + 1) % 2]);
+    }
+    // `share` was sent two steps ago; ctx waited for that pass at the end of the last step.
+    fill_zero(ctx, share);
     const int src = (cp.rank - step + cp.size) % cp.size;
     for (int qi = 0; qi < 2; ++qi) {
       for (int ki = 0; ki < 2; ++ki) {
         BlockMask mask{};
         if (!Ring::block_mask(R.global_chunk(cp.rank, qi), R.global_chunk(src, ki), mask)) continue;
-        attention_block_backward(ctx, dy[qi], q[qi], R.kv_chunk(kv, ki), o[qi], l[qi], cfg, mask, dq[qi],
-                                 R.kv_chunk(dkv, ki));
+        attention_block_backward(ctx, dy[qi], q[qi], R.kv_chunk(here, ki), o[qi], l[qi], cfg, mask, dq[qi],
+                                 R.kv_chunk(share, ki));
       }
     }
-    // The accumulators go one step further than the keys/values: after C passes they are home.
-    R.pass(dkv, next_dkv);
-    std::swap(dkv, next_dkv);
-    if (step + 1 < cp.size) {
-      R.pass(kv, next_kv);
-      std::swap(kv, next_kv);
-    }
+    // Everything posted so far has arrived: the accumulator passed last step (read now) and the
+    // keys/values of the next step. The previous holders' sum plus this rank's share goes on.
+    Ring::order(ctx, R.comm());
+    if (step > 0) add(ctx, share, arrived, share);
+    Ring::order(R.comm(), ctx);
+    R.pass(share, arrived);
   }
+  Ring::order(ctx, R.comm());  // the last pass brought this rank's own accumulator home
+  // Rounded through buffers whose last readers ran before on ctx: dy[c] and kv[0].
   for (int c = 0; c < 2; ++c) {
-    R.rows(dqkv, c, 0, dq[c], true);
-    R.rows(dqkv, c, HD, R.kv_chunk(dkv, c), true);
+    write_rows(R, dq[c], dy[c], dqkv, c, 0);
+    write_rows(R, R.kv_chunk(arrived, c), R.kv_chunk(kv[0], c), dqkv, c, HD);
   }
 }
 

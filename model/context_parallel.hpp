@@ -4,8 +4,12 @@
 // core attention is per token, so it runs on the local tokens as it is; core attention runs as
 // a ring over the context group: the key/value chunks pass from rank to rank (C-1 steps), each
 // step's blocks (full, causal diagonal, or skipped, by the chunks' global order) are merged into
-// the running output with their log-sum-exp. Backward passes the keys/values around again, with
-// their gradient accumulators (which travel one step more, home).
+// the running output (f32) with their log-sum-exp. Backward passes the keys/values around again,
+// with their f32 gradient accumulators (which travel one step more, home).
+//
+// Each pass is posted before the step's blocks run, into a second buffer, so with a pass context
+// (a second stream on the GPU) the transfer runs beside the attention; fences order the two
+// streams (kernels/stream_fence.hpp). Without one the passes run on ctx, in turn with the blocks.
 //
 //   const ContextParallel cp{rank, C, context_group};
 //   Tensor tokens = context_local_tokens(sample_tokens, cp);         // [B, T] -> [B, T / C]
@@ -27,6 +31,9 @@ namespace troupe {
 struct ContextParallel {
   int rank = 0, size = 1;
   Collectives* comm = nullptr;  // the context group (needed when size > 1)
+  // A context on the compute context's device whose stream carries the ring's passes (the
+  // overlap); null: the passes run on the compute context. The caller keeps it alive.
+  const Context* pass_ctx = nullptr;
   bool enabled() const { return size > 1; }
 };
 

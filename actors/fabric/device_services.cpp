@@ -141,34 +141,6 @@ void inbound_wait(const Context& ctx, Inbound& in) {
 #endif
 }
 
-std::shared_ptr<void> fence_record(const Context& ctx) {
-  if (!ctx.is_cuda()) return nullptr;
-#if TROUPE_HAVE_CUDA
-  return cuda::record_event(ctx);
-#else
-  no_cuda();
-#endif
-}
-
-void fence_wait(const Context& ctx, const std::shared_ptr<void>& fence) {
-  if (!fence) return;
-#if TROUPE_HAVE_CUDA
-  cuda::stream_wait(ctx, fence);
-#else
-  (void)ctx;
-  no_cuda();
-#endif
-}
-
-void fence_host_wait(const std::shared_ptr<void>& fence) {
-  if (!fence) return;
-#if TROUPE_HAVE_CUDA
-  cuda::event_wait(fence);
-#else
-  no_cuda();
-#endif
-}
-
 std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing) {
   TROUPE_CHECK(from.is_cuda() == to.is_cuda(), "a channel between a CPU device and a GPU");
   if (!from.is_cuda()) return std::make_unique<HostChannel>();

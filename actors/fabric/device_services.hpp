@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "kernels/context.hpp"
+#include "kernels/stream_fence.hpp"  // fence_record / fence_wait order the side streams
 #include "kernels/tensor.hpp"
 
 namespace troupe::actors {
@@ -78,14 +79,6 @@ struct Inbound {
 };
 // Makes work enqueued on ctx from now on wait for the inbound tensor (a no-op once waited for).
 void inbound_wait(const Context& ctx, Inbound& in);
-
-// A point in a context's stream: work enqueued on any context after fence_wait(other, f) runs
-// after everything enqueued on `ctx` before fence_record(ctx). Null on a CPU device (its work
-// has already run); fence_wait of null does nothing.
-std::shared_ptr<void> fence_record(const Context& ctx);
-void fence_wait(const Context& ctx, const std::shared_ptr<void>& fence);
-// Blocks the calling thread until the work before the fence has run.
-void fence_host_wait(const std::shared_ptr<void>& fence);
 
 // A one-way link between the devices of two stages. send() runs on the sender's thread,
 // receive() on the receiver's, in the same order (actor messages between two actors keep

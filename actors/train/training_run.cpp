@@ -190,6 +190,13 @@ void TrainingRun::Impl::build_stages() {
     for (size_t r = 0; r < ranks; ++r)
       if (local(r)) comm_contexts[r] = make_context(r);
   }
+  // Context parallelism on GPUs: the ring's passes run on a stream of their own, beside the
+  // block attention (model/context_parallel.hpp). CPU collectives block: no use there.
+  if (C > 1 && config.devices.cuda) {
+    cp_contexts.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r)
+      if (local(r)) cp_contexts[r] = make_context(r);
+  }
   const StageGroups member = make_groups(contexts);
   workers.resize(ranks);
   stage_optimizers.resize(ranks);
@@ -314,7 +321,8 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
     const int vs = schedules::virtual_stage(setup.placement, {P, V, 1}, s, c);
     const ChunkSpec spec{split[size_t(vs)].first_layer, split[size_t(vs)].num_layers, vs == 0, vs == P * V - 1};
     auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple, config.recompute);
-    if (C > 1) chunk->set_context_parallel({at.cp, C, member.cp[r]});
+    if (C > 1)
+      chunk->set_context_parallel({at.cp, C, member.cp[r], cp_contexts.empty() ? nullptr : cp_contexts[r].get()});
     chunk->init_weights(config.seed);
     sizes.push_back(chunk->params().numel());
     if (EP > 1) expert_runs.push_back(chunk->layout().expert_runs());

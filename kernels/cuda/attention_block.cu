@@ -1,17 +1,22 @@
 // CUDA block attention for context parallelism's ring (kernels/attention_block.hpp): q and kv
 // as separate tensors, a full or causal (diagonal) block, the lse of the scaled scores, and a
-// backward from the FINAL out and lse that adds into dq and dkv.
+// backward from the FINAL out and lse that adds into f32 dq and dkv.
 //
-// Why simple kernels: the flash kernels and cuDNN graphs read one fused qkv tensor and only
-// know causal masks, so neither covers a full block without a new mask mode. These are the
-// warp-per-row kernels of attention_simple.cu (CUDA cores, online softmax, probabilities
-// rebuilt from lse), written for two tensors and both masks: correct for any D <= 256 and any
-// alignment, slower than tensor-core kernels. Each warp owns the row it writes, so dq and
-// dk/dv accumulate in place without atomics or scratch.
+// cuDNN's fused attention runs the blocks it covers (attention_cudnn.hpp: head dim 64 or 128,
+// aligned tensors, sm_80+, TROUPE_ATTENTION_BACKEND not flash); its backward writes the block's
+// gradients in q's dtype into stream-ordered scratch, added into the f32 accumulators here.
+// Everything else runs the warp-per-row kernels below, those of attention_simple.cu (CUDA cores,
+// online softmax, probabilities rebuilt from lse) written for two tensors and both masks:
+// correct for any D <= 256 and any alignment, slower than tensor-core kernels. Each warp owns
+// the row it writes, so dq and dk/dv accumulate in place without atomics or scratch.
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "kernels/attention_block.hpp"
+#include "kernels/cuda/attention_cudnn.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/stream_buffer.cuh"
 #include "kernels/cuda/warp_row.cuh"
 #include "kernels/nvtx.hpp"
 
@@ -63,10 +68,10 @@ __global__ void block_forward_kernel(const T* __restrict__ q, const T* __restric
   if (lane == 0) lse[d.lse_at(b, h, t)] = sum > 0.0f ? m + logf(sum) : -INFINITY;
 }
 
-// One warp per row (b, t, h) of out: with m = max(la, lb), lse = m + log(e^(la-m) + e^(lb-m)),
+// One warp per row (b, t, h) of out (f32): with m = max(la, lb), lse = m + log(e^(la-m) + e^(lb-m)),
 // out = e^(la-lse) out + e^(lb-lse) block_out. The kernels/cpu/attention_block.cpp formula.
 template <typename T>
-__global__ void block_merge_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ block_out,
+__global__ void block_merge_kernel(float* __restrict__ out, float* __restrict__ lse, const T* __restrict__ block_out,
                                    const float* __restrict__ block_lse, int B, int T_, int H, int D) {
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -83,11 +88,11 @@ __global__ void block_merge_kernel(T* __restrict__ out, float* __restrict__ lse,
     wa = expf(la - merged);
     wb = expf(lb - merged);
   }
-  T* o = out + row * D;
+  float* o = out + row * D;
   const T* ob = block_out + row * D;
   for (int i = lane; i < D; i += 32) {
-    const float a = wa == 0.0f ? 0.0f : wa * to_f32(o[i]);  // an unseen row's out may hold anything
-    o[i] = from_f32<T>(a + wb * to_f32(ob[i]));
+    const float a = wa == 0.0f ? 0.0f : wa * o[i];  // an unseen row's out may hold anything
+    o[i] = a + wb * to_f32(ob[i]);
   }
   __syncwarp();  // every lane has read la before lane 0 replaces it
   if (lane == 0) lse[at] = merged;
@@ -97,7 +102,7 @@ __global__ void block_merge_kernel(T* __restrict__ out, float* __restrict__ lse,
 // query row.
 template <typename T>
 __global__ void block_dq_kernel(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ kv,
-                                const T* __restrict__ out, const float* __restrict__ lse, T* __restrict__ dq,
+                                const T* __restrict__ out, const float* __restrict__ lse, float* __restrict__ dq,
                                 BlockDims d) {
   const int t = blockIdx.y * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (t >= d.Tq) return;
@@ -122,7 +127,7 @@ __global__ void block_dq_kernel(const T* __restrict__ dout, const T* __restrict_
 // queries that see key s; one warp per key row.
 template <typename T>
 __global__ void block_dkdv_kernel(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ kv,
-                                  const T* __restrict__ out, const float* __restrict__ lse, T* __restrict__ dkv,
+                                  const T* __restrict__ out, const float* __restrict__ lse, float* __restrict__ dkv,
                                   BlockDims d) {
   const int s = blockIdx.y * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (s >= d.Tk) return;
@@ -147,6 +152,29 @@ __global__ void block_dkdv_kernel(const T* __restrict__ dout, const T* __restric
   dv.add_to(dkv + d.value_at(b, s, g), 1.0f, d.D, lane);
 }
 
+// acc += x: a cuDNN block's gradients (q's dtype) into the f32 accumulators.
+template <typename T>
+__global__ void accumulate_kernel(float* __restrict__ acc, const T* __restrict__ x, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    acc[i] += to_f32(x[i]);
+}
+
+template <typename T>
+void accumulate(cudaStream_t stream, const Tensor& acc, const T* x) {
+  const int64_t n = acc.numel();
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(n, kThreads), 65535));
+  accumulate_kernel<T><<<blocks, kThreads, 0, stream>>>(acc.data_as<float>(), x, n);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+bool use_cudnn(const Context& ctx, const Tensor& q, const Tensor& kv, const AttentionConfig& cfg,
+               std::initializer_list<const Tensor*> others, bool backward) {
+  return attention_backend() != AttentionBackend::flash &&
+         cudnn_attention_block_supports(ctx, q, kv, cfg, others, backward);
+}
+
 BlockDims dims_of(const Tensor& q, const Tensor& kv, const AttentionConfig& cfg, BlockMask mask, const char* op) {
   TROUPE_CHECK(cfg.head_dim <= kMaxHeadDim, op, ": CUDA block attention supports head_dim up to ", kMaxHeadDim,
                ", got ", cfg.head_dim);
@@ -167,6 +195,10 @@ void attention_block_forward(const Context& ctx, const Tensor& q, const Tensor& 
   const BlockDims d = dims_of(q, kv, cfg, mask, op);
   if (d.B == 0 || d.Tq == 0) return;
   NvtxRange range(op);
+  if (use_cudnn(ctx, q, kv, cfg, {&out, &lse}, /*backward=*/false)) {
+    cudnn_attention_block_forward(ctx, q, kv, cfg, mask, out, lse);
+    return;
+  }
   const cudaStream_t stream = stream_of(ctx);
   dispatch_16bit(q.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -184,10 +216,10 @@ void attention_block_merge(const Context& ctx, const Tensor& out, const Tensor& 
   const int64_t rows = B * T * H;
   if (rows == 0) return;
   NvtxRange range(op);
-  dispatch_16bit(out.dtype(), op, [&](auto tag) {
+  dispatch_16bit(block_out.dtype(), op, [&](auto tag) {
     using Ty = typename decltype(tag)::type;
     block_merge_kernel<Ty><<<ceil_div(rows, kWarps), 32 * kWarps, 0, stream_of(ctx)>>>(
-        out.data_as<Ty>(), lse.data_as<float>(), block_out.data_as<Ty>(), block_lse.data_as<float>(), int(B), int(T),
+        out.data_as<float>(), lse.data_as<float>(), block_out.data_as<Ty>(), block_lse.data_as<float>(), int(B), int(T),
         int(H), int(D));
     TROUPE_CUDA_CHECK_LAUNCH();
   });
@@ -201,15 +233,28 @@ void attention_block_backward(const Context& ctx, const Tensor& dout, const Tens
   if (d.B == 0 || d.Tq == 0 || d.Tk == 0) return;
   NvtxRange range(op);
   const cudaStream_t stream = stream_of(ctx);
+  const bool cudnn = use_cudnn(ctx, q, kv, cfg, {&dout, &out, &lse}, /*backward=*/true);
   dispatch_16bit(q.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (cudnn) {
+      // This block's dq and dkv, then added: cuDNN writes its gradients, it does not accumulate.
+      const StreamBuffer<T> block_dq(stream, size_t(dq.numel())), block_dkv(stream, size_t(dkv.numel()));
+      const Tensor dq_part = Tensor::wrap(block_dq.get(), q.dtype(), dq.shape(), DeviceKind::cuda, ctx.device_index());
+      const Tensor dkv_part =
+          Tensor::wrap(block_dkv.get(), q.dtype(), dkv.shape(), DeviceKind::cuda, ctx.device_index());
+      cudnn_attention_block_backward(ctx, dout, q, kv, out, lse, cfg, mask, dq_part, dkv_part,
+                                     attention_backend() == AttentionBackend::cudnn_deterministic);
+      accumulate(stream, dq, block_dq.get());
+      accumulate(stream, dkv, block_dkv.get());
+      return;
+    }
     const T *dy = dout.data_as<T>(), *xq = q.data_as<T>(), *xkv = kv.data_as<T>(), *y = out.data_as<T>();
     const float* row_lse = lse.data_as<float>();
     block_dq_kernel<T><<<dim3(unsigned(d.B * d.H), ceil_div(d.Tq, kWarps)), 32 * kWarps, 0, stream>>>(
-        dy, xq, xkv, y, row_lse, dq.data_as<T>(), d);
+        dy, xq, xkv, y, row_lse, dq.data_as<float>(), d);
     TROUPE_CUDA_CHECK_LAUNCH();
     block_dkdv_kernel<T><<<dim3(unsigned(d.B * d.G), ceil_div(d.Tk, kWarps)), 32 * kWarps, 0, stream>>>(
-        dy, xq, xkv, y, row_lse, dkv.data_as<T>(), d);
+        dy, xq, xkv, y, row_lse, dkv.data_as<float>(), d);
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,17 +1,14 @@
-// Causal attention as cuDNN fused-attention graphs (see attention_cudnn.hpp), built on the backend
-// API the way cuDNN's frontend lowers its "composite" SDPA node for cuDNN 9.x: matmul, scale,
-// diagonal-band masks made of GEN_INDEX / CMP / BINARY_SELECT, a softmax made of reductions and
-// pointwise ops (emitting stats = max + log sum exp), matmul. cuDNN recognizes the pattern and
-// runs one fused flash-attention kernel; a graph it does not recognize finds no engine.
+// Attention as cuDNN fused-attention graphs (attention_cudnn_sdpa.cuh), built on the backend API
+// the way cuDNN's frontend lowers its "composite" SDPA node for cuDNN 9.x: matmul, scale, an
+// optional diagonal-band mask made of GEN_INDEX / CMP / BINARY_SELECT, a softmax made of
+// reductions and pointwise ops (emitting stats = max + log sum exp), matmul. cuDNN recognizes the
+// pattern and runs one fused flash-attention kernel; a graph it does not recognize finds no engine.
 //
-// Shapes (4-D, cuDNN's [batch, heads, rows, cols] with strides into our buffers, C3 = (H + 2G) D):
-//   Q  [B, H, T, D]  strides [T C3, D, C3, 1]        at qkv
-//   Kt [B, G, D, T]  strides [T C3, D, 1, C3]        at qkv + H D   (K transposed by strides)
-//   V  [B, G, T, D]  strides [T C3, D, C3, 1]        at qkv + (H + G) D   (backward: Vt, like Kt)
-//   O  [B, H, T, D]  strides [T H D, D, H D, 1]      at out (and dout)
-//   stats [B, H, T, 1] f32, strides [H T, T, 1, 1]  at lse
-// dq, dk, dv are written like Q, K, V into dqkv. The intermediates (scores [B, H, T, T], ...) are
-// virtual: they live in the fused kernel's registers and shared memory, never in device memory.
+// The views are SdpaShape's (K and, in the backward, V read transposed through strides); the
+// intermediates (scores [B, H, Tq, Tk], ...) are virtual: they live in the fused kernel's
+// registers and shared memory, never in device memory. Whole-sequence attention reads Q, K, V out
+// of the fused qkv [B, T, (H + 2G) D] (row stride (H + 2G) D) and writes dq, dk, dv into dqkv
+// the same way; this file also holds its entry points (attention_cudnn.hpp).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -24,6 +21,7 @@
 
 #include "kernels/cuda/attention_cudnn.hpp"
 #include "kernels/cuda/attention_cudnn_graph.cuh"
+#include "kernels/cuda/attention_cudnn_sdpa.cuh"
 #include "kernels/cuda/cuda_state.cuh"
 #include "kernels/cuda/runtime.hpp"
 
@@ -55,46 +53,40 @@ enum Uid : int64_t {
   kOne,
 };
 
-struct SdpaShape {
-  int64_t B, T, H, G, D;
-  cudnnDataType_t io;  // bf16 or f16
-  bool window;         // a sliding window W < T (its value is a by-value scalar)
-  int64_t c3() const { return (H + 2 * G) * D; }
-};
-
-cudnnDataType_t io_type(DType t) { return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
-
 std::string describe(const SdpaShape& s, const char* direction) {
-  return str_cat("causal attention ", direction, " (B=", s.B, " T=", s.T, " H=", s.H, " G=", s.G, " D=", s.D,
-                 s.io == CUDNN_DATA_BFLOAT16 ? " bf16" : " f16", s.window ? ", sliding window" : "", ")");
+  return str_cat(s.causal ? "causal" : "unmasked", " attention ", direction, " (B=", s.B, " Tq=", s.Tq, " Tk=", s.Tk,
+                 " H=", s.H, " G=", s.G, " D=", s.D, s.io == CUDNN_DATA_BFLOAT16 ? " bf16" : " f16",
+                 s.window ? ", sliding window" : "", ")");
 }
 
 // --- the graphs -------------------------------------------------------------------------------
 
-CudnnDims scores_dims(const SdpaShape& s) { return {s.B, s.H, s.T, s.T}; }
-CudnnDims scores_strides(const SdpaShape& s) { return {s.H * s.T * s.T, s.T * s.T, s.T, 1}; }
-CudnnDims row_dims(const SdpaShape& s) { return {s.B, s.H, s.T, 1}; }
-CudnnDims row_strides(const SdpaShape& s) { return {s.H * s.T, s.T, 1, 1}; }
+CudnnDims scores_dims(const SdpaShape& s) { return {s.B, s.H, s.Tq, s.Tk}; }
+CudnnDims scores_strides(const SdpaShape& s) { return {s.H * s.Tq * s.Tk, s.Tq * s.Tk, s.Tk, 1}; }
+CudnnDims row_dims(const SdpaShape& s) { return {s.B, s.H, s.Tq, 1}; }
+CudnnDims row_strides(const SdpaShape& s) { return {s.H * s.Tq, s.Tq, 1, 1}; }
 
-// Views into qkv (or dqkv): one query head [B, H, T, D] or kv head [B, G, T, D] per row, and a
-// kv head transposed [B, G, D, T].
-void declare_heads(CudnnGraph& g, const SdpaShape& s, int64_t uid, int64_t heads) {
-  const int64_t c3 = s.c3();
-  g.tensor(uid, s.io, {s.B, heads, s.T, s.D}, {s.T * c3, s.D, c3, 1});
+// Q or dQ [B, H, Tq, D]; K, V, dK or dV [B, G, Tk, D]; K or V transposed [B, G, D, Tk].
+void declare_q(CudnnGraph& g, const SdpaShape& s, int64_t uid) {
+  g.tensor(uid, s.io, {s.B, s.H, s.Tq, s.D}, {s.Tq * s.q_row, s.D, s.q_row, 1});
 }
-void declare_heads_transposed(CudnnGraph& g, const SdpaShape& s, int64_t uid) {
-  const int64_t c3 = s.c3();
-  g.tensor(uid, s.io, {s.B, s.G, s.D, s.T}, {s.T * c3, s.D, 1, c3});
+void declare_kv(CudnnGraph& g, const SdpaShape& s, int64_t uid) {
+  g.tensor(uid, s.io, {s.B, s.G, s.Tk, s.D}, {s.Tk * s.kv_row, s.D, s.kv_row, 1});
 }
-// out or dout [B, H, T, D].
+void declare_kv_transposed(CudnnGraph& g, const SdpaShape& s, int64_t uid) {
+  g.tensor(uid, s.io, {s.B, s.G, s.D, s.Tk}, {s.Tk * s.kv_row, s.D, 1, s.kv_row});
+}
+// out or dout [B, H, Tq, D].
 void declare_out(CudnnGraph& g, const SdpaShape& s, int64_t uid) {
-  g.tensor(uid, s.io, {s.B, s.H, s.T, s.D}, {s.T * s.H * s.D, s.D, s.H * s.D, 1});
+  g.tensor(uid, s.io, {s.B, s.H, s.Tq, s.D}, {s.Tq * s.H * s.D, s.D, s.H * s.D, 1});
 }
 
-// Keeps scores where keep(row, col) holds, -inf elsewhere; returns the masked scores.
+// Keeps scores where keep(row, col) holds, -inf elsewhere; returns the masked scores (the
+// scores themselves when the shape has no mask).
 //   causal:  row >= col                     (frontend: right bound 0, top-left diagonal)
 //   window:  col + W > row, i.e. i - W < j  (frontend: left bound W, top-left diagonal)
-int64_t causal_mask(CudnnGraph& g, const SdpaShape& s, int64_t scores) {
+int64_t apply_mask(CudnnGraph& g, const SdpaShape& s, int64_t scores) {
+  if (!s.causal) return scores;
   const CudnnDims dims = scores_dims(s), strides = scores_strides(s);
   const int64_t row = g.virtual_tensor(CUDNN_DATA_INT32, dims, strides);
   const int64_t col = g.virtual_tensor(CUDNN_DATA_INT32, dims, strides);
@@ -128,9 +120,9 @@ void declare_scalars(CudnnGraph& g, const SdpaShape& s) {
 // O = softmax(mask(Q K^T * scale)) V, stats = max + log(sum exp(scores - max)).
 std::unique_ptr<CudnnGraph> forward_graph(const SdpaShape& s) {
   auto g = std::make_unique<CudnnGraph>();
-  declare_heads(*g, s, kQ, s.H);
-  declare_heads_transposed(*g, s, kK);  // K^T
-  declare_heads(*g, s, kV, s.G);
+  declare_q(*g, s, kQ);
+  declare_kv_transposed(*g, s, kK);  // K^T
+  declare_kv(*g, s, kV);
   declare_out(*g, s, kO);
   g->tensor(kStats, CUDNN_DATA_FLOAT, row_dims(s), row_strides(s));
   declare_scalars(*g, s);
@@ -140,7 +132,7 @@ std::unique_ptr<CudnnGraph> forward_graph(const SdpaShape& s) {
   g->matmul(kQ, kK, scores);
   const int64_t scaled = g->virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
   g->pointwise(CUDNN_POINTWISE_MUL, scores, scaled, kScale);
-  const int64_t masked = causal_mask(*g, s, scaled);
+  const int64_t masked = apply_mask(*g, s, scaled);
 
   const int64_t row_max = g->virtual_tensor(CUDNN_DATA_FLOAT, rd, rs);
   g->reduction(CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
@@ -159,14 +151,14 @@ std::unique_ptr<CudnnGraph> forward_graph(const SdpaShape& s) {
   return g;
 }
 
-// a [B, H, T, D] (virtual, io type) summed over the H / G query heads of each kv head into `out`
-// [B, G, T, D]; with H == G the matmul writes `out` directly.
+// a b [B, H, Tk, D] (virtual, io type) summed over the H / G query heads of each kv head into
+// `out` [B, G, Tk, D]; with H == G the matmul writes `out` directly.
 void matmul_into_kv_heads(CudnnGraph& g, const SdpaShape& s, int64_t a, int64_t b, int64_t out) {
   if (s.H == s.G) {
     g.matmul(a, b, out);
     return;
   }
-  const int64_t full = g.virtual_tensor(s.io, {s.B, s.H, s.T, s.D}, {s.H * s.T * s.D, s.T * s.D, s.D, 1});
+  const int64_t full = g.virtual_tensor(s.io, {s.B, s.H, s.Tk, s.D}, {s.H * s.Tk * s.D, s.Tk * s.D, s.D, 1});
   g.matmul(a, b, full);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
 }
@@ -176,27 +168,27 @@ void matmul_into_kv_heads(CudnnGraph& g, const SdpaShape& s, int64_t a, int64_t 
 //   dS = P (dP - rowsum(dO O)) scale,    dK = dS^T Q,  dQ = dS K.
 std::unique_ptr<CudnnGraph> backward_graph(const SdpaShape& s, bool deterministic) {
   auto g = std::make_unique<CudnnGraph>();
-  const int64_t c3 = s.c3();
-  declare_heads(*g, s, kQ, s.H);
-  declare_heads_transposed(*g, s, kK);  // K^T
-  declare_heads_transposed(*g, s, kV);  // V^T: the backward only reads V transposed
+  declare_q(*g, s, kQ);
+  declare_kv_transposed(*g, s, kK);  // K^T
+  declare_kv_transposed(*g, s, kV);  // V^T: the backward only reads V transposed
   declare_out(*g, s, kO);
   declare_out(*g, s, kDO);
   g->tensor(kStats, CUDNN_DATA_FLOAT, row_dims(s), row_strides(s));
-  declare_heads(*g, s, kDQ, s.H);
-  declare_heads(*g, s, kDK, s.G);
-  declare_heads(*g, s, kDV, s.G);
+  declare_q(*g, s, kDQ);
+  declare_kv(*g, s, kDK);
+  declare_kv(*g, s, kDV);
   g->tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, row_dims(s), row_strides(s));
   declare_scalars(*g, s);
   g->scalar(kOne);
 
   const CudnnDims sd = scores_dims(s), ss = scores_strides(s), rd = row_dims(s), rs = row_strides(s);
-  const CudnnDims transposed = {s.H * s.T * s.T, s.T * s.T, 1, s.T};
+  // P and dS seen transposed, [B, H, Tk, Tq].
+  const CudnnDims transposed_dims = {s.B, s.H, s.Tk, s.Tq}, transposed = {s.H * s.Tq * s.Tk, s.Tq * s.Tk, 1, s.Tk};
 
   // rowsum(dO * O), kept in the workspace for the dS step. (The frontend gives the virtual
   // product these [b, h, s, d] strides; only its shape matters.)
   const int64_t d_o_o =
-      g->virtual_tensor(CUDNN_DATA_FLOAT, {s.B, s.H, s.T, s.D}, {s.H * s.T * s.D, s.T * s.D, s.H * s.D, 1});
+      g->virtual_tensor(CUDNN_DATA_FLOAT, {s.B, s.H, s.Tq, s.D}, {s.H * s.Tq * s.D, s.Tq * s.D, s.H * s.D, 1});
   g->pointwise(CUDNN_POINTWISE_MUL, kDO, d_o_o, kO);
   const int64_t d_o_o_sum = g->virtual_tensor(CUDNN_DATA_FLOAT, rd, rs);
   g->reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, d_o_o_sum);
@@ -209,12 +201,12 @@ std::unique_ptr<CudnnGraph> backward_graph(const SdpaShape& s, bool deterministi
   g->pointwise(CUDNN_POINTWISE_MUL, scores, scaled, kScale);
   const int64_t centered = g->virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
   g->pointwise(CUDNN_POINTWISE_SUB, scaled, centered, kStats);
-  const int64_t masked = causal_mask(*g, s, centered);
+  const int64_t masked = apply_mask(*g, s, centered);
   const int64_t probs = g->virtual_tensor(CUDNN_DATA_FLOAT, sd, ss);
   g->pointwise(CUDNN_POINTWISE_EXP, masked, probs);
 
   // dV = P^T dO (summed over each kv head's query heads).
-  const int64_t probs_t = g->virtual_tensor(s.io, sd, transposed);
+  const int64_t probs_t = g->virtual_tensor(s.io, transposed_dims, transposed);
   g->reshape(probs, probs_t);
   matmul_into_kv_heads(*g, s, probs_t, kDO, kDV);
 
@@ -229,17 +221,17 @@ std::unique_ptr<CudnnGraph> backward_graph(const SdpaShape& s, bool deterministi
   g->pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, ds, kScale);
 
   // dK = dS^T Q (summed over each kv head's query heads).
-  const int64_t ds_t = g->virtual_tensor(s.io, sd, transposed);
+  const int64_t ds_t = g->virtual_tensor(s.io, transposed_dims, transposed);
   g->reshape(ds, ds_t);
   matmul_into_kv_heads(*g, s, ds_t, kQ, kDK);
 
   // dQ = dS K, K seen again untransposed.
-  const int64_t k = g->virtual_tensor(CUDNN_DATA_FLOAT, {s.B, s.G, s.T, s.D}, {s.T * c3, s.D, c3, 1});
+  const int64_t k = g->virtual_tensor(CUDNN_DATA_FLOAT, {s.B, s.G, s.Tk, s.D}, {s.Tk * s.kv_row, s.D, s.kv_row, 1});
   g->reshape(kK, k);
   if (deterministic) {
     g->matmul(ds, k, kDQ);
   } else {
-    g->tensor(kDQAccum, CUDNN_DATA_FLOAT, {s.B, s.H, s.T, s.D}, {s.H * s.T * s.D, s.T * s.D, s.D, 1});
+    g->tensor(kDQAccum, CUDNN_DATA_FLOAT, {s.B, s.H, s.Tq, s.D}, {s.H * s.Tq * s.D, s.Tq * s.D, s.D, 1});
     g->matmul(ds, k, kDQAccum);
     g->pointwise(CUDNN_POINTWISE_IDENTITY, kDQAccum, kDQ);
   }
@@ -249,8 +241,8 @@ std::unique_ptr<CudnnGraph> backward_graph(const SdpaShape& s, bool deterministi
 // --- per-context state --------------------------------------------------------------------------
 
 struct PlanKey {
-  int64_t B, T, H, G, D, io, direction, window, deterministic;
-  auto tie() const { return std::tie(B, T, H, G, D, io, direction, window, deterministic); }
+  int64_t B, Tq, Tk, H, G, D, q_row, kv_row, io, causal, window, direction, deterministic;
+  auto tie() const { return std::tie(B, Tq, Tk, H, G, D, q_row, kv_row, io, causal, window, direction, deterministic); }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
 
@@ -303,14 +295,17 @@ void check_version() {
                " is loaded; install a matching cuDNN or set TROUPE_ATTENTION_BACKEND=flash");
 }
 
-SdpaShape shape_of(const Tensor& qkv, const AttentionConfig& cfg) {
-  const int64_t T = qkv.dim(1);
-  return {
-      qkv.dim(0), T, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, io_type(qkv.dtype()), cfg.window > 0 && cfg.window < T};
+}  // namespace
+
+float sdpa_scale(const AttentionConfig& cfg) {
+  return cfg.scale != 0.0f ? cfg.scale : 1.0f / std::sqrt(float(cfg.head_dim));
 }
 
-float scale_of(const AttentionConfig& cfg) {
-  return cfg.scale != 0.0f ? cfg.scale : 1.0f / std::sqrt(float(cfg.head_dim));
+namespace {
+
+PlanKey key_of(const SdpaShape& s, int64_t direction, bool deterministic) {
+  return {s.B,      s.Tq,          s.Tk,     s.H,      s.G,       s.D,          s.q_row,
+          s.kv_row, int64_t(s.io), s.causal, s.window, direction, deterministic};
 }
 
 // The plan for `key`, built (operation graph, heuristics, plan) on first use.
@@ -343,11 +338,94 @@ void* workspace_of(CudnnState& cs, size_t bytes) {
   return cs.workspace;
 }
 
-char* at_elements(const Tensor& t, int64_t offset) {
-  return static_cast<char*>(t.data()) + offset * int64_t(dtype_size(t.dtype()));
+}  // namespace
+
+cudnnDataType_t cudnn_io_type(DType t) { return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
+
+bool cudnn_sdpa_device_supported(const Context& ctx) {
+  return cudnn_state(ctx).sm_major >= 8;  // cuDNN's fused attention starts at Ampere
 }
 
-bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
+void cudnn_sdpa_forward(const Context& ctx, const SdpaShape& s, const SdpaBuffers& b, float scale, float window) {
+  check_version();
+  CudnnState& cs = cudnn_state(ctx);
+  float neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
+  std::vector<void*> ptrs = {
+      const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.stats, &scale, &neg_inf};
+  if (s.window) {
+    uids.push_back(kWindow);
+    ptrs.push_back(&window);
+  }
+  std::lock_guard<std::mutex> lock(cs.mutex);
+  const CudnnGraph& g = plan_for(cs, key_of(s, 0, false), s, "forward", false);
+  void* ws = workspace_of(cs, round_up(size_t(g.workspace_bytes())));
+  g.execute(cs.handle, uids, ptrs, ws);
+}
+
+void cudnn_sdpa_backward(const Context& ctx, const SdpaShape& s, const SdpaBuffers& b, float scale, float window,
+                         bool deterministic) {
+  check_version();
+  CudnnState& cs = cudnn_state(ctx);
+  float neg_inf = -std::numeric_limits<float>::infinity(), one = 1.0f;
+  std::lock_guard<std::mutex> lock(cs.mutex);
+  const CudnnGraph& g = plan_for(cs, key_of(s, 1, deterministic), s, "backward", deterministic);
+  // Workspace: the plan's, then rowsum(dO O) [B, H, Tq] f32, then (non-deterministic) dq in f32.
+  const size_t plan_bytes = round_up(size_t(g.workspace_bytes()));
+  const size_t sum_bytes = round_up(size_t(s.B * s.H * s.Tq) * sizeof(float));
+  const size_t dq_bytes = deterministic ? 0 : round_up(size_t(s.B * s.H * s.Tq * s.D) * sizeof(float));
+  char* ws = static_cast<char*>(workspace_of(cs, plan_bytes + sum_bytes + dq_bytes));
+
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kSoftmaxSum, kScale, kNegInf, kOne};
+  std::vector<void*> ptrs = {const_cast<void*>(b.q),
+                             const_cast<void*>(b.k),
+                             const_cast<void*>(b.v),
+                             b.o,
+                             const_cast<void*>(b.dout),
+                             b.stats,
+                             b.dq,
+                             b.dk,
+                             b.dv,
+                             ws + plan_bytes,
+                             &scale,
+                             &neg_inf,
+                             &one};
+  if (!deterministic) {
+    uids.push_back(kDQAccum);
+    ptrs.push_back(ws + plan_bytes + sum_bytes);
+  }
+  if (s.window) {
+    uids.push_back(kWindow);
+    ptrs.push_back(&window);
+  }
+  g.execute(cs.handle, uids, ptrs, ws);
+}
+
+// --- whole-sequence attention on a fused qkv (attention_cudnn.hpp) -----------------------------
+
+namespace {
+
+SdpaShape shape_of(const Tensor& qkv, const AttentionConfig& cfg) {
+  const int64_t T = qkv.dim(1), c3 = int64_t(cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim;
+  return {qkv.dim(0),
+          T,
+          T,
+          cfg.n_heads,
+          cfg.n_kv_heads,
+          cfg.head_dim,
+          c3,
+          c3,
+          cudnn_io_type(qkv.dtype()),
+          true,
+          cfg.window > 0 && cfg.window < T};
+}
+
+// Q, K and V inside qkv (and dq, dk, dv inside dqkv).
+void point_into_qkv(const SdpaShape& s, const Tensor& qkv, const void** q, const void** k, const void** v) {
+  *q = at_elements(qkv, 0);
+  *k = at_elements(qkv, s.H * s.D);
+  *v = at_elements(qkv, (s.H + s.G) * s.D);
+}
 
 }  // namespace
 
@@ -362,76 +440,33 @@ bool cudnn_attention_supports(const Context& ctx, const Tensor& qkv, const Atten
   if (!aligned16(qkv)) return false;
   for (const Tensor* t : others)
     if (!aligned16(*t)) return false;
-  return cudnn_state(ctx).sm_major >= 8;  // cuDNN's fused attention starts at Ampere
+  return cudnn_sdpa_device_supported(ctx);
 }
 
 void cudnn_attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
                              const Tensor& lse) {
-  check_version();
   const SdpaShape s = shape_of(qkv, cfg);
-  CudnnState& cs = cudnn_state(ctx);
-  const PlanKey key{s.B, s.T, s.H, s.G, s.D, int64_t(s.io), 0, s.window, 0};
-  float scale = scale_of(cfg), neg_inf = -std::numeric_limits<float>::infinity(), window = float(cfg.window);
-
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
-  std::vector<void*> ptrs = {at_elements(qkv, 0),
-                             at_elements(qkv, s.H * s.D),
-                             at_elements(qkv, (s.H + s.G) * s.D),
-                             out.data(),
-                             lse.data(),
-                             &scale,
-                             &neg_inf};
-  if (s.window) {
-    uids.push_back(kWindow);
-    ptrs.push_back(&window);
-  }
-  std::lock_guard<std::mutex> lock(cs.mutex);
-  const CudnnGraph& g = plan_for(cs, key, s, "forward", false);
-  void* ws = workspace_of(cs, round_up(size_t(g.workspace_bytes())));
-  g.execute(cs.handle, uids, ptrs, ws);
+  SdpaBuffers b;
+  point_into_qkv(s, qkv, &b.q, &b.k, &b.v);
+  b.o = out.data();
+  b.stats = lse.data_as<float>();
+  cudnn_sdpa_forward(ctx, s, b, sdpa_scale(cfg), float(cfg.window));
 }
 
 void cudnn_attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv, bool deterministic) {
-  check_version();
   const SdpaShape s = shape_of(qkv, cfg);
-  CudnnState& cs = cudnn_state(ctx);
-  const PlanKey key{s.B, s.T, s.H, s.G, s.D, int64_t(s.io), 1, s.window, deterministic};
-  float scale = scale_of(cfg), neg_inf = -std::numeric_limits<float>::infinity(), window = float(cfg.window),
-        one = 1.0f;
-  const int64_t k_at = s.H * s.D, v_at = (s.H + s.G) * s.D;
-
-  std::lock_guard<std::mutex> lock(cs.mutex);
-  const CudnnGraph& g = plan_for(cs, key, s, "backward", deterministic);
-  // Workspace: the plan's, then rowsum(dO O) [B, H, T] f32, then (non-deterministic) dq in f32.
-  const size_t plan_bytes = round_up(size_t(g.workspace_bytes()));
-  const size_t sum_bytes = round_up(size_t(s.B * s.H * s.T) * sizeof(float));
-  const size_t dq_bytes = deterministic ? 0 : round_up(size_t(s.B * s.H * s.T * s.D) * sizeof(float));
-  char* ws = static_cast<char*>(workspace_of(cs, plan_bytes + sum_bytes + dq_bytes));
-
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kSoftmaxSum, kScale, kNegInf, kOne};
-  std::vector<void*> ptrs = {at_elements(qkv, 0),
-                             at_elements(qkv, k_at),
-                             at_elements(qkv, v_at),
-                             out.data(),
-                             dout.data(),
-                             lse.data(),
-                             at_elements(dqkv, 0),
-                             at_elements(dqkv, k_at),
-                             at_elements(dqkv, v_at),
-                             ws + plan_bytes,
-                             &scale,
-                             &neg_inf,
-                             &one};
-  if (!deterministic) {
-    uids.push_back(kDQAccum);
-    ptrs.push_back(ws + plan_bytes + sum_bytes);
-  }
-  if (s.window) {
-    uids.push_back(kWindow);
-    ptrs.push_back(&window);
-  }
-  g.execute(cs.handle, uids, ptrs, ws);
+  SdpaBuffers b;
+  point_into_qkv(s, qkv, &b.q, &b.k, &b.v);
+  const void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  point_into_qkv(s, dqkv, &dq, &dk, &dv);
+  b.dq = const_cast<void*>(dq);
+  b.dk = const_cast<void*>(dk);
+  b.dv = const_cast<void*>(dv);
+  b.o = out.data();
+  b.dout = dout.data();
+  b.stats = lse.data_as<float>();
+  cudnn_sdpa_backward(ctx, s, b, sdpa_scale(cfg), float(cfg.window), deterministic);
 }
 
 }  // namespace cuda

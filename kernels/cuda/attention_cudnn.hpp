@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_block.hpp"
 
 namespace troupe::cuda {
 
@@ -65,5 +66,21 @@ void cudnn_attention_forward(const Context& ctx, const Tensor& qkv, const Attent
 // workspace) instead of the default one that accumulates dq in f32 with atomics.
 void cudnn_attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                               const Tensor& lse, const AttentionConfig& cfg, const Tensor& dqkv, bool deterministic);
+
+// Context parallelism's blocks (kernels/attention_block.hpp) on the same graphs: q [B, Tq, H*D]
+// and kv [B, Tk, 2*G*D] (keys, then values) read through strides; a causal block (the diagonal,
+// Tq == Tk) masks keys after the query, a full one masks nothing. Covered: bf16 or f16, head dim
+// 64 or 128, every tensor (q, kv and `others`) 16-byte aligned, sm_80+, and for the backward
+// Tq, Tk > 1. Arguments are assumed checked by attention_block_forward / _backward.
+bool cudnn_attention_block_supports(const Context& ctx, const Tensor& q, const Tensor& kv, const AttentionConfig& cfg,
+                                    std::initializer_list<const Tensor*> others, bool backward);
+// out [B, Tq, H*D] (q's dtype) and lse f32 [B, H, Tq], overwritten: this block's softmax only.
+void cudnn_attention_block_forward(const Context& ctx, const Tensor& q, const Tensor& kv, const AttentionConfig& cfg,
+                                   BlockMask mask, const Tensor& out, const Tensor& lse);
+// From the FINAL out and lse (after every merge): this block's dq [B, Tq, H*D] and dkv
+// [B, Tk, 2*G*D], in q's dtype, OVERWRITTEN (the caller adds them up).
+void cudnn_attention_block_backward(const Context& ctx, const Tensor& dout, const Tensor& q, const Tensor& kv,
+                                    const Tensor& out, const Tensor& lse, const AttentionConfig& cfg, BlockMask mask,
+                                    const Tensor& dq, const Tensor& dkv, bool deterministic);
 
 }  // namespace troupe::cuda

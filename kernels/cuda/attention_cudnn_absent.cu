@@ -28,5 +28,21 @@ void cudnn_attention_backward(const Context&, const Tensor&, const Tensor&, cons
   TROUPE_FAIL("cudnn_attention_backward: this build has no cuDNN");
 }
 
+bool cudnn_attention_block_supports(const Context&, const Tensor&, const Tensor&, const AttentionConfig&,
+                                    std::initializer_list<const Tensor*>, bool) {
+  return false;
+}
+
+void cudnn_attention_block_forward(const Context&, const Tensor&, const Tensor&, const AttentionConfig&, BlockMask,
+                                   const Tensor&, const Tensor&) {
+  TROUPE_FAIL("cudnn_attention_block_forward: this build has no cuDNN");
+}
+
+void cudnn_attention_block_backward(const Context&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                    const Tensor&, const AttentionConfig&, BlockMask, const Tensor&, const Tensor&,
+                                    bool) {
+  TROUPE_FAIL("cudnn_attention_block_backward: this build has no cuDNN");
+}
+
 }  // namespace cuda
 }  // namespace troupe

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "kernels/attention.hpp"
+#include "tests/kernels/attention_backend.hpp"
 #include "tests/test_util.hpp"
 
 #if TROUPE_HAVE_CUDA  // without CUDA this binary only skips, and the backend switch does not exist
@@ -19,31 +20,6 @@
 
 namespace troupe::test {
 namespace {
-
-enum class Backend { flash, cudnn, cudnn_deterministic };
-
-const char* backend_name(Backend b) {
-  return b == Backend::flash ? "flash" : b == Backend::cudnn ? "cudnn" : "cudnn_deterministic";
-}
-
-// Runs the test body on one backend, whatever TROUPE_ATTENTION_BACKEND says.
-class UseBackend {
- public:
-  explicit UseBackend(Backend b) {
-#if TROUPE_HAVE_CUDA
-    scope_.emplace(b == Backend::flash   ? cuda::AttentionBackend::flash
-                   : b == Backend::cudnn ? cuda::AttentionBackend::cudnn
-                                         : cuda::AttentionBackend::cudnn_deterministic);
-#else
-    (void)b;
-#endif
-  }
-
- private:
-#if TROUPE_HAVE_CUDA
-  std::optional<cuda::ScopedAttentionBackend> scope_;
-#endif
-};
 
 struct CudaCase {
   int64_t B, T;

@@ -4,11 +4,13 @@
 // parameter's gradient: GPT-2 (learned positions) and Llama (RoPE, RMSNorm, SwiGLU, GQA), dropout
 // on. The attention ring alone equals whole-sequence attention on each rank's rows.
 #include <mutex>
+#include <tuple>
 
 #include "actors/fabric/collective_groups.hpp"
 #include "model/context_parallel.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/train/optimizer.hpp"
+#include "tests/model/context_rows.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -129,12 +131,14 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ContextParallelModel,
                          [](const auto& info) { return layout_name(info.param); });
 
 // The ring alone: each rank's rows of out, lse and dqkv equal those rows of the whole sequence's
-// attention_forward / attention_backward (GQA, C = 2 and 4).
-class ContextAttentionRing : public ::testing::TestWithParam<int> {};
+// attention_forward / attention_backward (GQA, C = 2, 3 and 4; an odd C turns the double
+// buffers an odd number of times), with the passes on ctx or on a pass context of their own.
+class ContextAttentionRing : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(ContextAttentionRing, EqualsWholeSequenceAttention) {
-  const int C = GetParam();
-  const int64_t B = 2, T = 16, Tl = T / C;
+  const int C = std::get<0>(GetParam());
+  const bool own_pass_ctx = std::get<1>(GetParam());
+  const int64_t B = 2, T = 24, Tl = T / C;
   const AttentionConfig cfg{4, 2, 8};
   const int64_t W = (4 + 2 * 2) * 8, HD = 4 * 8;
   const Tensor qkv = random_normal({B, T, W}, 11, 1.5f), dout = random_normal({B, T, HD}, 12);
@@ -143,31 +147,25 @@ TEST_P(ContextAttentionRing, EqualsWholeSequenceAttention) {
   attention_forward(cpu(), qkv, cfg, out, lse);
   attention_backward(cpu(), dout, qkv, out, lse, cfg, dqkv);
   auto group = actors::make_cpu_group(C, {"cp", std::chrono::seconds(60)});
-  // Rows of a [B, T, w] tensor (or entries of an lse [B, H, T]) at this rank's global positions.
-  const auto local = [&](const ContextParallel& cp, const Tensor& whole, bool is_lse) {
-    const int64_t outer = is_lse ? B * 4 : B, w = is_lse ? 1 : whole.dim(2);
-    Tensor part = Tensor::host(DType::f32, is_lse ? Shape{B, 4, Tl} : Shape{B, Tl, w});
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t t = 0; t < Tl; ++t)
-        for (int64_t i = 0; i < w; ++i)
-          part.data_as<float>()[(o * Tl + t) * w + i] =
-              whole.data_as<float>()[(o * T + context_position(cp, Tl, t)) * w + i];
-    return part;
-  };
   run_threads(C, [&](int k) {
-    const ContextParallel cp{k, C, group[size_t(k)].get()};
-    const Tensor q = local(cp, qkv, false), dy = local(cp, dout, false);
+    const Context pass = Context::cpu();
+    const ContextParallel cp{k, C, group[size_t(k)].get(), own_pass_ctx ? &pass : nullptr};
+    const Tensor q = context_rows(cp, qkv, Tl, false), dy = context_rows(cp, dout, Tl, false);
     Tensor o = Tensor::host(DType::f32, {B, Tl, HD}), l = Tensor::host(DType::f32, {B, 4, Tl});
     Tensor dq = Tensor::host(DType::f32, q.shape());
     context_attention_forward(cpu(), cp, q, cfg, o, l);
     context_attention_backward(cpu(), cp, dy, q, o, l, cfg, dq);
-    EXPECT_LT(rel_error(o, local(cp, out, false)), 1e-5) << "rank " << k;
-    EXPECT_LT(max_abs_diff(l, local(cp, lse, true)), 1e-5) << "rank " << k;
-    EXPECT_LT(rel_error(dq, local(cp, dqkv, false)), 1e-5) << "rank " << k;
+    EXPECT_LT(rel_error(o, context_rows(cp, out, Tl, false)), 1e-5) << "rank " << k;
+    EXPECT_LT(max_abs_diff(l, context_rows(cp, lse, Tl, true)), 1e-5) << "rank " << k;
+    EXPECT_LT(rel_error(dq, context_rows(cp, dqkv, Tl, false)), 1e-5) << "rank " << k;
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, ContextAttentionRing, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Sizes, ContextAttentionRing, ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),
+                         [](const auto& info) {
+                           return str_cat("CP", std::get<0>(info.param),
+                                          std::get<1>(info.param) ? "_pass_context" : "_passes_on_ctx");
+                         });
 
 TEST(ContextParallelSplit, LocalTokensAreChunksIAnd2CMinus1MinusI) {
   Tensor tokens = Tensor::host(DType::i32, {1, 8});

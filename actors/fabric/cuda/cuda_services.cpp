@@ -230,17 +230,9 @@ std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bo
   return make_nccl_channel(from.device_index(), to.device_index(), timing);
 }
 
-std::shared_ptr<void> record_event(const Context& ctx) {
-  std::shared_ptr<void> e = make_event(false);
-  TROUPE_CUDA_CHECK(cudaEventRecord(event_of(e), stream_of(ctx)));
-  return e;
-}
-
 void stream_wait(const Context& ctx, const std::shared_ptr<void>& event) {
   TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(ctx), event_of(event), 0));
 }
-
-void event_wait(const std::shared_ptr<void>& event) { TROUPE_CUDA_CHECK(cudaEventSynchronize(event_of(event))); }
 
 std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1) {
   return std::make_unique<NcclPairReducer>(rank0.device_index(), rank1.device_index());

@@ -16,8 +16,6 @@ void buffer_free(const Context& ctx, const Tensor& t);
 Tensor buffer_upload(const Context& ctx, const Tensor& host);
 // Same device: a hand-over behind an event; different devices: NCCL.
 std::unique_ptr<Channel> make_channel(const Context& from, const Context& to, bool timing);
-// An event recorded on ctx's stream now.
-std::shared_ptr<void> record_event(const Context& ctx);
 // A fresh ncclUniqueId, as bytes: made by one process, handed to the others.
 std::vector<uint8_t> nccl_unique_id();
 // One end of a channel whose other end is in another process (NCCL send/recv on a two-rank
@@ -26,8 +24,6 @@ std::unique_ptr<Channel> make_process_channel(bool sending, const Context& ctx, 
                                               bool timing);
 // Work enqueued on ctx from now on waits for `event` (an Inbound's ready event, of any device).
 void stream_wait(const Context& ctx, const std::shared_ptr<void>& event);
-// Blocks the calling thread until `event` has completed.
-void event_wait(const std::shared_ptr<void>& event);
 // Different devices: an NCCL all-reduce over a two-rank communicator.
 std::unique_ptr<PairReducer> make_nccl_pair_reducer(const Context& rank0, const Context& rank1);
 
