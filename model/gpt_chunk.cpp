@@ -814,7 +814,8 @@ void GptChunk::enable_fp8(const Fp8Recipe& recipe) {
                    "multiples of 16 on GPUs, got ",
                    w);
   }
-  fp8_ = std::make_unique<Fp8Linears>(ctx_, recipe, 4 * layout_.num_layers(), tp_.comm);
+  fp8_ = std::make_unique<Fp8Linears>(ctx_, recipe, 4 * layout_.num_layers(),
+                                      std::vector<Collectives*>{tp_.comm, cp_.enabled() ? cp_.comm : nullptr});
 }
 
 void GptChunk::fp8_update_scales(const std::vector<Collectives*>& more_groups) {

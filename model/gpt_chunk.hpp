@@ -155,14 +155,15 @@ class GptChunk {
   // targets are then this rank's local tokens [B, T / C], at their global positions.
   void set_context_parallel(const ContextParallel& cp);
   const ContextParallel& context_parallel() const { return cp_; }
-  // FP8 training (model/fp8/fp8_linears.hpp), before the first forward: the transformer layers'
+  // FP8 training (model/fp8/fp8_linears.hpp), before the first forward and after
+  // set_context_parallel: the transformer layers'
   // qkv, proj, fc1 and fc2 run their GEMMs in FP8 (not the embedding and the output layer, as
   // Transformer Engine). Their GEMM epilogue fusions give way to separate GELU and residual ops.
   // Refused (naming the flags): MoE layers; on CUDA, widths that are not multiples of 16.
   void enable_fp8(const Fp8Recipe& recipe);
   bool fp8_enabled() const { return fp8_ != nullptr; }
   // Delayed scaling, once per optimizer step after the last backward: the step's amaxes reduced
-  // (max) over the tensor-parallel group and `more_groups` (the data-parallel one), then the next
+  // (max) over the tensor-parallel group and `more_groups` (the data x context one), then the next
   // scales. Nothing without FP8 or under tensorwise scaling.
   void fp8_update_scales(const std::vector<Collectives*>& more_groups = {});
   const Fp8Linears* fp8() const { return fp8_.get(); }

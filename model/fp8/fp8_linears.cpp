@@ -21,8 +21,10 @@ Fp8Linears::Meta make_meta(const Context& ctx, int64_t len, int64_t count) {
 
 }  // namespace
 
-Fp8Linears::Fp8Linears(const Context& ctx, const Fp8Recipe& recipe, int count, Collectives* tp_group)
-    : ctx_(ctx), recipe_(recipe), count_(count), tp_(tp_group && tp_group->size() > 1 ? tp_group : nullptr) {
+Fp8Linears::Fp8Linears(const Context& ctx, const Fp8Recipe& recipe, int count, std::vector<Collectives*> cast_groups)
+    : ctx_(ctx), recipe_(recipe), count_(count) {
+  for (Collectives* g : cast_groups)
+    if (g && g->size() > 1) cast_groups_.push_back(g);
   TROUPE_CHECK(recipe.enabled, "Fp8Linears: the recipe is off (no --fp8-format)");
   TROUPE_CHECK(count >= 0, "Fp8Linears: ", count, " linear layers");
   // Tensorwise scaling keeps only the amax of the cast at hand.
@@ -43,7 +45,7 @@ Fp8Operand Fp8Linears::quantize(Meta& meta, int t, Fp8Format f, const Tensor& x,
   if (recipe_.scaling == Fp8ScalingKind::tensorwise) {
     fill_zero(ctx_, amax);
     fp8_amax(ctx_, x, amax);
-    if (tp_) tp_->all_reduce(ctx_, amax, ReduceOp::max);
+    for (Collectives* g : cast_groups_) g->all_reduce(ctx_, amax, ReduceOp::max);
     fp8_scales_update(ctx_, amax.view({1, 1}), scale, scale_inv, {fp8_max(f), 0, false, false});
   } else if (record) {
     fp8_amax(ctx_, x, amax);

@@ -12,9 +12,10 @@
 // accumulates each tensor's amax into its history's newest row; update_scales() (once per
 // optimizer step, after the last backward) reduces those amaxes (max) over the given groups and
 // computes the next scales. Tensorwise scaling takes each cast's scale from that tensor's amax,
-// reduced over the tensor-parallel group first, so every rank of a sharded tensor scales alike.
+// reduced over the tensor-parallel group (and the context-parallel one, whose ranks hold other
+// tokens) first, so every rank of a sharded tensor scales as one device would.
 //
-//   Fp8Linears fp8(ctx, recipe, 4 * layers, tp.comm);
+//   Fp8Linears fp8(ctx, recipe, 4 * layers, {tp.comm});
 //   fp8.forward(0, ln1, qkv_w, qkv_b, qkv);
 //   fp8.backward(0, dqkv, ln1, qkv_w, dln1, dqkv_w, dqkv_b);
 //   fp8.update_scales({tp.comm, dp.comm});
@@ -30,8 +31,9 @@ namespace troupe {
 
 class Fp8Linears {
  public:
-  // `count` linear layers; tp_group: the tensor-parallel group's collectives (null: none).
-  Fp8Linears(const Context& ctx, const Fp8Recipe& recipe, int count, Collectives* tp_group);
+  // `count` linear layers; cast_groups: the groups whose ranks hold parts of one tensor (tensor-
+  // and context-parallel; null entries and single-member groups are skipped).
+  Fp8Linears(const Context& ctx, const Fp8Recipe& recipe, int count, std::vector<Collectives*> cast_groups);
 
   const Fp8Recipe& recipe() const { return recipe_; }
   // x [M, K]; w [N, K]; b [N] or undefined; y [M, N] (the compute dtype). record: delayed
@@ -64,7 +66,7 @@ class Fp8Linears {
   const Context& ctx_;
   Fp8Recipe recipe_;
   int count_;
-  Collectives* tp_;
+  std::vector<Collectives*> cast_groups_;
   Meta fwd_, bwd_;
   Tensor qx_, qw_, qdy_, qt_a_, qt_b_;  // scratch: quantized operands and transposes
 };
