@@ -23,6 +23,7 @@
 #include "apps/train/fault_injection.hpp"
 #include "apps/common/float_flags.hpp"
 #include "apps/train/megatron_flags.hpp"
+#include "apps/train/fp8_flags.hpp"
 #include "apps/train/moe_flags.hpp"
 #include "apps/train/supervisor.hpp"
 #include "apps/train/straggler_report.hpp"
@@ -80,6 +81,7 @@ struct TrainOptions {
   std::string cp_comm_type = "p2p";  // --cp-comm-type: only the ring (p2p)
   bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false;
   MoeFlags moe;              // --num-experts, --moe-* (apps/train/moe_flags.hpp)
+  Fp8Flags fp8;              // --fp8-* (apps/train/fp8_flags.hpp)
   RecomputeFlags recompute;  // --recompute-activations, --recompute-granularity, ... (model/recompute.hpp)
   int64_t ddp_bucket_size = 40000000;
   std::string schedule = "1f1b", device = "auto";
@@ -307,6 +309,8 @@ void check_zero_bubble_run(const TrainOptions& o, const GptConfig& model, const 
                " with activation recompute (--recompute-activations, --recompute-granularity) is not implemented: "
                "drop the recompute flags or use 1f1b");
   TROUPE_CHECK(o.context_size == 1, flag, " with --context-parallel-size > 1 is not implemented: use 1f1b");
+  TROUPE_CHECK(!cfg.fp8.enabled, flag,
+               " with --fp8-format is not implemented (its weight-gradient op has no FP8 path): use 1f1b");
 }
 
 // The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.
@@ -368,6 +372,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
       most_layers = std::max(most_layers, c.num_layers);
     check_recompute(cfg.recompute, most_layers);
   }
+  cfg.fp8 = fp8_recipe_from_flags(o.fp8);
   if (schedules::splits_backward(schedules::schedule_from_name(o.schedule))) check_zero_bubble_run(o, model, cfg);
   cfg.devices.cuda = cuda;
   cfg.devices.cpu_devices = cuda ? 0 : local_devices;
@@ -411,6 +416,9 @@ void print_run_header(const TrainOptions& o, const actors::TrainingConfig& cfg, 
       long(cfg.global_batch_size), long(o.train_iters), dtype_name(cfg.devices.compute));
   if (cfg.recompute.enabled())
     std::printf("  activation recompute: %s\n", recompute_description(cfg.recompute).c_str());
+  if (cfg.fp8.enabled)
+    std::printf("  fp8: %s; the transformer layers' linear GEMMs%s\n", fp8_recipe_str(cfg.fp8).c_str(),
+                cfg.devices.cuda ? "" : " (emulated on CPU devices)");
   if (model.moe.enabled())
     std::printf("  mixture of experts: %d experts, top-%d, layers %s, %s; %.2fM parameters active per token\n",
                 model.moe.num_experts, model.moe.moe_router_topk, moe_layer_freq_str(model.moe.moe_layer_freq).c_str(),
@@ -982,6 +990,7 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--prompt", o->prompt, "prompt for the sample");
 
   add_moe_flags(cmd, o->moe);
+  add_fp8_flags(cmd, o->fp8);
   add_megatron_compat_flags(cmd, o->megatron);
   static bool list_megatron_flags = false;  // prints docs/megatron-flags.md and exits
   cmd->add_flag("--list-megatron-flags", list_megatron_flags,

@@ -7,6 +7,7 @@
 #include "kernels/op_profiler.hpp"
 #include "kernels/vocab_parallel_cross_entropy.hpp"
 #include "model/config_moe.hpp"
+#include "model/fp8/fp8_linears.hpp"
 
 namespace troupe {
 
@@ -319,7 +320,7 @@ void GptChunk::recompute_layer(int i, ChunkActivations& a) {
     auto t = timed("ln2.fwd");
     norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
   }
-  if (p.tensors.mlp) mlp_activation_forward(w, s);
+  if (p.tensors.mlp) mlp_activation_forward(i, w, s, /*training=*/true);
 }
 
 void GptChunk::release(ActivationsPtr acts) {
@@ -504,7 +505,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   }
   {
     auto t = timed("qkv.fwd");
-    linear_forward(ctx_, s.ln1, w.qkv_w, w.qkv_b, s.qkv);
+    layer_linear_forward(i, LayerLinear::qkv, s.ln1, w.qkv_w, w.qkv_b, s.qkv, o.training);
   }
   if (c.qk_layernorm) {
     auto t = timed("qk_norm.fwd");
@@ -519,8 +520,9 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     auto t = timed("attention.fwd");
     core_attention_forward(s, B, T);
   }
-  // Without dropout or a tensor-parallel reduction in between, the residual add is the GEMM's C.
-  const bool residual_in_gemm = !drop && tp_.shard.size == 1;
+  // Without dropout or a tensor-parallel reduction in between, the residual add is the GEMM's C
+  // (not in FP8: its GEMM takes no C).
+  const bool residual_in_gemm = !drop && tp_.shard.size == 1 && !fp8_;
   Tensor h;
   if (residual_in_gemm) {
     auto t = timed("proj.fwd");
@@ -528,7 +530,7 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   } else {
     {
       auto t = timed("proj.fwd");
-      linear_forward(ctx_, s.attn, w.proj_w, rank0 ? w.proj_b : Tensor(), tmp.hidden);
+      layer_linear_forward(i, LayerLinear::proj, s.attn, w.proj_w, rank0 ? w.proj_b : Tensor(), tmp.hidden, o.training);
       h = reduce_rows(tmp.hidden, tmp.hidden_local);
     }
     if (drop) site_dropout(false, h, h, 1 + 2 * l, o.dropout_seed, B, T);
@@ -545,13 +547,13 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
     moe_forward(i, a, o, tmp.hidden);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   } else {
-    mlp_activation_forward(w, s);
+    mlp_activation_forward(i, w, s, o.training);
     auto t = timed("fc2.fwd");
     if (residual_in_gemm) {
       linear_residual_forward(ctx_, s.act, w.fc2_w, w.fc2_b, s.x_mid, y);
       return;
     }
-    linear_forward(ctx_, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden);
+    layer_linear_forward(i, LayerLinear::fc2, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden, o.training);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
   if (drop) site_dropout(false, h, h, 2 + 2 * l, o.dropout_seed, B, T);
@@ -583,18 +585,22 @@ void GptChunk::core_attention_forward(LayerActivations& s, int64_t batch, int64_
 }
 
 // s.fc1 and s.act from s.ln2: the MLP up to its second GEMM.
-void GptChunk::mlp_activation_forward(const LayerTensors& w, LayerActivations& s) {
-  if (!config().swiglu) {  // the GELU in fc1's GEMM epilogue on CUDA (kernels/linear_fused.hpp)
+void GptChunk::mlp_activation_forward(int i, const LayerTensors& w, LayerActivations& s, bool training) {
+  // The GELU in fc1's GEMM epilogue on CUDA (kernels/linear_fused.hpp); in FP8 a separate op.
+  if (!config().swiglu && !fp8_) {
     auto t = timed("fc1.fwd");
     linear_gelu_aux_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1, s.act);
     return;
   }
   {
     auto t = timed("fc1.fwd");
-    linear_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1);
+    layer_linear_forward(i, LayerLinear::fc1, s.ln2, w.fc1_w, w.fc1_b, s.fc1, training);
   }
   auto t = timed("act.fwd");
-  swiglu_forward(ctx_, s.fc1, s.act);
+  if (config().swiglu)
+    swiglu_forward(ctx_, s.fc1, s.act);
+  else
+    gelu_forward(ctx_, s.fc1, s.act);
 }
 
 // Each query head with the q weight, each key head with the k weight (Megatron's q_layernorm and
@@ -722,8 +728,8 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     {
       auto t = timed("fc2.bwd");
       const Tensor dfc2 = gather_rows(dy, tmp.dfull);
-      if (c.swiglu) {
-        linear_backward(ctx_, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+      if (c.swiglu || fp8_) {
+        layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
       } else {  // the GELU's backward in the input-gradient GEMM's epilogue (kernels/linear_fused.hpp)
         linear_backward(ctx_, dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
         linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, tmp.dfc1);
@@ -733,9 +739,12 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     if (c.swiglu) {
       auto t = timed("act.bwd");
       swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+    } else if (fp8_) {
+      auto t = timed("act.bwd");
+      gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
     }
     auto t = timed("fc1.bwd");
-    linear_backward(ctx_, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
+    layer_linear_backward(i, LayerLinear::fc1, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
     if (defer) keep_gradient(tmp.dfc1, s.dfc1);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
@@ -753,7 +762,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   {
     auto t = timed("proj.bwd");
     const Tensor dproj = gather_rows(dy, tmp.dfull);
-    linear_backward(ctx_, dproj, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+    layer_linear_backward(i, LayerLinear::proj, dproj, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
     if (defer) keep_gradient(dproj, s.dproj);
   }
   const int64_t qkv_cols = layout_.local_qkv_size();
@@ -779,7 +788,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   }
   {
     auto t = timed("qkv.bwd");
-    linear_backward(ctx_, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
+    layer_linear_backward(i, LayerLinear::qkv, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
     if (defer) keep_gradient(tmp.dqkv, s.dqkv);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
@@ -787,6 +796,52 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     auto t = timed("ln1.bwd");
     norm_backward(dln, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
   }
+}
+
+}  // namespace troupe
+
+namespace troupe {
+
+void GptChunk::enable_fp8(const Fp8Recipe& recipe) {
+  TROUPE_CHECK(recipe.enabled, "enable_fp8: the recipe is off");
+  TROUPE_CHECK(!config().moe.enabled(),
+               "--fp8-format with --num-experts is not implemented: the experts' grouped GEMMs have no FP8 path");
+  if (ctx_.is_cuda()) {
+    // cuBLASLt's FP8 GEMMs want every dimension a multiple of 16 (the rows, B*T, are checked
+    // by the GEMM).
+    const int64_t widths[] = {config().hidden_size, layout_.local_qkv_size(),
+                              int64_t(layout_.local_heads()) * config().head_dim(), layout_.local_ffn()};
+    for (int64_t w : widths)
+      TROUPE_CHECK(w % 16 == 0,
+                   "--fp8-format needs the linear layers' widths (per tensor-parallel rank) to be "
+                   "multiples of 16 on GPUs, got ",
+                   w);
+  }
+  fp8_ = std::make_unique<Fp8Linears>(ctx_, recipe, 4 * layout_.num_layers(),
+                                      std::vector<Collectives*>{tp_.comm, cp_.enabled() ? cp_.comm : nullptr});
+}
+
+void GptChunk::fp8_update_scales(const std::vector<Collectives*>& more_groups) {
+  if (!fp8_) return;
+  std::vector<Collectives*> groups = more_groups;
+  groups.insert(groups.begin(), tp_.comm);
+  fp8_->update_scales(groups);
+}
+
+void GptChunk::layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
+                                    const Tensor& y, bool training) {
+  if (fp8_)
+    fp8_->forward(4 * i + int(which), x, w, b, y, training);
+  else
+    linear_forward(ctx_, x, w, b, y);
+}
+
+void GptChunk::layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
+                                     const Tensor& dx, const Tensor& dw, const Tensor& db) {
+  if (fp8_)
+    fp8_->backward(4 * i + int(which), dy, x, w, dx, dw, db);
+  else
+    linear_backward(ctx_, dy, x, w, dx, dw, db);
 }
 
 }  // namespace troupe

@@ -35,11 +35,14 @@
 #include "model/activations.hpp"
 #include "model/config.hpp"
 #include "model/context_parallel.hpp"
+#include "model/fp8/fp8_recipe.hpp"
 #include "model/param_layout.hpp"
 #include "model/recompute.hpp"
 #include "model/tensor_parallel.hpp"
 
 namespace troupe {
+
+class Fp8Linears;
 
 struct ForwardOptions {
   bool training = true;          // dropout on; the loss gradient is produced (post-process)
@@ -153,6 +156,18 @@ class GptChunk {
   // targets are then this rank's local tokens [B, T / C], at their global positions.
   void set_context_parallel(const ContextParallel& cp);
   const ContextParallel& context_parallel() const { return cp_; }
+  // FP8 training (model/fp8/fp8_linears.hpp), before the first forward and after
+  // set_context_parallel: the transformer layers'
+  // qkv, proj, fc1 and fc2 run their GEMMs in FP8 (not the embedding and the output layer, as
+  // Transformer Engine). Their GEMM epilogue fusions give way to separate GELU and residual ops.
+  // Refused (naming the flags): MoE layers; on CUDA, widths that are not multiples of 16.
+  void enable_fp8(const Fp8Recipe& recipe);
+  bool fp8_enabled() const { return fp8_ != nullptr; }
+  // Delayed scaling, once per optimizer step after the last backward: the step's amaxes reduced
+  // (max) over the tensor-parallel group and `more_groups` (the data x context one), then the next
+  // scales. Nothing without FP8 or under tensorwise scaling.
+  void fp8_update_scales(const std::vector<Collectives*>& more_groups = {});
+  const Fp8Linears* fp8() const { return fp8_.get(); }
 
  private:
   struct Scratch;  // per-shape temporaries shared by all microbatches (one stream)
@@ -172,7 +187,7 @@ class GptChunk {
   void norm_gather_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y_full, const Tensor& mean,
                            const Tensor& rstd);
   void core_attention_forward(LayerActivations& s, int64_t batch, int64_t seq);
-  void mlp_activation_forward(const LayerTensors& w, LayerActivations& s);
+  void mlp_activation_forward(int i, const LayerTensors& w, LayerActivations& s, bool training);
   // An MoE layer's MLP: out [N, C] from s.ln2 (model/moe/moe_mlp.hpp); its backward writes
   // d(ln2) into dln2.
   void moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, const Tensor& out);
@@ -211,6 +226,12 @@ class GptChunk {
   void site_dropout(bool backward, const Tensor& x, const Tensor& y, int site, uint64_t seed, int64_t batch,
                     int64_t seq);
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
+  // A transformer layer's linears: in FP8 when enabled (fp8_), else linear_forward / linear_backward.
+  enum class LayerLinear { qkv, proj, fc1, fc2 };
+  void layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
+                            const Tensor& y, bool training);
+  void layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
+                             const Tensor& dx, const Tensor& dw, const Tensor& db);
 
   const Context& ctx_;
   TensorParallel tp_;
@@ -233,6 +254,7 @@ class GptChunk {
   OpProfiler* profiler_ = nullptr;
   std::function<void(int64_t)> grads_ready_;
   ContextParallel cp_;
+  std::unique_ptr<Fp8Linears> fp8_;
   Tensor cp_positions_;  // i32 [B * Tl]: the global positions of the local tokens (context parallelism)
   const Tensor& context_positions_of(int64_t batch, int64_t seq);
   // Context parallelism's pieces of forward and backward (model/gpt_chunk_context.cpp): out

@@ -9,6 +9,7 @@ namespace troupe {
 
 void GptChunk::set_context_parallel(const ContextParallel& cp) {
   TROUPE_CHECK(cp.size >= 1 && cp.rank >= 0 && cp.rank < cp.size, "GptChunk: context rank ", cp.rank, " of ", cp.size);
+  TROUPE_CHECK(!fp8_, "GptChunk: set_context_parallel before enable_fp8 (FP8 scales reduce over the context group)");
   if (cp.size > 1) {
     TROUPE_CHECK(cp.comm != nullptr && cp.comm->size() == cp.size && cp.comm->rank() == cp.rank,
                  "GptChunk: context rank ", cp.rank, " of ", cp.size, " needs the context group's collectives");

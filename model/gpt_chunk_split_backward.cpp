@@ -12,6 +12,9 @@ void GptChunk::backward_input(ChunkActivations& a, const Tensor& doutput, const 
   TROUPE_CHECK(a.has_grad, "backward_input: these activations come from a forward without training=true");
   // Each of these keeps tensors B would need past the op in a shared workspace, or computes weight
   // gradients B cannot defer yet.
+  TROUPE_CHECK(!fp8_,
+               "--pipeline-schedule zb-h1 with --fp8-format is not implemented (its weight-gradient op has no FP8 "
+               "path): use 1f1b");
   TROUPE_CHECK(!config().moe.enabled(),
                "--pipeline-schedule zb-h1 or zb-v with --num-experts (MoE layers) is not implemented: use 1f1b");
   TROUPE_CHECK(!recompute_.enabled(),

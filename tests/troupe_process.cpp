@@ -202,4 +202,13 @@ std::map<int64_t, std::string> logged_losses(const std::string& log) {
   return losses;
 }
 
+void expect_train_refused(const std::vector<std::string>& flags, const std::string& named, const std::string& tag) {
+  using namespace std::chrono_literals;
+  const TroupeExit o = run_to_exit(tiny_train_args(1, flags), tag, 120s);
+  ASSERT_TRUE(o.code.has_value()) << o.output;
+  EXPECT_NE(*o.code, 0) << o.output;
+  EXPECT_NE(o.output.find(named), std::string::npos) << named << "\n" << o.output;
+  EXPECT_EQ(o.output.find("iteration "), std::string::npos) << o.output;
+}
+
 }  // namespace troupe::test

@@ -62,6 +62,10 @@ TroupeExit run_to_exit(const std::vector<std::string>& launcher, const std::vect
 // `troupe train` of the tiny GPT-2 on random tokens, on the CPU: sequence 32, one sample per
 // iteration, `iters` iterations, no evaluation, a log line every iteration; then `extra`.
 std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::string>& extra);
+// `troupe train` on tiny_train_args(1, flags) must stop before its first iteration with a
+// non-zero exit and an output containing `named` (a refused flag combination); test failures
+// otherwise.
+void expect_train_refused(const std::vector<std::string>& flags, const std::string& named, const std::string& tag);
 // The first `docs` documents of the bundled Moby-Dick corpus preprocessed (GPT-2 BPE, an EOD after
 // each) into the folder `dir`; returns the --data-path prefix. Throws (troupe::Error) with the
 // command's output if it fails.

@@ -53,6 +53,9 @@ void StageOptimizer::finalize_grads() {
   const NvtxRange range("reduce grads stage ", w.stage());
   for (int c = 0; c < w.chunks(); ++c) w.model(c).reduce_tensor_parallel_grads();
   Collectives* dp = w.dp_group();
+  // Delayed FP8 scaling: the step's amaxes reduced over the tensor and data x context groups, so
+  // every replica and shard takes the next step's scales from the same amaxes.
+  for (int c = 0; c < w.chunks(); ++c) w.model(c).fp8_update_scales({dp});
   // MoE expert bias: every replica updates it from the token counts of all of them (Megatron
   // all-reduces local_tokens_per_expert over tp-cp-dp in finalize_model_grads), so all apply the same.
   if (dp != nullptr)

@@ -123,6 +123,13 @@ void validate(const TrainingConfig& c) {
   validate_context_parallel(c);
   const int M = microbatches_of(c);
   schedules::validate(effective_schedule(c.parallel), {P, V, M, c.parallel.group_size});
+  if (c.fp8.enabled) {
+    TROUPE_CHECK(effective_schedule(c.parallel) != schedules::Schedule::zb_h1,
+                 "--pipeline-schedule zb-h1 with --fp8-format is not implemented (its weight-gradient op has no FP8 "
+                 "path): use 1f1b");
+    TROUPE_CHECK(!c.model.moe.enabled(),
+                 "--fp8-format with --num-experts is not implemented: the experts' grouped GEMMs have no FP8 path");
+  }
   if (c.devices.cuda) {
     TROUPE_CHECK(cuda_available(), "GPU training was asked for, but no GPU is visible (use CPU devices instead)");
   } else {
@@ -323,6 +330,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
     auto chunk = std::make_unique<GptChunk>(*setup.context, model, spec, compute, tpar, multiple, config.recompute);
     if (C > 1)
       chunk->set_context_parallel({at.cp, C, member.cp[r], cp_contexts.empty() ? nullptr : cp_contexts[r].get()});
+    if (config.fp8.enabled) chunk->enable_fp8(config.fp8);
     chunk->init_weights(config.seed);
     sizes.push_back(chunk->params().numel());
     if (EP > 1) expert_runs.push_back(chunk->layout().expert_runs());

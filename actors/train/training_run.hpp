@@ -22,6 +22,7 @@
 #include "actors/monitor/monitor_schema.hpp"
 #include "data/data_loader.hpp"
 #include "model/config.hpp"
+#include "model/fp8/fp8_recipe.hpp"
 #include "model/recompute.hpp"
 #include "model/pipeline_split.hpp"
 #include "model/train/lr_schedule.hpp"
@@ -61,6 +62,7 @@ struct TrainingConfig {
   ParallelConfig parallel;
   DeviceConfig devices;
   RecomputeConfig recompute;  // --recompute-*: activations recomputed in backward (model/recompute.hpp)
+  Fp8Recipe fp8;              // --fp8-*: the linear layers' GEMMs in FP8 (model/fp8/fp8_recipe.hpp)
   OptimizerConfig optimizer;
   LrSchedule lr;
   float loss_scale = 0.0f;  // --loss-scale: constant (fp16); 0: dynamic when fp16, none otherwise

@@ -22,7 +22,7 @@ constexpr const char* kWandb =
     "Weights & Biases is not reachable from here: use --tensorboard-dir or `troupe monitor` (docs/monitoring.md)";
 constexpr const char* kExpertParallel =
     "expert tensor parallelism is not implemented: --expert-model-parallel-size splits the experts whole";
-constexpr const char* kFp8 = "fp8 training is not implemented: use --bf16 or --fp16";
+constexpr const char* kFp8Layers = "keeping the first and last layers out of FP8 is not implemented";
 constexpr const char* kScaler =
     "--fp16's dynamic loss scaler runs with Megatron's defaults; other settings are not implemented yet";
 constexpr const char* kDistCkpt = "only for Megatron's torch_dist format; Troupe's checkpoints are its own";
@@ -85,11 +85,13 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--moe-router-dtype", 1, kOnly, "fp32", "the router always computes its logits and scores in fp32 here"},
       {"--moe-permute-fusion", 0, kNoEffect, "", kFusion},
       {"--moe-input-jitter-eps", 1, kRefused, "", "router input jitter is not implemented"},
-      {"--fp8-format", 1, kRefused, "", kFp8},
-      {"--fp8-recipe", 1, kRefused, "", kFp8},
-      {"--fp8-amax-history-len", 1, kRefused, "", kFp8},
-      {"--fp8-amax-compute-algo", 1, kRefused, "", kFp8},
-      {"--fp8-param-gather", 0, kRefused, "", kFp8},
+      // FP8: --fp8-format, --fp8-recipe, --fp8-amax-*, --fp8-margin and --no-fp8-wgrad are options
+      // of `troupe train` (apps/train/fp8_flags.hpp, docs/train.md#fp8-training).
+      {"--fp8-param-gather", 0, kRefused, "", "FP8 parameters are not implemented: FP8 is a compute format here"},
+      {"--fp8-interval", 1, kOnly, "1", "scales are updated after every step (Megatron's deprecated default)"},
+      {"--first-last-layers-bf16", 0, kRefused, "", kFp8Layers},
+      {"--num-layers-at-start-in-bf16", 1, kRefused, "", kFp8Layers},
+      {"--num-layers-at-end-in-bf16", 1, kRefused, "", kFp8Layers},
       {"--apply-query-key-layer-scaling", 0, kRefused, "", "query-key layer scaling is not implemented"},
       {"--apply-layernorm-1p", 0, kRefused, "", "zero-centred (1 + weight) layer norms are not implemented"},
       {"--apply-residual-connection-post-layernorm", 0, kRefused, "", "only pre-norm layers are implemented"},

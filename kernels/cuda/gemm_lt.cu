@@ -51,6 +51,27 @@ LtShape lt_shape(const MatmulProblem& p) {
   return s;
 }
 
+// cuBLASLt's FP8 rules on Hopper: the TN form, 16-byte aligned leading dimensions (multiples of
+// 16 elements here), no e5m2 x e5m2, and of the epilogues only the bias.
+void check_fp8_problem(const MatmulProblem& p, int64_t m, int64_t n, int64_t k) {
+  const MatmulFp8& f = *p.fp8;
+  TROUPE_CHECK(p.a->dtype() == DType::u8 && p.b->dtype() == DType::u8, kOp, ": fp8 operands are u8 tensors, got ",
+               p.a->str(), " and ", p.b->str());
+  TROUPE_CHECK(!p.trans_a && p.trans_b, kOp, ": fp8 GEMMs take only d = a b^T (cuBLASLt's TN form)");
+  TROUPE_CHECK(!(f.a == Fp8Format::e5m2 && f.b == Fp8Format::e5m2), kOp, ": e5m2 x e5m2 has no fp8 GEMM");
+  TROUPE_CHECK(is_float(p.d->dtype()), kOp, ": d must be bf16, f16 or f32, got ", p.d->str());
+  TROUPE_CHECK(m % 16 == 0 && n % 16 == 0 && k % 16 == 0, kOp, ": fp8 GEMMs need M, N, K multiples of 16, got M=", m,
+               " N=", n, " K=", k);
+  TROUPE_CHECK(p.epilogue == MatmulEpilogue::none || p.epilogue == MatmulEpilogue::bias, kOp,
+               ": fp8 GEMMs take no epilogue but the bias");
+  TROUPE_CHECK(!p.c && !p.aux, kOp, ": fp8 GEMMs take no C tensor and no aux");
+  for (const Tensor* s : {f.a_scale_inv, f.b_scale_inv})
+    TROUPE_CHECK(s && s->is_cuda() && s->dtype() == DType::f32 && s->numel() == 1, kOp,
+                 ": fp8 GEMMs need f32 [1] scale_inv tensors on CUDA");
+}
+
+cudaDataType_t fp8_data_type(Fp8Format f) { return f == Fp8Format::e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
+
 void check_problem(const MatmulProblem& p) {
   TROUPE_CHECK(p.a && p.b && p.d, kOp, ": a, b and d are required");
   const Tensor &a = *p.a, &b = *p.b, &d = *p.d;
@@ -60,10 +81,14 @@ void check_problem(const MatmulProblem& p) {
   const int64_t kb = p.trans_b ? b.dim(1) : b.dim(0), n = p.trans_b ? b.dim(0) : b.dim(1);
   TROUPE_CHECK(k == kb && d.dim(0) == m && d.dim(1) == n, kOp, ": shapes do not chain: op(a) ", m, "x", k, ", op(b) ",
                kb, "x", n, ", d ", d.str());
-  TROUPE_CHECK(a.dtype() == b.dtype() && is_float(a.dtype()), kOp, ": a and b must share a float type, got ", a.str(),
-               " and ", b.str());
-  TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
-               " or f32, got ", d.str());
+  if (p.fp8) {
+    check_fp8_problem(p, m, n, k);
+  } else {
+    TROUPE_CHECK(a.dtype() == b.dtype() && is_float(a.dtype()), kOp, ": a and b must share a float type, got ", a.str(),
+                 " and ", b.str());
+    TROUPE_CHECK(d.dtype() == a.dtype() || d.dtype() == DType::f32, kOp, ": d must be ", dtype_name(a.dtype()),
+                 " or f32, got ", d.str());
+  }
   TROUPE_CHECK(a.is_cuda() && b.is_cuda() && d.is_cuda(), kOp, ": tensors must be on CUDA");
   const bool uses_aux = p.epilogue == MatmulEpilogue::gelu_aux || p.epilogue == MatmulEpilogue::dgelu;
   if (uses_aux) {
@@ -101,10 +126,19 @@ void set_desc(cublasLtMatmulDescOpaque_t& op, cublasLtMatmulDescAttributes_t att
 }
 
 void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& desc) {
-  const cudaDataType_t ab = blas_data_type(p.a->dtype(), kOp), dt = blas_data_type(p.d->dtype(), kOp);
+  const cudaDataType_t dt = blas_data_type(p.d->dtype(), kOp);
+  // cuBLASLt's A is our b, its B our a.
+  const cudaDataType_t lt_a = p.fp8 ? fp8_data_type(p.fp8->b) : blas_data_type(p.b->dtype(), kOp);
+  const cudaDataType_t lt_b = p.fp8 ? fp8_data_type(p.fp8->a) : blas_data_type(p.a->dtype(), kOp);
   TROUPE_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &s.trans_a, sizeof(s.trans_a));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &s.trans_b, sizeof(s.trans_b));
+  if (p.fp8) {
+    const void* a_scale = p.fp8->b_scale_inv->data();
+    const void* b_scale = p.fp8->a_scale_inv->data();
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale));
+    set_desc(desc.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale));
+  }
   if (p.aux) {  // column-major aux is D's shape: m rows (our N) with leading dimension m
     const void* aux = p.aux->data();
     const int64_t ld = s.m;
@@ -129,8 +163,8 @@ void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& d
     set_desc(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec));
     set_desc(desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vec_type, sizeof(vec_type));
   }
-  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.a, ab, s.a_rows, s.a_cols, s.a_rows));
-  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.b, ab, s.b_rows, s.b_cols, s.b_rows));
+  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.a, lt_a, s.a_rows, s.a_cols, s.a_rows));
+  TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.b, lt_b, s.b_rows, s.b_cols, s.b_rows));
   TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.d, dt, s.m, s.n, s.m));
 }
 
@@ -146,7 +180,7 @@ PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
           s.k,
           int64_t(p.trans_a),
           int64_t(p.trans_b),
-          int64_t(p.a->dtype()),
+          int64_t(p.a->dtype()) * 8 + (p.fp8 ? 1 + 2 * int64_t(p.fp8->a) + 4 * int64_t(p.fp8->b) : 0),
           int64_t(p.d->dtype()),
           int64_t(p.epilogue) * 2 + (p.vec != nullptr),
           alignment_of(p.a->data()),

@@ -4,7 +4,8 @@
 //
 // All matrices are contiguous row-major tensors. A is stored [M, K], or [K, M] when trans_a;
 // B is stored [K, N], or [N, K] when trans_b. A and B are bf16 or f16 (the same type); D is
-// the same 16-bit type or f32. Accumulation is f32 (CUBLAS_COMPUTE_32F).
+// the same 16-bit type or f32. Accumulation is f32 (CUBLAS_COMPUTE_32F). With `fp8` set, A and
+// B are u8 tensors of fp8 bytes (kernels/fp8_gemm.hpp: the TN form only, bias epilogue at most).
 //
 //   matmul_lt(ctx, x, false, w, true, y, 0.0f, MatmulEpilogue::bias, b);  // y = x w^T + b
 //
@@ -16,6 +17,7 @@
 
 #include <vector>
 
+#include "kernels/fp8.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe::cuda {
@@ -37,6 +39,14 @@ enum class MatmulEpilogue {
   dgelu,
 };
 
+// FP8 operands: formats and dequantization scales (f32 [1] on the device); D = a_scale_inv *
+// b_scale_inv * op(A) op(B). Hopper takes only trans_a false, trans_b true (K contiguous in both).
+struct MatmulFp8 {
+  Fp8Format a = Fp8Format::e4m3, b = Fp8Format::e4m3;
+  const Tensor* a_scale_inv = nullptr;
+  const Tensor* b_scale_inv = nullptr;
+};
+
 struct MatmulProblem {
   const Tensor* a = nullptr;
   bool trans_a = false;
@@ -50,6 +60,7 @@ struct MatmulProblem {
   // D = op(A) op(B) + C instead of + beta D (beta must be 0): C [M, N], D's type, may not alias D.
   // A residual add fused into the GEMM that makes the branch.
   const Tensor* c = nullptr;
+  const MatmulFp8* fp8 = nullptr;  // FP8 inputs (a and b u8), or null
 };
 
 // Enqueues the GEMM on ctx's stream.

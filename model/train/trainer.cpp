@@ -47,6 +47,7 @@ IterationStats Trainer::train_step(const std::vector<Batch>& microbatches) {
   }
   s.loss = loss_sum / double(s.tokens);
   s.moe = summarize_moe_stats(chunk_.take_moe_stats());
+  chunk_.fp8_update_scales();  // delayed FP8 scaling: the next step's scales from this one's amaxes
 
   const StepResult r = optimizer_.step(float(s.lr), s.loss_scale);
   s.skipped = r.skipped;

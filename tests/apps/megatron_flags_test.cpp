@@ -72,7 +72,7 @@ std::vector<std::string> tiny_in_samples(const std::vector<std::string>& extra) 
 
 TEST(MegatronFlags, UnimplementedMathIsAnErrorNamingTheFlag) {
   for (const std::vector<std::string>& flag : std::vector<std::vector<std::string>>{{"--decoupled-lr", "1e-4"},
-                                                                                    {"--fp8-format", "hybrid"},
+                                                                                    {"--fp8-param-gather"},
                                                                                     {"--apply-query-key-layer-scaling"},
                                                                                     {"--cp-comm-type", "a2a"},
                                                                                     {"--rotary-percent", "0.5"},

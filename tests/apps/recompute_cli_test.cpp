@@ -99,13 +99,7 @@ TEST_F(RecomputeCli, ConflictsExitNamingTheFlag) {
       {{"--recompute-activations", "--recompute-granularity", "full"}, "--recompute-activations (selective) and"},
       {{"--recompute-granularity", "partial"}, "--recompute-granularity"},
   };
-  for (const Case& c : cases) {
-    const TroupeExit o = run_to_exit(tiny_train_args(1, c.flags), "recompute_refused", 120s);
-    ASSERT_TRUE(o.code.has_value()) << o.output;
-    EXPECT_NE(*o.code, 0) << o.output;
-    EXPECT_TRUE(contains(o.output, c.named)) << c.named << "\n" << o.output;
-    EXPECT_FALSE(contains(o.output, "iteration ")) << o.output;
-  }
+  for (const Case& c : cases) expect_train_refused(c.flags, c.named, "recompute_refused");
 }
 
 }  // namespace

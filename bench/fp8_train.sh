@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# FP8 training on one GPU (issue 21): GPT-2 124M for ITERS iterations on the bundled corpus in
+# bf16 and in FP8 (--fp8-format hybrid under both recipes, delayed and tensorwise) through
+# `troupe train`, and a PyTorch reference in the same command (bench/fp8_torch_reference.py:
+# torch._scaled_mm linears with tensorwise scaling, and the same model in bf16). Prints each run's
+# first and last logged loss and tokens/s (ours: the mean iteration time of the last three log
+# lines, past the warm-up), and the ratios against our bf16 and against PyTorch's FP8.
+# Usage (repo root, after `source .devdeps/env.sh`): bench/fp8_train.sh [BUILD_DIR] [ITERS] [MBS]
+# TORCH_COMPILE=0 runs the reference eager.
+set -uo pipefail
+build=${1:-build}
+iters=${2:-500}
+mbs=${3:-16}
+troupe=$build/apps/troupe
+export PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}/fp8
+mkdir -p "$out"
+tokens_per_iter=$((mbs * 1024))
+
+"$troupe" preprocess --input assets/corpora/moby-dick.jsonl --output-prefix "$out/moby" \
+    --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --append-eod > "$out/pre.log" 2>&1 ||
+    { echo "preprocess failed:"; tail -3 "$out/pre.log"; }
+common=(--data-path "$out/moby_text_document" --split 98,2,0 --vocab-file assets/gpt2/gpt2-vocab.json
+        --merge-file assets/gpt2/gpt2-merges.txt --model gpt2-124m --micro-batch-size "$mbs"
+        --global-batch-size "$mbs" --train-iters "$iters" --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine
+        --lr-warmup-iters 20 --bf16 --log-interval 50 --eval-iters 0 --sample-tokens 0)
+compile=(--compile)
+[ "${TORCH_COMPILE:-1}" = 0 ] && compile=()
+
+# The mean of `troupe train`'s "elapsed time per iteration (ms)" over its last three log lines -> tokens/s.
+troupe_tokens_per_s() {  # log
+  grep -o 'elapsed time per iteration (ms): [0-9.]*' "$1" | tail -3 | grep -o '[0-9.]*$' |
+    awk -v t="$tokens_per_iter" '{ s += $1; n++ } END { if (n) printf "%.0f", t * 1000 / (s / n); else print 0 }'
+}
+loss_at() {  # log head|tail
+  grep -o 'lm loss: [0-9.E+-]*' "$1" | "$2" -1 | awk '{print $3}'
+}
+
+declare -A flags
+flags[bf16]=""
+flags[fp8-delayed]="--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 1024 --fp8-amax-compute-algo max"
+flags[fp8-tensorwise]="--fp8-format hybrid --fp8-recipe tensorwise"
+rows=()
+bf16_tps=0
+for name in bf16 fp8-delayed fp8-tensorwise; do
+  # shellcheck disable=SC2086
+  "$troupe" train "${common[@]}" ${flags[$name]} > "$out/$name.log" 2>&1 || { echo "$name failed:"; tail -5 "$out/$name.log"; }
+  tps=$(troupe_tokens_per_s "$out/$name.log")
+  [ "$name" = bf16 ] && bf16_tps=$tps
+  rows+=("$(printf '%-22s %9s %9s %10s' "troupe $name" "$(loss_at "$out/$name.log" head)" "$(loss_at "$out/$name.log" tail)" "$tps")")
+done
+torch_fp8_tps=0
+for mode in bf16 fp8; do
+  python3 bench/fp8_torch_reference.py --data "$out/moby_text_document.bin" --mode "$mode" --batch "$mbs" \
+      --iters "$iters" "${compile[@]}" > "$out/torch_$mode.log" 2>&1 || { echo "torch $mode failed:"; tail -5 "$out/torch_$mode.log"; }
+  res=$(grep '^RESULT' "$out/torch_$mode.log")
+  tps=$(echo "$res" | sed 's/.*"tokens_per_s": \([0-9.]*\).*/\1/' | awk '{printf "%.0f", $1}')
+  first=$(echo "$res" | sed 's/.*"first_loss": \([0-9.]*\).*/\1/')
+  last=$(echo "$res" | sed 's/.*"last_loss": \([0-9.]*\).*/\1/')
+  [ "$mode" = fp8 ] && torch_fp8_tps=$tps
+  rows+=("$(printf '%-22s %9s %9s %10s' "torch $mode" "${first:-?}" "${last:-?}" "${tps:-0}")")
+done
+echo "==== GPT-2 124M, $iters iterations of $mbs x 1024 tokens on Moby-Dick (hybrid FP8)"
+printf '%-22s %9s %9s %10s\n' run first_loss last_loss tokens/s
+printf '%s\n' "${rows[@]}"
+for name in fp8-delayed fp8-tensorwise; do
+  tps=$(troupe_tokens_per_s "$out/$name.log")
+  awk -v n="$name" -v t="$tps" -v b="$bf16_tps" -v r="$torch_fp8_tps" \
+    'BEGIN { printf "troupe %s: %.3fx our bf16, %.3fx torch fp8\n", n, (b > 0 ? t / b : 0), (r > 0 ? t / r : 0) }'
+done

@@ -1,0 +1,160 @@
+// FP8 casts, amax, transpose and the scale update on CUDA. The casts are cuda_fp8.h's
+// saturating conversions (cvt.rn.satfinite on sm_89+), which the CPU backend emulates bit-exactly.
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/fp8.hpp"
+#include "kernels/fp8_scale.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kAmaxBlocksPerSm = 2;
+constexpr int kTile = 32;  // transpose tile: kTile x kTile bytes through shared memory
+
+template <Fp8Format F>
+__device__ __forceinline__ uint8_t to_fp8(float x) {
+  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2);
+}
+
+template <Fp8Format F>
+__device__ __forceinline__ float from_fp8(uint8_t b) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(b, F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2);
+  return __half2float(__half(h));
+}
+
+template <typename T, Fp8Format F>
+__global__ void cast_kernel(const T* __restrict__ x, const float* __restrict__ scale, uint8_t* __restrict__ q,
+                            int64_t n) {
+  const float s = *scale;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    q[i] = to_fp8<F>(to_f32(x[i]) * s);
+}
+
+template <typename T, Fp8Format F>
+__global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale_inv, T* __restrict__ y,
+                                  int64_t n) {
+  const float s = *scale_inv;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(from_fp8<F>(q[i]) * s);
+}
+
+// |x| as bits: non-negative floats order as their bit patterns, NaN above infinity.
+template <typename T>
+__global__ void amax_kernel(const T* __restrict__ x, int64_t n, unsigned* __restrict__ amax) {
+  unsigned best = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    best = max(best, __float_as_uint(to_f32(x[i])) & 0x7FFFFFFFu);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+  if (threadIdx.x % 32 == 0) atomicMax(amax, best);
+}
+
+__global__ void transpose_kernel(const uint8_t* __restrict__ q, uint8_t* __restrict__ qt, int64_t rows, int64_t cols) {
+  __shared__ uint8_t tile[kTile][kTile + 1];
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+    const int64_t r = r0 + dy, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[dy][threadIdx.x] = q[r * cols + c];
+  }
+  __syncthreads();
+  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+    const int64_t c = c0 + dy, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) qt[c * rows + r] = tile[threadIdx.x][dy];
+  }
+}
+
+// One thread per tensor: its column of the history, its scale (kernels/fp8_scale.hpp's rule).
+__global__ void scales_update_kernel(float* __restrict__ history, float* __restrict__ scale,
+                                     float* __restrict__ scale_inv, int64_t len, int64_t count, float fp8_max,
+                                     int margin, bool amax_max, bool roll) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= count) return;
+  float amax = history[t];
+  if (amax_max)
+    for (int64_t k = 1; k < len; ++k) {
+      const float h = history[k * count + t];
+      amax = amax < h ? h : amax;  // std::max's comparison, as the CPU backend
+    }
+  scale[t] = fp8_scale_from_amax(amax, scale[t], fp8_max, margin);
+  scale_inv[t] = 1.0f / scale[t];
+  if (!roll) return;
+  for (int64_t k = len - 1; k > 0; --k) history[k * count + t] = history[(k - 1) * count + t];
+  history[t] = 0.0f;
+}
+
+unsigned grid_for(const Context& ctx, int64_t n) {
+  const int64_t blocks = std::max<int64_t>(1, (n + kThreads - 1) / kThreads);
+  return unsigned(std::min<int64_t>(blocks, int64_t(ctx.cuda_state().sm_count) * 32));
+}
+
+// Calls f(std::integral_constant<Fp8Format, F>{}).
+template <typename Fn>
+void dispatch_format(Fp8Format f, Fn&& fn) {
+  if (f == Fp8Format::e4m3)
+    fn(std::integral_constant<Fp8Format, Fp8Format::e4m3>{});
+  else
+    fn(std::integral_constant<Fp8Format, Fp8Format::e5m2>{});
+}
+
+}  // namespace
+
+void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "fp8_cast", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_format(f, [&](auto format) {
+      cast_kernel<T, decltype(format)::value><<<grid_for(ctx, n), kThreads, 0, ctx.cuda_state().stream>>>(
+          x.data_as<T>(), scale.data_as<float>(), q.data_as<uint8_t>(), n);
+    });
+  });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tensor& scale_inv, const Tensor& y) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  dispatch_float(y.dtype(), "fp8_dequantize", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_format(f, [&](auto format) {
+      dequantize_kernel<T, decltype(format)::value><<<grid_for(ctx, n), kThreads, 0, ctx.cuda_state().stream>>>(
+          q.data_as<uint8_t>(), scale_inv.data_as<float>(), y.data_as<T>(), n);
+    });
+  });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_amax(const Context& ctx, const Tensor& x, const Tensor& amax) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const unsigned grid = std::min(grid_for(ctx, n), unsigned(ctx.cuda_state().sm_count * kAmaxBlocksPerSm));
+  dispatch_float(x.dtype(), "fp8_amax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    amax_kernel<T><<<grid, kThreads, 0, ctx.cuda_state().stream>>>(x.data_as<T>(), n, amax.data_as<unsigned>());
+  });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt) {
+  const int64_t rows = q.dim(0), cols = q.dim(1);
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, kTile)), block(kTile, 8);
+  transpose_kernel<<<grid, block, 0, ctx.cuda_state().stream>>>(q.data_as<uint8_t>(), qt.data_as<uint8_t>(), rows,
+                                                                cols);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Tensor& scale, const Tensor& scale_inv,
+                       const Fp8ScalingParams& params) {
+  const int64_t len = amax_history.dim(0), count = amax_history.dim(1);
+  if (count == 0) return;
+  scales_update_kernel<<<ceil_div(count, kThreads), kThreads, 0, ctx.cuda_state().stream>>>(
+      amax_history.data_as<float>(), scale.data_as<float>(), scale_inv.data_as<float>(), len, count, params.fp8_max,
+      params.margin, params.amax_max, params.roll_history);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace troupe::cuda

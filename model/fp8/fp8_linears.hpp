@@ -1,0 +1,74 @@
+// The FP8 state and GEMMs of a chunk's linear layers (Transformer Engine's fp8 Linear): per
+// linear the scaling meta of its input x, its weight w (the recipe's forward format) and its
+// output gradient dy (the backward format), and the layer's three GEMMs in FP8:
+//
+//   forward:  y  = q(x) q(w)^T + b                      fp8_gemm(qx, qw)
+//   dgrad:    dx = q(dy) q(w)                           fp8_gemm(qdy, qw^T)
+//   wgrad:    dw += q(dy)^T q(x)                        fp8_gemm(qdy^T, qx^T), f32 (or, with
+//             --no-fp8-wgrad, linear_backward's GEMM on dy and x unquantized)
+//   db += column sums of dy (unquantized, as TE)
+//
+// Scales (kernels/fp8.hpp): delayed scaling casts with the scale of the steps before and
+// accumulates each tensor's amax into its history's newest row; update_scales() (once per
+// optimizer step, after the last backward) reduces those amaxes (max) over the given groups and
+// computes the next scales. Tensorwise scaling takes each cast's scale from that tensor's amax,
+// reduced over the tensor-parallel group (and the context-parallel one, whose ranks hold other
+// tokens) first, so every rank of a sharded tensor scales as one device would.
+//
+//   Fp8Linears fp8(ctx, recipe, 4 * layers, {tp.comm});
+//   fp8.forward(0, ln1, qkv_w, qkv_b, qkv);
+//   fp8.backward(0, dqkv, ln1, qkv_w, dln1, dqkv_w, dqkv_b);
+//   fp8.update_scales({tp.comm, dp.comm});
+#pragma once
+
+#include <vector>
+
+#include "kernels/collectives.hpp"
+#include "kernels/fp8_gemm.hpp"
+#include "model/fp8/fp8_recipe.hpp"
+
+namespace troupe {
+
+class Fp8Linears {
+ public:
+  // `count` linear layers; cast_groups: the groups whose ranks hold parts of one tensor (tensor-
+  // and context-parallel; null entries and single-member groups are skipped).
+  Fp8Linears(const Context& ctx, const Fp8Recipe& recipe, int count, std::vector<Collectives*> cast_groups);
+
+  const Fp8Recipe& recipe() const { return recipe_; }
+  // x [M, K]; w [N, K]; b [N] or undefined; y [M, N] (the compute dtype). record: delayed
+  // scaling records x's and w's amaxes (training forwards; evaluation leaves the scales alone).
+  void forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record = true);
+  // dy [M, N]; dx [M, K] (overwritten), dw f32 [N, K] and db f32 [N] (accumulated): each may
+  // be undefined.
+  void backward(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                const Tensor& db);
+  // Delayed scaling: the step's amaxes reduced (max) over each group (null entries skipped),
+  // then every tensor's next scale and the histories rolled. Nothing under tensorwise.
+  void update_scales(const std::vector<Collectives*>& groups);
+
+  // The scaling state, f32 on the device (tests, checkpoints of the future): forward tensors
+  // are columns 2i (x of linear i) and 2i + 1 (w), backward ones column i (dy).
+  struct Meta {
+    Tensor history;           // [L, T]; row 0 this step's amaxes
+    Tensor scale, scale_inv;  // [T]
+  };
+  const Meta& forward_meta() const { return fwd_; }
+  const Meta& backward_meta() const { return bwd_; }
+
+ private:
+  // q = the cast of x with meta tensor t's scale (its amax recorded when `record` or, tensorwise,
+  // computed).
+  Fp8Operand quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record = true);
+  // A byte buffer of `shape`, reusing `buf` when large enough (ops run in stream order).
+  Tensor bytes(Tensor& buf, const Shape& shape);
+
+  const Context& ctx_;
+  Fp8Recipe recipe_;
+  int count_;
+  std::vector<Collectives*> cast_groups_;
+  Meta fwd_, bwd_;
+  Tensor qx_, qw_, qdy_, qt_a_, qt_b_;  // scratch: quantized operands and transposes
+};
+
+}  // namespace troupe
