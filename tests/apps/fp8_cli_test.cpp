@@ -18,8 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 constexpr int64_t kIters = 8;
 
 class Fp8Cli : public ::testing::Test {

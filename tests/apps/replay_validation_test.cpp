@@ -122,7 +122,9 @@ void expect_what_if_matches(const Recorded& from, const Recorded& to, size_t ind
   const schedules::Simulation& w = from.report.what_ifs.at(index).simulation;
   EXPECT_NEAR(w.stats.bubble_fraction, to.report.stats.bubble_fraction, kPoints) << from.name << " -> " << to.name;
   const double ratio = step_ratio(w.stats.step_ns, to.report.stats.step_ns);
-  if (step) EXPECT_NEAR(ratio, 1.0, kPoints) << from.name << " -> " << to.name;
+  if (step) {
+    EXPECT_NEAR(ratio, 1.0, kPoints) << from.name << " -> " << to.name;
+  }
   std::printf("%s -> %s: predicted step / measured %.4f\n", from.name.c_str(), to.name.c_str(), ratio);
 }
 

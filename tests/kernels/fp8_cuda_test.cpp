@@ -173,7 +173,9 @@ TEST(Fp8Cuda, GemmMatchesCpu) {
     std::printf("  %lldx%lldx%lld %s x %s: rel error bf16 %.2e, f32 accumulate %.2e\n", (long long)c.m, (long long)c.k,
                 (long long)c.n, fp8_format_name(c.fa), fp8_format_name(c.fb), bf16_err, f32_err);
     EXPECT_LT(bf16_err, 5e-3);
-    EXPECT_LT(f32_err, 1e-5);
+    // Hopper's FP8 tensor cores accumulate with fewer bits than f32 between cuBLASLt's promotions
+    // (measured on an H100: 4e-5 to 1e-4 over K = 768..3072).
+    EXPECT_LT(f32_err, 2e-4);
   }
 }
 
