@@ -217,6 +217,9 @@ void attention_block_forward(const Context& ctx, const Tensor& q, const Tensor& 
 void attention_block_merge(const Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& block_out,
                            const Tensor& block_lse) {
   constexpr const char* op = "attention_block_merge";
+  TROUPE_CHECK(out.dtype() == DType::f32 && lse.dtype() == DType::f32 && block_lse.dtype() == DType::f32, op,
+               ": the running out and the lses accumulate in f32, got out ", dtype_name(out.dtype()), ", lse ",
+               dtype_name(lse.dtype()), ", block lse ", dtype_name(block_lse.dtype()));
   const int64_t B = out.dim(0), T = out.dim(1), H = lse.dim(1), D = out.dim(2) / H;
   const int64_t rows = B * T * H;
   if (rows == 0) return;
