@@ -105,7 +105,7 @@ class GPT(nn.Module):
         for b in self.blocks:
             x = b(x)
         logits = self.head(self.lnf(x)).float()
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def main():

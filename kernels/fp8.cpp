@@ -89,7 +89,9 @@ void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Ten
     expect_dtype(op, arg, *t, DType::f32);
   }
   expect_shape(op, "scale", scale, {count});
-  expect_shape(op, "scale_inv", scale_inv, {count});
+  TROUPE_CHECK((scale_inv.ndim() == 1 && scale_inv.dim(0) == count) ||
+                   (scale_inv.ndim() == 2 && scale_inv.dim(0) == count && scale_inv.dim(1) >= 1),
+               op, ": argument 'scale_inv' must be [", count, "] or [", count, ", r], got ", scale_inv.str());
   TROUPE_CHECK(params.fp8_max > 0.0f, op, ": fp8_max must be positive");
   if (ctx.is_cuda())
     TROUPE_ON_CUDA(cuda::fp8_scales_update(ctx, amax_history, scale, scale_inv, params));

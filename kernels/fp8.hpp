@@ -51,7 +51,9 @@ struct Fp8ScalingParams {
 };
 
 // For T tensors: amax_history f32 [L, T] (row 0: the amaxes fp8_amax accumulated this step,
-// row k: k steps older), scale and scale_inv f32 [T], all on ctx's device. Per tensor t, from
+// row k: k steps older), scale f32 [T] and scale_inv f32 [T] or [T, r] (then scale_inv[t] is
+// element t * r: kFp8ScaleRow in kernels/fp8_gemm.hpp aligns it for the GEMMs; the other
+// columns are left as they are), all on ctx's device. Per tensor t, from
 // amax = history[0, t] (or the max over rows): where amax is finite and > 0,
 // scale[t] = min(fp8_max / amax * 2^-margin, FLT_MAX) and scale_inv[t] = 1 / scale[t]; elsewhere
 // both stay (Transformer Engine's rule). Then, with roll_history, row k+1 = row k and row 0 = 0.

@@ -1,5 +1,7 @@
 #include "kernels/fp8_gemm.hpp"
 
+#include <cstdint>
+
 #include "kernels/dispatch.hpp"
 
 namespace troupe {
@@ -16,6 +18,9 @@ void expect_operand(const Context& ctx, const char* arg, const Fp8Operand& x, in
   expect_device(kOp, "scale_inv", ctx, x.scale_inv);
   expect_dtype(kOp, "scale_inv", x.scale_inv, DType::f32);
   expect_shape(kOp, "scale_inv", x.scale_inv, {1});
+  // Checked on every backend, so a CPU run refuses what the GPU's cuBLASLt would.
+  TROUPE_CHECK(reinterpret_cast<uintptr_t>(x.scale_inv.data()) % 16 == 0, kOp, ": the scale_inv of '", arg,
+               "' must be 16-byte aligned (a [T, kFp8ScaleRow] table's column 0), got ", x.scale_inv.str());
 }
 
 }  // namespace

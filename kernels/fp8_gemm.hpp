@@ -18,8 +18,13 @@ namespace troupe {
 struct Fp8Operand {
   Tensor data;  // u8 [rows, K]
   Fp8Format format = Fp8Format::e4m3;
-  Tensor scale_inv;  // f32 [1]
+  Tensor scale_inv;  // f32 [1], 16-byte aligned
 };
+
+// cuBLASLt reads an FP8 GEMM's scales only from 16-byte aligned addresses (elsewhere
+// cublasLtMatmul answers CUBLAS_STATUS_NOT_SUPPORTED, found on an H200). A table of T scales
+// meant for the GEMMs is [T, kFp8ScaleRow] f32, scale t at element t * kFp8ScaleRow.
+constexpr int64_t kFp8ScaleRow = 4;
 
 // d: [M, N] (f32 on the CPU; bf16, f16 or f32 on CUDA); bias: [N] of d's type or undefined;
 // beta 0 overwrites d, 1 accumulates (f32 d only: weight gradients).

@@ -15,7 +15,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "actors/fabric/collective_groups.hpp"
 #include "actors/fabric/device_services.hpp"
@@ -104,6 +106,27 @@ void validate_expert_parallel(const TrainingConfig& c) {
   // their stage's ops in the order of the group's first rank (RankLayout::order_group).
 }
 
+// FP8 GEMMs (cuBLASLt's, and the CPU emulation refusing alike) take M, N and K in multiples of
+// 16: a linear's tokens and each of its widths on one tensor-parallel rank, whichever of them a
+// forward, input-gradient or weight-gradient GEMM puts in which place.
+void validate_fp8_shapes(const TrainingConfig& c) {
+  const GptConfig& m = c.model;
+  const int T = c.parallel.tensor_size;
+  const int64_t tokens = int64_t(c.micro_batch_size) * m.seq_length / c.parallel.context_size;
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"the tokens of a microbatch on one rank (--micro-batch-size x --seq-length / --context-parallel-size)",
+       tokens},
+      {"--hidden-size", m.hidden_size},
+      {"the QKV projection's width per tensor-parallel rank ((heads + 2 x query groups) x head dim / TP)",
+       m.qkv_size() / T},
+      {"the attention output's width per tensor-parallel rank (heads x head dim / TP)",
+       int64_t(m.num_attention_heads) * m.head_dim() / T},
+      {"--ffn-hidden-size per tensor-parallel rank", m.ffn() / T},
+  };
+  for (const auto& [what, size] : sizes)
+    TROUPE_CHECK(size % 16 == 0, "--fp8-format: FP8 GEMMs need sizes that are multiples of 16; ", what, " is ", size);
+}
+
 void validate(const TrainingConfig& c) {
   c.model.validate();
   const int P = c.parallel.pipeline_size, V = c.parallel.virtual_chunks, L = c.model.num_layers;
@@ -127,13 +150,9 @@ void validate(const TrainingConfig& c) {
     TROUPE_CHECK(!schedules::splits_backward(effective_schedule(c.parallel)),
                  "--pipeline-schedule zb-h1 / zb-v with --fp8-format is not implemented (the weight-gradient op has "
                  "no FP8 path): use 1f1b");
-    // On an H100 the FP8 linears' cuBLASLt GEMMs failed with CUBLAS_STATUS_NOT_SUPPORTED
-    // (fp8_linears_cuda_test, 2026-11-26); until that passes, FP8 trains on CPU devices only.
-    TROUPE_CHECK(!c.devices.cuda,
-                 "--fp8-format on GPUs is not available yet (cuBLASLt refused the FP8 linears' GEMMs on an H100): "
-                 "drop --fp8-format, or run on CPU devices (--device cpu, the FP8 emulation)");
     TROUPE_CHECK(!c.model.moe.enabled(),
                  "--fp8-format with --num-experts is not implemented: the experts' grouped GEMMs have no FP8 path");
+    validate_fp8_shapes(c);
   }
   if (c.devices.cuda) {
     TROUPE_CHECK(cuda_available(), "GPU training was asked for, but no GPU is visible (use CPU devices instead)");

@@ -77,12 +77,13 @@ void fp8_scales_update(const Tensor& amax_history, const Tensor& scale, const Te
   float* history = amax_history.data_as<float>();
   float* s = scale.data_as<float>();
   float* s_inv = scale_inv.data_as<float>();
+  const int64_t inv_row = scale_inv.numel() / std::max<int64_t>(count, 1);
   for (int64_t t = 0; t < count; ++t) {
     float amax = history[t];
     if (params.amax_max)
       for (int64_t k = 1; k < len; ++k) amax = std::max(amax, history[k * count + t]);
     s[t] = fp8_scale_from_amax(amax, s[t], params.fp8_max, params.margin);
-    s_inv[t] = 1.0f / s[t];
+    s_inv[t * inv_row] = 1.0f / s[t];
     if (!params.roll_history) continue;
     for (int64_t k = len - 1; k > 0; --k) history[k * count + t] = history[(k - 1) * count + t];
     history[t] = 0.0f;

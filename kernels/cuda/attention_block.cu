@@ -172,11 +172,7 @@ void accumulate(cudaStream_t stream, const Tensor& acc, const T* x) {
 
 bool use_cudnn(const Context& ctx, const Tensor& q, const Tensor& kv, const AttentionConfig& cfg,
                std::initializer_list<const Tensor*> others, bool backward) {
-  // Off until its cuDNN graphs run: on an H100 every supported block failed at execute with
-  // CUDNN_STATUS_BAD_PARAM_NULL_POINTER (isCompatibleVariantPack; attention_block_cuda_test,
-  // 2026-11-26). The kernels below are correct for every shape, only slower.
-  constexpr bool kCudnnBlocks = false;
-  return kCudnnBlocks && attention_backend() != AttentionBackend::flash &&
+  return attention_backend() != AttentionBackend::flash &&
          cudnn_attention_block_supports(ctx, q, kv, cfg, others, backward);
 }
 

@@ -9,6 +9,7 @@
 // registers and shared memory, never in device memory. Whole-sequence attention reads Q, K, V out
 // of the fused qkv [B, T, (H + 2G) D] (row stride (H + 2G) D) and writes dq, dk, dv into dqkv
 // the same way; this file also holds its entry points (attention_cudnn.hpp).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -111,11 +112,31 @@ int64_t apply_mask(CudnnGraph& g, const SdpaShape& s, int64_t scores) {
   return banded;
 }
 
+// The by-value scalars a shape's graph uses: cuDNN refuses a variant pack that binds a tensor
+// its graph does not have (CUDNN_STATUS_BAD_PARAM_NULL_POINTER), so an unmasked graph has no -inf.
 void declare_scalars(CudnnGraph& g, const SdpaShape& s) {
   g.scalar(kScale);
-  g.scalar(kNegInf);
+  if (s.causal) g.scalar(kNegInf);
   if (s.window) g.scalar(kWindow);
 }
+
+// Host values of those scalars, bound by pointer in a call's variant pack.
+struct SdpaScalars {
+  float scale, window;
+  float neg_inf = -std::numeric_limits<float>::infinity();
+  void bind(const SdpaShape& s, std::vector<int64_t>& uids, std::vector<void*>& ptrs) {
+    uids.push_back(kScale);
+    ptrs.push_back(&scale);
+    if (s.causal) {
+      uids.push_back(kNegInf);
+      ptrs.push_back(&neg_inf);
+    }
+    if (s.window) {
+      uids.push_back(kWindow);
+      ptrs.push_back(&window);
+    }
+  }
+};
 
 // O = softmax(mask(Q K^T * scale)) V, stats = max + log(sum exp(scores - max)).
 std::unique_ptr<CudnnGraph> forward_graph(const SdpaShape& s) {
@@ -328,6 +349,8 @@ const CudnnGraph& plan_for(CudnnState& cs, const PlanKey& key, const SdpaShape& 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
 void* workspace_of(CudnnState& cs, size_t bytes) {
+  // Never null: a plan that needs no workspace still gets a valid pointer in its variant pack.
+  bytes = std::max(bytes, size_t(256));
   if (bytes > cs.workspace_bytes) {
     device_free(cs.device, cs.workspace);  // cudaFree waits for work still using it
     cs.workspace = nullptr;
@@ -349,14 +372,10 @@ bool cudnn_sdpa_device_supported(const Context& ctx) {
 void cudnn_sdpa_forward(const Context& ctx, const SdpaShape& s, const SdpaBuffers& b, float scale, float window) {
   check_version();
   CudnnState& cs = cudnn_state(ctx);
-  float neg_inf = -std::numeric_limits<float>::infinity();
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
-  std::vector<void*> ptrs = {
-      const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.stats, &scale, &neg_inf};
-  if (s.window) {
-    uids.push_back(kWindow);
-    ptrs.push_back(&window);
-  }
+  SdpaScalars scalars{scale, window};
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats};
+  std::vector<void*> ptrs = {const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.stats};
+  scalars.bind(s, uids, ptrs);
   std::lock_guard<std::mutex> lock(cs.mutex);
   const CudnnGraph& g = plan_for(cs, key_of(s, 0, false), s, "forward", false);
   void* ws = workspace_of(cs, round_up(size_t(g.workspace_bytes())));
@@ -367,7 +386,8 @@ void cudnn_sdpa_backward(const Context& ctx, const SdpaShape& s, const SdpaBuffe
                          bool deterministic) {
   check_version();
   CudnnState& cs = cudnn_state(ctx);
-  float neg_inf = -std::numeric_limits<float>::infinity(), one = 1.0f;
+  float one = 1.0f;
+  SdpaScalars scalars{scale, window};
   std::lock_guard<std::mutex> lock(cs.mutex);
   const CudnnGraph& g = plan_for(cs, key_of(s, 1, deterministic), s, "backward", deterministic);
   // Workspace: the plan's, then rowsum(dO O) [B, H, Tq] f32, then (non-deterministic) dq in f32.
@@ -376,7 +396,7 @@ void cudnn_sdpa_backward(const Context& ctx, const SdpaShape& s, const SdpaBuffe
   const size_t dq_bytes = deterministic ? 0 : round_up(size_t(s.B * s.H * s.Tq * s.D) * sizeof(float));
   char* ws = static_cast<char*>(workspace_of(cs, plan_bytes + sum_bytes + dq_bytes));
 
-  std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kSoftmaxSum, kScale, kNegInf, kOne};
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kSoftmaxSum, kOne};
   std::vector<void*> ptrs = {const_cast<void*>(b.q),
                              const_cast<void*>(b.k),
                              const_cast<void*>(b.v),
@@ -387,16 +407,11 @@ void cudnn_sdpa_backward(const Context& ctx, const SdpaShape& s, const SdpaBuffe
                              b.dk,
                              b.dv,
                              ws + plan_bytes,
-                             &scale,
-                             &neg_inf,
                              &one};
+  scalars.bind(s, uids, ptrs);
   if (!deterministic) {
     uids.push_back(kDQAccum);
     ptrs.push_back(ws + plan_bytes + sum_bytes);
-  }
-  if (s.window) {
-    uids.push_back(kWindow);
-    ptrs.push_back(&window);
   }
   g.execute(cs.handle, uids, ptrs, ws);
 }

@@ -263,6 +263,12 @@ void CudnnGraph::execute(cudnnHandle_t handle, const std::vector<int64_t>& uids,
                          void* workspace) const {
   TROUPE_CHECK(built_, "cuDNN graph executed before build()");
   TROUPE_CHECK(uids.size() == pointers.size(), "cuDNN graph: ", uids.size(), " ids for ", pointers.size(), " pointers");
+  // cuDNN answers a stray id with a NULL_POINTER status that does not name it.
+  for (size_t i = 0; i < uids.size(); ++i) {
+    TROUPE_CHECK(tensors_.count(uids[i]) && uids[i] < kFirstVirtualUid, "cuDNN graph: the variant pack binds id ",
+                 uids[i], ", which is not a tensor of the graph");
+    TROUPE_CHECK(pointers[i] != nullptr, "cuDNN graph: the variant pack binds id ", uids[i], " to a null pointer");
+  }
   CudnnDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data());
   pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(pointers.size()), pointers.data());

@@ -68,7 +68,8 @@ __global__ void transpose_kernel(const uint8_t* __restrict__ q, uint8_t* __restr
 
 // One thread per tensor: its column of the history, its scale (kernels/fp8_scale.hpp's rule).
 __global__ void scales_update_kernel(float* __restrict__ history, float* __restrict__ scale,
-                                     float* __restrict__ scale_inv, int64_t len, int64_t count, float fp8_max,
+                                     float* __restrict__ scale_inv, int64_t inv_row, int64_t len, int64_t count,
+                                     float fp8_max,
                                      int margin, bool amax_max, bool roll) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= count) return;
@@ -79,7 +80,7 @@ __global__ void scales_update_kernel(float* __restrict__ history, float* __restr
       amax = amax < h ? h : amax;  // std::max's comparison, as the CPU backend
     }
   scale[t] = fp8_scale_from_amax(amax, scale[t], fp8_max, margin);
-  scale_inv[t] = 1.0f / scale[t];
+  scale_inv[t * inv_row] = 1.0f / scale[t];
   if (!roll) return;
   for (int64_t k = len - 1; k > 0; --k) history[k * count + t] = history[(k - 1) * count + t];
   history[t] = 0.0f;
@@ -152,7 +153,8 @@ void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Ten
   const int64_t len = amax_history.dim(0), count = amax_history.dim(1);
   if (count == 0) return;
   scales_update_kernel<<<ceil_div(count, kThreads), kThreads, 0, ctx.cuda_state().stream>>>(
-      amax_history.data_as<float>(), scale.data_as<float>(), scale_inv.data_as<float>(), len, count, params.fp8_max,
+      amax_history.data_as<float>(), scale.data_as<float>(), scale_inv.data_as<float>(), scale_inv.numel() / count, len,
+      count, params.fp8_max,
       params.margin, params.amax_max, params.roll_history);
   TROUPE_CUDA_CHECK_LAUNCH();
 }

@@ -195,9 +195,20 @@ std::mutex plan_mutex;
 std::map<PlanKey, cublasLtMatmulAlgo_t> plan_cache;  // guarded by plan_mutex
 
 std::string describe(const MatmulProblem& p) {
+  const std::string types = p.fp8 ? str_cat(fp8_format_name(p.fp8->a), " x ", fp8_format_name(p.fp8->b))
+                                  : std::string(dtype_name(p.a->dtype()));
   return str_cat("M=", p.d->dim(0), " N=", p.d->dim(1), " K=", p.trans_a ? p.a->dim(0) : p.a->dim(1),
-                 " trans_a=", p.trans_a, " trans_b=", p.trans_b, " ", dtype_name(p.a->dtype()), "->",
-                 dtype_name(p.d->dtype()), " epilogue=", int(p.epilogue));
+                 " trans_a=", p.trans_a, " trans_b=", p.trans_b, " ", types, "->", dtype_name(p.d->dtype()),
+                 " beta=", p.beta, " epilogue=", int(p.epilogue), p.vec ? str_cat(" vec ", p.vec->str()) : "",
+                 " alignments a ", alignment_of(p.a->data()), " b ", alignment_of(p.b->data()), " d ",
+                 alignment_of(p.d->data()));
+}
+
+// A failed cuBLASLt call names the problem it was given: its status alone does not say which
+// GEMM of a step cuBLASLt refused.
+void check_lt(cublasStatus_t st, const char* call, const MatmulProblem& p) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    TROUPE_FAIL(kOp, ": ", call, " failed with ", cublasGetStatusName(st), " for ", describe(p));
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc,
@@ -221,8 +232,9 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const
                                                            sizeof(align_d)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(requested));
   int returned = 0;
-  TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(st.lt, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &pref,
-                                                     requested, results.data(), &returned));
+  check_lt(cublasLtMatmulAlgoGetHeuristic(st.lt, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &pref, requested,
+                                          results.data(), &returned),
+           "cublasLtMatmulAlgoGetHeuristic", p);
   TROUPE_CHECK(returned > 0, kOp, ": cuBLASLt has no algorithm for ", describe(p));
   results.resize(size_t(returned));
   return results;
@@ -233,8 +245,9 @@ void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const 
   const float alpha = 1.0f, beta = p.c ? 1.0f : p.beta;
   void* d = p.d->data();
   const void* c = p.c ? p.c->data() : d;  // C has D's layout
-  TROUPE_CUBLAS_CHECK(cublasLtMatmul(st.lt, &desc.op, &alpha, p.b->data(), &desc.a, p.a->data(), &desc.b, &beta, c,
-                                     &desc.d, d, &desc.d, &algo, st.workspace, st.workspace_bytes, st.stream));
+  check_lt(cublasLtMatmul(st.lt, &desc.op, &alpha, p.b->data(), &desc.a, p.a->data(), &desc.b, &beta, c, &desc.d, d,
+                          &desc.d, &algo, st.workspace, st.workspace_bytes, st.stream),
+           "cublasLtMatmul", p);
 }
 
 bool is_empty(const MatmulProblem& p) { return p.d->numel() == 0; }

@@ -12,9 +12,9 @@ Fp8Linears::Meta make_meta(const Context& ctx, int64_t len, int64_t count) {
   m.history = Tensor::zeros(ctx, DType::f32, {len, count});
   const Tensor ones = Tensor::host_f32({count}, std::vector<float>(size_t(count), 1.0f));
   m.scale = Tensor::empty(ctx, DType::f32, {count});
-  m.scale_inv = Tensor::empty(ctx, DType::f32, {count});
+  m.scale_inv = Tensor::zeros(ctx, DType::f32, {count, kFp8ScaleRow});
   copy(ctx, ones, m.scale);
-  copy(ctx, ones, m.scale_inv);
+  copy_columns(ctx, ones.view({count, 1}), 0, m.scale_inv, 0, 1);
   ctx.synchronize();
   return m;
 }
@@ -41,7 +41,7 @@ Tensor Fp8Linears::bytes(Tensor& buf, const Shape& shape) {
 
 Fp8Operand Fp8Linears::quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record) {
   const Tensor amax = meta.history.slice(t, {1});  // row 0, column t
-  const Tensor scale = meta.scale.slice(t, {1}), scale_inv = meta.scale_inv.slice(t, {1});
+  const Tensor scale = meta.scale.slice(t, {1}), scale_inv = meta.scale_inv.slice(t * kFp8ScaleRow, {1});
   if (recipe_.scaling == Fp8ScalingKind::tensorwise) {
     fill_zero(ctx_, amax);
     fp8_amax(ctx_, x, amax);

@@ -50,8 +50,9 @@ class Fp8Linears {
   // The scaling state, f32 on the device (tests, checkpoints of the future): forward tensors
   // are columns 2i (x of linear i) and 2i + 1 (w), backward ones column i (dy).
   struct Meta {
-    Tensor history;           // [L, T]; row 0 this step's amaxes
-    Tensor scale, scale_inv;  // [T]
+    Tensor history;    // [L, T]; row 0 this step's amaxes
+    Tensor scale;      // [T]
+    Tensor scale_inv;  // [T, kFp8ScaleRow]: tensor t's at row t, aligned for the GEMMs
   };
   const Meta& forward_meta() const { return fwd_; }
   const Meta& backward_meta() const { return bwd_; }

@@ -95,6 +95,10 @@ TEST_F(Fp8Cli, WhatIsNotImplementedExitsNamingTheFlag) {
       {{"--fp8-format", "hybrid", "--fp8-amax-compute-algo", "mean"}, "--fp8-amax-compute-algo"},
       {{"--fp8-format", "hybrid", "--fp8-param-gather"}, "--fp8-param-gather"},
       {{"--fp8-format", "hybrid", "--first-last-layers-bf16"}, "--first-last-layers-bf16"},
+      // Sizes FP8 GEMMs cannot take: an MLP of 200 (gpt2-tiny: hidden 128, 4 heads); one head of
+      // 8, whose QKV projection is 24 wide.
+      {{"--fp8-format", "hybrid", "--ffn-hidden-size", "200"}, "--ffn-hidden-size per tensor-parallel rank is 200"},
+      {{"--fp8-format", "hybrid", "--num-attention-heads", "1", "--kv-channels", "8"}, "head dim / TP) is 24"},
       {{"--fp8-format", "hybrid", "--pipeline-model-parallel-size", "2", "--devices", "2", "--pipeline-schedule",
         "zb-h1"},
        "--fp8-format"},

@@ -179,6 +179,32 @@ TEST(Fp8Cuda, GemmMatchesCpu) {
   }
 }
 
+// The linears keep their scales in one [T, kFp8ScaleRow] table and pass one-element views of
+// it (16-byte aligned), with operands that are views at the start of larger byte buffers.
+TEST(Fp8Cuda, GemmTakesScalesAndOperandsAsViews) {
+  const int64_t m = 512, k = 768, n = 768;
+  const Fp8Operand a = quantize_host(random_normal({m, k}, 31), Fp8Format::e4m3);
+  const Fp8Operand b = quantize_host(random_normal({n, k}, 32, 0.02f), Fp8Format::e4m3);
+  Tensor ref = Tensor::host(DType::f32, {m, n});
+  fp8_gemm(cpu(), a, b, ref, 0.0f);
+  for (int64_t row : {0, 1, 3}) {
+    const Tensor table = Tensor::zeros(gpu(), DType::f32, {4, kFp8ScaleRow});
+    const Tensor sa = table.slice(row * kFp8ScaleRow, {1}), sb = table.slice((3 - row) * kFp8ScaleRow, {1});
+    copy(gpu(), a.scale_inv, sa);
+    copy(gpu(), b.scale_inv, sb);
+    const Tensor a_buf = Tensor::empty(gpu(), DType::u8, {2 * m * k}),
+                 b_buf = Tensor::empty(gpu(), DType::u8, {2 * n * k});
+    const Tensor a_view = a_buf.slice(0, {m, k}), b_view = b_buf.slice(0, {n, k});
+    copy(gpu(), a.data, a_view);
+    copy(gpu(), b.data, b_view);
+    Tensor d = Tensor::empty(gpu(), DType::bf16, {m, n});
+    fp8_gemm(gpu(), {a_view, a.format, sa}, {b_view, b.format, sb}, d);
+    const double err = rel_error(to_host_f32(gpu(), d), ref);
+    std::printf("  scales at rows %lld and %lld: rel error %.2e\n", (long long)row, (long long)(3 - row), err);
+    EXPECT_LT(err, 5e-3);
+  }
+}
+
 TEST(Fp8Cuda, GemmRefusesWhatCublasLtCannotRun) {
   const Fp8Operand a = on_gpu(quantize_host(random_normal({32, 32}, 1), Fp8Format::e5m2));
   Tensor d = Tensor::empty(gpu(), DType::bf16, {32, 32});

@@ -189,6 +189,32 @@ TEST(Fp8, ScalesFollowTheAmaxHistory) {
   EXPECT_EQ(scale.at(1), FLT_MAX);
 }
 
+// The GEMMs' table of inverse scales: [T, kFp8ScaleRow], scale t's inverse at row t's start,
+// the rest of each row untouched.
+TEST(Fp8, ScalesUpdateFillsColumnZeroOfATable) {
+  const Tensor history = Tensor::host_f32({1, 2}, {2.0f, 4.0f});
+  const Tensor scale = Tensor::host_f32({2}, {1.0f, 1.0f});
+  Tensor table = Tensor::host_f32({2, kFp8ScaleRow}, std::vector<float>(size_t(2 * kFp8ScaleRow), -7.0f));
+  fp8_scales_update(cpu(), history, scale, table, {448.0f, 0, false, false});
+  for (int64_t t = 0; t < 2; ++t) {
+    EXPECT_EQ(table.at(t * kFp8ScaleRow), 1.0f / scale.at(t)) << t;
+    for (int64_t c = 1; c < kFp8ScaleRow; ++c) EXPECT_EQ(table.at(t * kFp8ScaleRow + c), -7.0f) << t << "," << c;
+  }
+  EXPECT_THROW(fp8_scales_update(cpu(), history, scale, Tensor::host_f32({3}, {1, 1, 1}), {}), Error);
+}
+
+// cuBLASLt reads FP8 scales only at 16-byte aligned addresses; every backend refuses others.
+TEST(Fp8, GemmRefusesAScaleThatIsNotSixteenByteAligned) {
+  const Tensor q = Tensor::zeros(cpu(), DType::u8, {16, 16});
+  const Tensor table = Tensor::host_f32({2, kFp8ScaleRow}, std::vector<float>(size_t(2 * kFp8ScaleRow), 1.0f));
+  Tensor d = Tensor::host(DType::f32, {16, 16});
+  const Fp8Operand aligned{q, Fp8Format::e4m3, table.slice(kFp8ScaleRow, {1})};
+  EXPECT_NO_THROW(fp8_gemm(cpu(), aligned, aligned, d));
+  const Fp8Operand off{q, Fp8Format::e4m3, table.slice(1, {1})};
+  EXPECT_THROW(fp8_gemm(cpu(), off, aligned, d), Error);
+  EXPECT_THROW(fp8_gemm(cpu(), aligned, off, d), Error);
+}
+
 TEST(Fp8, GemmIsTheScaledProductOfTheFp8Values) {
   const int64_t m = 16, k = 32, n = 48;
   const Tensor xa = random_normal({m, k}, 1), xb = random_normal({n, k}, 2), bias = random_normal({n}, 3);

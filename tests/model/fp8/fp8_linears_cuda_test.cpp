@@ -22,7 +22,7 @@ struct Side {
 Side make_side(const Context& ctx, DType t, Shape3 s, const Tensor& x, const Tensor& w, const Tensor& b,
                const Tensor& dy) {
   auto dev = [&](const Tensor& h) { return ctx.is_cuda() ? to_device(ctx, h, t) : h; };
-  Side side{dev(x), dev(w), dev(b), dev(dy)};
+  Side side{dev(x), dev(w), dev(b), dev(dy), {}, {}, {}, {}};
   side.y = Tensor::empty(ctx, t, {s.m, s.n});
   side.dx = Tensor::empty(ctx, t, {s.m, s.k});
   side.dw = Tensor::zeros(ctx, DType::f32, {s.n, s.k});
@@ -67,7 +67,9 @@ TEST_P(Fp8LinearsCuda, MatchTheCpuEmulation) {
                 (long long)s.m, (long long)s.k, (long long)s.n, y, dx, dw, db);
     EXPECT_LT(y, 5e-3);   // bf16 output
     EXPECT_LT(dx, 5e-3);  // bf16 output
-    EXPECT_LT(dw, 1e-5);  // f32 from the same fp8 operands
+    // f32 from the same fp8 operands; Hopper's FP8 tensor cores keep fewer bits than f32 between
+    // cuBLASLt's promotions (about 1.3e-4 on an H200, as fp8_cuda_test's f32 accumulation).
+    EXPECT_LT(dw, 2e-4);
     EXPECT_LT(db, 1e-4);  // column sums of the same bf16 dy
   }
 }

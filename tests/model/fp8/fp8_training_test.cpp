@@ -128,7 +128,7 @@ TEST(Fp8Training, DelayedScalesComeFromTheRecordedAmax) {
   EXPECT_GT(dy_amax, 0.0f);
   model.fp8_update_scales();
   EXPECT_EQ(fp8.forward_meta().scale.at(1), 448.0f / amax.at(0));
-  EXPECT_EQ(fp8.forward_meta().scale_inv.at(1), 1.0f / (448.0f / amax.at(0)));
+  EXPECT_EQ(fp8.forward_meta().scale_inv.at(1 * kFp8ScaleRow), 1.0f / (448.0f / amax.at(0)));
   EXPECT_EQ(fp8.backward_meta().scale.at(0), 57344.0f / dy_amax);
   EXPECT_EQ(fp8.forward_meta().history.at(1), 0.0f);  // rolled: a fresh row for the next step
   model.release(std::move(a));
