@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # FP8 training on one GPU (issue 21): GPT-2 124M for ITERS iterations on the bundled corpus in
-# bf16 and in FP8 (--fp8-format hybrid under both recipes, delayed and tensorwise) through
+# bf16 and in FP8 (--fp8-format hybrid: delayed with Megatron's usual history of 1024 and max,
+# delayed with the default history of 1, and tensorwise) through
 # `troupe train`, and a PyTorch reference in the same command (bench/fp8_torch_reference.py:
 # torch._scaled_mm linears with tensorwise scaling, and the same model in bf16). Prints each run's
 # first and last logged loss and tokens/s (ours: the mean iteration time of the last three log
 # lines, past the warm-up), and the ratios against our bf16 and against PyTorch's FP8.
 # Usage (repo root, after `source .devdeps/env.sh`): bench/fp8_train.sh [BUILD_DIR] [ITERS] [MBS]
-# TORCH_COMPILE=0 runs the reference eager.
+# TORCH_COMPILE=0 runs the reference eager; RUNS="bf16 fp8-tensorwise" picks our runs.
 set -uo pipefail
 build=${1:-build}
 iters=${2:-500}
@@ -39,10 +40,12 @@ loss_at() {  # log head|tail
 declare -A flags
 flags[bf16]=""
 flags[fp8-delayed]="--fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 1024 --fp8-amax-compute-algo max"
+flags[fp8-delayed-h1]="--fp8-format hybrid --fp8-recipe delayed"
 flags[fp8-tensorwise]="--fp8-format hybrid --fp8-recipe tensorwise"
 rows=()
 bf16_tps=0
-for name in bf16 fp8-delayed fp8-tensorwise; do
+runs=${RUNS:-bf16 fp8-delayed fp8-delayed-h1 fp8-tensorwise}
+for name in $runs; do
   # shellcheck disable=SC2086
   "$troupe" train "${common[@]}" ${flags[$name]} > "$out/$name.log" 2>&1 || { echo "$name failed:"; tail -5 "$out/$name.log"; }
   tps=$(troupe_tokens_per_s "$out/$name.log")
@@ -63,7 +66,8 @@ done
 echo "==== GPT-2 124M, $iters iterations of $mbs x 1024 tokens on Moby-Dick (hybrid FP8)"
 printf '%-22s %9s %9s %10s\n' run first_loss last_loss tokens/s
 printf '%s\n' "${rows[@]}"
-for name in fp8-delayed fp8-tensorwise; do
+for name in $runs; do
+  [ "$name" = bf16 ] && continue
   tps=$(troupe_tokens_per_s "$out/$name.log")
   awk -v n="$name" -v t="$tps" -v b="$bf16_tps" -v r="$torch_fp8_tps" \
     'BEGIN { printf "troupe %s: %.3fx our bf16, %.3fx torch fp8\n", n, (b > 0 ? t / b : 0), (r > 0 ? t / r : 0) }'

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 
+#include "apps/train/fp8_flags.hpp"
 #include "data/token_windows.hpp"
 #include "data/tokenizer.hpp"
 #include "base/check.hpp"
@@ -42,6 +43,7 @@ struct Options {
   uint64_t seed = 1234;
   int64_t sample_tokens = 64;
   std::string prompt = "Call me Ishmael.";
+  Fp8Flags fp8;  // `troupe train`'s --fp8-* flags
 };
 
 // bf16 matmul peak of this GPU measured through our own linear op (8192^3).
@@ -101,6 +103,11 @@ int run(const Options& o) {
   const size_t mem0 = device_memory_in_use(ctx);
   GptChunk chunk(ctx, cfg, ChunkSpec::whole_model(), compute);
   chunk.init_weights(o.seed);
+  const Fp8Recipe fp8 = fp8_recipe_from_flags(o.fp8);
+  if (fp8.enabled) {
+    chunk.enable_fp8(fp8);
+    std::printf("fp8: %s\n", fp8_recipe_str(fp8).c_str());
+  }
   OptimizerConfig ocfg;
   ocfg.adam = {.lr = 0,
                .beta1 = float(o.adam_beta1),
@@ -251,6 +258,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile, "time every op with CUDA events and print where the step goes");
   app.add_option("--sample-tokens", o.sample_tokens, "tokens of text to generate after training (0: none)");
   app.add_option("--prompt", o.prompt, "prompt for the sample");
+  apps::add_fp8_flags(&app, o.fp8);
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

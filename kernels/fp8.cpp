@@ -76,6 +76,28 @@ void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt) {
     cpu::fp8_transpose(q, qt);
 }
 
+void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+                        const Tensor& qt) {
+  constexpr const char* op = "fp8_cast_transpose";
+  TROUPE_CHECK(x.ndim() == 2, op, ": argument 'x' must be [R, C], got ", x.str());
+  expect_high_precision(ctx, op, "x", x);
+  expect_scalar(ctx, op, "scale", scale);
+  expect_fp8_bytes(ctx, op, "qt", qt, x.numel());
+  expect_shape(op, "qt", qt, {x.dim(1), x.dim(0)});
+  if (q.defined()) {
+    expect_fp8_bytes(ctx, op, "q", q, x.numel());
+    expect_shape(op, "q", q, x.shape());
+  }
+  if (ctx.is_cuda()) {
+    bool fused = false;
+    TROUPE_ON_CUDA(fused = cuda::fp8_cast_transpose_fused(ctx, x, scale, f, q, qt));
+    if (fused) return;
+  }
+  const Tensor cast = q.defined() ? q : Tensor::empty(ctx, DType::u8, x.shape());
+  fp8_cast(ctx, x, scale, f, cast);
+  fp8_transpose(ctx, cast, qt);
+}
+
 void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Tensor& scale, const Tensor& scale_inv,
                        const Fp8ScalingParams& params) {
   constexpr const char* op = "fp8_scales_update";

@@ -41,6 +41,11 @@ void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tens
 void fp8_amax(const Context& ctx, const Tensor& x, const Tensor& amax);
 // qt [C, R] = q [R, C] transposed (u8): cuBLASLt's FP8 GEMM wants both operands K-contiguous.
 void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt);
+// qt [C, R] = the cast of x [R, C] (as fp8_cast), transposed, and q [R, C] the cast itself when
+// defined (undefined: only qt is written). On CUDA one pass over x for 16-bit x with R and C
+// multiples of 8; otherwise the cast, then fp8_transpose.
+void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+                        const Tensor& qt);
 
 // How scales follow amaxes (the recipe's numbers; model/fp8_recipe.hpp has the flags).
 struct Fp8ScalingParams {
@@ -73,6 +78,9 @@ void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Forma
 void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tensor& scale_inv, const Tensor& y);
 void fp8_amax(const Context& ctx, const Tensor& x, const Tensor& amax);
 void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt);
+// The one-pass cast-transpose; false (nothing done) where its shape or alignment rules fail.
+bool fp8_cast_transpose_fused(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+                              const Tensor& qt);
 void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Tensor& scale, const Tensor& scale_inv,
                        const Fp8ScalingParams& params);
 }  // namespace cuda

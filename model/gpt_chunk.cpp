@@ -806,17 +806,6 @@ void GptChunk::enable_fp8(const Fp8Recipe& recipe) {
   TROUPE_CHECK(recipe.enabled, "enable_fp8: the recipe is off");
   TROUPE_CHECK(!config().moe.enabled(),
                "--fp8-format with --num-experts is not implemented: the experts' grouped GEMMs have no FP8 path");
-  if (ctx_.is_cuda()) {
-    // cuBLASLt's FP8 GEMMs want every dimension a multiple of 16 (the rows, B*T, are checked
-    // by the GEMM).
-    const int64_t widths[] = {config().hidden_size, layout_.local_qkv_size(),
-                              int64_t(layout_.local_heads()) * config().head_dim(), layout_.local_ffn()};
-    for (int64_t w : widths)
-      TROUPE_CHECK(w % 16 == 0,
-                   "--fp8-format needs the linear layers' widths (per tensor-parallel rank) to be "
-                   "multiples of 16 on GPUs, got ",
-                   w);
-  }
   fp8_ = std::make_unique<Fp8Linears>(ctx_, recipe, 4 * layout_.num_layers(),
                                       std::vector<Collectives*>{tp_.comm, cp_.enabled() ? cp_.comm : nullptr});
 }

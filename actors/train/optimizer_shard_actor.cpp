@@ -67,11 +67,11 @@ class OptimizerShardActor : public optimizer_shard_actor::base {
     opt.context().activate();
     if (reduced_) fence_wait(opt.context(), std::exchange(reduced_, std::nullopt)->fence);
     ShardReport report{.rank = s_.rank, .iteration = g.iteration};
+    opt.finalize_grads();  // also on one device: the delayed FP8 scales follow the step's amaxes
     if (g.local_step) {
       report.stepped = true;
       report.step = opt.step_whole_model(g.lr, g.loss_scale);
     } else {
-      opt.finalize_grads();
       report.grads = opt.grad_stats();
     }
     // spawn_optimizer enqueued the peers message before any stage could finish an iteration.

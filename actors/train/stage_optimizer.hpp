@@ -76,7 +76,8 @@ class StageOptimizer {
   // After the stage's last op (and the tied embedding's sum): sums the sequence-parallel norm
   // gradients over the tensor-parallel group, then, unless a gradient reducer did it
   // (--overlap-grad-reduce), the gradients over the data-parallel group (all-reduce, or
-  // reduce-scatter into this rank's shard with the distributed optimizer). Enqueued on the device.
+  // reduce-scatter into this rank's shard with the distributed optimizer), and the next step's
+  // delayed FP8 scales. Enqueued on the device. Every layout calls it, one device included.
   void finalize_grads();
   // Over all chunks, the tied duplicate excluded. Synchronizes the device.
   GradStats grad_stats() const;

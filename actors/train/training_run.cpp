@@ -114,8 +114,7 @@ void validate_fp8_shapes(const TrainingConfig& c) {
   const int T = c.parallel.tensor_size;
   const int64_t tokens = int64_t(c.micro_batch_size) * m.seq_length / c.parallel.context_size;
   const std::pair<const char*, int64_t> sizes[] = {
-      {"the tokens of a microbatch on one rank (--micro-batch-size x --seq-length / --context-parallel-size)",
-       tokens},
+      {"the tokens of a microbatch on one rank (--micro-batch-size x --seq-length / --context-parallel-size)", tokens},
       {"--hidden-size", m.hidden_size},
       {"the QKV projection's width per tensor-parallel rank ((heads + 2 x query groups) x head dim / TP)",
        m.qkv_size() / T},

@@ -39,20 +39,33 @@ Tensor Fp8Linears::bytes(Tensor& buf, const Shape& shape) {
   return buf.slice(0, shape);
 }
 
-Fp8Operand Fp8Linears::quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record) {
+Fp8Linears::Scales Fp8Linears::scales_for(Meta& meta, int t, Fp8Format f, const Tensor& x, bool record) {
   const Tensor amax = meta.history.slice(t, {1});  // row 0, column t
-  const Tensor scale = meta.scale.slice(t, {1}), scale_inv = meta.scale_inv.slice(t * kFp8ScaleRow, {1});
+  const Scales s{meta.scale.slice(t, {1}), meta.scale_inv.slice(t * kFp8ScaleRow, {1})};
   if (recipe_.scaling == Fp8ScalingKind::tensorwise) {
     fill_zero(ctx_, amax);
     fp8_amax(ctx_, x, amax);
     for (Collectives* g : cast_groups_) g->all_reduce(ctx_, amax, ReduceOp::max);
-    fp8_scales_update(ctx_, amax.view({1, 1}), scale, scale_inv, {fp8_max(f), 0, false, false});
+    fp8_scales_update(ctx_, amax.view({1, 1}), s.scale, s.scale_inv, {fp8_max(f), 0, false, false});
   } else if (record) {
     fp8_amax(ctx_, x, amax);
   }
+  return s;
+}
+
+Fp8Operand Fp8Linears::quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record) {
+  const Scales s = scales_for(meta, t, f, x, record);
   const Tensor bytes_of_x = bytes(q, x.shape());
-  fp8_cast(ctx_, x, scale, f, bytes_of_x);
-  return {bytes_of_x, f, scale_inv};
+  fp8_cast(ctx_, x, s.scale, f, bytes_of_x);
+  return {bytes_of_x, f, s.scale_inv};
+}
+
+Fp8Operand Fp8Linears::quantize_transposed(Meta& meta, int t, Fp8Format f, const Tensor& x, const Tensor& q, Tensor& qt,
+                                           bool record) {
+  const Scales s = scales_for(meta, t, f, x, record);
+  const Tensor transposed = bytes(qt, {x.dim(1), x.dim(0)});
+  fp8_cast_transpose(ctx_, x, s.scale, f, q, transposed);
+  return {transposed, f, s.scale_inv};
 }
 
 void Fp8Linears::forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record) {
@@ -65,27 +78,27 @@ void Fp8Linears::forward(int linear, const Tensor& x, const Tensor& w, const Ten
 void Fp8Linears::backward(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                           const Tensor& dw, const Tensor& db) {
   TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
-  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   const bool fp8_wgrad = dw.defined() && recipe_.wgrad;
-  if (dx.defined() || fp8_wgrad) {
-    const Fp8Operand qdy = quantize(bwd_, linear, recipe_.backward, dy, qdy_);
-    if (dx.defined()) {  // dx[M, K] = dy[M, N] w[N, K]: w^T [K, N] K-major for the TN GEMM
-      const Fp8Operand qw = quantize(fwd_, 2 * linear + 1, recipe_.forward, w, qw_);
-      const Tensor wt = bytes(qt_a_, {k, n});
-      fp8_transpose(ctx_, qw.data, wt);
-      fp8_gemm(ctx_, qdy, {wt, qw.format, qw.scale_inv}, dx);
-    }
-    if (fp8_wgrad) {  // dw[N, K] += dy^T [N, M] x^T [K, M]^T
-      const Fp8Operand qx = quantize(fwd_, 2 * linear, recipe_.forward, x, qx_);
-      const Tensor dyt = bytes(qt_a_, {n, m}), xt = bytes(qt_b_, {k, m});
-      fp8_transpose(ctx_, qdy.data, dyt);
-      fp8_transpose(ctx_, qx.data, xt);
-      fp8_gemm(ctx_, {dyt, qdy.format, qdy.scale_inv}, {xt, qx.format, qx.scale_inv}, dw, 1.0f);
-    }
+  // Delayed scaling: x's and w's amaxes were recorded by the forward; the casts reuse its scales.
+  if (fp8_wgrad) {  // dw[N, K] += dy^T [N, M] x^T [K, M]^T; dy's cast kept for dx
+    const Tensor qdy = dx.defined() ? bytes(qdy_, dy.shape()) : Tensor();
+    const Fp8Operand dyt = quantize_transposed(bwd_, linear, recipe_.backward, dy, qdy, qt_a_, true);
+    const Fp8Operand xt = quantize_transposed(fwd_, 2 * linear, recipe_.forward, x, Tensor(), qt_b_, false);
+    fp8_gemm(ctx_, dyt, xt, dw, 1.0f);
+    if (dx.defined()) input_gradient(linear, {qdy, dyt.format, dyt.scale_inv}, w, dx);
+  } else if (dx.defined()) {
+    input_gradient(linear, quantize(bwd_, linear, recipe_.backward, dy, qdy_), w, dx);
   }
   // The bias gradient from dy as it is, and --no-fp8-wgrad's weight gradient in the compute dtype.
   const Tensor dw_high = recipe_.wgrad ? Tensor() : dw;
   if (db.defined() || dw_high.defined()) linear_backward(ctx_, dy, x, w, Tensor(), dw_high, db);
+}
+
+void Fp8Linears::input_gradient(int linear, const Fp8Operand& qdy, const Tensor& w, const Tensor& dx) {
+  // dx[M, K] = dy[M, N] w[N, K]: w^T [K, N] K-major for the TN GEMM. qt_b_ is free again: the
+  // weight-gradient GEMM that read it is ahead in stream order.
+  const Fp8Operand wt = quantize_transposed(fwd_, 2 * linear + 1, recipe_.forward, w, Tensor(), qt_b_, false);
+  fp8_gemm(ctx_, qdy, wt, dx);
 }
 
 void Fp8Linears::update_scales(const std::vector<Collectives*>& groups) {

@@ -58,9 +58,20 @@ class Fp8Linears {
   const Meta& backward_meta() const { return bwd_; }
 
  private:
-  // q = the cast of x with meta tensor t's scale (its amax recorded when `record` or, tensorwise,
-  // computed).
+  struct Scales {
+    Tensor scale, scale_inv;  // f32 [1] views into a Meta
+  };
+  // Meta tensor t's scales for casting x: tensorwise, computed from x's amax; delayed, the
+  // step's (x's amax recorded when `record`).
+  Scales scales_for(Meta& meta, int t, Fp8Format f, const Tensor& x, bool record);
+  // q = the cast of x with meta tensor t's scale (scales_for).
   Fp8Operand quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record = true);
+  // The cast of x [R, C] transposed, [C, R] in qt (and x's cast itself in q when defined), with
+  // meta tensor t's scale: the K-major operands of the backward's GEMMs.
+  Fp8Operand quantize_transposed(Meta& meta, int t, Fp8Format f, const Tensor& x, const Tensor& q, Tensor& qt,
+                                 bool record);
+  // dx = dy w through FP8, dy cast as qdy.
+  void input_gradient(int linear, const Fp8Operand& qdy, const Tensor& w, const Tensor& dx);
   // A byte buffer of `shape`, reusing `buf` when large enough (ops run in stream order).
   Tensor bytes(Tensor& buf, const Shape& shape);
 

@@ -68,6 +68,24 @@ TEST_F(Fp8Cli, RecipesFollowTheF32Losses) {
   }
 }
 
+// Delayed scaling takes each step's scales from the amaxes the last one recorded: a margin then
+// changes every later step's casts, on one device as under a parallel layout. (A run whose scales
+// never left 1 would log the same losses with and without it.)
+TEST_F(Fp8Cli, DelayedScalesFollowTheAmaxesOnEveryLayout) {
+  for (const std::vector<std::string>& layout :
+       std::vector<std::vector<std::string>>{{}, {"--devices", "2", "--pipeline-model-parallel-size", "2"}}) {
+    std::vector<std::string> plain = {"--fp8-format", "hybrid", "--fp8-recipe", "delayed"};
+    plain.insert(plain.end(), layout.begin(), layout.end());
+    std::vector<std::string> margin = plain;
+    margin.insert(margin.end(), {"--fp8-margin", "3"});
+    const std::vector<double> a = losses(plain, "fp8_delayed"), b = losses(margin, "fp8_margin");
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(a.front(), b.front()) << "the first step casts with the initial scales (1) either way";
+    EXPECT_GT(max_gap(a, b), 0.0) << (layout.empty() ? "one device" : layout[1])
+                                  << ": the margin changed nothing, so the scales never followed the amaxes";
+  }
+}
+
 TEST_F(Fp8Cli, ParallelLayoutsLogTheOneDeviceLosses) {
   for (const std::string recipe : {"delayed", "tensorwise"}) {
     const std::vector<std::string> fp8 = {"--fp8-format", "hybrid", "--fp8-recipe", recipe};

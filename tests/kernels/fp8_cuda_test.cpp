@@ -86,6 +86,55 @@ TEST(Fp8Cuda, AmaxIsExact) {
   }
 }
 
+// The vectorized cast and amax also take views that start off a 16-byte boundary (their
+// element-by-element path) and lengths that are not a multiple of 8 (the tail).
+TEST(Fp8Cuda, CastAndAmaxOfUnalignedViewsMatchCpu) {
+  const Tensor x = cast_inputs(DType::bf16, 12);
+  const Tensor x_dev = to_device(gpu(), x, DType::bf16);
+  for (int64_t offset : {0, 1, 3}) {
+    const int64_t n = x.numel() - 8 - offset;  // never a multiple of 8 with offset 1 or 3
+    const Tensor view = x.view({x.numel()}).slice(offset, {n}), view_dev = x_dev.view({x.numel()}).slice(offset, {n});
+    Tensor q_ref = Tensor::host(DType::u8, {n});
+    fp8_cast(cpu(), view, Tensor::host_f32({1}, {3.0f}), Fp8Format::e4m3, q_ref);
+    Tensor q = Tensor::empty(gpu(), DType::u8, {n});
+    fp8_cast(gpu(), view_dev, to_device(gpu(), Tensor::host_f32({1}, {3.0f}), DType::f32), Fp8Format::e4m3, q);
+    EXPECT_EQ(byte_mismatches(bytes_to_host(q), q_ref, Fp8Format::e4m3), 0) << "offset " << offset;
+    // amax over finite values (the specials sit in the first elements: skip them).
+    const Tensor finite = x.view({x.numel()}).slice(16 + offset, {n - 16});
+    Tensor amax_ref = Tensor::host_f32({1}, {0.0f});
+    fp8_amax(cpu(), finite, amax_ref);
+    Tensor amax = Tensor::zeros(gpu(), DType::f32, {1});
+    fp8_amax(gpu(), x_dev.view({x.numel()}).slice(16 + offset, {n - 16}), amax);
+    EXPECT_EQ(to_host_f32(gpu(), amax).at(0), amax_ref.at(0)) << "offset " << offset;
+  }
+}
+
+// One pass: the cast written transposed (and as is) equals the CPU's cast then transpose, on
+// whole tiles, partial tiles, and shapes the fused kernel leaves to the two-step path.
+TEST(Fp8Cuda, CastTransposeMatchesCpu) {
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{64, 64}, {136, 200}, {1024, 768}, {37, 100}}) {
+    for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+      for (Fp8Format f : {Fp8Format::e4m3, Fp8Format::e5m2}) {
+        const Tensor x = round_through(random_normal({r, c}, 13, 2.0f), t);
+        const Tensor scale = Tensor::host_f32({1}, {5.0f});
+        Tensor q_ref = Tensor::host(DType::u8, {r, c}), qt_ref = Tensor::host(DType::u8, {c, r});
+        fp8_cast(cpu(), x, scale, f, q_ref);
+        fp8_transpose(cpu(), q_ref, qt_ref);
+        for (bool with_q : {true, false}) {
+          Tensor q = with_q ? Tensor::empty(gpu(), DType::u8, {r, c}) : Tensor();
+          Tensor qt = Tensor::empty(gpu(), DType::u8, {c, r});
+          fp8_cast_transpose(gpu(), to_device(gpu(), x, t), to_device(gpu(), scale, DType::f32), f, q, qt);
+          EXPECT_EQ(byte_mismatches(bytes_to_host(qt), qt_ref, f), 0)
+              << r << "x" << c << " " << dtype_name(t) << " " << fp8_format_name(f);
+          if (with_q) {
+            EXPECT_EQ(byte_mismatches(bytes_to_host(q), q_ref, f), 0) << r << "x" << c;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Fp8Cuda, TransposeMatchesCpu) {
   for (auto [r, c] : {std::pair<int64_t, int64_t>{37, 100}, {768, 2304}, {1, 33}}) {
     Tensor q = Tensor::host(DType::u8, {r, c});

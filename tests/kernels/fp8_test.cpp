@@ -169,6 +169,23 @@ TEST(Fp8, TransposeMovesBytes) {
     for (int c = 0; c < 5; ++c) EXPECT_EQ(qt.data_as<uint8_t>()[c * 3 + r], r * 5 + c);
 }
 
+TEST(Fp8, CastTransposeIsTheCastTransposed) {
+  const Tensor x = random_normal({5, 7}, 3, 4.0f), scale = Tensor::host_f32({1}, {2.0f});
+  Tensor q_ref = Tensor::host(DType::u8, {5, 7}), qt_ref = Tensor::host(DType::u8, {7, 5});
+  fp8_cast(cpu(), x, scale, Fp8Format::e5m2, q_ref);
+  fp8_transpose(cpu(), q_ref, qt_ref);
+  Tensor q = Tensor::host(DType::u8, {5, 7}), qt = Tensor::host(DType::u8, {7, 5});
+  fp8_cast_transpose(cpu(), x, scale, Fp8Format::e5m2, q, qt);
+  for (int64_t i = 0; i < 35; ++i) {
+    EXPECT_EQ(q.data_as<uint8_t>()[i], q_ref.data_as<uint8_t>()[i]) << i;
+    EXPECT_EQ(qt.data_as<uint8_t>()[i], qt_ref.data_as<uint8_t>()[i]) << i;
+  }
+  Tensor qt_only = Tensor::host(DType::u8, {7, 5});
+  fp8_cast_transpose(cpu(), x, scale, Fp8Format::e5m2, Tensor(), qt_only);
+  for (int64_t i = 0; i < 35; ++i) EXPECT_EQ(qt_only.data_as<uint8_t>()[i], qt_ref.data_as<uint8_t>()[i]) << i;
+  EXPECT_THROW(fp8_cast_transpose(cpu(), x, scale, Fp8Format::e5m2, Tensor(), Tensor::host(DType::u8, {5, 7})), Error);
+}
+
 TEST(Fp8, ScalesFollowTheAmaxHistory) {
   // Two tensors, a history of 3 steps: tensor 0 saw amaxes 2 (newest), 8, 1; tensor 1 only zeros.
   const Tensor history = Tensor::host_f32({3, 2}, {2.0f, 0.0f, 8.0f, 0.0f, 1.0f, 0.0f});
