@@ -6,12 +6,19 @@
 # torch._scaled_mm linears with tensorwise scaling, and the same model in bf16). Prints each run's
 # first and last logged loss and tokens/s (ours: the mean iteration time of the last three log
 # lines, past the warm-up), and the ratios against our bf16 and against PyTorch's FP8.
-# Usage (repo root, after `source .devdeps/env.sh`): bench/fp8_train.sh [BUILD_DIR] [ITERS] [MBS]
+# Usage (repo root, after `source .devdeps/env.sh`): bench/fp8_train.sh [BUILD_DIR] [ITERS] [MBS] [MODEL]
+# MODEL: gpt2-124m (default) or gpt2-350m; TORCH=0 skips the PyTorch reference.
 # TORCH_COMPILE=0 runs the reference eager; RUNS="bf16 fp8-tensorwise" picks our runs.
 set -uo pipefail
 build=${1:-build}
 iters=${2:-500}
 mbs=${3:-16}
+model=${4:-gpt2-124m}
+case "$model" in
+  gpt2-124m) torch_shape=(--layers 12 --heads 12 --dim 768) ;;
+  gpt2-350m) torch_shape=(--layers 24 --heads 16 --dim 1024) ;;
+  *) echo "fp8_train.sh: MODEL must be gpt2-124m or gpt2-350m, got $model"; exit 2 ;;
+esac
 troupe=$build/apps/troupe
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}/fp8
@@ -22,7 +29,7 @@ tokens_per_iter=$((mbs * 1024))
     --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --append-eod > "$out/pre.log" 2>&1 ||
     { echo "preprocess failed:"; tail -3 "$out/pre.log"; }
 common=(--data-path "$out/moby_text_document" --split 98,2,0 --vocab-file assets/gpt2/gpt2-vocab.json
-        --merge-file assets/gpt2/gpt2-merges.txt --model gpt2-124m --micro-batch-size "$mbs"
+        --merge-file assets/gpt2/gpt2-merges.txt --model "$model" --micro-batch-size "$mbs"
         --global-batch-size "$mbs" --train-iters "$iters" --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine
         --lr-warmup-iters 20 --bf16 --log-interval 50 --eval-iters 0 --sample-tokens 0)
 compile=(--compile)
@@ -53,9 +60,11 @@ for name in $runs; do
   rows+=("$(printf '%-22s %9s %9s %10s' "troupe $name" "$(loss_at "$out/$name.log" head)" "$(loss_at "$out/$name.log" tail)" "$tps")")
 done
 torch_fp8_tps=0
-for mode in bf16 fp8; do
+torch_modes="bf16 fp8"
+[ "${TORCH:-1}" = 0 ] && torch_modes=""
+for mode in $torch_modes; do
   python3 bench/fp8_torch_reference.py --data "$out/moby_text_document.bin" --mode "$mode" --batch "$mbs" \
-      --iters "$iters" "${compile[@]}" > "$out/torch_$mode.log" 2>&1 || { echo "torch $mode failed:"; tail -5 "$out/torch_$mode.log"; }
+      --iters "$iters" "${torch_shape[@]}" "${compile[@]}" > "$out/torch_$mode.log" 2>&1 || { echo "torch $mode failed:"; tail -5 "$out/torch_$mode.log"; }
   res=$(grep '^RESULT' "$out/torch_$mode.log")
   tps=$(echo "$res" | sed 's/.*"tokens_per_s": \([0-9.]*\).*/\1/' | awk '{printf "%.0f", $1}')
   first=$(echo "$res" | sed 's/.*"first_loss": \([0-9.]*\).*/\1/')
@@ -63,7 +72,7 @@ for mode in bf16 fp8; do
   [ "$mode" = fp8 ] && torch_fp8_tps=$tps
   rows+=("$(printf '%-22s %9s %9s %10s' "torch $mode" "${first:-?}" "${last:-?}" "${tps:-0}")")
 done
-echo "==== GPT-2 124M, $iters iterations of $mbs x 1024 tokens on Moby-Dick (hybrid FP8)"
+echo "==== $model, $iters iterations of $mbs x 1024 tokens on Moby-Dick (hybrid FP8)"
 printf '%-22s %9s %9s %10s\n' run first_loss last_loss tokens/s
 printf '%s\n' "${rows[@]}"
 for name in $runs; do
