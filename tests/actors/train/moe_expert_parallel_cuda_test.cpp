@@ -56,12 +56,9 @@ void expect_layouts_match_one_gpu(DType compute, double tolerance) {
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL groups put one rank on each)";
   const int iters = 10;
   const std::vector<IterationStats> ref = train_iterations(mixtral_config(compute), iters);
-  const Layout layouts[] = {{"EP2_DP2", 2, 2},
-                            {"EP2_DP2_overlap", 2, 2, false, true},
-                            {"EP2_DP2_distopt", 2, 2, true},
-                            {"EP2_DP4", 4, 2},
-                            {"EP2_DP4_distopt_overlap", 4, 2, true, true},
-                            {"EP4_DP4", 4, 4}};
+  const Layout layouts[] = {
+      {"EP2_DP2", 2, 2}, {"EP2_DP2_overlap", 2, 2, false, true},        {"EP2_DP2_distopt", 2, 2, true},
+      {"EP2_DP4", 4, 2}, {"EP2_DP4_distopt_overlap", 4, 2, true, true}, {"EP4_DP4", 4, 4}};
   int ran = 0;
   for (const Layout& l : layouts) {
     if (l.D > gpus) continue;
