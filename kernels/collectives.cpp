@@ -15,6 +15,38 @@ void Collectives::all_to_all_v(const Context& /*ctx*/, const Tensor& in, const s
   TROUPE_FAIL("all_to_all_v of ", in.str(), ": this collective group does not implement it");
 }
 
+namespace {
+
+// Runs `op` on device copies of the host tensors `in` and `out` (ctx a GPU), then brings `out`
+// back and waits for ctx's stream; on the CPU on the tensors themselves.
+template <typename Op>
+void through_device(const Context& ctx, const Tensor& in, const Tensor& out, const char* what, Op op) {
+  TROUPE_CHECK(in.defined() && !in.is_cuda() && out.defined() && !out.is_cuda(), what, ": ",
+               in.defined() ? in.str() : "(undefined)", " and ", out.defined() ? out.str() : "(undefined)",
+               " must be host tensors");
+  if (!ctx.is_cuda()) {
+    op(in, out);
+    return;
+  }
+  const Tensor in_dev = Tensor::empty(ctx, in.dtype(), in.shape());
+  const Tensor out_dev = in.data() == out.data() ? in_dev : Tensor::empty(ctx, out.dtype(), out.shape());
+  copy(ctx, in, in_dev);
+  op(in_dev, out_dev);
+  copy(ctx, out_dev, out);
+  ctx.synchronize();  // out (and in, still being read) belong to the host again
+}
+
+}  // namespace
+
+void host_all_to_all(const Context& ctx, Collectives& comm, const Tensor& in, const Tensor& out) {
+  through_device(ctx, in, out, "host_all_to_all",
+                 [&](const Tensor& i, const Tensor& o) { comm.all_to_all(ctx, i, o); });
+}
+
+void host_all_reduce(const Context& ctx, Collectives& comm, const Tensor& t, ReduceOp op) {
+  through_device(ctx, t, t, "host_all_reduce", [&](const Tensor& i, const Tensor&) { comm.all_reduce(ctx, i, op); });
+}
+
 std::vector<int64_t> exchange_counts(const Context& ctx, Collectives& comm, const std::vector<int64_t>& send_counts) {
   const int64_t size = comm.size();
   TROUPE_CHECK(int64_t(send_counts.size()) == size, "exchange_counts: ", send_counts.size(),
@@ -25,15 +57,7 @@ std::vector<int64_t> exchange_counts(const Context& ctx, Collectives& comm, cons
                  " is negative");
     send.data_as<int64_t>()[q] = send_counts[size_t(q)];
   }
-  if (ctx.is_cuda()) {
-    const Tensor send_dev = Tensor::empty(ctx, DType::i64, {size}), recv_dev = Tensor::empty(ctx, DType::i64, {size});
-    copy(ctx, send, send_dev);
-    comm.all_to_all(ctx, send_dev, recv_dev);
-    copy(ctx, recv_dev, recv);
-    ctx.synchronize();  // recv (and send, still being read) belong to us again
-  } else {
-    comm.all_to_all(ctx, send, recv);
-  }
+  host_all_to_all(ctx, comm, send, recv);
   const auto* got = recv.data_as<int64_t>();
   return {got, got + size};
 }

@@ -73,6 +73,12 @@ class Collectives {
   virtual void abort() {}
 };
 
+// all_to_all and all_reduce of small host tensors (counts, statistics), whatever ctx's device:
+// on a GPU through device copies on ctx's stream, then a wait for that stream. They return once
+// `out` (`t`) holds the result on the host. Every member calls them, as the collectives.
+void host_all_to_all(const Context& ctx, Collectives& comm, const Tensor& in, const Tensor& out);
+void host_all_reduce(const Context& ctx, Collectives& comm, const Tensor& t, ReduceOp op = ReduceOp::sum);
+
 // The receive counts of an all_to_all_v: returns recv with recv[q] = member q's
 // send_counts[rank()] (send_counts: size() entries, known on this member only). Every member
 // calls it; it is an all_to_all of size() i64 values on ctx's device and returns once they are

@@ -86,13 +86,11 @@ GradStats StageOptimizer::grad_stats() const {
     experts.finite = experts.finite && s.finite;
   }
   Collectives* group = worker_->model(0).tensor_parallel().expert_comm;
-  TROUPE_CHECK(group != nullptr && !context().is_cuda(), worker_->name(),
-               ": expert parallelism needs the expert group on CPU devices");
+  TROUPE_CHECK(group != nullptr, worker_->name(), ": expert parallelism without an expert group");
   Tensor sums = Tensor::host(DType::f32, {2});
   sums.data_as<float>()[0] = float(experts.sum_sq);
   sums.data_as<float>()[1] = experts.finite ? 0.0f : 1.0f;
-  group->all_reduce(context(), sums);
-  context().synchronize();
+  host_all_reduce(context(), *group, sums);
   total.sum_sq += double(sums.data_as<float>()[0]);
   total.finite = total.finite && sums.data_as<float>()[1] == 0.0f;
   return total;

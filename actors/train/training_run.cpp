@@ -99,9 +99,6 @@ void validate_expert_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(D % EP == 0, "--expert-model-parallel-size ", EP, " must divide the data-parallel size ", D,
                " (devices / (--tensor-model-parallel-size x --pipeline-model-parallel-size)); pick a size that "
                "divides it");
-  TROUPE_CHECK(!c.devices.cuda,
-               "--expert-model-parallel-size: expert parallelism runs on CPU devices only so far; use "
-               "CPU devices or --expert-model-parallel-size 1");
   // With several stages the all-to-all pairs up the expert group's ranks op by op: they run
   // their stage's ops in the order of the group's first rank (RankLayout::order_group).
 }

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "base/check.hpp"
+#include "model/moe/scratch_tensor.hpp"
 
 namespace troupe {
 
@@ -55,16 +56,7 @@ MoeExpertExchange moe_expert_exchange(const Context& ctx, Collectives& group,
   Tensor send = Tensor::host(DType::i64, {experts}), recv = Tensor::host(DType::i64, {experts});
   for (int64_t e = 0; e < experts; ++e)
     send.data_as<int64_t>()[e] = expert_offsets[size_t(e) + 1] - expert_offsets[size_t(e)];
-  if (ctx.is_cuda()) {
-    const Tensor send_dev = Tensor::empty(ctx, DType::i64, {experts}),
-                 recv_dev = Tensor::empty(ctx, DType::i64, {experts});
-    copy(ctx, send, send_dev);
-    group.all_to_all(ctx, send_dev, recv_dev);
-    copy(ctx, recv_dev, recv);
-    ctx.synchronize();  // the counts are needed on the host
-  } else {
-    group.all_to_all(ctx, send, recv);
-  }
+  host_all_to_all(ctx, group, send, recv);  // on a GPU a host synchronization
   const int64_t* got = recv.data_as<int64_t>();
   ex.recv_expert_rows.assign(got, got + experts);
   ex.send_rows.assign(size_t(members), 0);
@@ -87,7 +79,7 @@ void moe_expert_dispatch(const Context& ctx, Collectives& group, const MoeExpert
   const int64_t width = rows.dim(1);
   expect_rows("moe_expert_dispatch", "rows", rows, ex.sent_rows(), width);
   expect_rows("moe_expert_dispatch", "local", local, ex.local_rows(), width);
-  const Tensor received = Tensor::empty(ctx, local.dtype(), local.shape());
+  const ScratchTensor received(ctx, local.dtype(), local.shape());  // no device synchronization when freed
   group.all_to_all_v(ctx, rows, ex.send_rows, received, ex.recv_rows);
   reorder_blocks(ctx, ex, received, local, /*to_local=*/true);
 }
@@ -98,7 +90,7 @@ void moe_expert_combine(const Context& ctx, Collectives& group, const MoeExpertE
   const int64_t width = rows.dim(1);
   expect_rows("moe_expert_combine", "local", local, ex.local_rows(), width);
   expect_rows("moe_expert_combine", "rows", rows, ex.sent_rows(), width);
-  const Tensor received = Tensor::empty(ctx, local.dtype(), local.shape());
+  const ScratchTensor received(ctx, local.dtype(), local.shape());  // no device synchronization when freed
   reorder_blocks(ctx, ex, received, local, /*to_local=*/false);
   group.all_to_all_v(ctx, received, ex.recv_rows, rows, ex.send_rows);
 }

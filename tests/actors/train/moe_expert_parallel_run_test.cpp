@@ -7,7 +7,9 @@
 // capacity dropping, reproduce the single-device
 // Trainer for 10 iterations (pipeline_test_util.hpp's expect_parity: loss within 1e-5 relative,
 // grad norm, gathered weights, validation loss); checkpoints load across expert layouts. What is
-// not implemented is refused by flag name.
+// not implemented is refused by flag name. Under `mpirun -np 2` (ctest:
+// moe_expert_parallel_run_test_np2) the layouts split their ranks over the two processes: EP2 x
+// DP2's expert group crosses them (the rows move over MPI), EP2 x DP4's expert-data-parallel groups do.
 #include "actors/train/checkpoint_shards.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "tests/actors/train/moe_test_model.hpp"
@@ -16,6 +18,9 @@
 
 namespace troupe::test {
 namespace {
+
+// Under mpirun, MPI lives as long as the binary; the runs use it one after another.
+[[maybe_unused]] ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new FabricEnvironment);
 
 struct Case {
   const char* name;
