@@ -9,6 +9,7 @@
 # running the ring's block attention), which reaches longer T; skipped with fewer than 2 GPUs.
 # Its tokens/s is the whole run's (two GPUs).
 # Usage (repo root, after `source .devdeps/env.sh`): bench/long_sequence.sh BUILD_DIR [MAX_T]
+# MODES="none cp2" picks the runs (default: none full cp2).
 set -uo pipefail
 source "$(dirname "$0")/scaling_lib.sh"
 build=${1:?usage: long_sequence.sh BUILD_DIR [MAX_T]}
@@ -21,7 +22,7 @@ model+=" --ffn-hidden-size 5632"
 printf '%-10s %8s %10s %12s %8s %s\n' recompute T ms/it tokens/s GiB ratio > "$out/summary.txt"
 base=""
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
-for mode in none full cp2; do
+for mode in ${MODES:-none full cp2}; do
   extra=""
   [ $mode = full ] && extra="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
   if [ $mode = cp2 ]; then
