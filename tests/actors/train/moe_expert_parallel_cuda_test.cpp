@@ -87,7 +87,8 @@ void expect_layouts_match_one_gpu(DType compute, double tolerance) {
 
 TEST(MoeExpertParallelCuda, Bf16LayoutsMatchOneGpu) { expect_layouts_match_one_gpu(DType::bf16, 1e-2); }
 
-TEST(MoeExpertParallelCuda, F32LayoutsMatchOneGpu) { expect_layouts_match_one_gpu(DType::f32, 1e-5); }
+// (No f32 case: GPU training computes in bf16 or f16; f32 compute is for CPU devices, where
+// moe_expert_parallel_run_test holds the layouts to 1e-5.)
 
 }  // namespace
 }  // namespace troupe::test
