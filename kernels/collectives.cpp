@@ -1,6 +1,11 @@
 #include "kernels/collectives.hpp"
 
+#include <cstddef>
+
 #include "base/check.hpp"
+#if TROUPE_HAVE_CUDA
+#include "kernels/cuda/moe_scratch.hpp"
+#endif
 
 namespace troupe {
 
@@ -18,7 +23,9 @@ void Collectives::all_to_all_v(const Context& /*ctx*/, const Tensor& in, const s
 namespace {
 
 // Runs `op` on device copies of the host tensors `in` and `out` (ctx a GPU), then brings `out`
-// back and waits for ctx's stream; on the CPU on the tensors themselves.
+// back and waits for ctx's stream; on the CPU on the tensors themselves. The copies live in
+// stream-ordered memory (kernels/cuda/moe_scratch.hpp): a Tensor's cudaFree would wait for the
+// whole device, its other streams' collectives (overlapped gradient reduction) included.
 template <typename Op>
 void through_device(const Context& ctx, const Tensor& in, const Tensor& out, const char* what, Op op) {
   TROUPE_CHECK(in.defined() && !in.is_cuda() && out.defined() && !out.is_cuda(), what, ": ",
@@ -28,12 +35,25 @@ void through_device(const Context& ctx, const Tensor& in, const Tensor& out, con
     op(in, out);
     return;
   }
-  const Tensor in_dev = Tensor::empty(ctx, in.dtype(), in.shape());
-  const Tensor out_dev = in.data() == out.data() ? in_dev : Tensor::empty(ctx, out.dtype(), out.shape());
+#if TROUPE_HAVE_CUDA
+  const bool in_place = in.data() == out.data();
+  const size_t out_at = (in.nbytes() + 255) / 256 * 256;  // out's copy aligned as an allocation's start
+  struct Block {
+    const Context& ctx;
+    void* ptr;
+    ~Block() { cuda::moe_stream_free(ctx, ptr); }
+  } block{ctx, cuda::moe_stream_alloc(ctx, in_place ? in.nbytes() : out_at + out.nbytes())};
+  const Tensor in_dev = Tensor::wrap(block.ptr, in.dtype(), in.shape(), DeviceKind::cuda, ctx.device_index());
+  const Tensor out_dev = in_place ? in_dev
+                                  : Tensor::wrap(static_cast<std::byte*>(block.ptr) + out_at, out.dtype(), out.shape(),
+                                                 DeviceKind::cuda, ctx.device_index());
   copy(ctx, in, in_dev);
   op(in_dev, out_dev);
   copy(ctx, out_dev, out);
   ctx.synchronize();  // out (and in, still being read) belong to the host again
+#else
+  TROUPE_FAIL(what, ": a GPU context in a build without CUDA");
+#endif
 }
 
 }  // namespace

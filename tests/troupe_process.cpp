@@ -191,6 +191,14 @@ std::vector<std::string> tiny_train_args(int64_t iters, const std::vector<std::s
   return a;
 }
 
+std::optional<std::vector<std::string>> mpirun_launcher(int np) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return std::nullopt;
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  return std::vector<std::string>{"mpirun", "-np", std::to_string(np)};
+}
+
 std::map<int64_t, std::string> logged_losses(const std::string& log) {
   std::map<int64_t, std::string> losses;
   std::istringstream in(log);

@@ -79,6 +79,11 @@ std::vector<std::string> moby_dick_train_args(const std::string& dir, const std:
 // for bit at the printed precision).
 std::map<int64_t, std::string> logged_losses(const std::string& log);
 
+// The launcher {"mpirun", "-np", np} for Troupe, with OpenMPI's variables set that let it run as
+// root and start more processes than cores (CI machines); nullopt when mpirun is not on PATH
+// (the test skips).
+std::optional<std::vector<std::string>> mpirun_launcher(int np);
+
 // A whole file's bytes ("" when it cannot be read).
 std::string read_file(const std::string& path);
 // What `troupe train` printed: "monitor: publishing on ENDPOINT (attach with: ...)"; "" if not.

@@ -148,13 +148,12 @@ std::map<int64_t, double> logged_losses(const std::string& out) {
   return losses;
 }
 
-bool have_mpirun() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
-
 // Two processes (mpirun) save one checkpoint under TP2 x DP2 with the distributed optimizer,
 // each writing its ranks' shard files, process 0 committing; one process loads it on one device
 // and continues with the losses of an uninterrupted single-device run.
 TEST(CheckpointCli, SavedByTwoProcessesLoadsIntoOne) {
-  if (!have_mpirun()) GTEST_SKIP() << "no mpirun";
+  const std::optional<std::vector<std::string>> mpirun = mpirun_launcher(2);
+  if (!mpirun) GTEST_SKIP() << "no mpirun";
   TempDir dir("ckpt_mpi");
   const std::string root = dir / "ckpt";
   auto args = [&](int64_t iters, std::vector<std::string> extra) {
@@ -163,9 +162,6 @@ TEST(CheckpointCli, SavedByTwoProcessesLoadsIntoOne) {
     *(std::find(a.begin(), a.end(), "--global-batch-size") + 1) = "4";
     return a;
   };
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
   std::map<int64_t, double> straight;
   {
     Troupe t(args(6, {"--save-interval", "0", "--devices", "1"}), dir / "straight.txt");
@@ -174,7 +170,7 @@ TEST(CheckpointCli, SavedByTwoProcessesLoadsIntoOne) {
   }
   fs::remove_all(root);
   {
-    Troupe t({"mpirun", "-np", "2"},
+    Troupe t(*mpirun,
              args(6, {"--tensor-model-parallel-size", "2", "--devices", "2", "--use-distributed-optimizer",
                       "--async-save", "--exit-interval", "3"}),
              dir / "mpi.txt");

@@ -52,10 +52,8 @@ pid_t mpi_rank_pid(pid_t parent, int rank) {
 }
 
 TEST(HeartbeatTimeout, ReachesTheRunUnderMpirun) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  const std::optional<std::vector<std::string>> mpirun = mpirun_launcher(2);
+  if (!mpirun) GTEST_SKIP() << "no mpirun";
   TempDir dir("heartbeat_mpi");
   // Stage 0 in process 0, stage 1 in process 1; 32 microbatches an iteration, so that most of
   // the time an iteration's pipeline (which the heartbeats guard) is under way.
@@ -63,7 +61,7 @@ TEST(HeartbeatTimeout, ReachesTheRunUnderMpirun) {
                                                             "--heartbeat-timeout", "2", "--op-timeout", "300"});
   *(std::find(args.begin(), args.end(), "--global-batch-size") + 1) = "32";
   *(std::find(args.begin(), args.end(), "--log-interval") + 1) = "10";
-  Troupe t({"mpirun", "-np", "2"}, args, dir / "out.txt");
+  Troupe t(*mpirun, args, dir / "out.txt");
   t.await_output("iteration       10/", 120s);
   const pid_t rank1 = mpi_rank_pid(t.pid(), 1);
   ASSERT_GT(rank1, 0) << "no rank 1 among mpirun's children";

@@ -2,7 +2,9 @@
 // experts, top-2) on Moby-Dick over two CPU devices prints the same losses, digit for digit at
 // the printed precision, with --expert-model-parallel-size 2 (each device two experts, tokens
 // exchanged all-to-all) as with 1 (each device all four), and its checkpoint resumes without
-// expert parallelism. What is not implemented stops before training, naming the flags.
+// expert parallelism. Under `mpirun -np 2` (one CPU device per process) EP2 prints the same
+// losses again, the rows moving between the processes over MPI. What is not implemented stops
+// before training, naming the flags.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -63,6 +65,26 @@ TEST_F(MoeExpertParallelCli, SameLossesAsWithoutExpertParallelism) {
   const std::map<int64_t, std::string> again = logged_losses(resumed.output);
   ASSERT_EQ(again.size(), 4u) << resumed.output;
   for (const auto& [it, loss] : again) EXPECT_EQ(loss, a.at(it)) << "iteration " << it;
+}
+
+// The two devices in two processes: each process's device holds two experts, its rows to the
+// other's experts cross the processes (MPI), the dense gradients are summed over them.
+TEST_F(MoeExpertParallelCli, TwoProcessesUnderMpirunSameLosses) {
+  const std::optional<std::vector<std::string>> mpirun = mpirun_launcher(2);
+  if (!mpirun) GTEST_SKIP() << "no mpirun";
+  const TroupeExit one = train(6, {"--expert-model-parallel-size", "2"}, "moe_ep2_one_process");
+  ASSERT_EQ(one.code, std::optional<int>(0)) << one.output;
+  std::vector<std::string> args =
+      moby_dick_train_args(dir_->path().string(), "llama-tiny", 6, "2e-3",
+                           {"--num-experts", "4", "--moe-router-topk", "2", "--moe-aux-loss-coeff", "1e-2",
+                            "--moe-ffn-hidden-size", "64", "--devices", "1", "--expert-model-parallel-size", "2"});
+  // One process alone would refuse EP2 over its one device: a clean exit means two ran.
+  const TroupeExit two = run_to_exit(*mpirun, args, "moe_ep2_mpirun", 300s);
+  ASSERT_EQ(two.code, std::optional<int>(0)) << two.output;
+  const std::map<int64_t, std::string> a = logged_losses(one.output), b = logged_losses(two.output);
+  ASSERT_EQ(a.size(), 6u) << one.output;
+  ASSERT_EQ(b.size(), 6u) << two.output;
+  for (const auto& [it, loss] : a) EXPECT_EQ(b.at(it), loss) << "iteration " << it;
 }
 
 TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {

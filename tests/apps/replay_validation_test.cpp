@@ -147,19 +147,13 @@ TEST(ReplayValidation, OneProcess) {
             schedules::theoretical_bubble(v.report.header.schedule, v.report.header.shape) + kPoints);
 }
 
-void need_mpirun() {
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-}
-
 TEST(ReplayValidation, TwoProcessesUnderMpirun) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
-  need_mpirun();
+  const std::optional<std::vector<std::string>> mpirun = mpirun_launcher(2);
+  if (!mpirun) GTEST_SKIP() << "no mpirun";
   TempDir dir("replay_validation_mpi");
-  const Recorded f = record("1f1b_mpi", "1f1b", {"mpirun", "-np", "2"}, 1, dir);
-  const Recorded v = record("interleaved_mpi", "interleaved", {"mpirun", "-np", "2"}, 1, dir);
-  const Recorded z = record("zb-v_mpi", "zb-v", {"mpirun", "-np", "2"}, 1, dir);  // chunk 1 over MPI both ways
+  const Recorded f = record("1f1b_mpi", "1f1b", *mpirun, 1, dir);
+  const Recorded v = record("interleaved_mpi", "interleaved", *mpirun, 1, dir);
+  const Recorded z = record("zb-v_mpi", "zb-v", *mpirun, 1, dir);  // chunk 1 over MPI both ways
   expect_replay_matches(f);
   expect_replay_matches(v);
   expect_replay_matches(z);
