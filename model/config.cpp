@@ -22,10 +22,18 @@ void GptConfig::validate_tensor_parallel(int tp) const {
                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
   TROUPE_CHECK(ffn() % tp == 0, "--ffn-hidden-size (", ffn(), ") must be divisible by --tensor-model-parallel-size (",
                tp, ")");
-  // The experts would need Megatron's expert-tensor-parallel layout (and TP of the router's
-  // input): not implemented yet.
-  TROUPE_CHECK(!moe.enabled() || tp == 1, "--num-experts with --tensor-model-parallel-size ", tp,
-               " is not implemented: train mixture-of-experts models with --tensor-model-parallel-size 1");
+  if (!moe.enabled()) return;
+  // Megatron's default expert-tensor-parallel layout: every expert split over the TP group like
+  // the dense MLP; the local experts' weights must stay one aligned run (ParamLayout).
+  const int64_t expert_ffn = moe.expert_ffn(ffn());
+  TROUPE_CHECK(expert_ffn % tp == 0, "--moe-ffn-hidden-size (", expert_ffn,
+               ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  TROUPE_CHECK(expert_ffn / tp * hidden_size % 64 == 0, "--moe-ffn-hidden-size (", expert_ffn,
+               ") / --tensor-model-parallel-size (", tp, ") x --hidden-size (", hidden_size,
+               ") must be a multiple of 64 (each expert's shard is one aligned run)");
+  TROUPE_CHECK(moe.moe_shared_expert_intermediate_size % tp == 0, "--moe-shared-expert-intermediate-size (",
+               moe.moe_shared_expert_intermediate_size, ") must be divisible by --tensor-model-parallel-size (", tp,
+               ")");
 }
 
 void GptConfig::validate() const {

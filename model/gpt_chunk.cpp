@@ -111,7 +111,7 @@ Shape GptChunk::hidden_shape(int64_t batch, int64_t seq) const {
 void GptChunk::reduce_tensor_parallel_grads() {
   if (tp_.shard.size == 1) return;
   for (const ParamInfo& p : layout_.params())
-    if (p.head_norm || (p.norm && sharded_rows())) tp_.comm->all_reduce(ctx_, grads_.slice(p.offset, {p.numel()}));
+    if (p.partial_grad || (p.norm && sharded_rows())) tp_.comm->all_reduce(ctx_, grads_.slice(p.offset, {p.numel()}));
 }
 
 void GptChunk::init_weights(uint64_t seed) {

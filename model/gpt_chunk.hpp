@@ -194,7 +194,8 @@ class GptChunk {
   void moe_backward(int i, const ChunkActivations& a, const Tensor& dy, const Tensor& dln2);
   // Layer i's MoE weights with the router in f32 (a converted copy when computing in 16 bits).
   MoeMlpParams moe_params(int i) const;
-  Collectives* expert_group() const;  // MoE: the expert-parallel group, or null
+  Collectives* expert_group() const;      // MoE: the expert-parallel group, or null
+  Collectives* moe_tensor_group() const;  // MoE: the tensor-parallel group, or null
   // Recompute (model/recompute.hpp): layer i's recomputed tensors in `a` pointed at the workspace
   // (bind) or emptied (unbind); recompute_layer writes them again before layer i's backward.
   void bind_recomputed(int i, ChunkActivations& a);

@@ -16,6 +16,10 @@ Collectives* GptChunk::expert_group() const {
   return tp_.expert_comm;
 }
 
+// Null without tensor parallelism. With it the MoE MLP sees all rows of the group (gathered
+// under sequence parallelism) and returns partial sums, reduced as the dense MLP's.
+Collectives* GptChunk::moe_tensor_group() const { return tp_.shard.size > 1 ? tp_.comm : nullptr; }
+
 MoeMlpParams GptChunk::moe_params(int i) const {
   MoeMlpParams p = layer_params_[size_t(i)].moe;
   if (router_f32_[size_t(i)].defined()) p.router = router_f32_[size_t(i)];
@@ -30,7 +34,7 @@ void GptChunk::moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, 
   // optimizer may have stepped since the last one.
   if (router_f32_[size_t(i)].defined()) convert(ctx_, layer_params_[size_t(i)].moe.router, router_f32_[size_t(i)]);
   moe_mlp_forward(ctx_, moe_spec_, moe_params(i), moe_state_[size_t(i)], s.ln2, a.seq, o.training, s.moe, out,
-                  expert_group());
+                  expert_group(), moe_tensor_group());
   if (!o.training) return;
   const int l = layout_.first_layer() + i;
   const auto it =
@@ -51,7 +55,7 @@ void GptChunk::moe_backward(int i, const ChunkActivations& a, const Tensor& dy, 
   const LayerActivations& s = a.layers[size_t(i)];
   auto t = timed("moe.bwd");
   moe_mlp_backward(ctx_, moe_spec_, moe_params(i), s.moe, s.ln2, dy, a.moe_loss_grad_scale, dln2,
-                   layer_grads_[size_t(i)].moe, expert_group());
+                   layer_grads_[size_t(i)].moe, expert_group(), moe_tensor_group());
 }
 
 void GptChunk::update_moe_expert_bias() {

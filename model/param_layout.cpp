@@ -38,7 +38,7 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
 
   const int64_t C = c.hidden_size, Vp = padded_vocab(), D = c.head_dim(), H = c.num_attention_heads,
                 G = c.query_groups(), F = c.ffn(), r = tp.rank;
-  const int64_t Hl = H / T, Gl = G / T, Fl = F / T, Vl = Vp / T;
+  const int64_t Hl = H / T, Gl = G / T, Vl = Vp / T;
   const bool ln = c.normalization == Normalization::layernorm;
   const bool bias = c.has_bias();
   auto norm = [&](const std::string& prefix) {
@@ -69,16 +69,13 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
       add_moe_mlp(p + "mlp.");
     } else {
       row(p + "mlp.linear_fc2", F);
-      if (c.swiglu)  // [gate; up]: each rank takes its part of both halves
-        column(p + "mlp.linear_fc1", 2 * F, {{r * Fl, Fl}, {F + r * Fl, Fl}}, bias);
-      else
-        column(p + "mlp.linear_fc1", F, {{r * Fl, Fl}}, bias);
+      column(p + "mlp.linear_fc1", c.swiglu ? 2 * F : F, fc1_pieces(F), bias);
     }
     norm(p + "pre_mlp_layernorm");
     row(p + "self_attention.linear_proj", H * D);
     if (c.qk_layernorm) {  // one weight over every head: each rank normalizes its own heads with it
-      add(p + "self_attention.k_layernorm.weight", {D}, false, ParamInit::ones).head_norm = true;
-      add(p + "self_attention.q_layernorm.weight", {D}, false, ParamInit::ones).head_norm = true;
+      add(p + "self_attention.k_layernorm.weight", {D}, false, ParamInit::ones).partial_grad = true;
+      add(p + "self_attention.q_layernorm.weight", {D}, false, ParamInit::ones).partial_grad = true;
     }
     // [Q of H heads; K of G groups; V of G groups]: each rank takes its heads and groups.
     column(p + "self_attention.linear_qkv", c.qkv_size(),
@@ -94,25 +91,43 @@ ParamLayout::ParamLayout(const GptConfig& config, const ChunkSpec& spec, TensorS
   if (spec.post_process && !spec.pre_process && !c.untie_embeddings_and_output_weights) vocab(kWordEmbeddingName);
 }
 
-// An MoE MLP (model/moe/moe_mlp.hpp; no tensor parallelism, no biases): each routed expert by
-// its own global name, so a checkpoint stores experts as separate tensors. Expert e's weight
-// follows expert e - 1's with no gap (F and C are multiples of 8, so F * C and 2F * C are
-// multiples of the 64-element alignment): all experts' fc1 (and fc2) form one [E, F1, C] tensor
-// for the grouped GEMM. Init as Megatron's: fc1 and the router N(0, std), fc2 the scaled std.
+// The rows of an MLP's fc1 (width F; [gate; up] with SwiGLU) this tensor-parallel rank holds:
+// its part of each half.
+std::vector<std::pair<int64_t, int64_t>> ParamLayout::fc1_pieces(int64_t F) const {
+  const int64_t Fl = F / tp_.size, r = tp_.rank;
+  if (config_.swiglu) return {{r * Fl, Fl}, {F + r * Fl, Fl}};
+  return {{r * Fl, Fl}};
+}
+
+// An MoE MLP (model/moe/moe_mlp.hpp; no biases): each routed expert by its own global name, so
+// a checkpoint stores experts as separate tensors. Under tensor parallelism every expert (and
+// the shared expert) is split as the dense MLP: fc1 by rows, fc2 by columns; the router and the
+// shared gate are replicated. Expert e's weight follows expert e - 1's with no gap
+// (validate_tensor_parallel checks that F / TP * C is a multiple of the 64-element alignment):
+// all local experts' fc1 (and fc2) form one [E, F1, C] tensor for the grouped GEMM. Init as
+// Megatron's: fc1 and the router N(0, std), fc2 the scaled std.
 void ParamLayout::add_moe_mlp(const std::string& prefix) {
   const GptConfig& c = config_;
   const MoeConfig& m = c.moe;
-  const int64_t C = c.hidden_size, F = m.expert_ffn(c.ffn()), F1 = c.swiglu ? 2 * F : F;
+  const int64_t C = c.hidden_size, F = m.expert_ffn(c.ffn()), F1 = c.swiglu ? 2 * F : F, T = tp_.size, r = tp_.rank;
+  // fc2 [C, width] by columns, then fc1 [width or 2 width, C] by rows.
+  auto mlp = [&](const std::string& fc2, const std::string& fc1, int64_t width) {
+    split(add(fc2, {C, width}, true, ParamInit::scaled_normal), 1, {{r * width / T, width / T}});
+    split(add(fc1, {c.swiglu ? 2 * width : width, C}, true, ParamInit::normal), 0, fc1_pieces(width));
+  };
   if (m.has_shared_expert()) {
-    const int64_t S = m.moe_shared_expert_intermediate_size;
-    add(prefix + "shared_experts.linear_fc2.weight", {C, S}, true, ParamInit::scaled_normal);
-    add(prefix + "shared_experts.linear_fc1.weight", {c.swiglu ? 2 * S : S, C}, true, ParamInit::normal);
-    if (m.moe_shared_expert_gate) add(prefix + "shared_experts.gate_weight", {1, C}, true, ParamInit::normal);
+    mlp(prefix + "shared_experts.linear_fc2.weight", prefix + "shared_experts.linear_fc1.weight",
+        m.moe_shared_expert_intermediate_size);
+    if (m.moe_shared_expert_gate)
+      add(prefix + "shared_experts.gate_weight", {1, C}, true, ParamInit::normal).partial_grad = true;
   }
   const int e0 = first_local_expert(), e1 = e0 + local_experts();
   pad_to(expert_run_multiple_);  // the run of routed experts starts and ends on the multiple
-  for (int e = e0; e < e1; ++e) add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal);
-  for (int e = e0; e < e1; ++e) add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal);
+  for (int e = e0; e < e1; ++e)
+    split(add(moe_expert_name(prefix, e, "linear_fc2"), {C, F}, true, ParamInit::scaled_normal), 1,
+          {{r * F / T, F / T}});
+  for (int e = e0; e < e1; ++e)
+    split(add(moe_expert_name(prefix, e, "linear_fc1"), {F1, C}, true, ParamInit::normal), 0, fc1_pieces(F));
   pad_to(expert_run_multiple_);
   add(prefix + "router.weight", {int64_t(m.num_experts), C}, true, ParamInit::normal);
 }

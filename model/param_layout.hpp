@@ -24,7 +24,8 @@
 // Under tensor parallelism (Megatron's layout) a chunk holds its rank's shard of each weight:
 // column-parallel weights (linear_qkv by head group, linear_fc1, the word embedding and output
 // layer by vocabulary rows) split their rows, row-parallel weights (linear_proj, linear_fc2)
-// their columns; norms (the q/k norms too), position embeddings and row-parallel biases are
+// their columns (each MoE expert's and the shared expert's fc1 and fc2 the same way); norms (the
+// q/k norms too), position embeddings, row-parallel biases, the MoE router and shared gate are
 // replicated. ParamInfo
 // says where the shard lies in the global tensor, so initialization, checkpoints and export
 // work on global tensors whatever the layout.
@@ -78,9 +79,10 @@ struct ParamInfo {
   bool decay = true;   // weight decay applies (not to biases and norm weights)
   ParamInit init = ParamInit::normal;
   bool norm = false;  // a norm weight/bias (its gradient is partial per rank under sequence parallelism)
-  // Replicated, but each tensor-parallel rank's gradient covers only its own heads (the q/k norm
-  // weights): summed over the group whether or not sequence parallelism is on.
-  bool head_norm = false;
+  // Replicated, but each tensor-parallel rank's gradient is partial (the q/k norm weights cover
+  // only the rank's own heads; the MoE shared expert's gate sees the rank's partial output):
+  // summed over the group whether or not sequence parallelism is on.
+  bool partial_grad = false;
   Shape global_shape;  // the whole parameter across the tensor-parallel group
   int split_dim = -1;  // -1: every tensor-parallel rank holds all of it
   // (global start, length) along split_dim, concatenated in this order into the shard.
@@ -172,6 +174,7 @@ class ParamLayout {
  private:
   ParamInfo& add(const std::string& name, Shape shape, bool decay, ParamInit init);
   void add_moe_mlp(const std::string& prefix);
+  std::vector<std::pair<int64_t, int64_t>> fc1_pieces(int64_t F) const;
   void pad_to(int64_t multiple) { size_ = (size_ + multiple - 1) / multiple * multiple; }
   MoeMlpParams moe_views(const Tensor& flat, const std::string& prefix) const;
   // Splits the last-added parameter along `dim` into the given global pieces.

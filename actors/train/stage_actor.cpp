@@ -419,8 +419,11 @@ class StageActor : public stage_actor::base {
     StageReport r{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
     r.tp = worker_->tp_rank();
     r.dp = worker_->dp_rank();
-    for (int c = 0; c < worker_->chunks() && worker_->training(); ++c)
-      for (MoeLayerStats& m : worker_->model(c).take_moe_stats()) r.moe.push_back(m);
+    // Every tensor rank routes the same tokens: tensor rank 0 reports the MoE statistics.
+    for (int c = 0; c < worker_->chunks() && worker_->training(); ++c) {
+      std::vector<MoeLayerStats> moe = worker_->model(c).take_moe_stats();
+      if (r.tp == 0) r.moe.insert(r.moe.end(), moe.begin(), moe.end());
+    }
     send(trainer_, report_atom::value, r);
   }
 

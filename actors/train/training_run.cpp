@@ -84,14 +84,16 @@ void validate_context_parallel(const TrainingConfig& c) {
 // --expert-model-parallel-size: experts split over consecutive data ranks (RankLayout's expert
 // grid), what is exact so far; the rest refused by name.
 void validate_expert_parallel(const TrainingConfig& c) {
-  const int EP = c.parallel.expert_size, D = c.parallel.data_size;
+  const int EP = c.parallel.expert_size, D = c.parallel.data_size, T = c.parallel.tensor_size,
+            ETP = c.parallel.expert_tensor_size;
   TROUPE_CHECK(EP >= 1, "--expert-model-parallel-size must be >= 1, got ", EP);
+  // Megatron's default: each expert split over the tensor-parallel group like the dense MLP.
+  TROUPE_CHECK(ETP == 0 || ETP == T, "--expert-tensor-parallel-size ", ETP,
+               " is not implemented: the experts split over the tensor-parallel group, its default "
+               "(--tensor-model-parallel-size ",
+               T, "); leave it out");
   if (EP == 1) return;
   const int E = c.model.moe.num_experts;
-  // Before the sizes: a layout that is not implemented is named as such, whatever it divides.
-  TROUPE_CHECK(c.parallel.tensor_size == 1,
-               "--expert-model-parallel-size with --tensor-model-parallel-size > 1 is "
-               "not implemented; use one or the other");
   TROUPE_CHECK(c.model.moe.enabled(), "--expert-model-parallel-size ", EP,
                " needs a mixture-of-experts model; set --num-experts or use --expert-model-parallel-size 1");
   TROUPE_CHECK(E % EP == 0, "--expert-model-parallel-size ", EP, " must divide --num-experts ", E,
@@ -130,7 +132,7 @@ void validate(const TrainingConfig& c) {
   TROUPE_CHECK(P >= 1, "--pipeline-model-parallel-size must be >= 1, got ", P);
   TROUPE_CHECK(D >= 1, "the data-parallel size must be >= 1, got ", D);
   TROUPE_CHECK(V >= 1, "model chunks per stage must be >= 1, got ", V);
-  validate_expert_parallel(c);  // before the tensor-parallel checks: MoE with TP is refused there too
+  validate_expert_parallel(c);
   validate_pipeline_split(L, P, V, c.parallel.split);
   c.model.validate_tensor_parallel(T);
   if (c.parallel.sequence_parallel) {
@@ -290,20 +292,25 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
   return member;
 }
 
-// Expert parallelism (T = C = 1): the expert groups (EP consecutive data ranks of stage s) and the
+// Expert parallelism (C = 1; the expert-tensor-parallel size is T, Megatron's default): per
+// tensor rank, the expert groups (EP consecutive data ranks of stage s) and the
 // expert-data-parallel groups (the data ranks with the same expert coordinate, by data rank).
 template <typename BuildGroup>
 void TrainingRun::Impl::make_expert_groups(int s, BuildGroup& build_group, StageGroups& member) const {
-  for (int edp = 0; edp < D / EP; ++edp)
-    build_group(layout.expert_group(int(rank(s, edp * EP, 0))), false,
-                str_cat("the expert-parallel group of stage ", s, ", expert-data rank ", edp), false, &member.ep);
-  for (int ep = 0; ep < EP && D > EP; ++ep) {
-    std::vector<int> members;
-    for (int dp = 0; dp < D; ++dp)
-      if (layout.expert_coord(int(rank(s, dp, 0))).ep == ep) members.push_back(int(rank(s, dp, 0)));
-    // Reduces gradients: on the reducers' streams with --overlap-grad-reduce, as the data-parallel group.
-    build_group(members, true, str_cat("the expert-data-parallel group of stage ", s, ", expert rank ", ep), false,
-                &member.edp);
+  for (int tp = 0; tp < T; ++tp) {
+    const std::string of_tp = T > 1 ? str_cat(", tensor rank ", tp) : std::string();
+    for (int edp = 0; edp < D / EP; ++edp)
+      build_group(layout.expert_group(int(rank(s, edp * EP, tp))), false,
+                  str_cat("the expert-parallel group of stage ", s, ", expert-data rank ", edp, of_tp), false,
+                  &member.ep);
+    for (int ep = 0; ep < EP && D > EP; ++ep) {
+      std::vector<int> members;
+      for (int dp = 0; dp < D; ++dp)
+        if (layout.expert_coord(int(rank(s, dp, tp))).ep == ep) members.push_back(int(rank(s, dp, tp)));
+      // Reduces gradients: on the reducers' streams with --overlap-grad-reduce, as the data-parallel group.
+      build_group(members, true, str_cat("the expert-data-parallel group of stage ", s, ", expert rank ", ep, of_tp),
+                  false, &member.edp);
+    }
   }
 }
 
@@ -692,7 +699,9 @@ TrainingRun::TrainingRun(const TrainingConfig& config, std::unique_ptr<DataLoade
   d.D = config.parallel.data_size;
   d.C = config.parallel.context_size;
   d.EP = config.parallel.expert_size;
-  d.layout = RankLayout{.tensor = d.T, .context = d.C, .data = d.D, .pipeline = d.P, .expert = d.EP};
+  // The expert grid's tensor size is T (Megatron's default --expert-tensor-parallel-size).
+  d.layout =
+      RankLayout{.tensor = d.T, .context = d.C, .data = d.D, .pipeline = d.P, .expert = d.EP, .expert_tensor = d.T};
   d.layout.validate();
   d.M = microbatches_of(config);
   TROUPE_CHECK(train != nullptr, "TrainingRun needs a training data loader");

@@ -38,6 +38,7 @@ struct ParallelConfig {
   int context_size = 1;                // --context-parallel-size (model/context_parallel.hpp)
   int data_size = 1;                   // devices / (tensor size * pipeline size)
   int expert_size = 1;                 // --expert-model-parallel-size: MoE experts split over data ranks
+  int expert_tensor_size = 0;          // --expert-tensor-parallel-size; 0: tensor_size (the only one implemented)
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward

@@ -20,8 +20,6 @@ constexpr const char* kFusion = "a kernel-fusion switch; Troupe's kernels are it
 constexpr const char* kTensorBoard = "--tensorboard-dir writes Troupe's scalars (docs/monitoring.md)";
 constexpr const char* kWandb =
     "Weights & Biases is not reachable from here: use --tensorboard-dir or `troupe monitor` (docs/monitoring.md)";
-constexpr const char* kExpertParallel =
-    "expert tensor parallelism is not implemented: --expert-model-parallel-size splits the experts whole";
 constexpr const char* kFp8Layers = "keeping the first and last layers out of FP8 is not implemented";
 constexpr const char* kScaler =
     "--fp16's dynamic loss scaler runs with Megatron's defaults; other settings are not implemented yet";
@@ -62,7 +60,6 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--overlap-param-gather", 0, kNoEffect, "", "a communication-overlap switch"},
       {"--tp-comm-overlap", 0, kNoEffect, "", "a communication-overlap switch (Transformer Engine userbuffers)"},
       {"--distributed-timeout-minutes", 1, kNoEffect, "", "use --op-timeout (seconds a stage may stay silent)"},
-      {"--expert-tensor-parallel-size", 1, kOnly, "1", kExpertParallel},
       {"--pipeline-model-parallel-layout", 1, kRefused, "",
        "a layout string is not implemented: use --decoder-first-pipeline-num-layers, "
        "--decoder-last-pipeline-num-layers or --account-for-embedding/loss-in-pipeline-split (docs/train.md)"},

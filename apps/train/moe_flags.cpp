@@ -18,6 +18,10 @@ void add_moe_flags(CLI::App* cmd, MoeFlags& f) {
   cmd->add_option("--expert-model-parallel-size", f.expert_model_parallel_size,
                   "split each MoE layer's experts over this many data-parallel ranks (CPU devices)")
       ->check(positive_count());
+  cmd->add_option("--expert-tensor-parallel-size", f.expert_tensor_parallel_size,
+                  "split each expert over this many tensor-parallel ranks: only --tensor-model-parallel-size "
+                  "(the default)")
+      ->check(positive_count());
   keep(cmd->add_option("--moe-router-topk", f.topk, "experts each token goes to")->check(positive_count()));
   keep(cmd->add_option("--moe-router-load-balancing-type", f.load_balancing, "aux_loss, seq_aux_loss or none")
            ->check(CLI::IsMember({"aux_loss", "seq_aux_loss", "none"})));

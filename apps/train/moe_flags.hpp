@@ -1,7 +1,7 @@
 // `troupe train`'s mixture-of-experts flags (Megatron-LM's --num-experts and --moe-*), read into
 // GptConfig::moe. What a run refuses of them lives beside the other layout checks: expert
-// parallelism's layout (actors/train/training_run.cpp), MoE with tensor parallelism
-// (GptConfig::validate_tensor_parallel).
+// and expert-tensor parallelism's layouts (actors/train/training_run.cpp), the experts' widths
+// under tensor parallelism (GptConfig::validate_tensor_parallel).
 //
 //   MoeFlags moe;
 //   add_moe_flags(cmd, moe);                  // registers the flags on `troupe train`
@@ -21,7 +21,8 @@ namespace troupe::apps {
 
 struct MoeFlags {
   int num_experts = 0;
-  int expert_model_parallel_size = 1;  // --expert-model-parallel-size: experts split over data ranks
+  int expert_model_parallel_size = 1;   // --expert-model-parallel-size: experts split over data ranks
+  int expert_tensor_parallel_size = 0;  // --expert-tensor-parallel-size; 0: --tensor-model-parallel-size
   int topk = 2;
   std::string load_balancing = "aux_loss";
   float aux_loss_coeff = 0.0f;

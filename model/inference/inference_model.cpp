@@ -22,7 +22,7 @@ struct InferenceModel::Metadata {
   PagedBatch paged;                 // query_start [S+1], seq_lens [S], block_tables [S, max_blocks]
 };
 
-// `c`, once check_inference_moe has passed it (before ParamLayout refuses MoE with TP in training's words).
+// `c`, once check_inference_moe has passed it (MoE inference is refused with TP).
 static const GptConfig& checked_config(const GptConfig& c, int tensor_parallel) {
   check_inference_moe(c, tensor_parallel);
   return c;

@@ -38,15 +38,18 @@ size_t moe_mlp_activation_bytes(const MoeMlpActivations& a) {
 
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
-                     Collectives* expert_group) {
+                     Collectives* expert_group, Collectives* tensor_group) {
   constexpr const char* op = "moe_mlp_forward";
   TROUPE_CHECK(spec.moe.enabled(), op, ": --num-experts is not set");
   expect_shape(op, "x", x, {x.dim(0), spec.hidden});
   expect_shape(op, "y", y, x.shape());
   const int64_t e = spec.moe.num_experts, ep = expert_group != nullptr ? expert_group->size() : 1;
+  const int64_t tp = tensor_group != nullptr ? tensor_group->size() : 1, f = spec.expert_ffn / tp;
   TROUPE_CHECK(e % ep == 0, op, ": ", e, " experts do not split over an expert group of ", ep);
-  expect_shape(op, "fc1", p.fc1, {e / ep, spec.swiglu ? 2 * spec.expert_ffn : spec.expert_ffn, spec.hidden});
-  expect_shape(op, "fc2", p.fc2, {e / ep, spec.hidden, spec.expert_ffn});
+  TROUPE_CHECK(spec.expert_ffn % tp == 0, op, ": the experts' width ", spec.expert_ffn,
+               " does not split over a tensor group of ", tp);
+  expect_shape(op, "fc1", p.fc1, {e / ep, spec.swiglu ? 2 * f : f, spec.hidden});
+  expect_shape(op, "fc2", p.fc2, {e / ep, spec.hidden, f});
 
   moe_router_forward(ctx, spec.moe, p.router, state, x, seq_length, training, a.routing);
   a.plan = moe_dispatch_plan(ctx, a.routing, spec.moe.num_experts);
@@ -77,7 +80,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
 
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
                       const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx, const MoeMlpParams& g,
-                      Collectives* expert_group) {
+                      Collectives* expert_group, Collectives* tensor_group) {
   constexpr const char* op = "moe_mlp_backward";
   expect_shape(op, "dy", dy, x.shape());
   expect_shape(op, "dx", dx, x.shape());
@@ -86,6 +89,8 @@ void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPa
   const ScratchTensor dexpert_out(ctx, x.dtype(), {rows, spec.hidden});
   const ScratchTensor dprobs(ctx, DType::f32, {n, k});
   moe_unpermute_backward(ctx, dy, a.expert_out, a.plan.map, a.routing.probs, dexpert_out, dprobs);
+  // Under tensor parallelism expert_out is this member's partial sum, so dprobs is too.
+  if (tensor_group != nullptr) tensor_group->all_reduce(ctx, dprobs);
   const ScratchTensor dxp(ctx, x.dtype(), {rows, spec.hidden});
   if (expert_group == nullptr) {
     moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, dexpert_out, dxp,
@@ -101,7 +106,13 @@ void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPa
     moe_expert_combine(ctx, *expert_group, a.exchange, dxp_local, dxp);
   }
   moe_permute_backward(ctx, dxp, a.plan.map, dx);
-  moe_router_backward(ctx, spec.moe, p.router, x, a.routing, dprobs, loss_grad_scale, dx, g.router);
+  if (tensor_group == nullptr || tensor_group->rank() == 0) {
+    moe_router_backward(ctx, spec.moe, p.router, x, a.routing, dprobs, loss_grad_scale, dx, g.router);
+  } else {  // the router's weight gradient, whole; its part of dx is member 0's
+    const ScratchTensor unused_dx(ctx, x.dtype(), x.shape());
+    fill_zero(ctx, unused_dx);
+    moe_router_backward(ctx, spec.moe, p.router, x, a.routing, dprobs, loss_grad_scale, unused_dx, g.router);
+  }
   if (spec.moe.has_shared_expert())
     moe_shared_expert_backward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, dy, dx,
                                g.shared_fc1, g.shared_fc2, g.shared_gate);

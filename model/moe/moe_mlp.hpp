@@ -18,6 +18,16 @@
 // of each expert go to its member and the outputs come back. Every member of the group calls
 // forward and backward together. Null: every expert here.
 //
+// Tensor parallelism (Megatron's expert-tensor-parallel size = TP): with a tensor group of TP
+// members every member passes the same x, all N tokens of the group (gathered first under
+// sequence parallelism), and routes them alike; each expert's fc1 holds this member's rows
+// (with SwiGLU its part of both halves) and fc2 the matching columns, [E, F1/TP, C] and
+// [E, C, F/TP], the shared expert likewise. y and dx are then this member's partial sums, to be
+// all-reduced (or reduce-scattered) over the group by the caller, as the dense MLP's; backward
+// all-reduces the probs' gradient so the router's weight gradient is whole on every member, and
+// only member 0 adds the router's part of dx (every token counted once). The shared gate's
+// weight gradient stays partial: the caller sums it over the group. Null: no tensor parallelism.
+//
 // Both backends run it. On CUDA, x and the expert weights are bf16, f16 or f32 (one type), the
 // router weight and every gradient f32, the router state made by moe_router_state(ctx, cfg);
 // the only device->host copy is the router's (router.hpp).
@@ -80,11 +90,11 @@ size_t moe_mlp_activation_bytes(const MoeMlpActivations& a);
 // x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten).
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
-                     Collectives* expert_group = nullptr);
+                     Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr);
 // dy: [N, C]; dx: [N, C] (overwritten); g: f32 gradients, ACCUMULATE. loss_grad_scale: the
 // factor on the main loss's gradient, applied to the router's losses (see router.hpp).
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
                       const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx, const MoeMlpParams& g,
-                      Collectives* expert_group = nullptr);
+                      Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr);
 
 }  // namespace troupe

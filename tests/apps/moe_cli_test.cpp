@@ -106,9 +106,10 @@ TEST_F(MoeCli, BadInputStopsNamingTheFlags) {
   const std::vector<Case> cases = {
       {{}, {"--moe-router-topk 5", "--num-experts 4"}, "llama-tiny", {"--num-experts", "4", "--moe-router-topk", "5"}},
       {{}, {"--num-experts", "--disable-bias-linear"}, "gpt2-tiny"},
-      {{"--tensor-model-parallel-size", "2"}, {"--num-experts", "--tensor-model-parallel-size 2"}},
+      {{"--tensor-model-parallel-size", "2", "--expert-tensor-parallel-size", "1"},
+       {"--expert-tensor-parallel-size 1", "--tensor-model-parallel-size 2"}},
       {{"--expert-model-parallel-size", "3"}, {"--expert-model-parallel-size 3", "--num-experts 4"}},
-      {{"--expert-tensor-parallel-size", "2"}, {"--expert-tensor-parallel-size 2"}},
+      {{"--expert-tensor-parallel-size", "2"}, {"--expert-tensor-parallel-size 2", "--tensor-model-parallel-size 1"}},
       {{"--moe-router-enable-expert-bias"}, {"--moe-router-enable-expert-bias", "sigmoid"}},
       {{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
        {"--recompute-granularity full", "--num-experts"}},

@@ -113,7 +113,7 @@ TEST(ParamLayout, QkNormWeightsAreReplicatedOnesWithoutDecay) {
       const ParamInfo& p = layout.find(name);
       EXPECT_EQ(p.shape, (Shape{24})) << name;
       EXPECT_TRUE(p.replicated()) << name;
-      EXPECT_TRUE(p.head_norm) << name;
+      EXPECT_TRUE(p.partial_grad) << name;
       EXPECT_FALSE(p.norm) << name;  // not only under sequence parallelism
       EXPECT_FALSE(p.decay) << name;
       EXPECT_EQ(p.init, ParamInit::ones) << name;

@@ -2,7 +2,8 @@
 // CPU devices:
 // - data parallelism: the token counts are summed over the replicas before the update, so DP2
 //   (and PP2 x DP2) reproduce the single-device Trainer for 10 iterations (1e-5), where each
-//   replica updating from its own counts would move the biases, hence the routing, apart;
+//   replica updating from its own counts would move the biases, hence the routing, apart; so do
+//   TP2 (each tensor rank routes the group's tokens) and TP2 x SP x DP2;
 // - checkpoints: the bias is stored as Megatron's decoder.layers.N.mlp.router.expert_bias
 //   (f32 [E]), and 5 iterations + save + load into a new run + 5 give the losses of 10 straight
 //   ones bit for bit.
@@ -19,6 +20,8 @@ struct Case {
   const char* name;
   int P, D;
   double capacity;  // 0: dropless
+  int T = 1;        // --tensor-model-parallel-size: each tensor rank counts the group's tokens once
+  bool sp = false;  // --sequence-parallel
 };
 
 actors::TrainingConfig config_of(const Case& c) {
@@ -33,6 +36,8 @@ actors::TrainingConfig config_of(const Case& c) {
   m.moe_router_bias_update_rate = 0.05f;
   m.moe_expert_capacity_factor = c.capacity;
   config.parallel.data_size = c.D;
+  config.parallel.tensor_size = c.T;
+  config.parallel.sequence_parallel = c.sp;
   config.parallel.distributed_optimizer = c.D > 1;
   config.parallel.overlap_grad_reduce = c.D > 1;
   config.parallel.bucket_elements = 3000;
@@ -49,7 +54,9 @@ TEST_P(MoeExpertBias, SameLossAsOneDevice) {
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertBias,
                          ::testing::Values(Case{"DP2_DistOpt_dropless", 1, 2, 0.0},
                                            Case{"DP2_DistOpt_capacity", 1, 2, 1.0},
-                                           Case{"PP2_DP2_DistOpt_dropless", 2, 2, 0.0}),
+                                           Case{"PP2_DP2_DistOpt_dropless", 2, 2, 0.0},
+                                           Case{"TP2_SP_DP2_DistOpt_capacity", 1, 2, 1.0, 2, true},
+                                           Case{"TP2_dropless", 1, 1, 0.0, 2}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {

@@ -1,12 +1,14 @@
 // Tensor, sequence, data and context parallelism on GPUs (NCCL groups, one rank per GPU): every layout
 // that fits the visible GPUs trains the same losses as one GPU, within bf16 noise (tensor
 // parallelism sums the GEMMs' partial products in another order); a Qwen3-shaped model on one GPU
-// trains the CPU's losses, and on TP2 the one GPU's.
+// trains the CPU's losses, and on TP2 the one GPU's; so does a mixture-of-experts model (the
+// experts split over the tensor group, the router's probs gradient all-reduced over it).
 #include <cstdio>
 
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
 #endif
+#include "tests/actors/train/moe_test_model.hpp"
 #include "tests/actors/train/pipeline_test_util.hpp"
 
 namespace troupe::test {
@@ -18,12 +20,16 @@ struct Layout {
   int C = 1;  // context parallelism: the ring's block attention kernels, all_to_all_v over NCCL
 };
 
-TEST(ParallelCuda, LayoutsMatchOneGpu) {
+int visible_gpus() {
 #if TROUPE_HAVE_CUDA
-  const int gpus = cuda::device_count();
+  return cuda::device_count();
 #else
-  const int gpus = 0;
+  return 0;
 #endif
+}
+
+TEST(ParallelCuda, LayoutsMatchOneGpu) {
+  const int gpus = visible_gpus();
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL groups put one rank on each)";
   const int iters = 6;
   const std::vector<IterationStats> ref = train_iterations(gpu_config(1, 1), iters);
@@ -75,35 +81,43 @@ actors::TrainingConfig qwen3_gpu_config() {
   return config;
 }
 
-// One GPU (bf16) trains the CPU's (f32) losses within bf16 noise; TP2 with and without sequence
-// parallelism (the q/k norm weights' gradients summed over the ranks' heads) the one GPU's.
-TEST(ParallelCuda, Qwen3MatchesTheCpuAndOneGpu) {
-#if TROUPE_HAVE_CUDA
-  const int gpus = cuda::device_count();
-#else
-  const int gpus = 0;
-#endif
+// One GPU (bf16) trains `gpu`'s losses on the CPU (f32) within bf16 noise; with two GPUs, TP2
+// with and without sequence parallelism the one GPU's.
+void expect_cpu_one_gpu_tp2(const char* label, const actors::TrainingConfig& gpu) {
+  const int gpus = visible_gpus();
   if (gpus < 1) GTEST_SKIP() << "needs a GPU";
   const int iters = 6;
-  actors::TrainingConfig on_cpu = qwen3_gpu_config();
+  actors::TrainingConfig on_cpu = gpu;
   on_cpu.devices.cuda = false;
   on_cpu.devices.compute = DType::f32;
   const std::vector<IterationStats> cpu_ref = train_iterations(on_cpu, iters);
-  const std::vector<IterationStats> ref = train_iterations(qwen3_gpu_config(), iters);
+  const std::vector<IterationStats> ref = train_iterations(gpu, iters);
   for (int it = 0; it < iters; ++it)
-    EXPECT_LT(rel(ref[size_t(it)].loss, cpu_ref[size_t(it)].loss), 2e-2) << "one GPU, iteration " << it + 1;
-  std::printf("Qwen3 one GPU: last loss %.6f (CPU %.6f)\n", ref.back().loss, cpu_ref.back().loss);
+    EXPECT_LT(rel(ref[size_t(it)].loss, cpu_ref[size_t(it)].loss), 2e-2) << label << " one GPU, iteration " << it + 1;
+  std::printf("%s one GPU: last loss %.6f (CPU %.6f)\n", label, ref.back().loss, cpu_ref.back().loss);
   if (gpus < 2) return;
   for (bool sp : {false, true}) {
-    actors::TrainingConfig config = qwen3_gpu_config();
+    actors::TrainingConfig config = gpu;
     config.parallel.tensor_size = 2;
     config.parallel.sequence_parallel = sp;
     const std::vector<IterationStats> got = train_iterations(config, iters);
     for (int it = 0; it < iters; ++it)
       EXPECT_LT(rel(got[size_t(it)].loss, ref[size_t(it)].loss), 1e-2)
-          << "TP2" << (sp ? " SP" : "") << " iteration " << it + 1;
-    std::printf("Qwen3 TP2%s: last loss %.6f (one GPU %.6f)\n", sp ? " SP" : "", got.back().loss, ref.back().loss);
+          << label << " TP2" << (sp ? " SP" : "") << " iteration " << it + 1;
+    std::printf("%s TP2%s: last loss %.6f (one GPU %.6f)\n", label, sp ? " SP" : "", got.back().loss, ref.back().loss);
   }
+}
+
+// The q/k norm weights' gradients summed over the TP ranks' heads.
+TEST(ParallelCuda, Qwen3MatchesTheCpuAndOneGpu) { expect_cpu_one_gpu_tp2("Qwen3", qwen3_gpu_config()); }
+
+// A Llama-shaped MoE model (4 experts top-2, dropless, a shared expert): the experts split over
+// the tensor group, the router's probs gradient all-reduced over it.
+TEST(ParallelCuda, MoeTensorParallelMatchesTheCpuAndOneGpu) {
+  actors::TrainingConfig moe = qwen3_gpu_config();
+  moe.model.qk_layernorm = false;
+  set_test_moe(moe.model.moe, 0.0, true);
+  expect_cpu_one_gpu_tp2("MoE", moe);
 }
 
 }  // namespace
