@@ -230,8 +230,13 @@ class GptChunk {
   enum class LayerLinear { qkv, proj, fc1, fc2 };
   void layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
                             const Tensor& y, bool training);
+  // With `deferred` (zero-bubble's B op: dw and db undefined), the weight gradients are left to
+  // layer_linear_weight_backward (the W op), FP8 keeping its scales in `deferred`.
   void layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
-                             const Tensor& dx, const Tensor& dw, const Tensor& db);
+                             const Tensor& dx, const Tensor& dw, const Tensor& db,
+                             LayerActivations* deferred = nullptr);
+  void layer_linear_weight_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
+                                    const Tensor& dw, const Tensor& db, const LayerActivations& deferred);
 
   const Context& ctx_;
   TensorParallel tp_;

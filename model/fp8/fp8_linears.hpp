@@ -19,6 +19,11 @@
 //   fp8.forward(0, ln1, qkv_w, qkv_b, qkv);
 //   fp8.backward(0, dqkv, ln1, qkv_w, dln1, dqkv_w, dqkv_b);
 //   fp8.update_scales({tp.comm, dp.comm});
+//
+// Zero-bubble schedules split backward in two: backward_input (the B op: dgrad) casts dy, records
+// its amax and writes the scales of x and dy into `wgrad_scales`; backward_weight (the W op, later,
+// after other microbatches' casts moved the meta) casts x and dy again with those scales, so the
+// weight gradient equals backward's bit for bit and each amax is counted once.
 #pragma once
 
 #include <vector>
@@ -43,11 +48,17 @@ class Fp8Linears {
   // be undefined.
   void backward(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
                 const Tensor& db);
+  // backward, split: dx (undefined: nothing) and, for backward_weight, wgrad_scales f32 [4]
+  // (x's scale and scale_inv, dy's scale and scale_inv; any contents before backward_input).
+  void backward_input(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
+                      const Tensor& wgrad_scales);
+  void backward_weight(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
+                       const Tensor& db, const Tensor& wgrad_scales);
   // Delayed scaling: the step's amaxes reduced (max) over each group (null entries skipped),
   // then every tensor's next scale and the histories rolled. Nothing under tensorwise.
   void update_scales(const std::vector<Collectives*>& groups);
 
-  // The scaling state, f32 on the device (tests, checkpoints of the future): forward tensors
+  // The scaling state, f32 on the device (tests, checkpoints): forward tensors
   // are columns 2i (x of linear i) and 2i + 1 (w), backward ones column i (dy).
   struct Meta {
     Tensor history;           // [L, T]; row 0 this step's amaxes
@@ -55,11 +66,21 @@ class Fp8Linears {
   };
   const Meta& forward_meta() const { return fwd_; }
   const Meta& backward_meta() const { return bwd_; }
+  // A checkpoint's state (copied in; the shapes must be these).
+  void load_meta(const Meta& forward, const Meta& backward);
 
  private:
   // q = the cast of x with meta tensor t's scale (its amax recorded when `record` or, tensorwise,
   // computed).
   Fp8Operand quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record = true);
+  // Tensorwise: meta tensor t's scale from x's amax (reduced over the cast groups).
+  void current_scale(Meta& meta, int t, Fp8Format f, const Tensor& x);
+  // The cast of x with a given scale (f32 [1]) and scale_inv.
+  Fp8Operand cast(Fp8Format f, const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Tensor& q);
+  void dgrad(const Fp8Operand& qdy, int linear, const Tensor& w, const Tensor& dx);
+  // dw += q(dy)^T q(x), then db and --no-fp8-wgrad's dw from dy unquantized.
+  void wgrad(const Fp8Operand& qdy, const Fp8Operand& qx, const Tensor& dy, const Tensor& x, const Tensor& w,
+             const Tensor& dw, const Tensor& db);
   // A byte buffer of `shape`, reusing `buf` when large enough (ops run in stream order).
   Tensor bytes(Tensor& buf, const Shape& shape);
 

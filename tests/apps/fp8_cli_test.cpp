@@ -95,9 +95,6 @@ TEST_F(Fp8Cli, WhatIsNotImplementedExitsNamingTheFlag) {
       {{"--fp8-format", "hybrid", "--fp8-amax-compute-algo", "mean"}, "--fp8-amax-compute-algo"},
       {{"--fp8-format", "hybrid", "--fp8-param-gather"}, "--fp8-param-gather"},
       {{"--fp8-format", "hybrid", "--first-last-layers-bf16"}, "--first-last-layers-bf16"},
-      {{"--fp8-format", "hybrid", "--pipeline-model-parallel-size", "2", "--devices", "2", "--pipeline-schedule",
-        "zb-h1"},
-       "--fp8-format"},
   };
   for (const Case& c : cases) expect_train_refused(c.flags, c.named, "fp8_refused");
 }
