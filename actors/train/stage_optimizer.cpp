@@ -153,6 +153,10 @@ void StageOptimizer::copy_state(StateCopy& copy) {
         own.synchronize();
         s.buffers.emplace_back(name, host);
       }
+    // FP8's scaling state: reduced over the tensor and data groups, so the same on every rank of
+    // a stage; one stores it (host copies already).
+    if (w.dp_rank() == 0 && w.tp_rank() == 0)
+      for (auto& [name, host] : worker_->model(c).fp8_buffers()) s.buffers.emplace_back(name, host);
     copy.chunks.push_back(std::move(s));
   }
   copy.ready = nullptr;
@@ -173,6 +177,7 @@ StepResult StageOptimizer::step_whole_model(float lr, float loss_scale) {
                w.stages(), " holds ", w.chunks(), " chunk(s)");
   await_state_readers();
   const NvtxRange range("optimizer step stage ", w.stage());
+  worker_->model(0).fp8_update_scales();  // delayed FP8 scaling, as finalize_grads (no groups here)
   return optimizers_.front()->step(lr, loss_scale);
 }
 

@@ -143,6 +143,7 @@ void Fp8Linears::load_meta(const Meta& forward, const Meta& backward) {
     copy(ctx_, src->scale, dst->scale);
     copy(ctx_, src->scale_inv, dst->scale_inv);
   }
+  ctx_.synchronize();  // the sources may be host tensors that go away
 }
 
 void Fp8Linears::update_scales(const std::vector<Collectives*>& groups) {

@@ -2,7 +2,8 @@
 // keeps the scales it cast with, the W op the FP8 weight-gradient GEMMs with those scales. On CPU
 // devices (the FP8 emulation is deterministic) ZB-H1 and ZB-V on two stages train as 1F1B on two
 // stages does with the same recipe: loss and grad norm of 10 iterations and the weights after,
-// for e4m3 and hybrid under delayed and tensorwise scaling, and with --no-fp8-wgrad.
+// for e4m3 and hybrid under delayed and tensorwise scaling, and with --no-fp8-wgrad. And one stage
+// on one device steps its delayed scales as the single-device Trainer does.
 #include "tests/actors/train/pipeline_test_util.hpp"
 
 namespace troupe::test {
@@ -67,6 +68,15 @@ TEST(Fp8ZeroBubbleSanity, Fp8ChangesTheLosses) {
   off.fp8 = Fp8Recipe{};
   const std::vector<IterationStats> a = train_iterations(fp8, 3), b = train_iterations(off, 3);
   EXPECT_NE(a.back().loss, b.back().loss);
+}
+
+// One stage on one device (its optimizer steps the whole model) updates the delayed scales too:
+// the single-device Trainer's numbers.
+TEST(Fp8OneStage, DelayedScalingAsTheTrainer) {
+  actors::TrainingConfig config = tiny_config(false, 1, 1);
+  config.model.num_layers = 4;
+  config.fp8 = fp8_recipe_from_flags({.format = "hybrid", .recipe = "delayed", .amax_history_len = 2});
+  expect_parity("fp8 hybrid delayed, one stage", config, Tolerance{1e-6, 1e-6, 1e-6});
 }
 
 constexpr Schedule H1 = Schedule::zb_h1, V = Schedule::zb_v;

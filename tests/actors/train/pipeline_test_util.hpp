@@ -111,6 +111,7 @@ inline Reference single_device(const actors::TrainingConfig& t, std::shared_ptr<
                                std::shared_ptr<const SampleSource> valid, int iters, int eval_microbatches) {
   GptChunk model(cpu(), t.model, ChunkSpec::whole_model(), DType::f32);
   model.init_weights(t.seed);
+  if (t.fp8.enabled) model.enable_fp8(t.fp8);
   Optimizer optimizer(model, t.optimizer);
   Trainer trainer(model, optimizer, t.lr, nullptr, t.seed);
   auto train_loader = loader(std::move(train), t.micro_batch_size);
