@@ -2,6 +2,7 @@
 // on Moby-Dick, --fp8-format hybrid and e4m3 under both recipes follow the f32 run's losses and
 // differ from them (FP8 is on); tensor x data x pipeline parallel FP8 runs log the one-device
 // FP8 losses within a bound (the amaxes are reduced over the groups, so every rank scales alike);
+// zb-h1 and zb-v log 1F1B's losses;
 // what is not implemented stops before training, naming the flag.
 #include <gtest/gtest.h>
 
@@ -79,6 +80,20 @@ TEST_F(Fp8Cli, ParallelLayoutsLogTheOneDeviceLosses) {
     const double gap = max_gap(par, one);
     std::printf("  %s: TP2 x PP2 x DP2 against one device: max |gap| %.2e\n", recipe.c_str(), gap);
     EXPECT_LT(gap, 2e-3) << recipe;
+  }
+}
+
+// The zero-bubble schedules split each backward into B (FP8 input gradients) and W (FP8 weight
+// gradients with B's scales): the losses 1F1B logs, to the digit.
+TEST_F(Fp8Cli, ZeroBubbleSchedulesLogTheOneFOneBLosses) {
+  const std::vector<std::string> pp2 = {
+      "--fp8-format", "hybrid", "--devices", "2", "--pipeline-model-parallel-size", "2"};
+  const std::vector<double> ref = losses(pp2, "fp8_1f1b");
+  for (const std::string schedule : {"zb-h1", "zb-v"}) {
+    std::vector<std::string> flags = pp2;
+    flags.insert(flags.end(), {"--pipeline-schedule", schedule});
+    const std::vector<double> got = losses(flags, "fp8_" + schedule);
+    EXPECT_EQ(max_gap(got, ref), 0.0) << schedule;
   }
 }
 

@@ -38,17 +38,6 @@ actors::TrainingConfig config(const Layout& l) {
   return t;
 }
 
-std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
-  return std::make_unique<DataLoader>(
-      tiny_data(t.model), DataLoaderOptions{.micro_batch_size = t.micro_batch_size, .consumed_samples = consumed});
-}
-
-std::vector<IterationStats> train(actors::TrainingRun& run, int iters) {
-  std::vector<IterationStats> out;
-  for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
-  return out;
-}
-
 std::vector<IterationStats> straight(const Layout& l) {
   actors::TrainingConfig t = config(l);
   actors::TrainingRun run(t, loader_at(t, 0), nullptr);
