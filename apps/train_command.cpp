@@ -309,8 +309,6 @@ void check_zero_bubble_run(const TrainOptions& o, const GptConfig& model, const 
                " with activation recompute (--recompute-activations, --recompute-granularity) is not implemented: "
                "drop the recompute flags or use 1f1b");
   TROUPE_CHECK(o.context_size == 1, flag, " with --context-parallel-size > 1 is not implemented: use 1f1b");
-  TROUPE_CHECK(!cfg.fp8.enabled, flag,
-               " with --fp8-format is not implemented (its weight-gradient op has no FP8 path): use 1f1b");
 }
 
 // The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.

@@ -31,12 +31,15 @@ struct LayerActivations {
   Tensor dproj;  // [N, C] (all rows under sequence parallelism)
   Tensor dfc1;   // [N, (F or 2F) / TP]
   Tensor dfc2;   // [N, C] (all rows)
+  // FP8: the scales B cast x and dy with, for W (Fp8Linears::backward_input), f32 per linear
+  // [Fp8Linears::kWgradScales, kFp8ScaleRow].
+  Tensor fp8_wgrad_scales;
 
   // Bytes of the tensors held (a recomputed tensor is not held: model/recompute.hpp).
   size_t bytes() const {
     size_t n = moe_mlp_activation_bytes(moe);
-    for (const Tensor* t : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &qk, &q_rstd, &k_rstd, &attn, &lse, &x_mid, &ln2,
-                            &ln2_mean, &ln2_rstd, &fc1, &act, &dqkv, &dproj, &dfc1, &dfc2})
+    for (const Tensor* t : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &qk,  &q_rstd, &k_rstd, &attn, &lse,  &x_mid,
+                            &ln2, &ln2_mean, &ln2_rstd, &fc1, &act, &dqkv,   &dproj,  &dfc1, &dfc2, &fp8_wgrad_scales})
       if (t->defined()) n += t->nbytes();
     return n;
   }

@@ -708,6 +708,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   }
   const LayerTensors& g = defer ? norm_grads_only : layer_grads_[size_t(i)];
   LayerActivations& s = a.layers[size_t(i)];
+  LayerActivations* kept = defer ? &s : nullptr;  // B's state for W
   Scratch& tmp = scratch(a.batch, a.seq);
   const int64_t B = a.batch, T = a.seq;
   const bool drop = c.hidden_dropout > 0;
@@ -729,7 +730,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
       auto t = timed("fc2.bwd");
       const Tensor dfc2 = gather_rows(dy, tmp.dfull);
       if (c.swiglu || fp8_) {
-        layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b);
+        layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b, kept);
       } else {  // the GELU's backward in the input-gradient GEMM's epilogue (kernels/linear_fused.hpp)
         linear_backward(ctx_, dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
         linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, tmp.dfc1);
@@ -744,7 +745,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
       gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
     }
     auto t = timed("fc1.bwd");
-    layer_linear_backward(i, LayerLinear::fc1, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b);
+    layer_linear_backward(i, LayerLinear::fc1, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b, kept);
     if (defer) keep_gradient(tmp.dfc1, s.dfc1);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
@@ -762,7 +763,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   {
     auto t = timed("proj.bwd");
     const Tensor dproj = gather_rows(dy, tmp.dfull);
-    layer_linear_backward(i, LayerLinear::proj, dproj, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b);
+    layer_linear_backward(i, LayerLinear::proj, dproj, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b, kept);
     if (defer) keep_gradient(dproj, s.dproj);
   }
   const int64_t qkv_cols = layout_.local_qkv_size();
@@ -788,7 +789,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   }
   {
     auto t = timed("qkv.bwd");
-    layer_linear_backward(i, LayerLinear::qkv, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b);
+    layer_linear_backward(i, LayerLinear::qkv, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b, kept);
     if (defer) keep_gradient(tmp.dqkv, s.dqkv);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
@@ -826,11 +827,31 @@ void GptChunk::layer_linear_forward(int i, LayerLinear which, const Tensor& x, c
 }
 
 void GptChunk::layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
-                                     const Tensor& dx, const Tensor& dw, const Tensor& db) {
-  if (fp8_)
-    fp8_->backward(4 * i + int(which), dy, x, w, dx, dw, db);
-  else
+                                     const Tensor& dx, const Tensor& dw, const Tensor& db, LayerActivations* deferred) {
+  if (!fp8_) {
     linear_backward(ctx_, dy, x, w, dx, dw, db);
+  } else if (deferred) {
+    Tensor& scales = deferred->fp8_wgrad_scales;
+    // Per linear of the layer: Fp8Linears' [kWgradScales, kFp8ScaleRow] (16-byte aligned rows).
+    constexpr int64_t per_linear = Fp8Linears::kWgradScales * kFp8ScaleRow;
+    if (!scales.defined()) scales = Tensor::empty(ctx_, DType::f32, {4 * per_linear});
+    fp8_->backward_input(4 * i + int(which), dy, x, w, dx,
+                         scales.slice(per_linear * int(which), {Fp8Linears::kWgradScales, kFp8ScaleRow}));
+  } else {
+    fp8_->backward(4 * i + int(which), dy, x, w, dx, dw, db);
+  }
+}
+
+void GptChunk::layer_linear_weight_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x,
+                                            const Tensor& w, const Tensor& dw, const Tensor& db,
+                                            const LayerActivations& deferred) {
+  constexpr int64_t per_linear = Fp8Linears::kWgradScales * kFp8ScaleRow;
+  if (fp8_)
+    fp8_->backward_weight(
+        4 * i + int(which), dy, x, w, dw, db,
+        deferred.fp8_wgrad_scales.slice(per_linear * int(which), {Fp8Linears::kWgradScales, kFp8ScaleRow}));
+  else
+    linear_backward(ctx_, dy, x, w, Tensor(), dw, db);
 }
 
 }  // namespace troupe

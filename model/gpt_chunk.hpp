@@ -168,6 +168,13 @@ class GptChunk {
   // scales. Nothing without FP8 or under tensorwise scaling.
   void fp8_update_scales(const std::vector<Collectives*>& more_groups = {});
   const Fp8Linears* fp8() const { return fp8_.get(); }
+  // FP8: the scaling state a checkpoint stores beside the parameters, by global layer l (host f32
+  // copies): "decoder.layers.<l>.fp8_meta.forward.{amax_history [L, 8], scale [8], scale_inv [8]}"
+  // (x then w of qkv, proj, fc1, fc2) and "....fp8_meta.backward.{amax_history [L, 4], scale [4],
+  // scale_inv [4]}" (their output gradients). Empty without FP8. load_fp8_buffers takes tensors of
+  // these names and shapes back (a resumed run continues the scales).
+  std::vector<std::pair<std::string, Tensor>> fp8_buffers() const;
+  void load_fp8_buffers(const std::vector<std::pair<std::string, Tensor>>& host);
 
  private:
   struct Scratch;  // per-shape temporaries shared by all microbatches (one stream)
@@ -231,8 +238,13 @@ class GptChunk {
   enum class LayerLinear { qkv, proj, fc1, fc2 };
   void layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
                             const Tensor& y, bool training);
+  // With `deferred` (zero-bubble's B op: dw and db undefined), the weight gradients are left to
+  // layer_linear_weight_backward (the W op), FP8 keeping its scales in `deferred`.
   void layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
-                             const Tensor& dx, const Tensor& dw, const Tensor& db);
+                             const Tensor& dx, const Tensor& dw, const Tensor& db,
+                             LayerActivations* deferred = nullptr);
+  void layer_linear_weight_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
+                                    const Tensor& dw, const Tensor& db, const LayerActivations& deferred);
 
   const Context& ctx_;
   TensorParallel tp_;

@@ -1,7 +1,7 @@
 // Zero-bubble pipelining's split backward (gpt_chunk.hpp: backward_input, backward_weight). B is
 // backward_pass with the weight gradients deferred; W runs the deferred GEMMs in backward's order
-// (output layer, layers from the last, embedding), so the gradients get backward's bits (a tied
-// output layer and embedding share one buffer: their order matters).
+// (output layer, layers from the last, embedding; FP8 linears with the scales B cast with), so the gradients get
+// backward's bits (a tied output layer and embedding share one buffer: their order matters).
 #include "base/check.hpp"
 #include "kernels/ops.hpp"
 #include "model/gpt_chunk.hpp"
@@ -12,9 +12,6 @@ void GptChunk::backward_input(ChunkActivations& a, const Tensor& doutput, const 
   TROUPE_CHECK(a.has_grad, "backward_input: these activations come from a forward without training=true");
   // Each of these keeps tensors B would need past the op in a shared workspace, or computes weight
   // gradients B cannot defer yet.
-  TROUPE_CHECK(!fp8_,
-               "--pipeline-schedule zb-h1 with --fp8-format is not implemented (its weight-gradient op has no FP8 "
-               "path): use 1f1b");
   TROUPE_CHECK(!config().moe.enabled(),
                "--pipeline-schedule zb-h1 or zb-v with --num-experts (MoE layers) is not implemented: use 1f1b");
   TROUPE_CHECK(!recompute_.enabled(),
@@ -42,19 +39,19 @@ void GptChunk::backward_weight(ChunkActivations& a) {
     const LayerActivations& s = a.layers[size_t(i)];
     {
       auto t = timed("fc2.wgrad");
-      linear_backward(ctx_, s.dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
+      layer_linear_weight_backward(i, LayerLinear::fc2, s.dfc2, s.act, w.fc2_w, g.fc2_w, g.fc2_b, s);
     }
     {
       auto t = timed("fc1.wgrad");
-      linear_backward(ctx_, s.dfc1, s.ln2, w.fc1_w, Tensor(), g.fc1_w, g.fc1_b);
+      layer_linear_weight_backward(i, LayerLinear::fc1, s.dfc1, s.ln2, w.fc1_w, g.fc1_w, g.fc1_b, s);
     }
     {
       auto t = timed("proj.wgrad");
-      linear_backward(ctx_, s.dproj, s.attn, w.proj_w, Tensor(), g.proj_w, g.proj_b);
+      layer_linear_weight_backward(i, LayerLinear::proj, s.dproj, s.attn, w.proj_w, g.proj_w, g.proj_b, s);
     }
     {
       auto t = timed("qkv.wgrad");
-      linear_backward(ctx_, s.dqkv, s.ln1, w.qkv_w, Tensor(), g.qkv_w, g.qkv_b);
+      layer_linear_weight_backward(i, LayerLinear::qkv, s.dqkv, s.ln1, w.qkv_w, g.qkv_w, g.qkv_b, s);
     }
     grads_ready(pending_[size_t(i)]);
   }

@@ -48,7 +48,8 @@ struct ChunkState {
   // writes the rest), so each tensor is written once.
   bool experts_only = false;
   // Non-trained tensors this writer stores whole, by global name (host f32): the MoE expert
-  // bias (GptChunk::moe_buffers), from one replica only.
+  // bias (GptChunk::moe_buffers) and FP8's scaling state (GptChunk::fp8_buffers), from one
+  // replica only.
   std::vector<std::pair<std::string, Tensor>> buffers;
 };
 void write_chunk_state(CheckpointWriter& writer, const ChunkState& state);

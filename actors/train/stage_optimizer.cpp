@@ -151,6 +151,10 @@ void StageOptimizer::copy_state(StateCopy& copy) {
         own.synchronize();
         s.buffers.emplace_back(name, host);
       }
+    // FP8's scaling state: reduced over the tensor and data groups, so the same on every rank of
+    // a stage; one stores it (host copies already).
+    if (w.dp_rank() == 0 && w.tp_rank() == 0)
+      for (auto& [name, host] : worker_->model(c).fp8_buffers()) s.buffers.emplace_back(name, host);
     copy.chunks.push_back(std::move(s));
   }
   copy.ready = nullptr;

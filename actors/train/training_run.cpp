@@ -145,9 +145,6 @@ void validate(const TrainingConfig& c) {
   const int M = microbatches_of(c);
   schedules::validate(effective_schedule(c.parallel), {P, V, M, c.parallel.group_size});
   if (c.fp8.enabled) {
-    TROUPE_CHECK(!schedules::splits_backward(effective_schedule(c.parallel)),
-                 "--pipeline-schedule zb-h1 / zb-v with --fp8-format is not implemented (the weight-gradient op has "
-                 "no FP8 path): use 1f1b");
     TROUPE_CHECK(!c.model.moe.enabled(),
                  "--fp8-format with --num-experts is not implemented: the experts' grouped GEMMs have no FP8 path");
     validate_fp8_shapes(c);

@@ -15,6 +15,7 @@
 #include "actors/fabric/fabric.hpp"
 #include "actors/train/training_run_impl.hpp"
 #include "base/check.hpp"
+#include "base/log.hpp"
 #include "storage/checkpoint_reader.hpp"
 #include "storage/checkpoint_writer.hpp"
 
@@ -27,6 +28,35 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // An outcome as it travels between processes: "" + index, or "!" + error.
 std::string encode(const SaveOutcome& o) { return o.error.empty() ? " " + o.index : "!" + o.error; }
+
+// The FP8 recipe's fields that give the stored scaling state its meaning.
+nlohmann::json fp8_record(const Fp8Recipe& r) {
+  return {{"format", r.backward == Fp8Format::e5m2 ? "hybrid" : "e4m3"},
+          {"recipe", r.scaling == Fp8ScalingKind::delayed ? "delayed" : "tensorwise"},
+          {"amax_history_len", r.amax_history_len}};
+}
+
+// A chunk's FP8 scaling state from the checkpoint, when it holds it for the same format and
+// recipe: false (the scales stay at 1) where it does not. Another history length is refused.
+bool load_fp8_state(const CheckpointReader& r, const nlohmann::json& training_state, const Fp8Recipe& recipe,
+                    GptChunk& model) {
+  std::vector<std::pair<std::string, Tensor>> state = model.fp8_buffers();
+  for (const auto& [name, t] : state)
+    if (!r.has(name)) return false;
+  const nlohmann::json stored = training_state.value("fp8", nlohmann::json());
+  const nlohmann::json mine = fp8_record(recipe);
+  if (!stored.is_object() || stored.value("format", "") != mine["format"] ||
+      stored.value("recipe", "") != mine["recipe"])
+    return false;
+  TROUPE_CHECK(
+      recipe.scaling != Fp8ScalingKind::delayed || stored.value("amax_history_len", 0) == recipe.amax_history_len,
+      "checkpoint '", r.dir(), "' keeps FP8 amax histories of ", stored.value("amax_history_len", 0),
+      " steps, this run asks for --fp8-amax-history-len ", recipe.amax_history_len,
+      ": resume with the checkpoint's length");
+  for (auto& [name, t] : state) read_whole_tensor(r, name, Context::cpu(), t);
+  model.load_fp8_buffers(state);
+  return true;
+}
 
 }  // namespace
 
@@ -62,6 +92,7 @@ CheckpointMetadata TrainingRun::Impl::checkpoint_metadata(bool with_optimizer, i
   meta.training_state = {{"optimizer_step", std::max<int64_t>(step, 0)},
                          {"optimizer_saved", with_optimizer},
                          {"loss_scaler", scaler_state}};
+  if (config.fp8.enabled) meta.training_state["fp8"] = fp8_record(config.fp8);
   return meta;
 }
 
@@ -208,6 +239,7 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
   TROUPE_CHECK(!with_optimizer || ts.value("optimizer_saved", false), "checkpoint '", r.dir(),
                "' holds no optimizer state (saved with --no-save-optim): load it with --no-load-optim");
   const int64_t step = with_optimizer ? ts.value("optimizer_step", int64_t(0)) : 0;
+  bool fp8_missing = false;
 
   for (size_t rank = 0; rank < d.workers.size(); ++rank) {
     const auto& w = d.workers[rank];
@@ -230,8 +262,13 @@ void TrainingRun::load_checkpoint(const std::string& root, const LoadOptions& op
       }
       d.stage_optimizers[rank]->optimizer(c).restore(master, m, v, step);
       for (const auto& [name, t] : w->model(c).moe_buffers()) read_whole_tensor(r, name, w->context(), t);
+      if (resume && w->model(c).fp8_enabled() && !load_fp8_state(r, ts, d.config.fp8, w->model(c))) fp8_missing = true;
     }
   }
+  if (fp8_missing)
+    logger("checkpoint")
+        .warning("checkpoint '", r.dir(), "' holds no FP8 scaling state for this run's recipe (",
+                 fp8_recipe_str(d.config.fp8), "): the FP8 scales start at 1");
   if (!resume) return;  // --finetune: weights only, from iteration 0
   const nlohmann::json scaler = ts.value("loss_scaler", nlohmann::json());
   if (auto* dyn = dynamic_cast<DynamicLossScaler*>(d.scaler.get());

@@ -1,5 +1,7 @@
 #include "model/fp8/fp8_linears.hpp"
 
+#include <utility>
+
 #include "base/check.hpp"
 #include "kernels/linear.hpp"
 
@@ -84,12 +86,54 @@ void Fp8Linears::backward(int linear, const Tensor& dy, const Tensor& x, const T
     const Tensor qdy = dx.defined() ? bytes(qdy_, dy.shape()) : Tensor();
     const Fp8Operand dyt = quantize_transposed(bwd_, linear, recipe_.backward, dy, qdy, qt_a_, true);
     const Fp8Operand xt = quantize_transposed(fwd_, 2 * linear, recipe_.forward, x, Tensor(), qt_b_, false);
-    fp8_gemm(ctx_, dyt, xt, dw, 1.0f);
+    fp8_weight_gradient(dyt, xt, dw);
     if (dx.defined()) input_gradient(linear, {qdy, dyt.format, dyt.scale_inv}, w, dx);
   } else if (dx.defined()) {
     input_gradient(linear, quantize(bwd_, linear, recipe_.backward, dy, qdy_), w, dx);
   }
-  // The bias gradient from dy as it is, and --no-fp8-wgrad's weight gradient in the compute dtype.
+  high_precision_gradients(dy, x, w, dw, db);
+}
+
+void Fp8Linears::backward_input(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
+                                const Tensor& wgrad_scales) {
+  TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
+  TROUPE_CHECK(wgrad_scales.dtype() == DType::f32 && wgrad_scales.numel() == kWgradScales * kFp8ScaleRow,
+               "Fp8Linears::backward_input: wgrad_scales must be f32 [", kWgradScales, ", ", kFp8ScaleRow, "]");
+  const Fp8Operand qdy = quantize(bwd_, linear, recipe_.backward, dy, qdy_);
+  if (dx.defined()) input_gradient(linear, qdy, w, dx);
+  if (!recipe_.wgrad) return;  // W's GEMM takes dy and x unquantized
+  // x's scale as backward's cast of x takes it (delayed: the forward's, unchanged until
+  // update_scales; tensorwise: from x's amax).
+  const Scales sx = scales_for(fwd_, 2 * linear, recipe_.forward, x, false);
+  const Tensor sources[kWgradScales] = {sx.scale, sx.scale_inv, bwd_.scale.slice(linear, {1}), qdy.scale_inv};
+  for (int64_t r = 0; r < kWgradScales; ++r) copy(ctx_, sources[r], wgrad_scales.slice(r * kFp8ScaleRow, {1}));
+}
+
+void Fp8Linears::backward_weight(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
+                                 const Tensor& db, const Tensor& wgrad_scales) {
+  TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
+  if (dw.defined() && recipe_.wgrad) {
+    const auto row = [&](int64_t r) { return wgrad_scales.slice(r * kFp8ScaleRow, {1}); };
+    const Fp8Operand dyt = cast_transposed(recipe_.backward, dy, row(2), row(3), qt_a_);
+    const Fp8Operand xt = cast_transposed(recipe_.forward, x, row(0), row(1), qt_b_);
+    fp8_weight_gradient(dyt, xt, dw);
+  }
+  high_precision_gradients(dy, x, w, dw, db);
+}
+
+Fp8Operand Fp8Linears::cast_transposed(Fp8Format f, const Tensor& x, const Tensor& scale, const Tensor& scale_inv,
+                                       Tensor& qt) {
+  const Tensor transposed = bytes(qt, {x.dim(1), x.dim(0)});
+  fp8_cast_transpose(ctx_, x, scale, f, Tensor(), transposed);
+  return {transposed, f, scale_inv};
+}
+
+void Fp8Linears::fp8_weight_gradient(const Fp8Operand& dyt, const Fp8Operand& xt, const Tensor& dw) {
+  fp8_gemm(ctx_, dyt, xt, dw, 1.0f);
+}
+
+void Fp8Linears::high_precision_gradients(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
+                                          const Tensor& db) {
   const Tensor dw_high = recipe_.wgrad ? Tensor() : dw;
   if (db.defined() || dw_high.defined()) linear_backward(ctx_, dy, x, w, Tensor(), dw_high, db);
 }
@@ -99,6 +143,19 @@ void Fp8Linears::input_gradient(int linear, const Fp8Operand& qdy, const Tensor&
   // weight-gradient GEMM that read it is ahead in stream order.
   const Fp8Operand wt = quantize_transposed(fwd_, 2 * linear + 1, recipe_.forward, w, Tensor(), qt_b_, false);
   fp8_gemm(ctx_, qdy, wt, dx);
+}
+
+void Fp8Linears::load_meta(const Meta& forward, const Meta& backward) {
+  for (const auto& [dst, src] : {std::pair{&fwd_, &forward}, std::pair{&bwd_, &backward}}) {
+    const int64_t count = dst->scale.numel();
+    TROUPE_CHECK(src->history.shape() == dst->history.shape() && src->scale.shape() == dst->scale.shape() &&
+                     src->scale_inv.shape() == Shape{count},
+                 "Fp8Linears::load_meta: the FP8 state's shapes differ from this chunk's");
+    copy(ctx_, src->history, dst->history);
+    copy(ctx_, src->scale, dst->scale);
+    copy_columns(ctx_, src->scale_inv.view({count, 1}), 0, dst->scale_inv, 0, 1);
+  }
+  ctx_.synchronize();  // the sources may be host tensors that go away
 }
 
 void Fp8Linears::update_scales(const std::vector<Collectives*>& groups) {

@@ -19,6 +19,11 @@
 //   fp8.forward(0, ln1, qkv_w, qkv_b, qkv);
 //   fp8.backward(0, dqkv, ln1, qkv_w, dln1, dqkv_w, dqkv_b);
 //   fp8.update_scales({tp.comm, dp.comm});
+//
+// Zero-bubble schedules split backward in two: backward_input (the B op: dgrad) casts dy, records
+// its amax and writes the scales of x and dy into `wgrad_scales`; backward_weight (the W op, later,
+// after other microbatches' casts moved the meta) casts x and dy again with those scales, so the
+// weight gradient equals backward's bit for bit and each amax is counted once.
 #pragma once
 
 #include <vector>
@@ -43,11 +48,19 @@ class Fp8Linears {
   // be undefined.
   void backward(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
                 const Tensor& db);
+  // backward, split: dx (undefined: nothing) and, for backward_weight, wgrad_scales f32
+  // [kWgradScales, kFp8ScaleRow] (rows: x's scale, scale_inv, dy's scale, scale_inv; any contents
+  // before backward_input).
+  static constexpr int64_t kWgradScales = 4;
+  void backward_input(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
+                      const Tensor& wgrad_scales);
+  void backward_weight(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
+                       const Tensor& db, const Tensor& wgrad_scales);
   // Delayed scaling: the step's amaxes reduced (max) over each group (null entries skipped),
   // then every tensor's next scale and the histories rolled. Nothing under tensorwise.
   void update_scales(const std::vector<Collectives*>& groups);
 
-  // The scaling state, f32 on the device (tests, checkpoints of the future): forward tensors
+  // The scaling state, f32 on the device (tests, checkpoints): forward tensors
   // are columns 2i (x of linear i) and 2i + 1 (w), backward ones column i (dy).
   struct Meta {
     Tensor history;    // [L, T]; row 0 this step's amaxes
@@ -56,6 +69,9 @@ class Fp8Linears {
   };
   const Meta& forward_meta() const { return fwd_; }
   const Meta& backward_meta() const { return bwd_; }
+  // A checkpoint's state (copied in): history and scale of these shapes, scale_inv [T] (its
+  // column 0).
+  void load_meta(const Meta& forward, const Meta& backward);
 
  private:
   struct Scales {
@@ -70,6 +86,12 @@ class Fp8Linears {
   // meta tensor t's scale: the K-major operands of the backward's GEMMs.
   Fp8Operand quantize_transposed(Meta& meta, int t, Fp8Format f, const Tensor& x, const Tensor& q, Tensor& qt,
                                  bool record);
+  // The cast of x transposed with given scales (f32 [1] each): the W op's operands.
+  Fp8Operand cast_transposed(Fp8Format f, const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Tensor& qt);
+  // dw += q(dy)^T q(x) from the two transposed casts.
+  void fp8_weight_gradient(const Fp8Operand& dyt, const Fp8Operand& xt, const Tensor& dw);
+  // db, and --no-fp8-wgrad's dw, from dy unquantized.
+  void high_precision_gradients(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw, const Tensor& db);
   // dx = dy w through FP8, dy cast as qdy.
   void input_gradient(int linear, const Fp8Operand& qdy, const Tensor& w, const Tensor& dx);
   // A byte buffer of `shape`, reusing `buf` when large enough (ops run in stream order).

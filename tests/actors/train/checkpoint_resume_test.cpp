@@ -51,17 +51,6 @@ actors::TrainingConfig config(const Layout& l) {
   return t;
 }
 
-std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
-  return std::make_unique<DataLoader>(
-      tiny_data(t.model), DataLoaderOptions{.micro_batch_size = t.micro_batch_size, .consumed_samples = consumed});
-}
-
-std::vector<IterationStats> train(actors::TrainingRun& run, int iters) {
-  std::vector<IterationStats> out;
-  for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
-  return out;
-}
-
 // Iterations 6..10 of an uninterrupted run.
 std::vector<IterationStats> straight(const Layout& l) {
   actors::TrainingConfig t = config(l);

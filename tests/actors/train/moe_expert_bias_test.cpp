@@ -59,11 +59,6 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertBias,
                                            Case{"TP2_dropless", 1, 1, 0.0, 2}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
-  return std::make_unique<DataLoader>(
-      tiny_data(t.model), DataLoaderOptions{.micro_batch_size = t.micro_batch_size, .consumed_samples = consumed});
-}
-
 std::vector<double> losses(actors::TrainingRun& run, int iters) {
   std::vector<double> out;
   for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration().loss);

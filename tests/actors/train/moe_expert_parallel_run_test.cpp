@@ -138,12 +138,6 @@ TEST(MoeExpertParallelRefusals, NameTheFlags) {
   }
 }
 
-std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
-  return std::make_unique<DataLoader>(
-      tiny_data(t.model, 512, 7),
-      DataLoaderOptions{.micro_batch_size = t.micro_batch_size, .consumed_samples = consumed});
-}
-
 std::vector<double> losses(actors::TrainingRun& run, int iters) {
   std::vector<double> out;
   for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration().loss);

@@ -90,14 +90,25 @@ inline std::unique_ptr<DataLoader> loader(std::shared_ptr<const SampleSource> da
   return std::make_unique<DataLoader>(std::move(data), DataLoaderOptions{.micro_batch_size = mbs});
 }
 
+// tiny_data's loader from `consumed` samples on (a resumed run's).
+inline std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
+  return std::make_unique<DataLoader>(
+      tiny_data(t.model), DataLoaderOptions{.micro_batch_size = t.micro_batch_size, .consumed_samples = consumed});
+}
+
+// The stats of `iters` more iterations of `run`.
+inline std::vector<IterationStats> train(actors::TrainingRun& run, int iters) {
+  std::vector<IterationStats> out;
+  for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
+  return out;
+}
+
 // The stats of `iters` iterations of the actor runtime on tiny_data (`samples` of it: the loader
 // does not wrap around, so iters x global batch must fit).
 inline std::vector<IterationStats> train_iterations(const actors::TrainingConfig& config, int iters,
                                                     int64_t samples = 512) {
   actors::TrainingRun run(config, loader(tiny_data(config.model, samples, 7), config.micro_batch_size), nullptr);
-  std::vector<IterationStats> out;
-  for (int i = 0; i < iters; ++i) out.push_back(run.train_iteration());
-  return out;
+  return train(run, iters);
 }
 
 // The single-device losses (and grad norms) of `iters` iterations on the same data.
@@ -111,6 +122,7 @@ inline Reference single_device(const actors::TrainingConfig& t, std::shared_ptr<
                                std::shared_ptr<const SampleSource> valid, int iters, int eval_microbatches) {
   GptChunk model(cpu(), t.model, ChunkSpec::whole_model(), DType::f32);
   model.init_weights(t.seed);
+  if (t.fp8.enabled) model.enable_fp8(t.fp8);
   Optimizer optimizer(model, t.optimizer);
   Trainer trainer(model, optimizer, t.lr, nullptr, t.seed);
   auto train_loader = loader(std::move(train), t.micro_batch_size);

@@ -90,11 +90,6 @@ INSTANTIATE_TEST_SUITE_P(
         Split{"llama_PP2_V2_embedding_loss", true, 6, 2, 2, accounted(true, true)}),
     [](const auto& info) { return info.param.name; });
 
-std::unique_ptr<DataLoader> loader_at(const actors::TrainingConfig& t, int64_t consumed) {
-  return std::make_unique<DataLoader>(
-      tiny_data(t.model), DataLoaderOptions{.micro_batch_size = t.micro_batch_size, .consumed_samples = consumed});
-}
-
 // 5 iterations under `saver`, saved; then 3 more under `saver` and, loaded from the
 // checkpoint, 3 under `loader`: the same losses and grad norms.
 void expect_same_after_load(const Split& saver, const Split& loader, const std::string& dir) {
