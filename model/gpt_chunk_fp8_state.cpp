@@ -57,7 +57,7 @@ std::vector<std::pair<std::string, Tensor>> GptChunk::fp8_buffers() const {
       const int64_t per_layer = dir == 0 ? 8 : 4;  // forward: x and w of 4 linears; backward: dy
       for (int part = 0; part < 3; ++part)
         out.emplace_back(prefix + (dir == 0 ? "forward." : "backward.") + kFp8MetaParts[part],
-                         host_columns(host[size_t(3 * dir + part)], per_layer * i, per_layer));
+                         host_columns(host[3 * size_t(dir) + size_t(part)], per_layer * i, per_layer));
     }
   }
   return out;

@@ -308,8 +308,8 @@ class StageActor : public stage_actor::base {
       if (peer != nullptr && peer->node() != node())
         notice = RemoteParcel{worker_->iteration(), int32_t(out->direction), out->microbatch,
                               out->chunk,           out->parcel.shape,       int32_t(out->parcel.dtype)};
-      completions.op_end([self = stage_actor{this}, id, notice = std::move(notice),
-                          remote = notice ? *peer : stage_peer_actor{}](OpTimes t) {
+      const stage_peer_actor remote = notice ? *peer : stage_peer_actor{};
+      completions.op_end([self = stage_actor{this}, id, notice = std::move(notice), remote](OpTimes t) {
         if (notice) caf::anon_send(remote, parcel_atom::value, *notice);
         caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
       });

@@ -43,7 +43,7 @@ Tensor Fp8Linears::bytes(Tensor& buf, const Shape& shape) {
 
 Fp8Linears::Scales Fp8Linears::scales_for(Meta& meta, int t, Fp8Format f, const Tensor& x, bool record) {
   const Tensor amax = meta.history.slice(t, {1});  // row 0, column t
-  const Scales s{meta.scale.slice(t, {1}), meta.scale_inv.slice(t * kFp8ScaleRow, {1})};
+  Scales s{meta.scale.slice(t, {1}), meta.scale_inv.slice(t * kFp8ScaleRow, {1})};
   if (recipe_.scaling == Fp8ScalingKind::tensorwise) {
     fill_zero(ctx_, amax);
     fp8_amax(ctx_, x, amax);

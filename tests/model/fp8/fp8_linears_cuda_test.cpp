@@ -129,7 +129,7 @@ TEST(Fp8ChunkCuda, LossesMatchTheCpuFp8Run) {
     model.enable_fp8(recipe);
     ActivationsPtr a = model.forward(tokens, targets, Tensor(), {.training = true, .loss_grad_scale = 1.0f / 256});
     model.backward(*a, Tensor(), Tensor());
-    const Tensor l = to_host_f32(ctx, a->losses);
+    Tensor l = to_host_f32(ctx, a->losses);
     model.release(std::move(a));
     return l;
   };
