@@ -308,14 +308,15 @@ class StageActor : public stage_actor::base {
       if (peer != nullptr && peer->node() != node())
         notice = RemoteParcel{worker_->iteration(), int32_t(out->direction), out->microbatch,
                               out->chunk,           out->parcel.shape,       int32_t(out->parcel.dtype)};
-      const stage_peer_actor remote = notice ? *peer : stage_peer_actor{};
+      const bool noticed = notice.has_value();  // read before the callback takes the notice
+      const stage_peer_actor remote = noticed ? *peer : stage_peer_actor{};
       completions.op_end([self = stage_actor{this}, id, notice = std::move(notice), remote](OpTimes t) {
         if (notice) caf::anon_send(remote, parcel_atom::value, *notice);
         caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
       });
       if (out) {
         r.bytes = out->parcel.bytes();
-        if (!notice)
+        if (!noticed)
           send(
               *peer, parcel_atom::value,
               TensorMessage{worker_->iteration(), out->direction, out->microbatch, out->chunk, std::move(out->parcel)});
