@@ -86,7 +86,7 @@ void Fp8Linears::backward(int linear, const Tensor& dy, const Tensor& x, const T
     const Tensor qdy = dx.defined() ? bytes(qdy_, dy.shape()) : Tensor();
     const Fp8Operand dyt = quantize_transposed(bwd_, linear, recipe_.backward, dy, qdy, qt_a_, true);
     const Fp8Operand xt = quantize_transposed(fwd_, 2 * linear, recipe_.forward, x, Tensor(), qt_b_, false);
-    fp8_weight_gradient(dyt, xt, dw);
+    fp8_gemm(ctx_, dyt, xt, dw, 1.0f);  // dw += q(dy)^T q(x)
     if (dx.defined()) input_gradient(linear, {qdy, dyt.format, dyt.scale_inv}, w, dx);
   } else if (dx.defined()) {
     input_gradient(linear, quantize(bwd_, linear, recipe_.backward, dy, qdy_), w, dx);
@@ -116,7 +116,7 @@ void Fp8Linears::backward_weight(int linear, const Tensor& dy, const Tensor& x, 
     const auto row = [&](int64_t r) { return wgrad_scales.slice(r * kFp8ScaleRow, {1}); };
     const Fp8Operand dyt = cast_transposed(recipe_.backward, dy, row(2), row(3), qt_a_);
     const Fp8Operand xt = cast_transposed(recipe_.forward, x, row(0), row(1), qt_b_);
-    fp8_weight_gradient(dyt, xt, dw);
+    fp8_gemm(ctx_, dyt, xt, dw, 1.0f);  // dw += q(dy)^T q(x)
   }
   high_precision_gradients(dy, x, w, dw, db);
 }
@@ -126,10 +126,6 @@ Fp8Operand Fp8Linears::cast_transposed(Fp8Format f, const Tensor& x, const Tenso
   const Tensor transposed = bytes(qt, {x.dim(1), x.dim(0)});
   fp8_cast_transpose(ctx_, x, scale, f, Tensor(), transposed);
   return {transposed, f, scale_inv};
-}
-
-void Fp8Linears::fp8_weight_gradient(const Fp8Operand& dyt, const Fp8Operand& xt, const Tensor& dw) {
-  fp8_gemm(ctx_, dyt, xt, dw, 1.0f);
 }
 
 void Fp8Linears::high_precision_gradients(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,

@@ -88,8 +88,6 @@ class Fp8Linears {
                                  bool record);
   // The cast of x transposed with given scales (f32 [1] each): the W op's operands.
   Fp8Operand cast_transposed(Fp8Format f, const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Tensor& qt);
-  // dw += q(dy)^T q(x) from the two transposed casts.
-  void fp8_weight_gradient(const Fp8Operand& dyt, const Fp8Operand& xt, const Tensor& dw);
   // db, and --no-fp8-wgrad's dw, from dy unquantized.
   void high_precision_gradients(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw, const Tensor& db);
   // dx = dy w through FP8, dy cast as qdy.

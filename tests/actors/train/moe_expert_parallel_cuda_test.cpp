@@ -17,14 +17,6 @@
 namespace troupe::test {
 namespace {
 
-int visible_gpus() {
-#if TROUPE_HAVE_CUDA
-  return cuda::device_count();
-#else
-  return 0;
-#endif
-}
-
 // Mixtral's shape, small: RMSNorm, SwiGLU experts, RoPE, grouped-query attention; every layer MoE.
 actors::TrainingConfig mixtral_config(DType compute) {
   actors::TrainingConfig config = gpu_config(1, 1);

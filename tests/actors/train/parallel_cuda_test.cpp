@@ -20,14 +20,6 @@ struct Layout {
   int C = 1;  // context parallelism: the ring's block attention kernels, all_to_all_v over NCCL
 };
 
-int visible_gpus() {
-#if TROUPE_HAVE_CUDA
-  return cuda::device_count();
-#else
-  return 0;
-#endif
-}
-
 TEST(ParallelCuda, LayoutsMatchOneGpu) {
   const int gpus = visible_gpus();
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL groups put one rank on each)";

@@ -13,6 +13,9 @@
 #include "data/data_loader.hpp"
 #include "data/sample_source.hpp"
 #include "tests/test_util.hpp"
+#if TROUPE_HAVE_CUDA
+#include "kernels/cuda/runtime.hpp"
+#endif
 
 namespace troupe::test {
 
@@ -37,6 +40,15 @@ class RandomTokens final : public SampleSource {
   int64_t n_, seq_;
   std::vector<int32_t> tokens_;
 };
+
+// GPUs this process sees (0 in a build without CUDA): multi-GPU tests skip below their need.
+inline int visible_gpus() {
+#if TROUPE_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
 
 inline GptConfig tiny_model(bool llama) {
   GptConfig c = llama ? GptConfig::llama_style(8, 32, 4, 2, 64) : GptConfig::gpt2_124m();
