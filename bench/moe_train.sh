@@ -29,26 +29,15 @@ else
   echo "bf16 matmul peak: ${peak} TFLOP/s"
 fi
 
-"$troupe" preprocess --input assets/corpora/moby-dick.jsonl --output-prefix "$out/moby" \
-    --vocab-file assets/gpt2/gpt2-vocab.json --merge-file assets/gpt2/gpt2-merges.txt --append-eod > "$out/pre.log" 2>&1 ||
-    { echo "preprocess failed:"; tail -3 "$out/pre.log"; }
-common=(--data-path "$out/moby_text_document" --split 98,2,0 --vocab-file assets/gpt2/gpt2-vocab.json
-        --merge-file assets/gpt2/gpt2-merges.txt --model llama-tiny --num-layers 8 --hidden-size 512
-        --num-attention-heads 8 --num-query-groups 2 --seq-length 512 --max-position-embeddings 512
-        --disable-bias-linear --micro-batch-size 8 --global-batch-size 32 --train-iters "$iters" --lr 1e-3
-        --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 20 --bf16 --log-interval 20 --eval-iters 0
-        --moe-aux-loss-coeff 1e-2)
+source "$(dirname "$0")/moe_bench_lib.sh"
+moe_preprocess
+# shellcheck disable=SC2207
+common=($(moe_body "$iters" 8) --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 20 --log-interval 20)
 declare -A shape
-shape[mixtral]="--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 1024"
-shape[deepseek]="--num-experts 64 --moe-router-topk 6 --moe-ffn-hidden-size 256 --moe-shared-expert-intermediate-size 512
-  --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-topk-scaling-factor 2.5"
+shape[mixtral]=$MOE_MIXTRAL
+shape[deepseek]=$MOE_DEEPSEEK
 compile=(--compile)
 [ "${TORCH_COMPILE:-1}" = 0 ] && compile=()
-
-# The mean of the last three log lines' value of `what` (a number follows it), or empty.
-last_three_mean() {  # log what
-  grep -o "$2 [0-9.]*" "$1" | tail -3 | grep -o '[0-9.]*$' | awk '{ s += $1; n++ } END { if (n) printf "%.3f", s / n }'
-}
 
 rows=()
 for name in mixtral deepseek; do

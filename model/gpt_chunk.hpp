@@ -152,6 +152,10 @@ class GptChunk {
 
   // Times every op into `profiler` (null: off). The profiler must outlive its use.
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
+  // MoE layers under expert parallelism: where their all-to-alls run and what marks them for the
+  // trace (model/moe/moe_mlp.hpp, MoeComm: a second context on this chunk's device runs them
+  // beside the shared expert). The context and the spans must outlive their use.
+  void set_moe_comm(const MoeComm& comm) { moe_comm_ = comm; }
   // Context parallelism (model/context_parallel.hpp), before the first forward: inputs and
   // targets are then this rank's local tokens [B, T / C], at their global positions.
   void set_context_parallel(const ContextParallel& cp);
@@ -267,6 +271,7 @@ class GptChunk {
   OpProfiler* profiler_ = nullptr;
   std::function<void(int64_t)> grads_ready_;
   ContextParallel cp_;
+  MoeComm moe_comm_;
   std::unique_ptr<Fp8Linears> fp8_;
   Tensor cp_positions_;  // i32 [B * Tl]: the global positions of the local tokens (context parallelism)
   const Tensor& context_positions_of(int64_t batch, int64_t seq);

@@ -34,7 +34,7 @@ void GptChunk::moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, 
   // optimizer may have stepped since the last one.
   if (router_f32_[size_t(i)].defined()) convert(ctx_, layer_params_[size_t(i)].moe.router, router_f32_[size_t(i)]);
   moe_mlp_forward(ctx_, moe_spec_, moe_params(i), moe_state_[size_t(i)], s.ln2, a.seq, o.training, s.moe, out,
-                  expert_group(), moe_tensor_group());
+                  expert_group(), moe_tensor_group(), moe_comm_);
   if (!o.training) return;
   const int l = layout_.first_layer() + i;
   const auto it =
@@ -55,7 +55,7 @@ void GptChunk::moe_backward(int i, const ChunkActivations& a, const Tensor& dy, 
   const LayerActivations& s = a.layers[size_t(i)];
   auto t = timed("moe.bwd");
   moe_mlp_backward(ctx_, moe_spec_, moe_params(i), s.moe, s.ln2, dy, a.moe_loss_grad_scale, dln2,
-                   layer_grads_[size_t(i)].moe, expert_group(), moe_tensor_group());
+                   layer_grads_[size_t(i)].moe, expert_group(), moe_tensor_group(), moe_comm_);
 }
 
 void GptChunk::update_moe_expert_bias() {

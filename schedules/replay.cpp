@@ -107,6 +107,7 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   r.cost_model = fit_op_cost_model(trace.header, r.durations);
   r.smallest_gap_ns = measured_transfer_latencies(trace, r.iterations).smallest_gap_ns;
   r.replayed = simulate(trace.header.schedule, trace.header.shape, r.durations);
+  r.all_to_all = all_to_all_overlap(trace.events, r.iterations);
   for (const std::string& spec : options.what_ifs) {
     WhatIfPrediction w;
     w.spec = spec;
@@ -184,6 +185,13 @@ std::string format_replay_report(const ReplayReport& r) {
       ": step ", ms(replay_step), " (", measured > 0 ? delta(replay_step / measured) : std::string("?"),
       " vs measured), bubble ", pct(r.replayed.stats.bubble_fraction), " (",
       points(r.replayed.stats.bubble_fraction - r.stats.bubble_fraction), " vs measured)"));
+  if (const AllToAllOverlap& a = r.all_to_all; a.spans > 0) {
+    const double per = double(a.iterations * a.stages);  // per iteration and stage
+    line(str_cat("expert all-to-all: ", ms(double(a.total_ns()) / per), " per iteration and stage (dispatch ",
+                 ms(double(a.dispatch_ns) / per), ", combine ", ms(double(a.combine_ns) / per), "), ",
+                 pct(a.hidden_fraction()), " hidden under the shared expert's compute (",
+                 ms(double(a.overlap_ns) / per), " of it ran beside them)"));
+  }
   const bool splits_backward = std::ranges::any_of(
       r.what_ifs, [](const WhatIfPrediction& w) { return schedules::splits_backward(w.what_if.schedule); });
   if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model, splits_backward));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/all_to_all_overlap.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
@@ -49,7 +50,8 @@ struct ReplayReport {
   // True when smallest_gap_ns is further below 0 than the merged clocks' offsets can be wrong
   // (half the largest offset exchange's round trip, header.clock_rtt_ns / 2; 0 for one clock).
   bool clocks_disagree() const { return smallest_gap_ns < -(header.clock_rtt_ns / 2); }
-  Simulation replayed;  // the recorded shape under the measured mean durations
+  Simulation replayed;         // the recorded shape under the measured mean durations
+  AllToAllOverlap all_to_all;  // MoE expert-parallel runs: the all-to-alls and how much is hidden
   std::vector<WhatIfPrediction> what_ifs;
 };
 

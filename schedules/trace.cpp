@@ -21,11 +21,13 @@ namespace troupe::schedules {
 namespace {
 
 constexpr const char* kFormat = "troupe-trace";
-// 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1.
-constexpr int kVersion = 3;
+// 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1;
+// 4: the span kinds.
+constexpr int kVersion = 4;
 constexpr size_t kEventFields = 10;
-constexpr int kKinds = int(EventKind::backward_weight) + 1;
-constexpr int kVersion2Kinds = int(EventKind::other) + 1;  // what version 1 and 2 readers knew
+constexpr int kKinds = int(EventKind::moe_overlap) + 1;
+constexpr int kVersion2Kinds = int(EventKind::other) + 1;            // what version 1 and 2 readers knew
+constexpr int kVersion3Kinds = int(EventKind::backward_weight) + 1;  // what version 3 readers knew
 
 void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack_map(h.chunk_layers.empty() ? 13 : 14);
@@ -173,8 +175,10 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   if (version < 3) {
     e.kind = v[3] >= 0 && v[3] < kVersion2Kinds ? EventKind(v[3]) : EventKind::other;
   } else {
-    TROUPE_CHECK(v[3] >= 0 && v[3] < kKinds, what, ": event ", index, " (", e.actor, ") has kind ", v[3],
-                 ", unknown to this troupe (0 to ", kKinds - 1, "); replay it with the troupe that wrote it");
+    const int kinds = version == 3 ? kVersion3Kinds : kKinds;
+    TROUPE_CHECK(v[3] >= 0 && v[3] < kinds, what, ": event ", index, " (", e.actor, ") has kind ", v[3],
+                 ", unknown to version ", version, " traces (0 to ", kinds - 1,
+                 "); replay it with the troupe that wrote it");
     e.kind = EventKind(v[3]);
   }
   e.microbatch = int32_t(v[4]);
@@ -189,10 +193,13 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
 }
 
 const char* event_kind_name(EventKind kind) {
-  static const char* names[] = {"forward", "backward",   "send",  "recv",           "optimizer",      "grad_reduce",
-                                "data",    "checkpoint", "other", "backward_input", "backward_weight"};
+  static const char* names[] = {"forward",         "backward",     "send",        "recv",       "optimizer",
+                                "grad_reduce",     "data",         "checkpoint",  "other",      "backward_input",
+                                "backward_weight", "moe_dispatch", "moe_combine", "moe_overlap"};
   return names[int(kind) < kKinds ? int(kind) : int(EventKind::other)];
 }
+
+bool is_span_kind(EventKind kind) { return kind >= EventKind::moe_dispatch && kind <= EventKind::moe_overlap; }
 
 bool is_op_kind(EventKind kind) {
   return kind == EventKind::forward || kind == EventKind::backward || kind == EventKind::backward_input ||
@@ -399,7 +406,7 @@ std::string trace_to_svg(const Trace& trace, const std::string& title) {
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   int rows = trace.header.shape.stages;
   for (const TraceEvent& e : trace.events) {
-    if (e.stage < 0 || e.kind == EventKind::send || e.kind == EventKind::recv) continue;
+    if (e.stage < 0 || e.kind == EventKind::send || e.kind == EventKind::recv || is_span_kind(e.kind)) continue;
     boxes.push_back(&e);
     t0 = std::min(t0, e.start_ns), t1 = std::max(t1, e.end_ns);
     rows = std::max(rows, e.stage + 1);

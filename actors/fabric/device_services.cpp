@@ -1,6 +1,7 @@
 // CPU devices: everything in-process. CUDA contexts go to actors/fabric/cuda/.
 #include "actors/fabric/device_services.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 #include "base/check.hpp"
@@ -76,25 +77,48 @@ class LocalPairReducer final : public PairReducer {
 
 namespace {
 
-class HostCompletionQueue final : public CompletionQueue {
+// CPU devices: the work has run when its call returns, so the clock marks ops and spans.
+class HostCompletionQueue final : public CompletionQueue, private StreamSpans {
  public:
-  explicit HostCompletionQueue(std::chrono::steady_clock::time_point epoch) : epoch_(epoch) {}
-  void op_begin() override { start_ns_ = now_ns(); }
-  void op_end(std::function<void(OpTimes)> done) override { done({start_ns_, now_ns()}); }
+  HostCompletionQueue(bool timing, std::chrono::steady_clock::time_point epoch) : timing_(timing), epoch_(epoch) {}
+  void op_begin() override {
+    start_ns_ = now_ns();
+    spans_.clear();
+  }
+  void op_end(std::function<void(OpTimes)> done) override {
+    OpTimes t{start_ns_, now_ns(), std::move(spans_)};
+    spans_.clear();
+    done(std::move(t));
+  }
+  StreamSpans* spans() override { return timing_ ? this : nullptr; }
 
  private:
+  void begin(const Context& ctx, SpanKind kind) override {
+    (void)ctx;
+    spans_.push_back({kind, now_ns(), 0});
+  }
+  void end(const Context& ctx, SpanKind kind) override {
+    (void)ctx;
+    for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
+      if (it->kind == kind && it->end_ns == 0) {
+        it->end_ns = std::max(now_ns(), it->start_ns + 1);
+        return;
+      }
+  }
   int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count();
   }
+  bool timing_;
   std::chrono::steady_clock::time_point epoch_;
   int64_t start_ns_ = 0;
+  std::vector<SpanTimes> spans_;
 };
 
 }  // namespace
 
 std::unique_ptr<CompletionQueue> make_completion_queue(const Context& ctx, bool timing,
                                                        std::chrono::steady_clock::time_point epoch) {
-  if (!ctx.is_cuda()) return std::make_unique<HostCompletionQueue>(epoch);
+  if (!ctx.is_cuda()) return std::make_unique<HostCompletionQueue>(timing, epoch);
 #if TROUPE_HAVE_CUDA
   return cuda::make_completion_queue(ctx, timing, epoch);
 #else

@@ -16,16 +16,26 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "kernels/context.hpp"
 #include "kernels/stream_fence.hpp"  // fence_record / fence_wait order the side streams
+#include "kernels/stream_spans.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe::actors {
 
+// A span marked inside an op (kernels/stream_spans.hpp), on the trace clock.
+struct SpanTimes {
+  SpanKind kind = SpanKind::moe_dispatch;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
 // Start and end of one op on the trace clock (ns since the run's epoch); 0: not measured.
+// With timing, the spans marked inside it through CompletionQueue::spans().
 struct OpTimes {
   int64_t start_ns = 0, end_ns = 0;
+  std::vector<SpanTimes> spans;
 };
 
 // Learns when the work of an op has finished without ever holding up the stream: on a GPU an
@@ -45,6 +55,9 @@ class CompletionQueue {
     (void)timing;
     return {};
   }
+  // With timing: where the model marks spans inside the op between op_begin and op_end (on
+  // any context of this device); they come back in op_end's OpTimes. Null without timing.
+  virtual StreamSpans* spans() { return nullptr; }
 };
 
 std::unique_ptr<CompletionQueue> make_completion_queue(const Context& ctx, bool timing,

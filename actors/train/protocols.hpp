@@ -112,14 +112,16 @@ using stage_peer_actor =
 //                                        any) is in; the answer is the report
 // and to itself
 //   (pump_atom)                          pick the next op (with fixed op durations: after a settle delay)
-//   (done_atom, uint64 op id, int64 start ns, int64 end ns)
-//                                        an op finished on the device (its completion callback)
+//   (done_atom, uint64 op id, int64 start ns, int64 end ns, vector<int64> spans)
+//                                        an op finished on the device (its completion callback);
+//                                        spans: (kind, start ns, end ns) per span marked in it
 //   (tied_atom)                          the tied embedding's gradient sum is enqueued ...
 //   (stats_atom)                         ... and done: the iteration's gradient statistics follow
 using stage_actor = stage_peer_actor::extend_with<data_listener>::extend<
     caf::reacts_to<peers_atom, stage_listener, std::vector<stage_peer_actor>, std::vector<stage_peer_actor>>,
     caf::reacts_to<plan_atom, IterationPlan>, caf::reacts_to<pump_atom>,
-    caf::reacts_to<done_atom, uint64_t, int64_t, int64_t>, caf::reacts_to<tied_atom>, caf::reacts_to<stats_atom>>;
+    caf::reacts_to<done_atom, uint64_t, int64_t, int64_t, std::vector<int64_t>>, caf::reacts_to<tied_atom>,
+    caf::reacts_to<stats_atom>>;
 
 // The trainer (trainer_actor.hpp): what its stages send it (stage_listener), and from TrainingRun
 //   (train_atom) -> IterationStats       one training iteration

@@ -24,6 +24,13 @@ int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
 }
 
+// A span marked inside an op as its trace event kind (the kinds follow SpanKind's order).
+schedules::EventKind span_event_kind(SpanKind kind) {
+  static_assert(int(SpanKind::moe_overlap) - int(SpanKind::moe_dispatch) ==
+                int(schedules::EventKind::moe_overlap) - int(schedules::EventKind::moe_dispatch));
+  return schedules::EventKind(int(schedules::EventKind::moe_dispatch) + int(kind));
+}
+
 const char* op_name(OpKind kind) {
   switch (kind) {
     case OpKind::forward:
@@ -87,7 +94,9 @@ class StageActor : public stage_actor::base {
           pump_pending_ = false;
           pump();
         },
-        [this](done_atom, uint64_t id, int64_t start_ns, int64_t end_ns) { on_done(id, start_ns, end_ns); },
+        [this](done_atom, uint64_t id, int64_t start_ns, int64_t end_ns, const std::vector<int64_t>& spans) {
+          on_done(id, start_ns, end_ns, spans);
+        },
         [this](tied_atom) {
           // The tied sum is enqueued (NCCL) or done (one device). Wait for it off this thread:
           // a peer that fails before joining the reduction must not block the actor.
@@ -310,9 +319,11 @@ class StageActor : public stage_actor::base {
                               out->chunk,           out->parcel.shape,       int32_t(out->parcel.dtype)};
       const bool noticed = notice.has_value();  // read before the callback takes the notice
       const stage_peer_actor remote = noticed ? *peer : stage_peer_actor{};
-      completions.op_end([self = stage_actor{this}, id, notice = std::move(notice), remote](OpTimes t) {
+      completions.op_end([self = stage_actor{this}, id, notice = std::move(notice), remote](const OpTimes& t) {
         if (notice) caf::anon_send(remote, parcel_atom::value, *notice);
-        caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns);
+        std::vector<int64_t> spans;
+        for (const SpanTimes& s : t.spans) spans.insert(spans.end(), {int64_t(s.kind), s.start_ns, s.end_ns});
+        caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns, std::move(spans));
       });
       if (out) {
         r.bytes = out->parcel.bytes();
@@ -343,7 +354,7 @@ class StageActor : public stage_actor::base {
     return e;
   }
 
-  void on_done(uint64_t id, int64_t start_ns, int64_t end_ns) {
+  void on_done(uint64_t id, int64_t start_ns, int64_t end_ns, const std::vector<int64_t>& spans) {
     if (failed_) return;
     const auto it = running_.find(id);
     if (it == running_.end()) return;
@@ -362,6 +373,15 @@ class StageActor : public stage_actor::base {
         e.kind = schedules::EventKind::recv;
         send(trainer_, progress_atom::value, e);
       }
+    }
+    // Spans marked inside the op (kernels/stream_spans.hpp): (kind, start, end) triples.
+    for (size_t i = 0; i + 2 < spans.size(); i += 3) {
+      schedules::TraceEvent e = event(r.op, spans[i + 1], spans[i + 2], 0);
+      e.kind = span_event_kind(SpanKind(spans[i]));
+      // All-to-alls on their own track beside the op (chrome-trace export); the rest nest in it.
+      if (e.kind == schedules::EventKind::moe_dispatch || e.kind == schedules::EventKind::moe_combine)
+        e.actor = str_cat("stage", stage(), ".comm");
+      send(trainer_, progress_atom::value, e);
     }
     send(trainer_, progress_atom::value, event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes));
     if (options_.fixed_op_duration.count() > 0 && !all_handed_out())

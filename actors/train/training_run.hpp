@@ -34,11 +34,14 @@
 namespace troupe::actors {
 
 struct ParallelConfig {
-  int tensor_size = 1;                 // --tensor-model-parallel-size
-  int context_size = 1;                // --context-parallel-size (model/context_parallel.hpp)
-  int data_size = 1;                   // devices / (tensor size * pipeline size)
-  int expert_size = 1;                 // --expert-model-parallel-size: MoE experts split over data ranks
-  int expert_tensor_size = 0;          // --expert-tensor-parallel-size; 0: tensor_size (the only one implemented)
+  int tensor_size = 1;         // --tensor-model-parallel-size
+  int context_size = 1;        // --context-parallel-size (model/context_parallel.hpp)
+  int data_size = 1;           // devices / (tensor size * pipeline size)
+  int expert_size = 1;         // --expert-model-parallel-size: MoE experts split over data ranks
+  int expert_tensor_size = 0;  // --expert-tensor-parallel-size; 0: tensor_size (the only one implemented)
+  // --moe-shared-expert-overlap: on GPUs with expert_size > 1, the all-to-alls on their own
+  // stream beside the shared expert (model/moe/moe_mlp.hpp). The same math.
+  bool moe_shared_expert_overlap = false;
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward

@@ -36,6 +36,9 @@ void add_moe_flags(CLI::App* cmd, MoeFlags& f) {
            ->check(non_negative_count()));
   keep(cmd->add_flag("--moe-shared-expert-gate", f.shared_expert_gate,
                      "scale the shared expert's output by sigmoid(x . g), a learned gate (Qwen2-MoE)"));
+  keep(cmd->add_flag("--moe-shared-expert-overlap", f.shared_expert_overlap,
+                     "on GPUs with --expert-model-parallel-size > 1: run the token all-to-alls on a stream of their "
+                     "own beside the shared expert"));
   keep(cmd->add_option("--moe-layer-freq", f.layer_freq,
                        "which layers are MoE: N (every N-th from layer 0) or a pattern such as \"([1]*3+[0])*2\""));
   keep(cmd->add_option("--moe-router-score-function", f.score_function, "softmax or sigmoid")
@@ -66,6 +69,9 @@ MoeConfig moe_config_from_flags(const MoeFlags& f) {
     return m;
   }
   m.num_experts = f.num_experts;
+  TROUPE_CHECK(!f.shared_expert_overlap || f.shared_expert_intermediate_size > 0,
+               "--moe-shared-expert-overlap overlaps the all-to-alls with the shared expert: give "
+               "--moe-shared-expert-intermediate-size too");
   m.moe_router_topk = f.topk;
   m.moe_router_load_balancing_type = moe_load_balancing_from_name(f.load_balancing);
   m.moe_aux_loss_coeff = f.aux_loss_coeff;

@@ -23,6 +23,7 @@ struct MoeFlags {
   int num_experts = 0;
   int expert_model_parallel_size = 1;   // --expert-model-parallel-size: experts split over data ranks
   int expert_tensor_parallel_size = 0;  // --expert-tensor-parallel-size; 0: --tensor-model-parallel-size
+  bool shared_expert_overlap = false;   // --moe-shared-expert-overlap
   int topk = 2;
   std::string load_balancing = "aux_loss";
   float aux_loss_coeff = 0.0f;

@@ -52,27 +52,43 @@ void moe_experts_backward(const Context& ctx, bool swiglu, const Tensor& fc1, co
   grouped_linear_backward(ctx, dh, xp, fc1, offsets, dxp, dfc1);
 }
 
-void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
-                               const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y) {
-  const int64_t n = x.dim(0), c = x.dim(1);
+void moe_shared_expert_hidden(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& x,
+                              SharedExpertActivations& a) {
+  const int64_t n = x.dim(0);
+  const int64_t s = swiglu ? fc1.dim(0) / 2 : fc1.dim(0);
   a.fc1 = Tensor::empty(ctx, x.dtype(), {n, fc1.dim(0)});
-  a.act = Tensor::empty(ctx, x.dtype(), {n, fc2.dim(1)});
-  a.out = Tensor::empty(ctx, x.dtype(), {n, c});
+  a.act = Tensor::empty(ctx, x.dtype(), {n, s});
   linear_forward(ctx, x, fc1, Tensor(), a.fc1);
   activation_forward(ctx, swiglu, a.fc1, a.act);
+}
+
+void moe_shared_expert_project(const Context& ctx, const Tensor& fc2, SharedExpertActivations& a) {
+  TROUPE_CHECK(a.act.defined() && fc2.dim(1) == a.act.dim(1), "moe_shared_expert_project: fc2 ", fc2.str(),
+               " does not match the hidden activation ", a.act.str());
+  a.out = Tensor::empty(ctx, a.act.dtype(), {a.act.dim(0), fc2.dim(0)});
   linear_forward(ctx, a.act, fc2, Tensor(), a.out);
+}
+
+void moe_shared_expert_add(const Context& ctx, const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a,
+                           const Tensor& y) {
   if (!gate_w.defined()) {
     add(ctx, y, a.out, y);
     return;
   }
-  a.gate = Tensor::empty(ctx, DType::f32, {n, 1});
+  a.gate = Tensor::empty(ctx, DType::f32, {x.dim(0), 1});
   moe_shared_gate_forward(ctx, x, gate_w, a.out, a.gate, y);
 }
 
-void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
-                                const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
-                                const Tensor& dy, const Tensor& dx, const Tensor& dfc1, const Tensor& dfc2,
-                                const Tensor& dgate_w) {
+void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                               const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y) {
+  moe_shared_expert_hidden(ctx, swiglu, fc1, x, a);
+  moe_shared_expert_project(ctx, fc2, a);
+  moe_shared_expert_add(ctx, gate_w, x, a, y);
+}
+
+void moe_shared_expert_backward_output(const Context& ctx, bool swiglu, const Tensor& fc2, const Tensor& gate_w,
+                                       const Tensor& x, const SharedExpertActivations& a, const Tensor& dy,
+                                       const Tensor& dh, const Tensor& dx, const Tensor& dfc2, const Tensor& dgate_w) {
   std::optional<ScratchTensor> gated_dout;  // the gate's output gradient; without a gate, dy itself
   if (gate_w.defined()) {
     gated_dout.emplace(ctx, x.dtype(), x.shape());
@@ -80,10 +96,22 @@ void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& f
   }
   const Tensor& dout = gated_dout ? gated_dout->tensor() : dy;
   const ScratchTensor dact(ctx, x.dtype(), a.act.shape());
-  const ScratchTensor dh(ctx, x.dtype(), a.fc1.shape());
   linear_backward(ctx, dout, a.act, fc2, dact, dfc2, Tensor());
   activation_backward(ctx, swiglu, dact, a.fc1, dh);
+}
+
+void moe_shared_expert_backward_input(const Context& ctx, const Tensor& fc1, const Tensor& x, const Tensor& dh,
+                                      const Tensor& dx, const Tensor& dfc1) {
   linear_backward(ctx, dh, x, fc1, dx, dfc1, Tensor(), /*accumulate_dx=*/true);
+}
+
+void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                                const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
+                                const Tensor& dy, const Tensor& dx, const Tensor& dfc1, const Tensor& dfc2,
+                                const Tensor& dgate_w) {
+  const ScratchTensor dh(ctx, x.dtype(), a.fc1.shape());
+  moe_shared_expert_backward_output(ctx, swiglu, fc2, gate_w, x, a, dy, dh, dx, dfc2, dgate_w);
+  moe_shared_expert_backward_input(ctx, fc1, x, dh, dx, dfc1);
 }
 
 }  // namespace troupe

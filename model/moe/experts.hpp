@@ -36,12 +36,27 @@ struct SharedExpertActivations {
 };
 
 // fc1: [S1, C]; fc2: [C, S]; gate_w: [1, C] or undefined; x: [N, C]; y: [N, C] ACCUMULATES.
+// The three steps below, in turn.
 void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
                                const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y);
-// dx [N, C] ACCUMULATES; dfc1, dfc2, dgate_w: f32, accumulate.
+// The steps, for running them beside an expert-parallel layer's all-to-alls (moe_mlp.cpp):
+// a.fc1, a.act = act(x · fc1^T); a.out = a.act · fc2^T; y += gate * a.out.
+void moe_shared_expert_hidden(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& x,
+                              SharedExpertActivations& a);
+void moe_shared_expert_project(const Context& ctx, const Tensor& fc2, SharedExpertActivations& a);
+void moe_shared_expert_add(const Context& ctx, const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a,
+                           const Tensor& y);
+// dx [N, C] ACCUMULATES; dfc1, dfc2, dgate_w: f32, accumulate. The two steps below, in turn.
 void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
                                 const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
                                 const Tensor& dy, const Tensor& dx, const Tensor& dfc1, const Tensor& dfc2,
                                 const Tensor& dgate_w);
+// The gate's and fc2's backward and the activation's: dh [N, S1] (overwritten), the gate's part
+// of dx (accumulates); then fc1's: dx += dh · fc1.
+void moe_shared_expert_backward_output(const Context& ctx, bool swiglu, const Tensor& fc2, const Tensor& gate_w,
+                                       const Tensor& x, const SharedExpertActivations& a, const Tensor& dy,
+                                       const Tensor& dh, const Tensor& dx, const Tensor& dfc2, const Tensor& dgate_w);
+void moe_shared_expert_backward_input(const Context& ctx, const Tensor& fc1, const Tensor& x, const Tensor& dh,
+                                      const Tensor& dx, const Tensor& dfc1);
 
 }  // namespace troupe

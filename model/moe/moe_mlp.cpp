@@ -2,12 +2,38 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "base/check.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/moe_permute.hpp"
+#include "kernels/stream_fence.hpp"
 #include "model/moe/scratch_tensor.hpp"
 
 namespace troupe {
+
+namespace {
+
+// Where an expert-parallel layer's all-to-alls run: on MoeComm::comm beside the shared expert
+// (on), else on ctx. to_comm / from_comm order the two streams (nothing when off).
+struct Overlap {
+  Overlap(const Context& ctx, const MoeComm& c, bool shared)
+      : on(c.comm != nullptr && shared && ctx.is_cuda()), ctx(ctx), comm(on ? *c.comm : ctx) {
+    TROUPE_CHECK(!on || (comm.kind() == ctx.kind() && comm.device_index() == ctx.device_index()),
+                 "moe_mlp: the communication context must be on the compute context's device");
+  }
+  void to_comm() const {
+    if (on) fence_wait(comm, fence_record(ctx));
+  }
+  void from_comm() const {
+    if (on) fence_wait(ctx, fence_record(comm));
+  }
+  bool on;
+  const Context& ctx;
+  const Context& comm;
+};
+
+}  // namespace
 
 MoeMlpParams moe_mlp_params(const MoeMlpSpec& spec) {
   const MoeConfig& m = spec.moe;
@@ -38,7 +64,7 @@ size_t moe_mlp_activation_bytes(const MoeMlpActivations& a) {
 
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
-                     Collectives* expert_group, Collectives* tensor_group) {
+                     Collectives* expert_group, Collectives* tensor_group, const MoeComm& comm) {
   constexpr const char* op = "moe_mlp_forward";
   TROUPE_CHECK(spec.moe.enabled(), op, ": --num-experts is not set");
   expect_shape(op, "x", x, {x.dim(0), spec.hidden});
@@ -57,19 +83,45 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
   a.xp = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
   a.expert_out = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
   moe_permute_forward(ctx, x, a.plan.map, a.xp);
+  const bool shared = spec.moe.has_shared_expert();
+  bool shared_beside = false;  // the shared expert's fc1 and fc2 ran beside the all-to-alls
   if (expert_group == nullptr) {
     moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, a.expert_out);
   } else {
-    a.exchange = moe_expert_exchange(ctx, *expert_group, a.plan.expert_offsets);
-    a.xp_local = Tensor::empty(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
+    const Overlap o(ctx, comm, shared);
+    o.to_comm();  // after the permute
+    if (o.on) {
+      StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
+      moe_shared_expert_hidden(ctx, spec.swiglu, p.shared_fc1, x, a.shared);
+    }
+    {
+      StreamSpanScope span(comm.spans, o.comm, SpanKind::moe_dispatch);
+      a.exchange = moe_expert_exchange(o.comm, *expert_group, a.plan.expert_offsets);
+      a.xp_local = Tensor::empty(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
+      moe_expert_dispatch(o.comm, *expert_group, a.exchange, a.xp, a.xp_local);
+    }
+    o.from_comm();
     const ScratchTensor out_local(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
-    moe_expert_dispatch(ctx, *expert_group, a.exchange, a.xp, a.xp_local);
     moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp_local, a.exchange.local_offsets, a.experts, out_local);
-    moe_expert_combine(ctx, *expert_group, a.exchange, out_local, a.expert_out);
+    o.to_comm();
+    if (o.on) {
+      StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
+      moe_shared_expert_project(ctx, p.shared_fc2, a.shared);
+    }
+    {
+      StreamSpanScope span(comm.spans, o.comm, SpanKind::moe_combine);
+      moe_expert_combine(o.comm, *expert_group, a.exchange, out_local, a.expert_out);
+    }
+    o.from_comm();  // before out_local is released on ctx
+    shared_beside = o.on;
   }
   moe_unpermute_forward(ctx, a.expert_out, a.plan.map, a.routing.probs, y);
-  if (spec.moe.has_shared_expert())
-    moe_shared_expert_forward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, y);
+  if (shared) {
+    if (shared_beside)
+      moe_shared_expert_add(ctx, p.shared_gate, x, a.shared, y);
+    else
+      moe_shared_expert_forward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, y);
+  }
 
   const std::vector<int64_t>& tokens = a.routing.tokens_per_expert;
   a.stats.losses = a.routing.losses;
@@ -80,7 +132,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
 
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
                       const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx, const MoeMlpParams& g,
-                      Collectives* expert_group, Collectives* tensor_group) {
+                      Collectives* expert_group, Collectives* tensor_group, const MoeComm& comm) {
   constexpr const char* op = "moe_mlp_backward";
   expect_shape(op, "dy", dy, x.shape());
   expect_shape(op, "dx", dx, x.shape());
@@ -92,18 +144,45 @@ void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPa
   // Under tensor parallelism expert_out is this member's partial sum, so dprobs is too.
   if (tensor_group != nullptr) tensor_group->all_reduce(ctx, dprobs);
   const ScratchTensor dxp(ctx, x.dtype(), {rows, spec.hidden});
+  const bool shared = spec.moe.has_shared_expert();
+  // With the overlap the shared expert's part of dx is summed here first, added last.
+  std::optional<ScratchTensor> dx_shared;
   if (expert_group == nullptr) {
     moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp, a.plan.expert_offsets, a.experts, dexpert_out, dxp,
                          g.fc1, g.fc2);
   } else {
     // The output gradient's rows go where the rows went; the input gradient's come back.
+    const Overlap o(ctx, comm, shared);
     const int64_t local_rows = a.exchange.local_rows();
     const ScratchTensor dout_local(ctx, x.dtype(), {local_rows, spec.hidden});
     const ScratchTensor dxp_local(ctx, x.dtype(), {local_rows, spec.hidden});
-    moe_expert_dispatch(ctx, *expert_group, a.exchange, dexpert_out, dout_local);
+    std::optional<ScratchTensor> dh;
+    o.to_comm();  // after the unpermute's backward
+    if (o.on) {
+      StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
+      dx_shared.emplace(ctx, x.dtype(), x.shape());
+      dh.emplace(ctx, x.dtype(), a.shared.fc1.shape());
+      fill_zero(ctx, *dx_shared);
+      moe_shared_expert_backward_output(ctx, spec.swiglu, p.shared_fc2, p.shared_gate, x, a.shared, dy, *dh, *dx_shared,
+                                        g.shared_fc2, g.shared_gate);
+    }
+    {
+      StreamSpanScope span(comm.spans, o.comm, SpanKind::moe_dispatch);
+      moe_expert_dispatch(o.comm, *expert_group, a.exchange, dexpert_out, dout_local);
+    }
+    o.from_comm();
     moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp_local, a.exchange.local_offsets, a.experts, dout_local,
                          dxp_local, g.fc1, g.fc2);
-    moe_expert_combine(ctx, *expert_group, a.exchange, dxp_local, dxp);
+    o.to_comm();
+    if (o.on) {
+      StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
+      moe_shared_expert_backward_input(ctx, p.shared_fc1, x, *dh, *dx_shared, g.shared_fc1);
+    }
+    {
+      StreamSpanScope span(comm.spans, o.comm, SpanKind::moe_combine);
+      moe_expert_combine(o.comm, *expert_group, a.exchange, dxp_local, dxp);
+    }
+    o.from_comm();  // before the scratch tensors are released on ctx
   }
   moe_permute_backward(ctx, dxp, a.plan.map, dx);
   if (tensor_group == nullptr || tensor_group->rank() == 0) {
@@ -113,7 +192,9 @@ void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPa
     fill_zero(ctx, unused_dx);
     moe_router_backward(ctx, spec.moe, p.router, x, a.routing, dprobs, loss_grad_scale, unused_dx, g.router);
   }
-  if (spec.moe.has_shared_expert())
+  if (dx_shared)
+    add(ctx, dx, *dx_shared, dx);
+  else if (shared)
     moe_shared_expert_backward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, dy, dx,
                                g.shared_fc1, g.shared_fc2, g.shared_gate);
 }

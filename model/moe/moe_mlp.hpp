@@ -28,6 +28,15 @@
 // only member 0 adds the router's part of dx (every token counted once). The shared gate's
 // weight gradient stays partial: the caller sums it over the group. Null: no tensor parallelism.
 //
+// Overlap (Megatron's --moe-shared-expert-overlap): with an expert group, a shared expert and
+// a communication context (MoeComm::comm, a second stream on ctx's device), the dispatch and
+// combine all-to-alls run on that stream while ctx computes the shared expert beside them:
+// forward, its fc1 and activation beside the dispatch and its fc2 beside the combine; backward,
+// its gate, fc2 and activation beside the dispatch and its fc1 beside the combine. Forward gives
+// the same bits as without; backward sums the shared expert's dx apart and adds it last (one
+// more rounding in 16-bit types). MoeComm::spans marks the all-to-alls and the overlapped
+// compute for the trace (kernels/stream_spans.hpp).
+//
 // Both backends run it. On CUDA, x and the expert weights are bf16, f16 or f32 (one type), the
 // router weight and every gradient f32, the router state made by moe_router_state(ctx, cfg);
 // the only device->host copy is the router's (router.hpp).
@@ -35,6 +44,7 @@
 
 #include <cstdint>
 
+#include "kernels/stream_spans.hpp"
 #include "kernels/tensor.hpp"
 #include "model/moe/dispatch_plan.hpp"
 #include "model/moe/expert_parallel.hpp"
@@ -84,17 +94,25 @@ struct MoeMlpActivations {
   MoeMlpStats stats;
 };
 
+// Where an expert-parallel layer's all-to-alls run and what marks them (see above).
+struct MoeComm {
+  const Context* comm = nullptr;  // a second context on ctx's device, or null: the all-to-alls run on ctx
+  StreamSpans* spans = nullptr;   // null: nothing marked
+};
+
 // Bytes of the tensors `a` holds (what a microbatch keeps for its backward).
 size_t moe_mlp_activation_bytes(const MoeMlpActivations& a);
 
 // x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten).
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
-                     Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr);
+                     Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr,
+                     const MoeComm& comm = {});
 // dy: [N, C]; dx: [N, C] (overwritten); g: f32 gradients, ACCUMULATE. loss_grad_scale: the
 // factor on the main loss's gradient, applied to the router's losses (see router.hpp).
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,
                       const Tensor& x, const Tensor& dy, float loss_grad_scale, const Tensor& dx, const MoeMlpParams& g,
-                      Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr);
+                      Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr,
+                      const MoeComm& comm = {});
 
 }  // namespace troupe

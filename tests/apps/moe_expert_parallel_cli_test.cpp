@@ -3,14 +3,17 @@
 // the printed precision, with --expert-model-parallel-size 2 (each device two experts, tokens
 // exchanged all-to-all) as with 1 (each device all four), and its checkpoint resumes without
 // expert parallelism. Under `mpirun -np 2` (one CPU device per process) EP2 prints the same
-// losses again, the rows moving between the processes over MPI. What is not implemented stops
+// losses again, the rows moving between the processes over MPI. A traced run records every MoE
+// layer's dispatch and combine, and `troupe replay` reports them. What is not implemented stops
 // before training, naming the flags.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "schedules/trace.hpp"
 #include "tests/test_util.hpp"
 #include "tests/troupe_process.hpp"
 
@@ -87,6 +90,38 @@ TEST_F(MoeExpertParallelCli, TwoProcessesUnderMpirunSameLosses) {
   for (const auto& [it, loss] : a) EXPECT_EQ(b.at(it), loss) << "iteration " << it;
 }
 
+// The trace holds one dispatch and one combine per MoE layer in each forward and backward (a
+// shared expert beside them, --moe-shared-expert-overlap: on CPU devices the all-to-alls block,
+// so nothing runs beside them), and `troupe replay` sums them up.
+TEST_F(MoeExpertParallelCli, TheTraceShowsEveryAllToAll) {
+  const std::string trace = *dir_ / "ep2.trace";
+  const TroupeExit run = train(3,
+                               {"--expert-model-parallel-size", "2", "--moe-shared-expert-intermediate-size", "64",
+                                "--moe-shared-expert-overlap", "--trace", trace},
+                               "moe_ep2_traced");
+  ASSERT_EQ(run.code, std::optional<int>(0)) << run.output;
+  std::map<std::pair<int64_t, schedules::EventKind>, int> count;  // (iteration, kind) -> spans
+  int ops = 0;
+  for (const schedules::TraceEvent& e : schedules::trace_read(trace).events) {
+    if (schedules::is_span_kind(e.kind)) {
+      ++count[{e.iteration, e.kind}];
+      EXPECT_GE(e.stage, 0);
+      EXPECT_GT(e.end_ns, e.start_ns);
+    }
+    ops += schedules::is_op_kind(e.kind) ? 1 : 0;
+  }
+  ASSERT_GT(ops, 0);
+  const int layers = 4;  // llama-tiny, every layer MoE; one microbatch per rank and iteration
+  for (int64_t it = 1; it <= 3; ++it) {
+    EXPECT_EQ((count[{it, schedules::EventKind::moe_dispatch}]), 2 * layers) << "iteration " << it;
+    EXPECT_EQ((count[{it, schedules::EventKind::moe_combine}]), 2 * layers) << "iteration " << it;
+  }
+  const TroupeExit replay = run_to_exit({"replay", trace}, "moe_ep2_replay", 60s);
+  ASSERT_EQ(replay.code, std::optional<int>(0)) << replay.output;
+  EXPECT_TRUE(contains(replay.output, "expert all-to-all: ")) << replay.output;
+  EXPECT_TRUE(contains(replay.output, "0.0% hidden under the shared expert's compute")) << replay.output;
+}
+
 TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {
   struct Case {
     std::vector<std::string> flags;
@@ -95,6 +130,7 @@ TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {
   const std::vector<Case> cases = {
       {{"--expert-model-parallel-size", "4"}, {"--expert-model-parallel-size 4", "data-parallel size 2"}},
       {{"--expert-model-parallel-size", "3"}, {"--expert-model-parallel-size 3", "--num-experts 4"}},
+      {{"--moe-shared-expert-overlap"}, {"--moe-shared-expert-overlap", "--moe-shared-expert-intermediate-size"}},
   };
   for (const Case& c : cases) {
     const TroupeExit o = train(1, c.flags, "moe_ep_refused");

@@ -228,7 +228,7 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
   Simulation sim = simulate(Schedule::zb_h1, shape, OpDurations::uniform(shape, 10, 20));
   const Trace back = trace_from_msgpack(trace_to_msgpack(sim.trace));
   EXPECT_EQ(back.header.schedule, Schedule::zb_h1);
-  EXPECT_EQ(back.header.version, 3);
+  EXPECT_EQ(back.header.version, 4);
   EXPECT_EQ(back.events, sim.trace.events);
   EXPECT_STREQ(event_kind_name(EventKind::backward_weight), "backward_weight");
   EXPECT_NE(trace_to_chrome_json(back).find("\"W1.c0\""), std::string::npos);
@@ -258,8 +258,13 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
   EXPECT_EQ(trace_from_msgpack(one_event_file(3, 10)).events.at(0).kind, EventKind::backward_weight);
   EXPECT_EQ(trace_from_msgpack(one_event_file(3, 9)).events.at(0).kind, EventKind::backward_input);
   const std::string e = error_of([&] { trace_from_msgpack(one_event_file(3, 11), "trace 'x'"); });
-  EXPECT_NE(e.find("trace 'x': event 0 (stage0) has kind 11, unknown to this troupe"), std::string::npos) << e;
-  EXPECT_NE(error_of([&] { trace_from_msgpack(one_event_file(4, 1)); }).find("version 4 is not supported"),
+  EXPECT_NE(e.find("trace 'x': event 0 (stage0) has kind 11, unknown to version 3 traces"), std::string::npos) << e;
+  // Version 4 adds the span kinds 11-13 (kernels/stream_spans.hpp) and refuses what follows.
+  EXPECT_EQ(trace_from_msgpack(one_event_file(4, 11)).events.at(0).kind, EventKind::moe_dispatch);
+  EXPECT_EQ(trace_from_msgpack(one_event_file(4, 13)).events.at(0).kind, EventKind::moe_overlap);
+  const std::string e4 = error_of([&] { trace_from_msgpack(one_event_file(4, 14), "trace 'x'"); });
+  EXPECT_NE(e4.find("has kind 14, unknown to version 4 traces (0 to 13)"), std::string::npos) << e4;
+  EXPECT_NE(error_of([&] { trace_from_msgpack(one_event_file(5, 1)); }).find("version 5 is not supported"),
             std::string::npos);
 }
 

@@ -7,6 +7,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -24,7 +25,7 @@ using troupe::cuda::stream_of;
 namespace {
 
 // One thread per stage waits for the events recorded after its ops, in order, and calls back.
-class EventCompletionQueue final : public CompletionQueue {
+class EventCompletionQueue final : public CompletionQueue, private StreamSpans {
  public:
   EventCompletionQueue(const Context& ctx, bool timing, std::chrono::steady_clock::time_point epoch)
       : device_(ctx.device_index()), stream_(stream_of(ctx)), timing_(timing), epoch_(epoch) {
@@ -57,22 +58,45 @@ class EventCompletionQueue final : public CompletionQueue {
     TROUPE_CUDA_CHECK(cudaEventRecord(end, stream_));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pending_.push_back({start_, end, std::move(done)});
+      pending_.push_back({start_, end, std::move(done), std::move(marks_)});
     }
+    marks_.clear();
     start_ = nullptr;
     cv_.notify_one();
   }
+  StreamSpans* spans() override { return timing_ ? this : nullptr; }
   OpTimes transfer_times(const std::shared_ptr<void>& timing) const override {
     if (!timing_ || !timing) return {};
     const auto* t = static_cast<const TransferEvents*>(timing.get());
-    return {event_ns(event_of(t->start)), event_ns(event_of(t->end))};
+    return {event_ns(event_of(t->start)), event_ns(event_of(t->end)), {}};
   }
 
  private:
+  // A span's events. A side stream's span ends before the op's end event: the op's stream
+  // waits for the side stream's work (its fences) before the op ends.
+  struct Mark {
+    SpanKind kind;
+    cudaEvent_t start, end;
+  };
   struct Item {
     cudaEvent_t start, end;
     std::function<void(OpTimes)> done;
+    std::vector<Mark> marks;
   };
+
+  void begin(const Context& ctx, SpanKind kind) override {
+    cudaEvent_t e = take_event();
+    TROUPE_CUDA_CHECK(cudaEventRecord(e, stream_of(ctx)));
+    marks_.push_back({kind, e, nullptr});
+  }
+  void end(const Context& ctx, SpanKind kind) override {
+    for (auto it = marks_.rbegin(); it != marks_.rend(); ++it)
+      if (it->kind == kind && it->end == nullptr) {
+        it->end = take_event();
+        TROUPE_CUDA_CHECK(cudaEventRecord(it->end, stream_of(ctx)));
+        return;
+      }
+  }
 
   int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count();
@@ -119,11 +143,20 @@ class EventCompletionQueue final : public CompletionQueue {
       if (timing_) {
         t.end_ns = event_ns(item.end);
         t.start_ns = item.start ? event_ns(item.start) : 0;
+        for (const Mark& m : item.marks) {
+          if (m.end == nullptr) continue;
+          cudaEventSynchronize(m.end);  // ordered before the op's end; returns at once
+          const int64_t s = event_ns(m.start), e = event_ns(m.end);
+          if (s > 0 && e > 0) t.spans.push_back({m.kind, s, std::max(e, s + 1)});
+        }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
         free_.push_back(item.end);
         if (item.start) free_.push_back(item.start);
+        for (const Mark& m : item.marks)
+          for (cudaEvent_t e : {m.start, m.end})
+            if (e) free_.push_back(e);
       }
       try {
         item.done(t);
@@ -138,6 +171,7 @@ class EventCompletionQueue final : public CompletionQueue {
   bool timing_;
   std::chrono::steady_clock::time_point epoch_;
   cudaEvent_t ref_ = nullptr, start_ = nullptr;
+  std::vector<Mark> marks_;  // the spans of the op being enqueued
   int64_t ref_ns_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;

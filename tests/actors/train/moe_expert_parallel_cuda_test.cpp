@@ -3,8 +3,10 @@
 // losses) trains the same losses for 10 iterations with its experts split over the GPUs as on
 // one GPU holding all of them, on the same data: EP2 (DP2), EP2 with --overlap-grad-reduce and
 // with the distributed optimizer; with 4 GPUs also EP2 x DP4 (expert-data-parallel groups of 2)
-// and EP4. bf16 within bf16 noise (1e-2 relative: the experts' grouped GEMMs see other row
-// counts, gradients are summed in another order); f32 within 1e-5. Skipped below 2 GPUs.
+// and EP4. With a shared expert (DeepSeek-like), also --moe-shared-expert-overlap: the
+// all-to-alls on their own stream beside the shared expert. bf16 within bf16 noise (1e-2
+// relative: the experts' grouped GEMMs see other row counts, gradients are summed in another
+// order). Skipped below 2 GPUs.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,7 +20,7 @@ namespace troupe::test {
 namespace {
 
 // Mixtral's shape, small: RMSNorm, SwiGLU experts, RoPE, grouped-query attention; every layer MoE.
-actors::TrainingConfig mixtral_config(DType compute) {
+actors::TrainingConfig mixtral_config(DType compute, int shared_expert = 0) {
   actors::TrainingConfig config = gpu_config(1, 1);
   const GptConfig base = config.model;
   GptConfig& m = config.model;
@@ -33,6 +35,7 @@ actors::TrainingConfig mixtral_config(DType compute) {
   moe.moe_ffn_hidden_size = 64;
   moe.moe_aux_loss_coeff = 1e-2f;
   moe.moe_z_loss_coeff = 1e-3f;
+  moe.moe_shared_expert_intermediate_size = shared_expert;
   config.devices.compute = compute;
   return config;
 }
@@ -41,24 +44,24 @@ struct Layout {
   const char* name;
   int D, EP;
   bool dist_opt = false, overlap = false;
+  bool moe_overlap = false;  // --moe-shared-expert-overlap
 };
 
-void expect_layouts_match_one_gpu(DType compute, double tolerance) {
+void expect_layouts_match_one_gpu(DType compute, double tolerance, int shared_expert,
+                                  const std::vector<Layout>& layouts) {
   const int gpus = visible_gpus();
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL groups put one rank on each)";
   const int iters = 10;
-  const std::vector<IterationStats> ref = train_iterations(mixtral_config(compute), iters);
-  const Layout layouts[] = {
-      {"EP2_DP2", 2, 2}, {"EP2_DP2_overlap", 2, 2, false, true},        {"EP2_DP2_distopt", 2, 2, true},
-      {"EP2_DP4", 4, 2}, {"EP2_DP4_distopt_overlap", 4, 2, true, true}, {"EP4_DP4", 4, 4}};
+  const std::vector<IterationStats> ref = train_iterations(mixtral_config(compute, shared_expert), iters);
   int ran = 0;
   for (const Layout& l : layouts) {
     if (l.D > gpus) continue;
-    actors::TrainingConfig config = mixtral_config(compute);
+    actors::TrainingConfig config = mixtral_config(compute, shared_expert);
     config.parallel.data_size = l.D;
     config.parallel.expert_size = l.EP;
     config.parallel.distributed_optimizer = l.dist_opt;
     config.parallel.overlap_grad_reduce = l.overlap;
+    config.parallel.moe_shared_expert_overlap = l.moe_overlap;
     config.parallel.bucket_elements = 100000;  // several buckets, cut at the experts' runs
     const std::vector<IterationStats> got = train_iterations(config, iters);
     double worst = 0;
@@ -77,7 +80,24 @@ void expect_layouts_match_one_gpu(DType compute, double tolerance) {
   EXPECT_GT(ran, 0);
 }
 
-TEST(MoeExpertParallelCuda, Bf16LayoutsMatchOneGpu) { expect_layouts_match_one_gpu(DType::bf16, 1e-2); }
+TEST(MoeExpertParallelCuda, Bf16LayoutsMatchOneGpu) {
+  expect_layouts_match_one_gpu(DType::bf16, 1e-2, 0,
+                               {{"EP2_DP2", 2, 2},
+                                {"EP2_DP2_overlap", 2, 2, false, true},
+                                {"EP2_DP2_distopt", 2, 2, true},
+                                {"EP2_DP4", 4, 2},
+                                {"EP2_DP4_distopt_overlap", 4, 2, true, true},
+                                {"EP4_DP4", 4, 4}});
+}
+
+// A shared expert beside the routed ones, its compute overlapping the all-to-alls.
+TEST(MoeExpertParallelCuda, SharedExpertOverlapMatchesOneGpu) {
+  expect_layouts_match_one_gpu(DType::bf16, 1e-2, 96,
+                               {{"shared_EP2_DP2", 2, 2},
+                                {"shared_EP2_DP2_moe_overlap", 2, 2, false, false, true},
+                                {"shared_EP2_DP2_moe_overlap_distopt_overlap", 2, 2, true, true, true},
+                                {"shared_EP4_DP4_moe_overlap", 4, 4, false, false, true}});
+}
 
 // (No f32 case: GPU training computes in bf16 or f16; f32 compute is for CPU devices, where
 // moe_expert_parallel_run_test holds the layouts to 1e-5.)
