@@ -4,7 +4,7 @@
 
 #include "base/check.hpp"
 #if TROUPE_HAVE_CUDA
-#include "kernels/cuda/moe_scratch.hpp"
+#include "kernels/cuda/stream_alloc.hpp"
 #endif
 
 namespace troupe {
@@ -24,7 +24,7 @@ namespace {
 
 // Runs `op` on device copies of the host tensors `in` and `out` (ctx a GPU), then brings `out`
 // back and waits for ctx's stream; on the CPU on the tensors themselves. The copies live in
-// stream-ordered memory (kernels/cuda/moe_scratch.hpp): a Tensor's cudaFree would wait for the
+// stream-ordered memory (kernels/cuda/stream_alloc.hpp): a Tensor's cudaFree would wait for the
 // whole device, its other streams' collectives (overlapped gradient reduction) included.
 template <typename Op>
 void through_device(const Context& ctx, const Tensor& in, const Tensor& out, const char* what, Op op) {
@@ -41,8 +41,8 @@ void through_device(const Context& ctx, const Tensor& in, const Tensor& out, con
   struct Block {
     const Context& ctx;
     void* ptr;
-    ~Block() { cuda::moe_stream_free(ctx, ptr); }
-  } block{ctx, cuda::moe_stream_alloc(ctx, in_place ? in.nbytes() : out_at + out.nbytes())};
+    ~Block() { cuda::stream_free(ctx, ptr); }
+  } block{ctx, cuda::stream_alloc(ctx, in_place ? in.nbytes() : out_at + out.nbytes())};
   const Tensor in_dev = Tensor::wrap(block.ptr, in.dtype(), in.shape(), DeviceKind::cuda, ctx.device_index());
   const Tensor out_dev = in_place ? in_dev
                                   : Tensor::wrap(static_cast<std::byte*>(block.ptr) + out_at, out.dtype(), out.shape(),

@@ -8,6 +8,7 @@
 #include "kernels/half.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/runtime.hpp"
+#include "kernels/cuda/stream_alloc.hpp"
 #endif
 
 namespace troupe {
@@ -17,9 +18,14 @@ struct Storage {
   size_t bytes = 0;
   DeviceKind device = DeviceKind::cpu;
   int device_index = 0;
-  bool pinned = false;  // host memory from cudaMallocHost
+  bool pinned = false;     // host memory from cudaMallocHost
+  void* stream = nullptr;  // device memory from this stream's pool (Tensor::stream_ordered)
   ~Storage() {
-    if (pinned) {
+    if (stream != nullptr) {
+#if TROUPE_HAVE_CUDA
+      cuda::stream_free(stream, ptr);
+#endif
+    } else if (pinned) {
 #if TROUPE_HAVE_CUDA
       cuda::pinned_free(ptr);
 #endif
@@ -86,7 +92,14 @@ Tensor Tensor::pinned_host(DType dtype, Shape shape) {
 }
 
 Tensor Tensor::empty(const Context& ctx, DType dtype, Shape shape) {
-  if (!ctx.is_cuda()) return host(dtype, std::move(shape));
+  return ctx.is_cuda() ? device_tensor(ctx, dtype, std::move(shape), false) : host(dtype, std::move(shape));
+}
+
+Tensor Tensor::stream_ordered(const Context& ctx, DType dtype, Shape shape) {
+  return ctx.is_cuda() ? device_tensor(ctx, dtype, std::move(shape), true) : host(dtype, std::move(shape));
+}
+
+Tensor Tensor::device_tensor(const Context& ctx, DType dtype, Shape shape, bool stream_ordered) {
 #if TROUPE_HAVE_CUDA
   check_shape(shape);
   Tensor t;
@@ -94,7 +107,12 @@ Tensor Tensor::empty(const Context& ctx, DType dtype, Shape shape) {
   st->bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
   st->device = DeviceKind::cuda;
   st->device_index = ctx.device_index();
-  st->ptr = cuda::device_alloc(ctx.device_index(), st->bytes);
+  if (stream_ordered) {
+    st->ptr = cuda::stream_alloc(ctx, st->bytes);
+    st->stream = cuda::stream_handle(ctx);
+  } else {
+    st->ptr = cuda::device_alloc(ctx.device_index(), st->bytes);
+  }
   t.storage_ = st;
   t.data_ = st->ptr;
   t.dtype_ = dtype;
@@ -103,6 +121,7 @@ Tensor Tensor::empty(const Context& ctx, DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   return t;
 #else
+  (void)ctx, (void)dtype, (void)shape, (void)stream_ordered;
   TROUPE_FAIL("CUDA tensor requested in a build without CUDA");
 #endif
 }

@@ -30,6 +30,11 @@ class Tensor {
 
   // Uninitialized memory on ctx's device.
   static Tensor empty(const Context& ctx, DType dtype, Shape shape);
+  // Uninitialized memory on ctx's device, from ctx's stream on a GPU: allocated and, once the
+  // last reference goes, released in the stream's order (cudaMallocAsync / cudaFreeAsync), so
+  // neither waits for the device. Every use must be ordered on ctx's stream (work on another
+  // stream fenced before ctx's later work). Host memory on the CPU, as empty().
+  static Tensor stream_ordered(const Context& ctx, DType dtype, Shape shape);
   // Zero-filled memory on ctx's device (enqueued on ctx's stream for CUDA).
   static Tensor zeros(const Context& ctx, DType dtype, Shape shape);
   // Host memory (64-byte aligned), uninitialized.
@@ -69,6 +74,8 @@ class Tensor {
   float& at(int64_t i) const;
 
  private:
+  // empty() and stream_ordered() on a GPU.
+  static Tensor device_tensor(const Context& ctx, DType dtype, Shape shape, bool stream_ordered);
   std::shared_ptr<Storage> storage_;
   void* data_ = nullptr;
   DType dtype_ = DType::f32;

@@ -13,8 +13,8 @@ MoeDispatchPlan moe_dispatch_plan(const Context& ctx, const MoeRouting& r, int n
   plan.expert_offsets.assign(size_t(num_experts) + 1, 0);
   for (int j = 0; j < num_experts; ++j)
     plan.expert_offsets[size_t(j) + 1] = plan.expert_offsets[size_t(j)] + r.expert_rows[size_t(j)];
-  plan.map.row_choice = Tensor::empty(ctx, DType::i32, {plan.rows()});
-  plan.map.choice_row = Tensor::empty(ctx, DType::i32, {n, k});
+  plan.map.row_choice = Tensor::stream_ordered(ctx, DType::i32, {plan.rows()});
+  plan.map.choice_row = Tensor::stream_ordered(ctx, DType::i32, {n, k});
   moe_row_map(ctx, r.experts, r.kept, plan.expert_offsets, plan.map);
   return plan;
 }

@@ -35,8 +35,8 @@ void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, con
   const int64_t rows = xp.dim(0), f1 = fc1.dim(1), f = fc2.dim(2);
   TROUPE_CHECK(f1 == (swiglu ? 2 * f : f), "moe_experts_forward: fc1 ", fc1.str(), " does not match fc2 ", fc2.str(),
                swiglu ? " with SwiGLU" : " with GELU");
-  a.fc1 = Tensor::empty(ctx, xp.dtype(), {rows, f1});
-  a.act = Tensor::empty(ctx, xp.dtype(), {rows, f});
+  a.fc1 = Tensor::stream_ordered(ctx, xp.dtype(), {rows, f1});
+  a.act = Tensor::stream_ordered(ctx, xp.dtype(), {rows, f});
   grouped_linear_forward(ctx, xp, fc1, offsets, a.fc1);
   activation_forward(ctx, swiglu, a.fc1, a.act);
   grouped_linear_forward(ctx, a.act, fc2, offsets, yp);
@@ -56,8 +56,8 @@ void moe_shared_expert_hidden(const Context& ctx, bool swiglu, const Tensor& fc1
                               SharedExpertActivations& a) {
   const int64_t n = x.dim(0);
   const int64_t s = swiglu ? fc1.dim(0) / 2 : fc1.dim(0);
-  a.fc1 = Tensor::empty(ctx, x.dtype(), {n, fc1.dim(0)});
-  a.act = Tensor::empty(ctx, x.dtype(), {n, s});
+  a.fc1 = Tensor::stream_ordered(ctx, x.dtype(), {n, fc1.dim(0)});
+  a.act = Tensor::stream_ordered(ctx, x.dtype(), {n, s});
   linear_forward(ctx, x, fc1, Tensor(), a.fc1);
   activation_forward(ctx, swiglu, a.fc1, a.act);
 }
@@ -65,7 +65,7 @@ void moe_shared_expert_hidden(const Context& ctx, bool swiglu, const Tensor& fc1
 void moe_shared_expert_project(const Context& ctx, const Tensor& fc2, SharedExpertActivations& a) {
   TROUPE_CHECK(a.act.defined() && fc2.dim(1) == a.act.dim(1), "moe_shared_expert_project: fc2 ", fc2.str(),
                " does not match the hidden activation ", a.act.str());
-  a.out = Tensor::empty(ctx, a.act.dtype(), {a.act.dim(0), fc2.dim(0)});
+  a.out = Tensor::stream_ordered(ctx, a.act.dtype(), {a.act.dim(0), fc2.dim(0)});
   linear_forward(ctx, a.act, fc2, Tensor(), a.out);
 }
 
@@ -75,7 +75,7 @@ void moe_shared_expert_add(const Context& ctx, const Tensor& gate_w, const Tenso
     add(ctx, y, a.out, y);
     return;
   }
-  a.gate = Tensor::empty(ctx, DType::f32, {x.dim(0), 1});
+  a.gate = Tensor::stream_ordered(ctx, DType::f32, {x.dim(0), 1});
   moe_shared_gate_forward(ctx, x, gate_w, a.out, a.gate, y);
 }
 

@@ -80,8 +80,8 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
   moe_router_forward(ctx, spec.moe, p.router, state, x, seq_length, training, a.routing);
   a.plan = moe_dispatch_plan(ctx, a.routing, spec.moe.num_experts);
   const int64_t rows = a.plan.rows();
-  a.xp = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
-  a.expert_out = Tensor::empty(ctx, x.dtype(), {rows, spec.hidden});
+  a.xp = Tensor::stream_ordered(ctx, x.dtype(), {rows, spec.hidden});
+  a.expert_out = Tensor::stream_ordered(ctx, x.dtype(), {rows, spec.hidden});
   moe_permute_forward(ctx, x, a.plan.map, a.xp);
   const bool shared = spec.moe.has_shared_expert();
   bool shared_beside = false;  // the shared expert's fc1 and fc2 ran beside the all-to-alls
@@ -97,7 +97,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
     {
       StreamSpanScope span(comm.spans, o.comm, SpanKind::moe_dispatch);
       a.exchange = moe_expert_exchange(o.comm, *expert_group, a.plan.expert_offsets);
-      a.xp_local = Tensor::empty(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
+      a.xp_local = Tensor::stream_ordered(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
       moe_expert_dispatch(o.comm, *expert_group, a.exchange, a.xp, a.xp_local);
     }
     o.from_comm();

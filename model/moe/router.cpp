@@ -106,10 +106,10 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
   r.tokens = n;
   r.seq_length = seq_length;
   r.training = training;
-  r.logits = Tensor::empty(ctx, DType::f32, {n, e});
-  r.probs = Tensor::empty(ctx, DType::f32, {n, k});
-  r.experts = Tensor::empty(ctx, DType::i32, {n, k});
-  r.kept = Tensor::empty(ctx, DType::u8, {n, k});
+  r.logits = Tensor::stream_ordered(ctx, DType::f32, {n, e});
+  r.probs = Tensor::stream_ordered(ctx, DType::f32, {n, k});
+  r.experts = Tensor::stream_ordered(ctx, DType::i32, {n, k});
+  r.kept = Tensor::stream_ordered(ctx, DType::u8, {n, k});
   router_logits_forward(ctx, x, w, r.logits);
   moe_topk_forward(ctx, r.logits, cfg.moe_router_enable_expert_bias ? state.expert_bias : Tensor(), cfg.topk(), r.probs,
                    r.experts);
@@ -119,13 +119,14 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
 
   // Everything the host needs from this forward, gathered for one device->host copy.
   const ScalarSlots slots{e};
-  Tensor scalars = Tensor::zeros(ctx, DType::f32, {slots.size()});
+  const Tensor scalars = Tensor::stream_ordered(ctx, DType::f32, {slots.size()});
+  fill_zero(ctx, scalars);
   const Tensor counts = slot(scalars, 0, e);
   moe_expert_counts(ctx, r.experts, r.kept, counts);
   if (training && cfg.load_balancing_coeff() > 0) {
     const bool per_sequence = cfg.moe_router_load_balancing_type == MoeLoadBalancing::seq_aux_loss;
     const int64_t group_tokens = per_sequence ? seq_length : n;
-    r.balance_tokens_per_expert = Tensor::empty(ctx, DType::f32, {n / group_tokens, e});
+    r.balance_tokens_per_expert = Tensor::stream_ordered(ctx, DType::f32, {n / group_tokens, e});
     moe_balance_loss_forward(ctx, r.logits, cfg.moe_router_score_function, int(k), group_tokens, cfg.moe_aux_loss_coeff,
                              r.balance_tokens_per_expert, slot(scalars, per_sequence ? slots.seq_aux() : slots.aux()));
   }
@@ -136,7 +137,7 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
     // capacity mask (every expert gets the same count, so the bias does not move).
     if (cfg.moe_pad_expert_input_to_capacity) {
       Tensor pad = Tensor::host_f32({e}, std::vector<float>(size_t(e), float(std::min(r.capacity, n))));
-      Tensor pad_dev = Tensor::empty(ctx, DType::f32, {e});
+      Tensor pad_dev = Tensor::stream_ordered(ctx, DType::f32, {e});
       copy(ctx, pad, pad_dev);
       add(ctx, state.tokens_per_expert, pad_dev, state.tokens_per_expert);
     } else {

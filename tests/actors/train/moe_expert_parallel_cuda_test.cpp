@@ -3,7 +3,7 @@
 // losses) trains the same losses for 10 iterations with its experts split over the GPUs as on
 // one GPU holding all of them, on the same data: EP2 (DP2), EP2 with --overlap-grad-reduce and
 // with the distributed optimizer; with 4 GPUs also EP2 x DP4 (expert-data-parallel groups of 2)
-// and EP4. With a shared expert (DeepSeek-like), also --moe-shared-expert-overlap: the
+// and EP4, and EP2 x TP2 (with SP). With a shared expert (DeepSeek-like), also --moe-shared-expert-overlap: the
 // all-to-alls on their own stream beside the shared expert. bf16 within bf16 noise (1e-2
 // relative: the experts' grouped GEMMs see other row counts, gradients are summed in another
 // order). Skipped below 2 GPUs.
@@ -45,6 +45,8 @@ struct Layout {
   int D, EP;
   bool dist_opt = false, overlap = false;
   bool moe_overlap = false;  // --moe-shared-expert-overlap
+  int T = 1;                 // --tensor-model-parallel-size (the experts split over it too)
+  bool sp = false;           // --sequence-parallel
 };
 
 void expect_layouts_match_one_gpu(DType compute, double tolerance, int shared_expert,
@@ -55,13 +57,15 @@ void expect_layouts_match_one_gpu(DType compute, double tolerance, int shared_ex
   const std::vector<IterationStats> ref = train_iterations(mixtral_config(compute, shared_expert), iters);
   int ran = 0;
   for (const Layout& l : layouts) {
-    if (l.D > gpus) continue;
+    if (l.D * l.T > gpus) continue;
     actors::TrainingConfig config = mixtral_config(compute, shared_expert);
     config.parallel.data_size = l.D;
     config.parallel.expert_size = l.EP;
     config.parallel.distributed_optimizer = l.dist_opt;
     config.parallel.overlap_grad_reduce = l.overlap;
     config.parallel.moe_shared_expert_overlap = l.moe_overlap;
+    config.parallel.tensor_size = l.T;
+    config.parallel.sequence_parallel = l.sp;
     config.parallel.bucket_elements = 100000;  // several buckets, cut at the experts' runs
     const std::vector<IterationStats> got = train_iterations(config, iters);
     double worst = 0;
@@ -87,7 +91,9 @@ TEST(MoeExpertParallelCuda, Bf16LayoutsMatchOneGpu) {
                                 {"EP2_DP2_distopt", 2, 2, true},
                                 {"EP2_DP4", 4, 2},
                                 {"EP2_DP4_distopt_overlap", 4, 2, true, true},
-                                {"EP4_DP4", 4, 4}});
+                                {"EP4_DP4", 4, 4},
+                                {"EP2_TP2_DP2", 2, 2, false, false, false, 2},
+                                {"EP2_TP2_SP_DP2_distopt", 2, 2, true, false, false, 2, true}});
 }
 
 // A shared expert beside the routed ones, its compute overlapping the all-to-alls.
@@ -96,7 +102,8 @@ TEST(MoeExpertParallelCuda, SharedExpertOverlapMatchesOneGpu) {
                                {{"shared_EP2_DP2", 2, 2},
                                 {"shared_EP2_DP2_moe_overlap", 2, 2, false, false, true},
                                 {"shared_EP2_DP2_moe_overlap_distopt_overlap", 2, 2, true, true, true},
-                                {"shared_EP4_DP4_moe_overlap", 4, 4, false, false, true}});
+                                {"shared_EP4_DP4_moe_overlap", 4, 4, false, false, true},
+                                {"shared_EP2_TP2_SP_DP2_moe_overlap", 2, 2, false, false, true, 2, true}});
 }
 
 // (No f32 case: GPU training computes in bf16 or f16; f32 compute is for CPU devices, where

@@ -76,7 +76,7 @@ actors::stage_actor::behavior_type scripted_stage_fn(actors::stage_actor::pointe
       [](actors::parcel_atom, const actors::RemoteParcel&) { ADD_FAILURE() << "remote parcel"; },
       [](actors::order_atom, int64_t, int, int, int) { ADD_FAILURE() << "order"; },
       [](actors::pump_atom) {},
-      [](actors::done_atom, uint64_t, int64_t, int64_t) {},
+      [](actors::done_atom, uint64_t, int64_t, int64_t, const std::vector<int64_t>&) {},
       [](actors::tied_atom) {},
       [](actors::stats_atom) {},
   };
