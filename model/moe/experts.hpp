@@ -23,6 +23,11 @@ struct MoeExpertActivations {
 // fc1: [E, F1, C]; fc2: [E, C, F]; xp: [R, C]; offsets: E + 1 host row offsets; yp: [R, C].
 void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
                          const std::vector<int64_t>& offsets, MoeExpertActivations& a, const Tensor& yp);
+// The same with the offsets i32 [E + 1] on ctx's device (kernels/grouped_linear.hpp) and the
+// activations the caller's, a.fc1 [R, F1] and a.act [R, F]: nothing allocated, nothing waits for
+// the host (the inference MoE MLP under CUDA graphs).
+void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
+                         const Tensor& offsets, const MoeExpertActivations& a, const Tensor& yp);
 // dyp: [R, C]; dxp: [R, C] (overwritten); dfc1, dfc2: f32, accumulate.
 void moe_experts_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
                           const std::vector<int64_t>& offsets, const MoeExpertActivations& a, const Tensor& dyp,
@@ -38,6 +43,11 @@ struct SharedExpertActivations {
 // fc1: [S1, C]; fc2: [C, S]; gate_w: [1, C] or undefined; x: [N, C]; y: [N, C] ACCUMULATES.
 void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
                                const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y);
+// The same into the caller's activations (a.fc1 [N, S1], a.act [N, S], a.out [N, C], a.gate
+// f32 [N, 1] with a gate): nothing allocated.
+void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                               const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
+                               const Tensor& y);
 // dx [N, C] ACCUMULATES; dfc1, dfc2, dgate_w: f32, accumulate.
 void moe_shared_expert_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
                                 const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
