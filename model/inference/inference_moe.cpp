@@ -1,5 +1,7 @@
 #include "model/inference/inference_moe.hpp"
 
+#include <algorithm>
+
 #include "base/check.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/config_moe.hpp"
@@ -25,7 +27,7 @@ InferenceMoe::InferenceMoe(const Context& ctx, const GptConfig& c, DType compute
   if (!c.moe.enabled()) return;
   check_inference_moe(c, 1);
   spec_ = moe_mlp_spec(c);
-  buffers_ = moe_inference_buffers(ctx, spec_, max_tokens, compute);
+  buffers_ = moe_inference_buffers(ctx, spec_, std::min(max_tokens, kInferenceMoeChunkTokens), compute);
   state_.resize(size_t(c.num_layers));
   router_f32_.resize(size_t(c.num_layers));
   bias_loaded_.assign(size_t(c.num_layers), false);

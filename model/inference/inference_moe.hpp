@@ -10,9 +10,10 @@
 // With --moe-router-enable-expert-bias the learned bias comes from the checkpoint (Megatron's
 // buffer decoder.layers.N.mlp.router.expert_bias): a layer without it loaded refuses to run.
 // The forward (model/moe/moe_mlp_inference.hpp) keeps the routing on the device: each expert's
-// rows are device offsets the grouped GEMMs read, every buffer is allocated once for the model's
-// max_tokens, and nothing waits for the host, so MoE decode steps replay from CUDA graphs as dense
-// ones do, and a step run op by op runs the same kernels (the same logits).
+// rows are device offsets the grouped GEMMs read, every buffer is allocated once (for
+// min(max_tokens, kInferenceMoeChunkTokens) tokens: longer prefills go through in chunks, which
+// routes every token as one forward would), and nothing waits for the host, so MoE decode steps replay from CUDA graphs
+// as dense ones do, and a step run op by op runs the same kernels (the same logits).
 //
 //   check_inference_moe(config, /*tensor_parallel=*/1);   // throws naming the flag
 //   InferenceMoe moe(ctx, config, compute, max_tokens);
@@ -36,10 +37,14 @@ namespace troupe {
 // dense model.
 void check_inference_moe(const GptConfig& c, int tensor_parallel);
 
+// Tokens the MoE buffers hold (a forward of more runs in chunks of this many): at Mixtral's
+// sizes, top-2, about 450 MB of activations in bf16.
+inline constexpr int64_t kInferenceMoeChunkTokens = 2048;
+
 class InferenceMoe {
  public:
   // Nothing to do for a dense model; an MoE one is checked (check_inference_moe) for one rank
-  // and gets its buffers for forwards of up to max_tokens rows.
+  // and gets its buffers for forwards of up to max_tokens rows (at most kInferenceMoeChunkTokens).
   InferenceMoe(const Context& ctx, const GptConfig& c, DType compute, int64_t max_tokens);
 
   // Refreshes the f32 router copies from the (newly loaded) compute-dtype weights.
@@ -47,7 +52,7 @@ class InferenceMoe {
   // MoE layer `layer`'s expert bias (--moe-router-enable-expert-bias): host f32 [E].
   void load_expert_bias(int layer, const Tensor& host_f32);
   // Layer `layer`'s MoE MLP with weights p (its LayerTensors::moe): ln [n, C], the pre-MLP
-  // norm's output (n <= max_tokens); y [n, C], overwritten. No host synchronization.
+  // norm's output; y [n, C], overwritten. No host synchronization.
   void forward(int layer, const MoeMlpParams& p, const Tensor& ln, const Tensor& y);
 
  private:

@@ -6,7 +6,7 @@
 // shape is fixed by the token count, as dropless routing gives R = N * K rows.
 //
 //   MoeInferenceBuffers b = moe_inference_buffers(ctx, spec, /*max_tokens=*/N, dtype);   // once
-//   moe_mlp_inference_forward(ctx, spec, p, state, x, b, y);   // x, y [n, C], n <= N
+//   moe_mlp_inference_forward(ctx, spec, p, state, x, b, y);   // x, y [n, C]: chunks of N tokens
 //
 // Both backends run it (the CPU's offsets go through the host). Refuses --moe-expert-capacity-factor.
 #pragma once
@@ -36,7 +36,10 @@ struct MoeInferenceBuffers {
 };
 MoeInferenceBuffers moe_inference_buffers(const Context& ctx, const MoeMlpSpec& spec, int64_t max_tokens, DType dtype);
 
-// x: [n, C] (n <= b.max_tokens); y: [n, C] (overwritten). p and state as moe_mlp_forward's.
+// x: [n, C]; y: [n, C] (overwritten). p and state as moe_mlp_forward's. More than b.max_tokens
+// tokens (a long prefill) go through in chunks of b.max_tokens: each token's output is its own
+// (dropless routing), so chunking changes at most the GEMMs' summation order, and the buffers,
+// not the prompt, bound the memory.
 void moe_mlp_inference_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p,
                                const MoeRouterState& state, const Tensor& x, const MoeInferenceBuffers& b,
                                const Tensor& y);
