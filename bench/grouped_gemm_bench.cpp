@@ -54,6 +54,7 @@ struct ExpertGemm {
 constexpr ExpertGemm kDecodeCases[] = {
     {"mixtral", "fc1", 8, 2, 4096, 28672},
     {"mixtral", "fc1", 8, 128, 4096, 28672},
+    {"mixtral", "fc2", 8, 2, 14336, 4096},
     {"mixtral", "fc2", 8, 128, 14336, 4096},
 };
 
