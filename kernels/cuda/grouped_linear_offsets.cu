@@ -16,7 +16,6 @@
 #include <mma.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/grouped_linear.hpp"
