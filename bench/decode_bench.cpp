@@ -4,10 +4,13 @@
 // (t(generate N) - t(generate 1)) / (N - 1), the prefill removed; tokens/s = B * N /
 // t(generate N). A step is a whole engine step: the forward (a replayed CUDA graph on a GPU)
 // and choosing the tokens (greedy: argmax on the device, two numbers per request to the host).
-// Random weights (GPT-2 shapes). With --tensor-model-parallel-size T the model is one
-// tensor-parallel replica over GPUs 0 .. T-1 (as `troupe serve` builds it).
+// Random weights (GPT-2 shapes, or a small mixture-of-experts model: mixtral-small, 8 experts
+// top-2, and deepseek-small, 64 experts top-6 with a shared expert). With
+// --tensor-model-parallel-size T the model is one tensor-parallel replica over GPUs 0 .. T-1
+// (as `troupe serve` builds it).
 //
 //   decode_bench --model gpt2-124m --batches 1,16,64            # GPU, bf16, CUDA graphs
+//   decode_bench --model mixtral-small --batches 1,16,64 [--no-cuda-graphs]   # MoE decode
 //   decode_bench --model gpt2-tiny --device cpu --batches 1,4 --prompt 16 --new 16
 //   decode_bench --model gpt2-124m --batches 1,64 --profile   # + where a decode step's time goes
 //   decode_bench --model gpt2-350m --tensor-model-parallel-size 2   # a TP2 replica on GPUs 0-1
@@ -88,6 +91,28 @@ void profile_decode(InferenceModel& model, InferenceEngine& engine, int64_t b, i
   profiler.print(stdout, steps);
 }
 
+// A GptConfig preset, or one of the bench's MoE models: Llama-style attention (RMSNorm, RoPE,
+// GQA, SwiGLU) at hidden 1024 over 8 layers, every MLP a dropless MoE.
+GptConfig bench_config(const std::string& name) {
+  if (name != "mixtral-small" && name != "deepseek-small") return GptConfig::preset(name);
+  GptConfig c = GptConfig::llama_style(8, 1024, 16, 8, 3584);
+  c.seq_length = 2048;
+  c.vocab_size = 32000;
+  MoeConfig& m = c.moe;
+  if (name == "mixtral-small") {  // Mixtral's shape: 8 experts, top-2, expert FFN 3.5 C
+    m.num_experts = 8;
+    m.moe_router_topk = 2;
+    m.moe_ffn_hidden_size = 3584;
+  } else {  // DeepSeek's: many narrow experts and a shared one
+    m.num_experts = 64;
+    m.moe_router_topk = 6;
+    m.moe_ffn_hidden_size = 512;
+    m.moe_shared_expert_intermediate_size = 1024;
+  }
+  c.validate();
+  return c;
+}
+
 double median_s(int reps, const std::function<double()>& f) {
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) t.push_back(f());
@@ -118,7 +143,7 @@ int run(const Options& o) {
   apps::InferenceSetup setup;
   setup.cuda = cuda;
   setup.compute = cuda ? DType::bf16 : DType::f32;
-  setup.model.config = GptConfig::preset(o.model);
+  setup.model.config = bench_config(o.model);
   setup.model.weights =
       test::random_normal({ParamLayout(setup.model.config, ChunkSpec::whole_model()).size()}, 1, 0.02f);
   setup.max_seq_length = setup.model.config.max_positions();
@@ -163,7 +188,8 @@ int run(const Options& o) {
 extern "C" int troupe_decode_bench(int argc, char** argv) {
   Options o;
   CLI::App app("Decode ms/step of the inference engine (infer_hf.py's method)");
-  app.add_option("--model", o.model, "gpt2-124m, gpt2-350m, gpt2-tiny (random weights)");
+  app.add_option("--model", o.model,
+                 "gpt2-124m, gpt2-350m, gpt2-tiny, llama-tiny, mixtral-small, deepseek-small (random weights)");
   app.add_option("--device", o.device, "cuda (bf16) or cpu (f32)")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--batches", o.batches, "batch sizes, comma-separated");
   app.add_option("--prompt", o.prompt, "prompt tokens per request");

@@ -10,6 +10,11 @@
 // accumulating dw, against linear_backward without a bias) and prints one line per case:
 //   grouped deepseek fc1 uneven fwd R=24576 G=64 K=512 N=512: grouped 0.081 ms 79.5 TFLOP/s | dense 0.052 ms ... |
 //   grouped/dense 0.64
+// The forward also runs with the offsets on the device (the fixed-grid kernel MoE inference uses
+// under CUDA graphs), op "fwd-dev"; and the decode cases (Mixtral 8x7B's expert shapes at 1 and
+// 64 tokens, top-2: R = 2 and 128 rows) print, for both forward kernels, the bandwidth of the
+// used experts' weights, what bounds a decode step:
+//   decode  mixtral  fc1 R=2 G=8 K=4096 N=28672: host offsets T ms B GB/s | device offsets T ms B GB/s
 // Time per call: the mean of --reps calls between two CUDA events on the context's stream, after
 // 3 warm-up calls. FLOPs: 2 R K N forward, twice that backward.
 //
@@ -43,6 +48,14 @@ struct ExpertGemm {
   const char* model;
   const char* layer;  // fc1 or fc2
   int64_t groups, rows, k, n;
+};
+
+// Decode: routed rows of 1 and 64 tokens, top-2 (Mixtral 8x7B: C 4096, expert FFN 14336).
+constexpr ExpertGemm kDecodeCases[] = {
+    {"mixtral", "fc1", 8, 2, 4096, 28672},
+    {"mixtral", "fc1", 8, 128, 4096, 28672},
+    {"mixtral", "fc2", 8, 2, 14336, 4096},
+    {"mixtral", "fc2", 8, 128, 14336, 4096},
 };
 
 constexpr ExpertGemm kCases[] = {
@@ -88,6 +101,39 @@ void print_case(const ExpertGemm& c, bool even, const char* op, double flop, dou
   std::fflush(stdout);
 }
 
+// The offsets as an i32 tensor on ctx's device.
+Tensor device_offsets(const Context& ctx, const std::vector<int64_t>& offsets) {
+  Tensor host = Tensor::host(DType::i32, {int64_t(offsets.size())});
+  for (size_t i = 0; i < offsets.size(); ++i) host.data_as<int32_t>()[i] = int32_t(offsets[i]);
+  Tensor dev = Tensor::empty(ctx, DType::i32, host.shape());
+  troupe::copy(ctx, host, dev);
+  ctx.synchronize();
+  return dev;
+}
+
+// A decode-sized expert GEMM, rows spread evenly (every expert used): both forwards, with the
+// used experts' weight bytes per second.
+void run_decode_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
+  using troupe::bench::random_normal;
+  const Tensor x = random_normal(ctx, dtype, {c.rows, c.k}, 1);
+  const Tensor w = random_normal(ctx, dtype, {c.groups, c.n, c.k}, 2, 0.0f, 0.02f);
+  const Tensor y = Tensor::empty(ctx, dtype, {c.rows, c.n});
+  const std::vector<int64_t> offsets = split_rows(c.groups, c.rows, true);
+  const Tensor offsets_dev = device_offsets(ctx, offsets);
+  int64_t used = 0;
+  for (size_t g = 0; g + 1 < offsets.size(); ++g) used += offsets[g + 1] > offsets[g];
+  const double bytes = double(used) * double(c.n) * double(c.k) * double(troupe::dtype_size(dtype));
+  const double host_ms = time_ms(
+      ctx, [&] { troupe::grouped_linear_forward(ctx, x, w, offsets, y); }, reps);
+  const double dev_ms = time_ms(
+      ctx, [&] { troupe::grouped_linear_forward(ctx, x, w, offsets_dev, y); }, reps);
+  std::printf(
+      "decode  %-8s %s R=%ld G=%ld K=%ld N=%ld: host offsets %.3f ms %.0f GB/s | device offsets %.3f ms %.0f GB/s\n",
+      c.model, c.layer, long(c.rows), long(c.groups), long(c.k), long(c.n), host_ms, bytes / host_ms / 1e6, dev_ms,
+      bytes / dev_ms / 1e6);
+  std::fflush(stdout);
+}
+
 // Both splits of one expert GEMM, forward and backward, each against the dense GEMM.
 void run_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
   using troupe::bench::random_normal;
@@ -109,6 +155,10 @@ void run_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
     const double fwd = time_ms(
         ctx, [&] { troupe::grouped_linear_forward(ctx, x, w, offsets, y); }, reps);
     print_case(c, even, "fwd", flop, fwd, dense_fwd);
+    const Tensor offsets_dev = device_offsets(ctx, offsets);
+    const double fwd_dev = time_ms(
+        ctx, [&] { troupe::grouped_linear_forward(ctx, x, w, offsets_dev, y); }, reps);
+    print_case(c, even, "fwd-dev", flop, fwd_dev, dense_fwd);
     const double bwd = time_ms(
         ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
     print_case(c, even, "bwd", 2 * flop, bwd, dense_bwd);
@@ -130,6 +180,7 @@ int main(int argc, char** argv) {
     try {
       const Context ctx = Context::cuda(0);
       for (const ExpertGemm& c : kCases) run_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
+      for (const ExpertGemm& c : kDecodeCases) run_decode_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       return 0;
     } catch (const troupe::Error& e) {
       std::fprintf(stderr, "grouped_gemm_bench: %s\n", e.what());

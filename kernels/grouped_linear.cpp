@@ -51,6 +51,27 @@ void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w
   }
 }
 
+void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& offsets,
+                            const Tensor& y) {
+  constexpr const char* op = "grouped_linear_forward";
+  expect_device(op, "offsets", ctx, offsets);
+  expect_dtype(op, "offsets", offsets, DType::i32);
+  TROUPE_CHECK(w.ndim() == 3 && offsets.ndim() == 1 && offsets.dim(0) == w.dim(0) + 1, op,
+               ": offsets must be i32 [G + 1] for w [G, N, K], got ", offsets.str(), " and ", w.str());
+  if (!ctx.is_cuda()) {  // the reference: the host loop over the same offsets
+    const int32_t* o = offsets.data_as<int32_t>();
+    grouped_linear_forward(ctx, x, w, std::vector<int64_t>(o, o + offsets.numel()), y);
+    return;
+  }
+  TROUPE_CHECK(x.ndim() == 2 && w.dim(2) == x.dim(1), op, ": x must be [R, K] with K = ", w.dim(2), ", got ", x.str());
+  expect_shape(op, "y", y, {x.dim(0), w.dim(1)});
+  for (auto [name, t] : {std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"y", &y}}) {
+    expect_device(op, name, ctx, *t);
+    expect_dtype(op, name, *t, x.dtype());
+  }
+  TROUPE_ON_CUDA(cuda::grouped_linear_forward(ctx, x, w, offsets, y));
+}
+
 void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                              const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw) {
   constexpr const char* op = "grouped_linear_backward";

@@ -10,6 +10,13 @@
 //
 //   std::vector<int64_t> offsets = {0, 3, 3, 7};   // 3 groups: 3 rows, none, 4 rows
 //   grouped_linear_forward(ctx, x, w, offsets, y);  // x [7, K], w [3, N, K], y [7, N]
+//
+// A second forward takes the offsets as an i32 tensor on ctx's device (offsets a kernel
+// computed, e.g. an MoE routing's): no host synchronization, and on CUDA one kernel launched
+// with a grid fixed by R, G and N (kernels/cuda/grouped_linear_offsets.cu), so it can be
+// captured in a CUDA graph. The CPU backend copies the offsets and runs the loop above.
+//
+//   grouped_linear_forward(ctx, x, w, device_offsets, y);   // device_offsets i32 [G + 1]
 #pragma once
 
 #include <cstdint>
@@ -22,12 +29,18 @@ namespace troupe {
 // x: [R, K]; w: [G, N, K]; offsets: G + 1 ascending host row offsets from 0 to R; y: [R, N].
 void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const std::vector<int64_t>& offsets,
                             const Tensor& y);
+// The same with offsets an i32 [G + 1] tensor on ctx's device. On CUDA they are not checked
+// (device data): offsets outside [0, R] are clamped, so bad ones give wrong rows, never a fault.
+void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& offsets,
+                            const Tensor& y);
 // dy: [R, N]; dx: [R, K] or undefined; dw: f32 [G, N, K].
 void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                              const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw);
 
 namespace cuda {
 void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const std::vector<int64_t>& offsets,
+                            const Tensor& y);
+void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& offsets,
                             const Tensor& y);
 void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                              const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw);

@@ -52,26 +52,66 @@ void moe_capacity_drop(const Context& ctx, const Tensor& experts, const Tensor& 
     cpu::moe_capacity_drop(experts, probs, num_experts, seq_length, capacity, by_probs, kept);
 }
 
+namespace {
+
+// The row map's tensors for experts [N, K] and R rows.
+void expect_row_map(const Context& ctx, const char* op, const Tensor& experts, int64_t rows, const MoeRowMap& map) {
+  expect_device(op, "row_choice", ctx, map.row_choice);
+  expect_dtype(op, "row_choice", map.row_choice, DType::i32);
+  expect_shape(op, "row_choice", map.row_choice, {rows});
+  expect_device(op, "choice_row", ctx, map.choice_row);
+  expect_dtype(op, "choice_row", map.choice_row, DType::i32);
+  expect_shape(op, "choice_row", map.choice_row, experts.shape());
+}
+
+}  // namespace
+
+void moe_expert_offsets(const Context& ctx, const Tensor& experts, const Tensor& offsets) {
+  constexpr const char* op = "moe_expert_offsets";
+  expect_experts(ctx, op, experts);
+  expect_device(op, "offsets", ctx, offsets);
+  expect_dtype(op, "offsets", offsets, DType::i32);
+  TROUPE_CHECK(offsets.ndim() == 1 && offsets.dim(0) >= 2, op, ": offsets must be [E + 1], got ", offsets.str());
+  TROUPE_CHECK(experts.numel() <= INT32_MAX, op, ": ", experts.numel(), " choices overflow i32 offsets");
+  if (ctx.is_cuda())
+    TROUPE_ON_CUDA(cuda::moe_expert_offsets(ctx, experts, offsets));
+  else
+    cpu::moe_expert_offsets(experts, offsets);
+}
+
 void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept,
                  const std::vector<int64_t>& expert_offsets, const MoeRowMap& map) {
   constexpr const char* op = "moe_row_map";
-  const auto [n, k] = expect_experts(ctx, op, experts);
-  expect_kept(ctx, op, kept, experts);
+  expect_experts(ctx, op, experts);
+  if (kept.defined()) expect_kept(ctx, op, kept, experts);
   TROUPE_CHECK(expert_offsets.size() >= 2 && expert_offsets.front() == 0, op,
                ": expert_offsets must be E + 1 offsets from 0, got ", expert_offsets.size());
   for (size_t e = 0; e + 1 < expert_offsets.size(); ++e)
     TROUPE_CHECK(expert_offsets[e] <= expert_offsets[e + 1], op, ": expert_offsets must ascend, expert ", e,
                  " goes from ", expert_offsets[e], " to ", expert_offsets[e + 1]);
-  expect_device(op, "row_choice", ctx, map.row_choice);
-  expect_dtype(op, "row_choice", map.row_choice, DType::i32);
-  expect_shape(op, "row_choice", map.row_choice, {expert_offsets.back()});
-  expect_device(op, "choice_row", ctx, map.choice_row);
-  expect_dtype(op, "choice_row", map.choice_row, DType::i32);
-  expect_shape(op, "choice_row", map.choice_row, {n, k});
+  expect_row_map(ctx, op, experts, expert_offsets.back(), map);
   if (ctx.is_cuda())
     TROUPE_ON_CUDA(cuda::moe_row_map(ctx, experts, kept, expert_offsets, map));
   else
     cpu::moe_row_map(experts, kept, expert_offsets, map);
+}
+
+void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept, const Tensor& expert_offsets,
+                 const MoeRowMap& map) {
+  constexpr const char* op = "moe_row_map";
+  expect_device(op, "expert_offsets", ctx, expert_offsets);
+  expect_dtype(op, "expert_offsets", expert_offsets, DType::i32);
+  TROUPE_CHECK(expert_offsets.ndim() == 1 && expert_offsets.dim(0) >= 2, op, ": expert_offsets must be [E + 1], got ",
+               expert_offsets.str());
+  if (!ctx.is_cuda()) {  // the host offsets, checked there
+    const int32_t* o = expert_offsets.data_as<int32_t>();
+    moe_row_map(ctx, experts, kept, std::vector<int64_t>(o, o + expert_offsets.numel()), map);
+    return;
+  }
+  expect_experts(ctx, op, experts);
+  if (kept.defined()) expect_kept(ctx, op, kept, experts);
+  expect_row_map(ctx, op, experts, map.row_choice.numel(), map);
+  TROUPE_ON_CUDA(cuda::moe_row_map(ctx, experts, kept, expert_offsets, map));
 }
 
 }  // namespace troupe

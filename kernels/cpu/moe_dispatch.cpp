@@ -43,6 +43,18 @@ void moe_capacity_drop(const Tensor& experts, const Tensor& probs, int num_exper
   }
 }
 
+void moe_expert_offsets(const Tensor& experts, const Tensor& offsets) {
+  const int64_t e = offsets.numel() - 1;
+  int32_t* o = offsets.data_as<int32_t>();
+  std::fill(o, o + e + 1, 0);
+  const int32_t* ex = experts.data_as<int32_t>();
+  for (int64_t i = 0; i < experts.numel(); ++i) {
+    TROUPE_CHECK(ex[i] >= 0 && ex[i] < e, "moe_expert_offsets: choice ", i, " names expert ", ex[i], " of ", e);
+    ++o[ex[i] + 1];
+  }
+  for (int64_t j = 0; j < e; ++j) o[j + 1] += o[j];
+}
+
 void moe_row_map(const Tensor& experts, const Tensor& kept, const std::vector<int64_t>& expert_offsets,
                  const MoeRowMap& map) {
   const int64_t choices = experts.numel();
@@ -50,11 +62,11 @@ void moe_row_map(const Tensor& experts, const Tensor& kept, const std::vector<in
   int32_t* cr = map.choice_row.data_as<int32_t>();
   std::vector<int64_t> next(expert_offsets.begin(), expert_offsets.end() - 1);
   const int32_t* ex = experts.data_as<int32_t>();
-  const uint8_t* keep = kept.data_as<uint8_t>();
+  const uint8_t* keep = kept.defined() ? kept.data_as<uint8_t>() : nullptr;
   std::fill(rc, rc + map.row_choice.numel(), -1);
   for (int64_t i = 0; i < choices; ++i) {
     cr[i] = -1;
-    if (!keep[i]) continue;
+    if (keep && !keep[i]) continue;
     const size_t e = size_t(ex[i]);
     TROUPE_CHECK(e + 1 < expert_offsets.size() && next[e] < expert_offsets[e + 1], "moe_row_map: expert ", e,
                  " has more kept choices than rows");

@@ -1,7 +1,10 @@
 // MoE dispatch bookkeeping on CUDA. Both the capacity drop and the row map need, per expert,
 // its choices in a fixed order; a stable radix sort (CUB) of (expert, order key) pairs gives
 // it: a choice's rank within its expert is its sorted position minus where its expert's run
-// begins. Counts use integer-valued f32 atomics, exact and so order-independent.
+// begins. Counts use integer-valued f32 atomics, exact and so order-independent. The row map also
+// takes offsets computed on the device (moe_expert_offsets): then nothing waits for the host,
+// and a per-expert block scan replaces the sort, so nothing allocates either (CUDA graphs).
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cstdint>
@@ -72,7 +75,7 @@ __global__ void map_keys_kernel(const int32_t* __restrict__ experts, const uint8
                                 uint32_t* __restrict__ keys, int32_t* __restrict__ vals, int64_t choices, int e) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= choices) return;
-  keys[i] = kept[i] ? uint32_t(experts[i]) : uint32_t(e);
+  keys[i] = !kept || kept[i] ? uint32_t(experts[i]) : uint32_t(e);
   vals[i] = int32_t(i);
 }
 
@@ -87,6 +90,51 @@ __global__ void map_scatter_kernel(const uint32_t* __restrict__ keys, const int3
   const int32_t i = vals[p];
   choice_row[i] = int32_t(row);
   row_choice[row] = i;
+}
+
+// offsets[0 .. e] = exclusive scan of the per-expert choice counts; one block, counts in shared
+// memory (integer atomics: exact in any order).
+__global__ void offsets_kernel(const int32_t* __restrict__ experts, int32_t* __restrict__ offsets, int64_t choices,
+                               int e) {
+  extern __shared__ int32_t counts[];
+  for (int j = int(threadIdx.x); j < e; j += int(blockDim.x)) counts[j] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < choices; i += blockDim.x) {
+    const int32_t x = experts[i];
+    if (x >= 0 && x < e) atomicAdd(counts + x, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t total = 0;
+    offsets[0] = 0;
+    for (int j = 0; j < e; ++j) offsets[j + 1] = (total += counts[j]);
+  }
+}
+
+// The row map from device offsets, without a sort (so without temporary memory): block e walks
+// every choice in order, 256 at a time, and numbers expert e's kept ones with a block-wide
+// prefix sum: the same rows as the sorted path's.
+constexpr int kMapThreads = 256;
+__global__ void expert_rows_kernel(const int32_t* __restrict__ experts, const uint8_t* __restrict__ kept,
+                                   const int32_t* __restrict__ offsets, int32_t* __restrict__ row_choice,
+                                   int32_t* __restrict__ choice_row, int64_t choices, int64_t rows) {
+  using Scan = cub::BlockScan<int, kMapThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  const int e = int(blockIdx.x);
+  int64_t next = offsets[e];
+  for (int64_t base = 0; base < choices; base += kMapThreads) {
+    const int64_t i = base + threadIdx.x;
+    const int mine = i < choices && experts[i] == e && (!kept || kept[i]) ? 1 : 0;
+    int before = 0, chunk = 0;
+    Scan(scan).ExclusiveSum(mine, before, chunk);
+    const int64_t row = next + before;
+    if (mine && row < rows) {  // rows past R: offsets that do not hold the choices
+      row_choice[row] = int32_t(i);
+      choice_row[i] = int32_t(row);
+    }
+    next += chunk;
+    __syncthreads();  // the scan's storage is reused
+  }
 }
 
 // Stable ascending sort of (keys, vals) over the low end_bit bits of the keys, into the
@@ -136,6 +184,13 @@ void moe_capacity_drop(const Context& ctx, const Tensor& experts, const Tensor& 
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
+void moe_expert_offsets(const Context& ctx, const Tensor& experts, const Tensor& offsets) {
+  const int e = int(offsets.numel()) - 1;
+  offsets_kernel<<<1, 1024, size_t(e) * sizeof(int32_t), stream_of(ctx)>>>(
+      experts.data_as<int32_t>(), offsets.data_as<int32_t>(), experts.numel(), e);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
 void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept,
                  const std::vector<int64_t>& expert_offsets, const MoeRowMap& map) {
   cudaStream_t stream = stream_of(ctx);
@@ -152,8 +207,8 @@ void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept,
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(offsets.get(), expert_offsets.data(), expert_offsets.size() * sizeof(int64_t),
                                     cudaMemcpyHostToDevice, stream));
   const unsigned blocks = ceil_div(total, kThreads);
-  map_keys_kernel<<<blocks, kThreads, 0, stream>>>(experts.data_as<int32_t>(), kept.data_as<uint8_t>(), keys.get(),
-                                                   vals.get(), total, e);
+  map_keys_kernel<<<blocks, kThreads, 0, stream>>>(
+      experts.data_as<int32_t>(), kept.defined() ? kept.data_as<uint8_t>() : nullptr, keys.get(), vals.get(), total, e);
   TROUPE_CUDA_CHECK_LAUNCH();
   stable_sort_pairs(stream, keys.get(), sorted_keys.get(), vals.get(), sorted_vals.get(), total, bits_for(e + 1));
   run_begin_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(sorted_keys.get(), 0, begin.get(), total);
@@ -161,6 +216,19 @@ void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept,
   map_scatter_kernel<<<blocks, kThreads, 0, stream>>>(sorted_keys.get(), sorted_vals.get(), begin.get(), offsets.get(),
                                                       e, map.row_choice.data_as<int32_t>(),
                                                       map.choice_row.data_as<int32_t>(), total);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept, const Tensor& expert_offsets,
+                 const MoeRowMap& map) {
+  cudaStream_t stream = stream_of(ctx);
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(map.row_choice.data(), 0xff, map.row_choice.nbytes(), stream));
+  TROUPE_CUDA_CHECK(cudaMemsetAsync(map.choice_row.data(), 0xff, map.choice_row.nbytes(), stream));
+  const int64_t total = experts.numel();
+  if (total == 0) return;
+  expert_rows_kernel<<<unsigned(expert_offsets.numel() - 1), kMapThreads, 0, stream>>>(
+      experts.data_as<int32_t>(), kept.defined() ? kept.data_as<uint8_t>() : nullptr, expert_offsets.data_as<int32_t>(),
+      map.row_choice.data_as<int32_t>(), map.choice_row.data_as<int32_t>(), total, map.row_choice.numel());
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

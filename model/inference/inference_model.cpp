@@ -1,10 +1,8 @@
 #include "model/inference/inference_model.hpp"
 
 #include <algorithm>
-#include <mutex>
 
 #include "base/check.hpp"
-#include "base/log.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/norm_linear.hpp"
 #include "kernels/ops.hpp"
@@ -35,19 +33,8 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
       layout_(checked_config(config, tp.shard.size), ChunkSpec::whole_model(), tp.shard),
       compute_(compute),
       options_(options),
-      moe_(ctx, config, compute) {
+      moe_(ctx, config, compute, options.max_tokens) {
   TROUPE_CHECK(!tp.sequence_parallel, "InferenceModel: sequence parallelism is for training only");
-  if (config.moe.enabled() && options_.cuda_graphs) {
-    options_.cuda_graphs = false;
-    if (ctx.is_cuda()) {  // said once per process, not once per replica
-      static std::once_flag said;
-      std::call_once(said, [] {
-        logger("serve").info(
-            "mixture-of-experts model: decode steps run op by op, without CUDA graphs (the router "
-            "copies its expert counts to the host every step)");
-      });
-    }
-  }
   TROUPE_CHECK(tp.shard.size == 1 ||
                    (tp.comm != nullptr && tp.comm->size() == tp.shard.size && tp.comm->rank() == tp.shard.rank),
                "InferenceModel: tensor-parallel rank ", tp.shard.rank, " of ", tp.shard.size,

@@ -6,8 +6,8 @@
 // last new token. CPU: f32; CUDA: bf16/f16, or f32 (exact: greedy parity with an fp32 reference). On CUDA a decode step
 // (one new token per sequence) is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA
 // graph and replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
-// Mixture-of-experts layers run the MoE MLP (model/inference/inference_moe.hpp: dropless, one rank, no
-// CUDA graphs: their router copies the expert counts to the host every forward).
+// Mixture-of-experts layers run the MoE MLP (model/inference/inference_moe.hpp: dropless, one rank; the
+// routing stays on the device, so their decode steps are captured and replayed like dense ones).
 //
 // Tensor parallelism (Megatron's, without sequence parallelism): each rank of a group holds its
 // ParamLayout shard (its heads, query groups, MLP columns and vocabulary rows), a cache of its
@@ -87,9 +87,8 @@ class InferenceModel {
   // of it for T = 1). Throws naming the sequence on a bad position or block table. Every rank
   // of a group calls it with the same batch.
   Tensor forward(std::span<const SequenceInput> seqs, KvCache& cache);
-  // Turns the CUDA-graph path on or off (the graphs captured so far are kept); always off for
-  // an MoE model.
-  void set_cuda_graphs(bool on) { options_.cuda_graphs = on && !config().moe.enabled(); }
+  // Turns the CUDA-graph path on or off (the graphs captured so far are kept).
+  void set_cuda_graphs(bool on) { options_.cuda_graphs = on; }
   // Graphs captured so far (one per batch-size bucket used).
   size_t cuda_graphs_captured() const { return graphs_.size(); }
   // Times every op into `profiler` (null: off); while set, forwards run op by op (no graphs).

@@ -1,5 +1,7 @@
 #include "model/inference/inference_moe.hpp"
 
+#include <algorithm>
+
 #include "base/check.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/config_moe.hpp"
@@ -21,10 +23,11 @@ void check_inference_moe(const GptConfig& c, int tensor_parallel) {
                "on the requests batched with it; train the model dropless (without --moe-expert-capacity-factor)");
 }
 
-InferenceMoe::InferenceMoe(const Context& ctx, const GptConfig& c, DType compute) : ctx_(ctx) {
+InferenceMoe::InferenceMoe(const Context& ctx, const GptConfig& c, DType compute, int64_t max_tokens) : ctx_(ctx) {
   if (!c.moe.enabled()) return;
   check_inference_moe(c, 1);
   spec_ = moe_mlp_spec(c);
+  buffers_ = moe_inference_buffers(ctx, spec_, std::min(max_tokens, kInferenceMoeChunkTokens), compute);
   state_.resize(size_t(c.num_layers));
   router_f32_.resize(size_t(c.num_layers));
   bias_loaded_.assign(size_t(c.num_layers), false);
@@ -60,8 +63,7 @@ void InferenceMoe::forward(int layer, const MoeMlpParams& p, const Tensor& ln, c
                "decoder.layers.", layer, ".mlp.router.expert_bias)");
   MoeMlpParams w = p;
   if (router_f32_[size_t(layer)].defined()) w.router = router_f32_[size_t(layer)];
-  // One "sequence" of all n rows: dropless routing uses it for nothing but the row count.
-  moe_mlp_forward(ctx_, spec_, w, state_[size_t(layer)], ln, ln.dim(0), /*training=*/false, acts_, y);
+  moe_mlp_inference_forward(ctx_, spec_, w, state_[size_t(layer)], ln, buffers_, y);
 }
 
 }  // namespace troupe

@@ -1,6 +1,7 @@
 #include "model/moe/experts.hpp"
 
 #include <optional>
+#include <utility>
 
 #include "base/check.hpp"
 #include "kernels/activation.hpp"
@@ -28,18 +29,36 @@ void activation_backward(const Context& ctx, bool swiglu, const Tensor& da, cons
     gelu_backward(ctx, da, h, dh);
 }
 
+void expect_expert_widths(bool swiglu, const Tensor& fc1, const Tensor& fc2) {
+  TROUPE_CHECK(fc1.dim(1) == (swiglu ? 2 : 1) * fc2.dim(2), "moe_experts_forward: fc1 ", fc1.str(),
+               " does not match fc2 ", fc2.str(), swiglu ? " with SwiGLU" : " with GELU");
+}
+
+// The routed experts with either kind of offsets (host or device).
+template <typename Offsets>
+void experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
+                     const Offsets& offsets, const MoeExpertActivations& a, const Tensor& yp) {
+  grouped_linear_forward(ctx, xp, fc1, offsets, a.fc1);
+  activation_forward(ctx, swiglu, a.fc1, a.act);
+  grouped_linear_forward(ctx, a.act, fc2, offsets, yp);
+}
+
 }  // namespace
 
 void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
                          const std::vector<int64_t>& offsets, MoeExpertActivations& a, const Tensor& yp) {
-  const int64_t rows = xp.dim(0), f1 = fc1.dim(1), f = fc2.dim(2);
-  TROUPE_CHECK(f1 == (swiglu ? 2 * f : f), "moe_experts_forward: fc1 ", fc1.str(), " does not match fc2 ", fc2.str(),
-               swiglu ? " with SwiGLU" : " with GELU");
-  a.fc1 = Tensor::stream_ordered(ctx, xp.dtype(), {rows, f1});
-  a.act = Tensor::stream_ordered(ctx, xp.dtype(), {rows, f});
-  grouped_linear_forward(ctx, xp, fc1, offsets, a.fc1);
-  activation_forward(ctx, swiglu, a.fc1, a.act);
-  grouped_linear_forward(ctx, a.act, fc2, offsets, yp);
+  expect_expert_widths(swiglu, fc1, fc2);
+  a.fc1 = Tensor::stream_ordered(ctx, xp.dtype(), {xp.dim(0), fc1.dim(1)});
+  a.act = Tensor::stream_ordered(ctx, xp.dtype(), {xp.dim(0), fc2.dim(2)});
+  experts_forward(ctx, swiglu, fc1, fc2, xp, offsets, a, yp);
+}
+
+void moe_experts_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
+                         const Tensor& offsets, const MoeExpertActivations& a, const Tensor& yp) {
+  expect_expert_widths(swiglu, fc1, fc2);
+  expect_shape("moe_experts_forward", "fc1 activations", a.fc1, {xp.dim(0), fc1.dim(1)});
+  expect_shape("moe_experts_forward", "activations", a.act, {xp.dim(0), fc2.dim(2)});
+  experts_forward(ctx, swiglu, fc1, fc2, xp, offsets, a, yp);
 }
 
 void moe_experts_backward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2, const Tensor& xp,
@@ -52,38 +71,46 @@ void moe_experts_backward(const Context& ctx, bool swiglu, const Tensor& fc1, co
   grouped_linear_backward(ctx, dh, xp, fc1, offsets, dxp, dfc1);
 }
 
-void moe_shared_expert_hidden(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& x,
-                              SharedExpertActivations& a) {
-  const int64_t n = x.dim(0);
-  const int64_t s = swiglu ? fc1.dim(0) / 2 : fc1.dim(0);
+void moe_shared_expert_allocate(const Context& ctx, const Tensor& fc1, const Tensor& fc2, const Tensor& gate_w,
+                                const Tensor& x, SharedExpertActivations& a) {
+  const int64_t n = x.dim(0), c = x.dim(1);
   a.fc1 = Tensor::stream_ordered(ctx, x.dtype(), {n, fc1.dim(0)});
-  a.act = Tensor::stream_ordered(ctx, x.dtype(), {n, s});
+  a.act = Tensor::stream_ordered(ctx, x.dtype(), {n, fc2.dim(1)});
+  a.out = Tensor::stream_ordered(ctx, x.dtype(), {n, c});
+  a.gate = gate_w.defined() ? Tensor::stream_ordered(ctx, DType::f32, {n, 1}) : Tensor();
+}
+
+void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                               const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y) {
+  moe_shared_expert_allocate(ctx, fc1, fc2, gate_w, x, a);
+  moe_shared_expert_forward(ctx, swiglu, fc1, fc2, gate_w, x, std::as_const(a), y);
+}
+
+void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
+                               const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
+                               const Tensor& y) {
+  moe_shared_expert_hidden(ctx, swiglu, fc1, x, a);
+  moe_shared_expert_project(ctx, fc2, a);
+  moe_shared_expert_add(ctx, gate_w, x, a, y);
+}
+
+void moe_shared_expert_hidden(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& x,
+                              const SharedExpertActivations& a) {
   linear_forward(ctx, x, fc1, Tensor(), a.fc1);
   activation_forward(ctx, swiglu, a.fc1, a.act);
 }
 
-void moe_shared_expert_project(const Context& ctx, const Tensor& fc2, SharedExpertActivations& a) {
-  TROUPE_CHECK(a.act.defined() && fc2.dim(1) == a.act.dim(1), "moe_shared_expert_project: fc2 ", fc2.str(),
-               " does not match the hidden activation ", a.act.str());
-  a.out = Tensor::stream_ordered(ctx, a.act.dtype(), {a.act.dim(0), fc2.dim(0)});
+void moe_shared_expert_project(const Context& ctx, const Tensor& fc2, const SharedExpertActivations& a) {
   linear_forward(ctx, a.act, fc2, Tensor(), a.out);
 }
 
-void moe_shared_expert_add(const Context& ctx, const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a,
+void moe_shared_expert_add(const Context& ctx, const Tensor& gate_w, const Tensor& x, const SharedExpertActivations& a,
                            const Tensor& y) {
   if (!gate_w.defined()) {
     add(ctx, y, a.out, y);
     return;
   }
-  a.gate = Tensor::stream_ordered(ctx, DType::f32, {x.dim(0), 1});
   moe_shared_gate_forward(ctx, x, gate_w, a.out, a.gate, y);
-}
-
-void moe_shared_expert_forward(const Context& ctx, bool swiglu, const Tensor& fc1, const Tensor& fc2,
-                               const Tensor& gate_w, const Tensor& x, SharedExpertActivations& a, const Tensor& y) {
-  moe_shared_expert_hidden(ctx, swiglu, fc1, x, a);
-  moe_shared_expert_project(ctx, fc2, a);
-  moe_shared_expert_add(ctx, gate_w, x, a, y);
 }
 
 void moe_shared_expert_backward_output(const Context& ctx, bool swiglu, const Tensor& fc2, const Tensor& gate_w,

@@ -92,6 +92,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
     o.to_comm();  // after the permute
     if (o.on) {
       StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
+      moe_shared_expert_allocate(ctx, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared);
       moe_shared_expert_hidden(ctx, spec.swiglu, p.shared_fc1, x, a.shared);
     }
     {

@@ -36,10 +36,18 @@ const Tensor& router_input_f32(const Context& ctx, const Tensor& x, std::optiona
   return x32->tensor();
 }
 
-// logits f32 [N, E] = x · w^T in f32.
+// logits f32 [N, E] = x · w^T in f32; x32: f32 [N, C] for a 16-bit x to be converted into.
+void router_logits_forward(const Context& ctx, const Tensor& x, const Tensor& x32, const Tensor& w,
+                           const Tensor& logits) {
+  if (x.dtype() != DType::f32) convert(ctx, x, x32);
+  linear_forward(ctx, x.dtype() == DType::f32 ? x : x32, w, Tensor(), logits);
+}
+
+// The same with the f32 copy a stream-ordered temporary.
 void router_logits_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& logits) {
   std::optional<ScratchTensor> x32;
-  linear_forward(ctx, router_input_f32(ctx, x, x32), w, Tensor(), logits);
+  if (x.dtype() != DType::f32) x32.emplace(ctx, DType::f32, x.shape());
+  router_logits_forward(ctx, x, x32 ? x32->tensor() : Tensor(), w, logits);
 }
 
 // dx += dlogits · w;  dw += dlogits^T · x, all in f32; a 16-bit dx gets the f32 product
@@ -156,6 +164,23 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
   r.losses.aux_loss = h[slots.aux()];
   r.losses.seq_aux_loss = h[slots.seq_aux()];
   r.losses.z_loss = h[slots.z()];
+}
+
+void moe_router_route(const Context& ctx, const MoeConfig& cfg, const Tensor& w, const MoeRouterState& state,
+                      const Tensor& x, const Tensor& x32, const Tensor& logits, const Tensor& probs,
+                      const Tensor& experts) {
+  constexpr const char* op = "moe_router_route";
+  const int64_t n = x.dim(0), e = cfg.num_experts;
+  TROUPE_CHECK(!cfg.drops_tokens(), op, ": routing with --moe-expert-capacity-factor ", cfg.moe_expert_capacity_factor,
+               " is not dropless; use moe_router_forward");
+  expect_shape(op, "w", w, {e, x.dim(1)});
+  expect_dtype(op, "w", w, DType::f32);
+  expect_shape(op, "logits", logits, {n, e});
+  if (cfg.moe_router_enable_expert_bias) expect_state_on(ctx, op, state.expert_bias, "expert_bias");
+  if (x.dtype() != DType::f32) expect_shape(op, "x32", x32, x.shape());  // see "Router precision" in router.hpp
+  router_logits_forward(ctx, x, x32, w, logits);
+  moe_topk_forward(ctx, logits, cfg.moe_router_enable_expert_bias ? state.expert_bias : Tensor(), cfg.topk(), probs,
+                   experts);
 }
 
 void moe_router_backward(const Context& ctx, const MoeConfig& cfg, const Tensor& w, const Tensor& x,

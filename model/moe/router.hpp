@@ -82,6 +82,14 @@ struct MoeRouting {
 // this forward's tokens per expert into state.tokens_per_expert (expert bias on).
 void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& w, MoeRouterState& state,
                         const Tensor& x, int64_t seq_length, bool training, MoeRouting& r);
+// Inference routing, dropless: what moe_router_forward(training=false) computes without a
+// capacity, written into the caller's buffers, with no statistics and nothing copied to the
+// host, so it can run inside a CUDA graph. logits f32 [N, E], probs f32 [N, K], experts i32
+// [N, K] (overwritten); x32: f32 [N, C] scratch for a 16-bit x (undefined for an f32 x).
+// Refuses a config with --moe-expert-capacity-factor.
+void moe_router_route(const Context& ctx, const MoeConfig& cfg, const Tensor& w, const MoeRouterState& state,
+                      const Tensor& x, const Tensor& x32, const Tensor& logits, const Tensor& probs,
+                      const Tensor& experts);
 // dprobs: f32 [N, K], the gradient of r.probs (zero where dropped). loss_grad_scale: what
 // scales the gradient of the main loss (loss scale / microbatches; Megatron's
 // MoEAuxLossAutoScaler), applied to the router's own losses. dx [N, C] ACCUMULATES; dw f32

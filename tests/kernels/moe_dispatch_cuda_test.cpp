@@ -1,7 +1,8 @@
 // CUDA MoE dispatch bookkeeping (counts, capacity drop, row maps) against the CPU backend on
 // DeepSeek-sized routings (64 experts, top-6, thousands of tokens), where the radix-sort path
 // works on many items per expert, and on a routing full of exactly equal probs, where only the
-// tie rule (the earlier token in Megatron's [T, B] order) decides what is kept.
+// tie rule (the earlier token in Megatron's [T, B] order) decides what is kept. Then the dropless
+// form with the offsets on the device (moe_expert_offsets, the sort-free row map) against the CPU.
 #include <algorithm>
 #include <cmath>
 
@@ -78,6 +79,51 @@ INSTANTIATE_TEST_SUITE_P(Routings, MoeCapacityDropCuda,
                                            DropCase{4096, 512, 64, 6, false, false},
                                            DropCase{2048, 256, 8, 2, true, true},
                                            DropCase{2048, 2048, 16, 1, true, true}));
+
+struct DevicePlanCase {
+  int64_t n;
+  int e, k;
+  bool with_kept;  // a capacity's kept mask (with padding offsets) instead of dropless
+};
+
+class MoeDevicePlanCuda : public ::testing::TestWithParam<DevicePlanCase> {};
+
+TEST_P(MoeDevicePlanCuda, MatchesCpu) {
+  const DevicePlanCase c = GetParam();
+  const Routing r = random_routing(c.n, c.e, c.k, 13, false);
+  const Tensor experts_d = to_device(gpu(), r.experts, DType::i32);
+  Tensor offsets = Tensor::host(DType::i32, {c.e + 1});
+  Tensor kept;  // undefined: every choice kept
+  if (c.with_kept) {
+    Tensor probs = Tensor::host(DType::f32, {c.n, c.k});
+    std::copy(r.probs.data_as<float>(), r.probs.data_as<float>() + r.probs.numel(), probs.data_as<float>());
+    kept = Tensor::host(DType::u8, {c.n, c.k});
+    moe_capacity_drop(cpu(), r.experts, probs, c.e, c.n, (c.n * c.k + c.e - 1) / c.e, true, kept);
+  }
+  moe_expert_offsets(cpu(), r.experts, offsets);  // every choice: with a kept mask, room to spare
+  Tensor offsets_d = Tensor::empty(gpu(), DType::i32, {c.e + 1});
+  moe_expert_offsets(gpu(), experts_d, offsets_d);
+  const Tensor offsets_h = to_host_f32(gpu(), offsets_d);  // integer types stay integers
+  for (int j = 0; j <= c.e; ++j)
+    ASSERT_EQ(offsets_h.data_as<int32_t>()[j], offsets.data_as<int32_t>()[j]) << "offset " << j;
+
+  const int64_t rows = c.n * c.k;
+  MoeRowMap map{Tensor::host(DType::i32, {rows}), Tensor::host(DType::i32, {c.n, c.k})};
+  moe_row_map(cpu(), r.experts, kept, offsets, map);
+  MoeRowMap map_d{Tensor::empty(gpu(), DType::i32, {rows}), Tensor::empty(gpu(), DType::i32, {c.n, c.k})};
+  const Tensor kept_d = kept.defined() ? to_device(gpu(), kept, DType::u8) : Tensor();
+  moe_row_map(gpu(), experts_d, kept_d, offsets_d, map_d);
+  const Tensor rc = to_host_f32(gpu(), map_d.row_choice), cr = to_host_f32(gpu(), map_d.choice_row);
+  for (int64_t i = 0; i < rows; ++i)
+    ASSERT_EQ(rc.data_as<int32_t>()[i], map.row_choice.data_as<int32_t>()[i]) << "row " << i;
+  for (int64_t i = 0; i < rows; ++i)
+    ASSERT_EQ(cr.data_as<int32_t>()[i], map.choice_row.data_as<int32_t>()[i]) << "choice " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Routings, MoeDevicePlanCuda,
+                         ::testing::Values(DevicePlanCase{1, 8, 2, false}, DevicePlanCase{3, 16, 4, false},
+                                           DevicePlanCase{64, 8, 2, false}, DevicePlanCase{4096, 64, 6, false},
+                                           DevicePlanCase{2048, 64, 6, true}, DevicePlanCase{300, 256, 8, false}));
 
 }  // namespace
 }  // namespace troupe::test

@@ -24,4 +24,23 @@ inline MoeMlpParams random_moe_params(const MoeMlpSpec& spec, uint64_t seed, flo
   return p;
 }
 
+// The inference tests' blocks: Mixtral-like (softmax top-2 of 8, SwiGLU) or DeepSeek-like
+// (sigmoid top-6 of 32 with an expert bias and scaling, a gated shared expert, GELU).
+inline MoeMlpSpec inference_test_spec(bool deepseek) {
+  MoeConfig c;
+  if (!deepseek) {
+    c.num_experts = 8;
+    c.moe_router_topk = 2;
+    return {c, /*hidden=*/64, /*expert_ffn=*/96, /*swiglu=*/true};
+  }
+  c.num_experts = 32;
+  c.moe_router_topk = 6;
+  c.moe_router_score_function = MoeScoreFunction::sigmoid;
+  c.moe_router_enable_expert_bias = true;
+  c.moe_router_topk_scaling_factor = 2.5f;
+  c.moe_shared_expert_intermediate_size = 40;
+  c.moe_shared_expert_gate = true;
+  return {c, /*hidden=*/72, /*expert_ffn=*/40, /*swiglu=*/false};
+}
+
 }  // namespace troupe::test
