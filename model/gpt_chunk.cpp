@@ -726,6 +726,8 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     moe_backward(i, a, gather_rows(dy, tmp.dfull), tmp.dhidden);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   } else {
+    // Deferred: fc1's output gradient is written straight into the activations W reads (no copy).
+    const Tensor dfc1 = defer ? kept_like(tmp.dfc1, s.dfc1) : tmp.dfc1;
     {
       auto t = timed("fc2.bwd");
       const Tensor dfc2 = gather_rows(dy, tmp.dfull);
@@ -733,20 +735,20 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
         layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b, kept);
       } else {  // the GELU's backward in the input-gradient GEMM's epilogue (kernels/linear_fused.hpp)
         linear_backward(ctx_, dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
-        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, tmp.dfc1);
+        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, dfc1);
       }
+      // dfc2 is the residual stream's gradient, which ln2's backward then accumulates into: kept as a copy.
       if (defer) keep_gradient(dfc2, s.dfc2);
     }
     if (c.swiglu) {
       auto t = timed("act.bwd");
-      swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+      swiglu_backward(ctx_, tmp.dact, s.fc1, dfc1);
     } else if (fp8_) {
       auto t = timed("act.bwd");
-      gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+      gelu_backward(ctx_, tmp.dact, s.fc1, dfc1);
     }
     auto t = timed("fc1.bwd");
-    layer_linear_backward(i, LayerLinear::fc1, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b, kept);
-    if (defer) keep_gradient(tmp.dfc1, s.dfc1);
+    layer_linear_backward(i, LayerLinear::fc1, dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b, kept);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {
@@ -768,7 +770,9 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   }
   const int64_t qkv_cols = layout_.local_qkv_size();
   const Tensor qkv3 = s.qkv.view({B, T, qkv_cols});
-  const Tensor dqkv3 = tmp.dqkv.view({B, T, qkv_cols});
+  // Deferred: the attention's input gradient is written straight into the activations W reads.
+  const Tensor dqkv = defer ? kept_like(tmp.dqkv, s.dqkv) : tmp.dqkv;
+  const Tensor dqkv3 = dqkv.view({B, T, qkv_cols});
   const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f, c.sliding_window};
   {
     auto t = timed("attention.bwd");
@@ -785,12 +789,11 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   }
   if (c.qk_layernorm) {
     auto t = timed("qk_norm.bwd");
-    qk_norm_backward(w, g, s, tmp.dqkv);
+    qk_norm_backward(w, g, s, dqkv);
   }
   {
     auto t = timed("qkv.bwd");
-    layer_linear_backward(i, LayerLinear::qkv, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b, kept);
-    if (defer) keep_gradient(tmp.dqkv, s.dqkv);
+    layer_linear_backward(i, LayerLinear::qkv, dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b, kept);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {

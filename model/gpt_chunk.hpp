@@ -185,6 +185,8 @@ class GptChunk {
   // embedding's are left to backward_weight(), their output gradients kept in `a`.
   void backward_pass(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput, bool defer_weight_grads);
   void layer_backward(int l, ChunkActivations& a, bool defer_weight_grads);
+  // `kept`, allocated like `like` unless it is already (B writes a gradient W needs straight into it).
+  const Tensor& kept_like(const Tensor& like, Tensor& kept);
   // A copy of a scratch gradient that must outlive the op (kept: reused once allocated).
   void keep_gradient(const Tensor& src, Tensor& kept);
   // The word (and position) embedding's gradients from the gradient of the embedding's output

@@ -60,9 +60,12 @@ void GptChunk::backward_weight(ChunkActivations& a) {
   a.weight_grads_pending = false;
 }
 
-void GptChunk::keep_gradient(const Tensor& src, Tensor& kept) {
-  if (!kept.defined() || kept.shape() != src.shape()) kept = Tensor::empty(ctx_, src.dtype(), src.shape());
-  copy(ctx_, src, kept);
+const Tensor& GptChunk::kept_like(const Tensor& like, Tensor& kept) {
+  if (!kept.defined() || kept.shape() != like.shape() || kept.dtype() != like.dtype())
+    kept = Tensor::empty(ctx_, like.dtype(), like.shape());
+  return kept;
 }
+
+void GptChunk::keep_gradient(const Tensor& src, Tensor& kept) { copy(ctx_, src, kept_like(src, kept)); }
 
 }  // namespace troupe
