@@ -49,6 +49,10 @@ StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
                " needs a context and ", setup_.chunks, " chunks");
   completions_ = setup_.completions ? std::move(setup_.completions)
                                     : make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
+  if (setup_.timing) {
+    weight_timer_ = std::make_unique<SpanTimer>(*setup_.context);
+    for (int c = 0; c < setup_.chunks; ++c) model(c).set_weight_grad_timer(weight_timer_.get());
+  }
 }
 
 StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back
