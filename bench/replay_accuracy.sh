@@ -6,11 +6,14 @@
 # Usage (repo root, 2+ GPUs, after `source .devdeps/env.sh`):
 #   bench/replay_accuracy.sh [BUILD_DIR]   (SCHEDULES="1f1b interleaved zb-h1 zb-v" by default;
 #                                           MODES="1proc 2proc"; ITERS=14)
+# REPLAY_FROM=DIR replays the traces an earlier run left in DIR (no GPU: nothing is recorded) and
+# writes the reports and the table under $OUT/replay as usual.
 set -uo pipefail
 build=${1:-build}
 troupe=$(realpath "$build/apps/troupe")
 out=${OUT:-/tmp}/replay
 mkdir -p "$out"
+traces=${REPLAY_FROM:-$out}
 read -r -a schedules <<<"${SCHEDULES:-1f1b interleaved zb-h1 zb-v}"
 read -r -a modes <<<"${MODES:-1proc 2proc}"
 iters=${ITERS:-14}
@@ -33,7 +36,7 @@ record() {  # MODE SCHEDULE
       --trace "$out/$mode-$s.trace" >"$out/$mode-$s.log" 2>&1
   fi || { echo "$mode $s failed:"; tail -5 "$out/$mode-$s.log"; }
 }
-recorded() { [ -e "$out/$1.trace" ] || [ -e "$out/$1.trace.rank0" ]; }
+recorded() { [ -e "$traces/$1.trace" ] || [ -e "$traces/$1.trace.rank0" ]; }
 
 # "STEP_MS BUBBLE_PCT" measured in a replay report; "STEP_MS BUBBLE_PCT" of its what-if line.
 measured_of() {
@@ -44,13 +47,13 @@ predicted_of() {
 }
 
 for mode in "${modes[@]}"; do
-  for s in "${schedules[@]}"; do record "$mode" "$s"; done
+  [ -n "${REPLAY_FROM:-}" ] || for s in "${schedules[@]}"; do record "$mode" "$s"; done
   for s in "${schedules[@]}"; do
     recorded "$mode-$s" || continue
-    "$troupe" replay "$out/$mode-$s.trace" >"$out/$mode-$s.self" 2>&1 || tail -3 "$out/$mode-$s.self"
+    "$troupe" replay "$traces/$mode-$s.trace" >"$out/$mode-$s.self" 2>&1 || tail -3 "$out/$mode-$s.self"
     for t in "${schedules[@]}"; do
       [ "$s" != "$t" ] || continue
-      "$troupe" replay "$out/$mode-$s.trace" --what-if "${whatif[$t]}" \
+      "$troupe" replay "$traces/$mode-$s.trace" --what-if "${whatif[$t]}" \
         >"$out/$mode-$s-to-$t.replay" 2>&1 || tail -3 "$out/$mode-$s-to-$t.replay"
     done
   done

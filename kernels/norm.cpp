@@ -49,6 +49,13 @@ void expect_head_norm(const Context& ctx, const char* op, const Tensor& x, const
   expect_f32(ctx, op, "rstd", rstd, {x.dim(0), heads.count});
 }
 
+// The residual gradient a norm's backward adds to: dx_in [N, C] like dx, or dx itself (in place).
+const Tensor& residual_gradient(const Context& ctx, const char* op, const Tensor& dx_in, const Tensor& dx) {
+  if (!dx_in.defined()) return dx;
+  expect_like(ctx, op, "dx_in", dx_in, dx.shape(), dx.dtype());
+  return dx_in;
+}
+
 }  // namespace
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
@@ -69,7 +76,7 @@ void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, con
 }
 
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in) {
   constexpr const char* op = "layernorm_backward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -80,10 +87,11 @@ void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, c
   expect_like(ctx, op, "dx", dx, x.shape(), x.dtype());
   expect_f32(ctx, op, "dw", dw, {c});
   if (db.defined()) expect_f32(ctx, op, "db", db, {c});  // undefined: the layer has no bias
+  const Tensor& in = residual_gradient(ctx, op, dx_in, dx);
   if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db));
+    TROUPE_ON_CUDA(cuda::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db, in));
   else
-    cpu::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db);
+    cpu::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, in);
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
@@ -102,7 +110,7 @@ void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dw) {
+                      const Tensor& dx, const Tensor& dw, const Tensor& dx_in) {
   constexpr const char* op = "rmsnorm_backward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -111,10 +119,11 @@ void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, con
   expect_f32(ctx, op, "rstd", rstd, {n});
   expect_like(ctx, op, "dx", dx, x.shape(), x.dtype());
   expect_f32(ctx, op, "dw", dw, {c});
+  const Tensor& in = residual_gradient(ctx, op, dx_in, dx);
   if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::rmsnorm_backward(ctx, dy, x, w, rstd, dx, dw));
+    TROUPE_ON_CUDA(cuda::rmsnorm_backward(ctx, dy, x, w, rstd, dx, dw, in));
   else
-    cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw);
+    cpu::rmsnorm_backward(dy, x, w, rstd, dx, dw, in);
 }
 
 void rmsnorm_heads_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, HeadSpan heads,

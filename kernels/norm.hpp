@@ -15,16 +15,18 @@ namespace troupe {
 // x, y: [N, C]; w, b: [C] (b may be undefined: no bias); mean, rstd: f32 [N] (saved for backward).
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                        const Tensor& y, const Tensor& mean, const Tensor& rstd);
-// dx [N, C] += d(loss)/dx  (ACCUMULATES: x is the residual stream); dw, db f32 [C] +=.
+// dx [N, C] += d(loss)/dx  (ACCUMULATES: x is the residual stream); dw, db f32 [C] +=. With dx_in
+// [N, C]: dx = dx_in + d(loss)/dx, dx_in left as it was (the residual stream's gradient kept).
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db);
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
+                        const Tensor& dx_in = Tensor());
 
 // x, y: [N, C]; w: [C]; rstd: f32 [N].
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
                      const Tensor& rstd);
-// dx [N, C] += ...; dw f32 [C] +=.
+// dx [N, C] += ... (with dx_in: dx = dx_in + ...); dw f32 [C] +=.
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dw);
+                      const Tensor& dx, const Tensor& dw, const Tensor& dx_in = Tensor());
 
 // Heads [first, first + count) of every row of a fused activation, each head D values.
 struct HeadSpan {
@@ -46,10 +48,10 @@ namespace cpu {
 void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd);
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                        const Tensor& dx, const Tensor& dw, const Tensor& db);
+                        const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in);
 void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, const Tensor& y, const Tensor& rstd);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dx,
-                      const Tensor& dw);
+                      const Tensor& dw, const Tensor& dx_in);
 void rmsnorm_heads_forward(const Tensor& x, const Tensor& w, float eps, HeadSpan heads, const Tensor& y,
                            const Tensor& rstd);
 void rmsnorm_heads_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, HeadSpan heads,
@@ -59,11 +61,11 @@ namespace cuda {
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                        const Tensor& y, const Tensor& mean, const Tensor& rstd);
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db);
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in);
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
                      const Tensor& rstd);
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dw);
+                      const Tensor& dx, const Tensor& dw, const Tensor& dx_in);
 void rmsnorm_heads_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, HeadSpan heads,
                            const Tensor& y, const Tensor& rstd);
 void rmsnorm_heads_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,

@@ -344,11 +344,11 @@ void GptChunk::norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, c
 }
 
 void GptChunk::norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                             const Tensor& dx, const Tensor& dw, const Tensor& db) {
+                             const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in) {
   if (config().normalization == Normalization::layernorm)
-    layernorm_backward(ctx_, dy, x, w, mean, rstd, dx, dw, db);
+    layernorm_backward(ctx_, dy, x, w, mean, rstd, dx, dw, db, dx_in);
   else
-    rmsnorm_backward(ctx_, dy, x, w, rstd, dx, dw);
+    rmsnorm_backward(ctx_, dy, x, w, rstd, dx, dw, dx_in);
 }
 
 namespace {
@@ -642,7 +642,7 @@ void GptChunk::backward_pass(ChunkActivations& a, const Tensor& doutput, const T
     {
       auto t = timed("lm_head.bwd");
       // Deferred: a.logits (dlogits) stays in the activations until backward_weight.
-      linear_backward(ctx_, a.logits, a.lnf, p.output, tmp.dhidden, defer ? Tensor() : g.output, Tensor());
+      linear_backward_fused(a.logits, a.lnf, p.output, tmp.dhidden, defer ? Tensor() : g.output, Tensor());
       dln = reduce_rows(tmp.dhidden, tmp.dlocal);
     }
     fill_zero(ctx_, tmp.dres);
@@ -667,10 +667,12 @@ void GptChunk::backward_pass(ChunkActivations& a, const Tensor& doutput, const T
   if (spec.pre_process) {
     if (c.hidden_dropout > 0) site_dropout(true, tmp.dres, tmp.dres, 0, a.dropout_seed, B, T);
     const Tensor dout = gather_rows(tmp.dres, tmp.dfull);
-    if (defer)
-      keep_gradient(dout, a.dembedding);
-    else
+    if (defer) {
+      keep_output_gradient(dout, tmp.dres, a.dembedding);  // nothing reads tmp.dres after
+    } else {
+      const SpanTimer::Scope weight_part(weight_timer());
       embedding_weight_backward(a, dout);
+    }
   } else {
     expect_shape("GptChunk::backward", "dinput", dinput, hidden_shape(B, T));
     copy(ctx_, tmp.dres, dinput);
@@ -722,36 +724,40 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     dy = tmp.dlocal;
   }
   Tensor dln;
+  // Deferred: where the norms' backward read the residual gradient from when B kept it for W
+  // (keep_output_gradient); undefined: tmp.dres, added to in place.
+  Tensor ln2_dres_in, ln1_dres_in;
   if (c.is_moe_layer(l)) {
     moe_backward(i, a, gather_rows(dy, tmp.dfull), tmp.dhidden);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   } else {
+    // Deferred: fc1's output gradient is written straight into the activations W reads (no copy).
+    const Tensor dfc1 = defer ? kept_like(tmp.dfc1, s.dfc1) : tmp.dfc1;
     {
       auto t = timed("fc2.bwd");
       const Tensor dfc2 = gather_rows(dy, tmp.dfull);
       if (c.swiglu || fp8_) {
         layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b, kept);
       } else {  // the GELU's backward in the input-gradient GEMM's epilogue (kernels/linear_fused.hpp)
-        linear_backward(ctx_, dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
-        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, tmp.dfc1);
+        linear_backward_fused(dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
+        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, dfc1);
       }
-      if (defer) keep_gradient(dfc2, s.dfc2);
+      if (defer) ln2_dres_in = keep_output_gradient(dfc2, tmp.dres, s.dfc2);
     }
     if (c.swiglu) {
       auto t = timed("act.bwd");
-      swiglu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+      swiglu_backward(ctx_, tmp.dact, s.fc1, dfc1);
     } else if (fp8_) {
       auto t = timed("act.bwd");
-      gelu_backward(ctx_, tmp.dact, s.fc1, tmp.dfc1);
+      gelu_backward(ctx_, tmp.dact, s.fc1, dfc1);
     }
     auto t = timed("fc1.bwd");
-    layer_linear_backward(i, LayerLinear::fc1, tmp.dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b, kept);
-    if (defer) keep_gradient(tmp.dfc1, s.dfc1);
+    layer_linear_backward(i, LayerLinear::fc1, dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b, kept);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {
     auto t = timed("ln2.bwd");
-    norm_backward(dln, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b);
+    norm_backward(dln, s.x_mid, w.ln2_w, s.ln2_mean, s.ln2_rstd, tmp.dres, g.ln2_w, g.ln2_b, ln2_dres_in);
   }
 
   // Attention block.
@@ -764,11 +770,13 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     auto t = timed("proj.bwd");
     const Tensor dproj = gather_rows(dy, tmp.dfull);
     layer_linear_backward(i, LayerLinear::proj, dproj, s.attn, w.proj_w, tmp.dattn, g.proj_w, g.proj_b, kept);
-    if (defer) keep_gradient(dproj, s.dproj);
+    if (defer) ln1_dres_in = keep_output_gradient(dproj, tmp.dres, s.dproj);
   }
   const int64_t qkv_cols = layout_.local_qkv_size();
   const Tensor qkv3 = s.qkv.view({B, T, qkv_cols});
-  const Tensor dqkv3 = tmp.dqkv.view({B, T, qkv_cols});
+  // Deferred: the attention's input gradient is written straight into the activations W reads.
+  const Tensor dqkv = defer ? kept_like(tmp.dqkv, s.dqkv) : tmp.dqkv;
+  const Tensor dqkv3 = dqkv.view({B, T, qkv_cols});
   const AttentionConfig ac{Hl, Gl, c.head_dim(), 0.0f, c.sliding_window};
   {
     auto t = timed("attention.bwd");
@@ -785,17 +793,16 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   }
   if (c.qk_layernorm) {
     auto t = timed("qk_norm.bwd");
-    qk_norm_backward(w, g, s, tmp.dqkv);
+    qk_norm_backward(w, g, s, dqkv);
   }
   {
     auto t = timed("qkv.bwd");
-    layer_linear_backward(i, LayerLinear::qkv, tmp.dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b, kept);
-    if (defer) keep_gradient(tmp.dqkv, s.dqkv);
+    layer_linear_backward(i, LayerLinear::qkv, dqkv, s.ln1, w.qkv_w, tmp.dhidden, g.qkv_w, g.qkv_b, kept);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {
     auto t = timed("ln1.bwd");
-    norm_backward(dln, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b);
+    norm_backward(dln, a.residual[size_t(i)], w.ln1_w, s.ln1_mean, s.ln1_rstd, tmp.dres, g.ln1_w, g.ln1_b, ln1_dres_in);
   }
 }
 
@@ -829,7 +836,7 @@ void GptChunk::layer_linear_forward(int i, LayerLinear which, const Tensor& x, c
 void GptChunk::layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,
                                      const Tensor& dx, const Tensor& dw, const Tensor& db, LayerActivations* deferred) {
   if (!fp8_) {
-    linear_backward(ctx_, dy, x, w, dx, dw, db);
+    linear_backward_fused(dy, x, w, dx, dw, db);
   } else if (deferred) {
     Tensor& scales = deferred->fp8_wgrad_scales;
     // Per linear of the layer: Fp8Linears' [kWgradScales, kFp8ScaleRow] (16-byte aligned rows).
@@ -840,6 +847,18 @@ void GptChunk::layer_linear_backward(int i, LayerLinear which, const Tensor& dy,
   } else {
     fp8_->backward(4 * i + int(which), dy, x, w, dx, dw, db);
   }
+}
+
+void GptChunk::linear_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
+                                     const Tensor& dw, const Tensor& db) {
+  SpanTimer* timer = weight_timer();
+  if (timer == nullptr || (!dw.defined() && !db.defined())) {
+    linear_backward(ctx_, dy, x, w, dx, dw, db);
+    return;
+  }
+  if (dx.defined()) linear_backward(ctx_, dy, x, w, dx, Tensor(), Tensor());
+  const SpanTimer::Scope weight_part(timer);
+  linear_backward(ctx_, dy, x, w, Tensor(), dw, db);
 }
 
 void GptChunk::layer_linear_weight_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x,

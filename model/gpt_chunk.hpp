@@ -31,6 +31,7 @@
 #include "kernels/context.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/span_timer.hpp"
 #include "kernels/tensor.hpp"
 #include "model/activations.hpp"
 #include "model/config.hpp"
@@ -156,6 +157,10 @@ class GptChunk {
   // trace (model/moe/moe_mlp.hpp, MoeComm: a second context on this chunk's device runs them
   // beside the shared expert). The context and the spans must outlive their use.
   void set_moe_comm(const MoeComm& comm) { moe_comm_ = comm; }
+  // Times the weight-gradient part of each fused backward() into `timer` (null: off): the
+  // GEMMs' weight and bias gradients and the embedding's, what a split backward's W runs (the
+  // trace's weight_ns). Not with FP8 linears or MoE layers (their fused backwards do not time it).
+  void set_weight_grad_timer(SpanTimer* timer) { weight_timer_ = timer; }
   // Context parallelism (model/context_parallel.hpp), before the first forward: inputs and
   // targets are then this rank's local tokens [B, T / C], at their global positions.
   void set_context_parallel(const ContextParallel& cp);
@@ -189,8 +194,16 @@ class GptChunk {
   // embedding's are left to backward_weight(), their output gradients kept in `a`.
   void backward_pass(ChunkActivations& a, const Tensor& doutput, const Tensor& dinput, bool defer_weight_grads);
   void layer_backward(int l, ChunkActivations& a, bool defer_weight_grads);
+  // `kept`, allocated like `like` unless it is already (B writes a gradient W needs straight into it).
+  const Tensor& kept_like(const Tensor& like, Tensor& kept);
   // A copy of a scratch gradient that must outlive the op (kept: reused once allocated).
   void keep_gradient(const Tensor& src, Tensor& kept);
+  // B keeps a GEMM's output gradient `grad` for W in `kept`. When `grad` is the residual stream's
+  // gradient `dres` itself (no dropout, no sequence parallelism), which the next norm backward
+  // adds to, the buffers trade places instead of copying: `kept` takes dres's, dres gets a free
+  // one, and the returned tensor (the kept gradient) is what the norm backward must add to.
+  // Otherwise a copy; returns undefined (the norm backward adds to dres in place).
+  Tensor keep_output_gradient(const Tensor& grad, Tensor& dres, Tensor& kept);
   // The word (and position) embedding's gradients from the gradient of the embedding's output
   // dout [N, C] (all rows).
   void embedding_weight_backward(const ChunkActivations& a, const Tensor& dout);
@@ -221,8 +234,9 @@ class GptChunk {
   void qk_norm_backward(const LayerTensors& w, const LayerTensors& g, const LayerActivations& s, const Tensor& dqkv);
   void norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mean,
                     const Tensor& rstd);
+  // dx += the input gradient; with dx_in: dx = dx_in + it (kernels/norm.hpp).
   void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                     const Tensor& dx, const Tensor& dw, const Tensor& db);
+                     const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in = Tensor());
   Tensor device_tokens(const Tensor& t);
   bool sharded_rows() const { return tp_.sequence_parallel && tp_.shard.size > 1; }
   int64_t local_rows(int64_t n) const { return sharded_rows() ? n / tp_.shard.size : n; }
@@ -238,6 +252,12 @@ class GptChunk {
   void site_dropout(bool backward, const Tensor& x, const Tensor& y, int site, uint64_t seed, int64_t batch,
                     int64_t seq);
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
+  // The weight-gradient timer where every weight gradient of a fused backward passes through it.
+  SpanTimer* weight_timer() const { return fp8_ || config().moe.enabled() ? nullptr : weight_timer_; }
+  // A fused backward's linear_backward: dx, then dw and db timed as weight-gradient work (the
+  // GEMMs linear_backward runs, in its order).
+  void linear_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                             const Tensor& db);
   // A transformer layer's linears: in FP8 when enabled (fp8_), else linear_forward / linear_backward.
   enum class LayerLinear { qkv, proj, fc1, fc2 };
   void layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -269,6 +289,7 @@ class GptChunk {
   std::vector<LayerRecompute> recompute_plan_;  // per chunk-local layer
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;
+  SpanTimer* weight_timer_ = nullptr;
   std::function<void(int64_t)> grads_ready_;
   ContextParallel cp_;
   MoeComm moe_comm_;

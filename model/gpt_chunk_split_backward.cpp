@@ -2,6 +2,8 @@
 // backward_pass with the weight gradients deferred; W runs the deferred GEMMs in backward's order
 // (output layer, layers from the last, embedding; FP8 linears with the scales B cast with), so the gradients get
 // backward's bits (a tied output layer and embedding share one buffer: their order matters).
+#include <utility>
+
 #include "base/check.hpp"
 #include "kernels/ops.hpp"
 #include "model/gpt_chunk.hpp"
@@ -60,9 +62,23 @@ void GptChunk::backward_weight(ChunkActivations& a) {
   a.weight_grads_pending = false;
 }
 
-void GptChunk::keep_gradient(const Tensor& src, Tensor& kept) {
-  if (!kept.defined() || kept.shape() != src.shape()) kept = Tensor::empty(ctx_, src.dtype(), src.shape());
-  copy(ctx_, src, kept);
+const Tensor& GptChunk::kept_like(const Tensor& like, Tensor& kept) {
+  if (!kept.defined() || kept.shape() != like.shape() || kept.dtype() != like.dtype())
+    kept = Tensor::empty(ctx_, like.dtype(), like.shape());
+  return kept;
+}
+
+void GptChunk::keep_gradient(const Tensor& src, Tensor& kept) { copy(ctx_, src, kept_like(src, kept)); }
+
+Tensor GptChunk::keep_output_gradient(const Tensor& grad, Tensor& dres, Tensor& kept) {
+  const bool is_dres = grad.data() == dres.data() && grad.shape() == dres.shape() && grad.dtype() == dres.dtype();
+  if (!is_dres) {
+    keep_gradient(grad, kept);
+    return Tensor();
+  }
+  kept_like(dres, kept);
+  std::swap(dres, kept);
+  return kept;
 }
 
 }  // namespace troupe

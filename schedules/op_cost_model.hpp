@@ -33,8 +33,9 @@ struct OpKindCost {
 
 struct OpCostModel {
   OpKindCost forward, backward;  // backward: the whole of it, B + W
-  // The weight-gradient part of the backward, when the trace measured it (B and W events);
-  // otherwise W is taken as half the backward (OpDurations::weight_ns).
+  // The weight-gradient part of the backward, when the trace measured it (B and W events, or
+  // fused backwards that timed their weight-gradient part); otherwise W is taken as half the
+  // backward (OpDurations::weight_ns).
   bool has_weight = false;
   OpKindCost weight;
   double model_layers = 0;  // the layers `layer_ns` counts (the model's; P*V slices when unknown)

@@ -24,7 +24,7 @@ constexpr const char* kFormat = "troupe-trace";
 // 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1;
 // 4: the span kinds.
 constexpr int kVersion = 4;
-constexpr size_t kEventFields = 10;
+constexpr size_t kEventFields = 10;  // required; an 11th, weight_ns, is written and read when there
 constexpr int kKinds = int(EventKind::moe_overlap) + 1;
 constexpr int kVersion2Kinds = int(EventKind::other) + 1;            // what version 1 and 2 readers knew
 constexpr int kVersion3Kinds = int(EventKind::backward_weight) + 1;  // what version 3 readers knew
@@ -144,10 +144,10 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 void trace_event_pack(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e) {
-  pk.pack_array(uint32_t(kEventFields));
+  pk.pack_array(uint32_t(kEventFields + 1));
   pk.pack(e.actor);
   pk.pack(e.device), pk.pack(e.stage), pk.pack(int(e.kind)), pk.pack(e.microbatch), pk.pack(e.chunk);
-  pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes);
+  pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes), pk.pack(e.weight_ns);
 }
 
 TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index, int version) {
@@ -189,6 +189,13 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   e.bytes = v[9];
   TROUPE_CHECK(e.end_ns >= e.start_ns, what, ": event ", index, " (", e.actor, ") ends before it starts: ", e.start_ns,
                " > ", e.end_ns, " ns");
+  if (o.via.array.size > kEventFields) {
+    const std::optional<int64_t> w = msgpack_int_in(f[kEventFields], 0, e.end_ns - e.start_ns);
+    TROUPE_CHECK(w.has_value(), what, ": event ", index, " (", e.actor, "): weight_ns is ",
+                 msgpack_is_int(f[kEventFields]) ? "out of range" : msgpack_type_name(f[kEventFields]),
+                 ", expected an integer in [0, the event's duration ", e.end_ns - e.start_ns, "]");
+    e.weight_ns = *w;
+  }
   return e;
 }
 
@@ -335,7 +342,8 @@ std::string trace_to_chrome_json(const Trace& trace) {
                         {"microbatch", e.microbatch},
                         {"chunk", e.chunk},
                         {"iteration", e.iteration},
-                        {"bytes", e.bytes}}}});
+                        {"bytes", e.bytes},
+                        {"weight_ns", e.weight_ns}}}});
   }
   json doc = {{"traceEvents", events},
               {"displayTimeUnit", "ms"},

@@ -26,7 +26,7 @@
 //      refused;
 //   2. then one array per event, in any order, of at least 10 elements (readers ignore extra):
 //        [actor: str, device: int, stage: int, kind: int, microbatch: int, chunk: int,
-//         iteration: int, start_ns: int, end_ns: int, bytes: int]
+//         iteration: int, start_ns: int, end_ns: int, bytes: int, weight_ns: int (optional)]
 //      kind: 0 forward, 1 backward (fused: input and weight gradients), 2 send, 3 recv,
 //      4 optimizer, 5 grad_reduce, 6 data, 7 checkpoint, 8 other, 9 backward_input (B, the
 //      input gradient of a split backward), 10 backward_weight (W, its weight gradient);
@@ -36,7 +36,9 @@
 //      In version 1 and 2 files, values other than 0-8 read as other (as those readers did);
 //      in version 3 and 4 files a value the version did not have is refused, naming the event
 //      and the value. device/stage/microbatch are -1
-//      where they do not apply (e.g. the optimizer actor's microbatch). Times are
+//      where they do not apply (e.g. the optimizer actor's microbatch). weight_ns (absent: 0): of
+//      a fused backward, the time its weight-gradient work took (what a split backward's W does),
+//      0 where not measured; at most end_ns - start_ns. Times are
 //      nanoseconds on one clock per process (steady clock since the run started); the files
 //      of one run's processes go onto one timeline with trace_merge_processes().
 #pragma once
@@ -88,6 +90,9 @@ struct TraceEvent {
   int64_t iteration = 0;
   int64_t start_ns = 0, end_ns = 0;
   int64_t bytes = 0;  // bytes moved (send/recv), 0 otherwise
+  // A fused backward: the time of its weight-gradient work within [start_ns, end_ns) (the GEMMs'
+  // weight gradients and the embedding's, what a split backward's W runs); 0: not measured.
+  int64_t weight_ns = 0;
   bool operator==(const TraceEvent&) const = default;
 };
 

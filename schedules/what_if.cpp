@@ -105,6 +105,9 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
     sum[k].assign(P, std::vector<double>(V, 0.0));
     count[k].assign(P, std::vector<int64_t>(V, 0));
   }
+  // The weight-gradient part of fused backwards (TraceEvent::weight_ns), where every one has it.
+  std::vector<std::vector<double>> fused_weight_sum(P, std::vector<double>(V, 0.0));
+  std::vector<std::vector<int64_t>> fused_weights(P, std::vector<int64_t>(V, 0));
   const std::set<int64_t> wanted(iterations.begin(), iterations.end());
   double send_sum = 0;
   int64_t sends = 0;
@@ -121,9 +124,14 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
     const int k = int(op_kind(e.kind));
     sum[k][size_t(e.stage)][size_t(e.chunk)] += double(e.end_ns - e.start_ns);
     count[k][size_t(e.stage)][size_t(e.chunk)] += 1;
+    if (e.kind == EventKind::backward && e.weight_ns > 0) {
+      fused_weight_sum[size_t(e.stage)][size_t(e.chunk)] += double(e.weight_ns);
+      fused_weights[size_t(e.stage)][size_t(e.chunk)] += 1;
+    }
   }
   // A trace of a split backward (B and W events) gives backward = B + W and W itself; a fused
-  // one gives the backward only (W then defaults to half of it: OpDurations::weight_ns).
+  // one gives the backward, and W where every fused backward measured its weight-gradient part
+  // (weight_ns); otherwise W defaults to half of it (OpDurations::weight_ns).
   bool split = false;
   for (size_t s = 0; s < P; ++s)
     for (size_t c = 0; c < V; ++c) split = split || count[2][s][c] > 0 || count[3][s][c] > 0;
@@ -133,13 +141,18 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
                  " in the iterations analysed");
     return std::llround(sum[k][s][c] / double(count[k][s][c]));
   };
+  bool fused_weight = !split;
+  for (size_t s = 0; s < P; ++s)
+    for (size_t c = 0; c < V; ++c)
+      fused_weight = fused_weight && fused_weights[s][c] > 0 && fused_weights[s][c] == count[1][s][c];
   OpDurations d = OpDurations::uniform(shape, 0, 0);
-  if (split) d.weight_ns.assign(P, std::vector<int64_t>(V, 0));
+  if (split || fused_weight) d.weight_ns.assign(P, std::vector<int64_t>(V, 0));
   for (size_t s = 0; s < P; ++s)
     for (size_t c = 0; c < V; ++c) {
       d.forward_ns[s][c] = mean_of(0, s, c);
       if (!split) {
         d.backward_ns[s][c] = mean_of(1, s, c);
+        if (fused_weight) d.weight_ns[s][c] = std::llround(fused_weight_sum[s][c] / double(fused_weights[s][c]));
         continue;
       }
       d.weight_ns[s][c] = mean_of(3, s, c);

@@ -1,5 +1,6 @@
 #include "actors/train/stage_actor.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
@@ -297,6 +298,7 @@ class StageActor : public stage_actor::base {
       CompletionQueue& completions = worker_->completions();
       completions.op_begin();
       std::optional<Outbound> out = worker_->run(op);
+      r.weight = worker_->take_weight_times();
       // Test hooks (TROUPE_SLOW_DEVICE, TROUPE_OP_SLEEP); 0 normally.
       std::this_thread::sleep_for(injected_op_delay(*worker_) + injected_op_sleep(*worker_, op));
       for (ReadyBucket& b : worker_->take_ready_buckets())
@@ -358,7 +360,7 @@ class StageActor : public stage_actor::base {
     if (failed_) return;
     const auto it = running_.find(id);
     if (it == running_.end()) return;
-    Running r = it->second;
+    Running r = std::move(it->second);
     if (start_ns > 0) r.start_ns = start_ns;
     if (end_ns <= 0) end_ns = ns_since(options_.epoch);
     running_.erase(it);
@@ -383,7 +385,10 @@ class StageActor : public stage_actor::base {
         e.actor = str_cat("stage", stage(), ".comm");
       send(trainer_, progress_atom::value, e);
     }
-    send(trainer_, progress_atom::value, event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes));
+    schedules::TraceEvent finished = event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes);
+    if (!r.weight.empty())
+      finished.weight_ns = std::clamp<int64_t>(r.weight.total_ns(), 0, finished.end_ns - finished.start_ns);
+    send(trainer_, progress_atom::value, finished);
     if (options_.fixed_op_duration.count() > 0 && !all_handed_out())
       schedule_pump();
     else
@@ -453,6 +458,7 @@ class StageActor : public stage_actor::base {
     int64_t start_ns = 0;
     int64_t bytes = 0;
     StageWorker::InputTransfer input;
+    SpanTimes weight;  // a fused backward's weight-gradient part (TraceEvent::weight_ns)
   };
 
   std::shared_ptr<StageWorker> worker_;

@@ -59,11 +59,11 @@ void norm_forward_rows(const float* x, const float* w, const float* b, float eps
   }
 }
 
-// dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w.
-// Without centering (RMSNorm) the mean(dxhat) term drops out. `accumulate` false overwrites dx,
-// which may then be dy.
+// dx = [dx_in +] rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w.
+// Without centering (RMSNorm) the mean(dxhat) term drops out. dx_in (rows like dy's) may be dx (in
+// place); null overwrites dx, which may then be dy.
 void norm_backward_input(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
-                         float* dx, bool accumulate, const NormRows& rows) {
+                         const float* dx_in, float* dx, const NormRows& rows) {
   const int64_t c = rows.c;
 #pragma omp parallel for if (worth_parallel(rows.n * c)) schedule(static)
   for (int64_t r = 0; r < rows.n; ++r) {
@@ -78,11 +78,12 @@ void norm_backward_input(const float* dy, const float* x, const float* w, const 
     }
     const float mean_dxhat = mean ? float(sum_dxhat / double(c)) : 0.0f;
     const float mean_dxhat_xhat = float(sum_dxhat_xhat / double(c));
+    const float* dx_inr = dx_in ? dx_in + rows.y.at(r, c) : nullptr;
     float* dxr = dx + rows.y.at(r, c);
     for (int64_t j = 0; j < c; ++j) {
       const float xhat = (xr[j] - m) * s;
       const float g = s * (dyr[j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat);
-      dxr[j] = accumulate ? dxr[j] + g : g;
+      dxr[j] = dx_inr ? dx_inr[j] + g : g;
     }
   }
 }
@@ -123,12 +124,12 @@ void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, float 
 
 // The parameter gradients first: with dx aliasing dy the input gradient must come last.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
-                        const Tensor& dx, const Tensor& dw, const Tensor& db) {
+                        const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in) {
   const NormRows rows = plain_rows(x);
   norm_backward_params(dy.data_as<float>(), x.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                        dw.data_as<float>(), data_or_null(db), rows);
   norm_backward_input(dy.data_as<float>(), x.data_as<float>(), w.data_as<float>(), mean.data_as<float>(),
-                      rstd.data_as<float>(), dx.data_as<float>(), true, rows);
+                      rstd.data_as<float>(), dx_in.data_as<float>(), dx.data_as<float>(), rows);
 }
 
 void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, const Tensor& y, const Tensor& rstd) {
@@ -137,12 +138,12 @@ void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, const Tensor& 
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dx,
-                      const Tensor& dw) {
+                      const Tensor& dw, const Tensor& dx_in) {
   const NormRows rows = plain_rows(x);
   norm_backward_params(dy.data_as<float>(), x.data_as<float>(), nullptr, rstd.data_as<float>(), dw.data_as<float>(),
                        nullptr, rows);
   norm_backward_input(dy.data_as<float>(), x.data_as<float>(), w.data_as<float>(), nullptr, rstd.data_as<float>(),
-                      dx.data_as<float>(), true, rows);
+                      dx_in.data_as<float>(), dx.data_as<float>(), rows);
 }
 
 void rmsnorm_heads_forward(const Tensor& x, const Tensor& w, float eps, HeadSpan heads, const Tensor& y,
@@ -159,7 +160,7 @@ void rmsnorm_heads_backward(const Tensor& dy, const Tensor& x, const Tensor& w, 
   norm_backward_params(dy.data_as<float>() + first, x.data_as<float>() + first, nullptr, rstd.data_as<float>(),
                        dw.data_as<float>(), nullptr, rows);
   norm_backward_input(dy.data_as<float>() + first, x.data_as<float>() + first, w.data_as<float>(), nullptr,
-                      rstd.data_as<float>(), dx.data_as<float>() + first, false, rows);
+                      rstd.data_as<float>(), nullptr, dx.data_as<float>() + first, rows);
 }
 
 }  // namespace troupe::cpu

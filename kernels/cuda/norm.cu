@@ -126,17 +126,18 @@ void launch_forward(const Context& ctx, const char* op, const NormRows& r, const
   });
 }
 
-// mean: nullptr for RMSNorm; db: nullptr when there is no bias gradient. kAccumulate: dx +=
-// (else dx =, and dx may be dy).
+// mean: nullptr for RMSNorm; db: nullptr when there is no bias gradient. kAccumulate: dx = dx_in +
+// (dx_in may be dx; else dx =, and dx may be dy).
 template <bool kCentered, bool kAccumulate>
 void launch_backward(const Context& ctx, const char* op, const NormRows& r, const Tensor& dy, const Tensor& x,
-                     const Tensor& w, const float* mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw,
-                     float* db) {
+                     const Tensor& w, const float* mean, const Tensor& rstd, const Tensor& dx_in, const Tensor& dx,
+                     const Tensor& dw, float* db) {
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t c = r.c;
     const NormLaunch cfg = norm_launch<T>(op, c);
-    for (auto [name, t] : {std::pair{"dy", &dy}, std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"dx", &dx}})
+    for (auto [name, t] : {std::pair{"dy", &dy}, std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"dx_in", &dx_in},
+                           std::pair{"dx", &dx}})
       expect_aligned16(op, name, *t);
     if (r.n == 0) return;
     const int rows_per_block = cfg.threads / cfg.group;
@@ -151,8 +152,8 @@ void launch_backward(const Context& ctx, const char* op, const NormRows& r, cons
       const int planes = kCentered ? 2 : 1;
       StreamScratch partial(stream, size_t(planes) * size_t(grid) * size_t(c));
       kernel<<<grid, cfg.threads, 0, stream>>>(dy.data_as<T>(), r.y, x.data_as<T>(), r.x, w.data_as<T>(), mean,
-                                               rstd.data_as<float>(), dx.data_as<T>(), partial.get(), r.n, int(c),
-                                               cfg.group);
+                                               rstd.data_as<float>(), dx_in.data_as<T>(), dx.data_as<T>(),
+                                               partial.get(), r.n, int(c), cfg.group);
       TROUPE_CUDA_CHECK_LAUNCH();
       const dim3 finish_grid(ceil_div(c, 32), db ? 2 : 1), finish_block(32, norm::kFinishSlices);
       norm::finish_param_grads_kernel<<<finish_grid, finish_block, 0, stream>>>(partial.get(), grid, int(c),
@@ -170,9 +171,9 @@ void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, con
 }
 
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
-  launch_backward<true, true>(ctx, "layernorm_backward", plain_rows(x), dy, x, w, mean.data_as<float>(), rstd, dx, dw,
-                              db.defined() ? db.data_as<float>() : nullptr);
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in) {
+  launch_backward<true, true>(ctx, "layernorm_backward", plain_rows(x), dy, x, w, mean.data_as<float>(), rstd, dx_in,
+                              dx, dw, db.defined() ? db.data_as<float>() : nullptr);
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
@@ -181,8 +182,8 @@ void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dw) {
-  launch_backward<false, true>(ctx, "rmsnorm_backward", plain_rows(x), dy, x, w, nullptr, rstd, dx, dw, nullptr);
+                      const Tensor& dx, const Tensor& dw, const Tensor& dx_in) {
+  launch_backward<false, true>(ctx, "rmsnorm_backward", plain_rows(x), dy, x, w, nullptr, rstd, dx_in, dx, dw, nullptr);
 }
 
 void rmsnorm_heads_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, HeadSpan heads,
@@ -198,8 +199,8 @@ void rmsnorm_heads_backward(const Context& ctx, const Tensor& dy, const Tensor& 
   constexpr const char* op = "rmsnorm_heads_backward";
   const int64_t d = w.dim(0);
   launch_backward<false, false>(ctx, op, head_rows(op, x, dy, d, heads), from_head(dy, heads.first, d),
-                                from_head(x, heads.first, d), w, nullptr, rstd, from_head(dx, heads.first, d), dw,
-                                nullptr);
+                                from_head(x, heads.first, d), w, nullptr, rstd, from_head(dx, heads.first, d),
+                                from_head(dx, heads.first, d), dw, nullptr);
 }
 
 }  // namespace troupe::cuda

@@ -124,15 +124,16 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
 }
 
 // dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w
-// (the mean(dxhat) term only when kCentered); kAccumulate adds to dx, else dx is overwritten.
-// dy and dx rows at dym, x rows at xm. dx is not __restrict__: a caller may hand in dy as dx (a
-// thread reads its packs of dy before it writes them). partial: f32 [planes, gridDim.x, c], plane 0
+// (the mean(dxhat) term only when kCentered); kAccumulate adds dx_in's row to it (dx_in may be
+// dx: in place), else dx is overwritten. dy, dx_in and dx rows at dym, x rows at xm. dx is not
+// __restrict__: a caller may hand in dy or dx_in as dx (a thread reads its packs before it writes
+// them). partial: f32 [planes, gridDim.x, c], plane 0
 // the block's sum of dy * xhat over its rows, plane 1 (kCentered) its sum of dy.
 template <typename T, int kPacks, bool kCentered, bool kAccumulate>
 __global__ void __launch_bounds__(kMaxGroupThreads)
     backward_kernel(const T* dy, RowMap dym, const T* __restrict__ x, RowMap xm, const T* __restrict__ w,
-                    const float* __restrict__ mean, const float* __restrict__ rstd, T* dx, float* __restrict__ partial,
-                    int64_t rows, int c, int group) {
+                    const float* __restrict__ mean, const float* __restrict__ rstd, const T* dx_in, T* dx,
+                    float* __restrict__ partial, int64_t rows, int c, int group) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
@@ -143,6 +144,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
     const float mu = kCentered ? mean[row] : 0.0f, s = rstd[row];
     const T* xr = x + xm(row, c);
     const T* dyr = dy + dym(row, c);
+    const T* dx_inr = dx_in + dym(row, c);
     T* dxr = dx + dym(row, c);
     // Pass 1: one trip to memory for x, dy (and dx when accumulating); the row sums; this row's
     // share of dw/db.
@@ -155,7 +157,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
       const int p = g + k * group;
       if (p >= packs) continue;
       const Pack128<T> xk = load128(xr + p * P), dyk = load128(dyr + p * P), wk = load128(w + p * P);
-      if constexpr (kAccumulate) dxs[k] = load128(dxr + p * P);
+      if constexpr (kAccumulate) dxs[k] = load128(dx_inr + p * P);
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         const float d = to_f32(dyk[i]), xhat = (to_f32(xk[i]) - mu) * s, dxhat = d * to_f32(wk[i]);

@@ -132,6 +132,36 @@ TEST_P(NormCuda, RmsNormMatchesCpu) {
   std::printf("%-40s rel err: y %.1e  dx %.1e  dw %.1e\n", what.c_str(), e_y, e_dx, e_dw);
 }
 
+// Backward into another buffer (dx = dx_in + the gradient, zero-bubble's B keeping dx_in for W):
+// bit for bit the in-place result, dx_in untouched.
+TEST_P(NormCuda, BackwardWithResidualInputEqualsInPlace) {
+  const auto [t, r] = GetParam();
+  const NormInputs in = make_inputs(t, r.n, r.c);
+  const Context& g = gpu();
+  Tensor x = to_device(g, in.x, t), w = to_device(g, in.w, t), b = to_device(g, in.b, t), dy = to_device(g, in.dy, t);
+  Tensor y = Tensor::empty(g, t, {r.n, r.c});
+  Tensor mean = Tensor::empty(g, DType::f32, {r.n}), rstd = Tensor::empty(g, DType::f32, {r.n});
+  for (const bool layernorm : {true, false}) {
+    const std::string what = label(layernorm ? "layernorm" : "rmsnorm", t, r);
+    Tensor in_place = to_device(g, in.dx0, t), dx_in = to_device(g, in.dx0, t), out = Tensor::zeros(g, t, {r.n, r.c});
+    Tensor dw0 = Tensor::zeros(g, DType::f32, {r.c}), dw1 = Tensor::zeros(g, DType::f32, {r.c});
+    Tensor db0 = Tensor::zeros(g, DType::f32, {r.c}), db1 = Tensor::zeros(g, DType::f32, {r.c});
+    if (layernorm) {
+      layernorm_forward(g, x, w, b, kEps, y, mean, rstd);
+      layernorm_backward(g, dy, x, w, mean, rstd, in_place, dw0, db0);
+      layernorm_backward(g, dy, x, w, mean, rstd, out, dw1, db1, dx_in);
+    } else {
+      rmsnorm_forward(g, x, w, kEps, y, rstd);
+      rmsnorm_backward(g, dy, x, w, rstd, in_place, dw0);
+      rmsnorm_backward(g, dy, x, w, rstd, out, dw1, dx_in);
+    }
+    EXPECT_EQ(max_abs_diff(to_host_f32(g, out), to_host_f32(g, in_place)), 0.0) << what << " dx";
+    EXPECT_EQ(max_abs_diff(to_host_f32(g, dx_in), to_host_f32(g, to_device(g, in.dx0, t))), 0.0)
+        << what << " dx_in must be left as it was";
+    EXPECT_EQ(max_abs_diff(to_host_f32(g, dw1), to_host_f32(g, dw0)), 0.0) << what << " dw";
+  }
+}
+
 // Warp-per-row widths (64 .. 1024, 768 the GPT-2 one), block-per-row widths (1600 .. 12288),
 // odd row counts, and enough rows (4096) that backward blocks stride over several rows.
 INSTANTIATE_TEST_SUITE_P(Shapes, NormCuda,

@@ -144,6 +144,41 @@ TEST(Norm, BackwardAccumulates) {
   for (int64_t j = 0; j < c; ++j) EXPECT_NEAR(dw.at(j), pre_dw.at(j) + dw0.at(j), 1e-5) << "dw[" << j << "]";
 }
 
+// With dx_in the input gradient goes to dx added to dx_in, bit for bit what adding in place gives,
+// and dx_in is left as it was (zero-bubble's B keeps it for W: model/gpt_chunk_split_backward.cpp).
+TEST(Norm, BackwardAddsToAnotherResidualGradient) {
+  const int64_t n = 5, c = 24;
+  Tensor x = random_normal({n, c}, 8), w = random_normal({c}, 9), b = random_normal({c}, 10);
+  Tensor dy = random_normal({n, c}, 11), pre = random_normal({n, c}, 12);
+  Tensor y = Tensor::host(DType::f32, {n, c}), mean = Tensor::host(DType::f32, {n}),
+         rstd = Tensor::host(DType::f32, {n});
+  for (const bool layernorm : {true, false}) {
+    const char* what = layernorm ? "layernorm" : "rmsnorm";
+    if (layernorm)
+      layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd);
+    else
+      rmsnorm_forward(cpu(), x, w, kEps, y, rstd);
+    Tensor in_place = host_copy(pre), dx_in = host_copy(pre), out = random_normal({n, c}, 13);
+    Tensor dw0 = host_zeros({c}), db0 = host_zeros({c}), dw1 = host_zeros({c}), db1 = host_zeros({c});
+    if (layernorm) {
+      layernorm_backward(cpu(), dy, x, w, mean, rstd, in_place, dw0, db0);
+      layernorm_backward(cpu(), dy, x, w, mean, rstd, out, dw1, db1, dx_in);
+    } else {
+      rmsnorm_backward(cpu(), dy, x, w, rstd, in_place, dw0);
+      rmsnorm_backward(cpu(), dy, x, w, rstd, out, dw1, dx_in);
+    }
+    EXPECT_EQ(max_abs_diff(out, in_place), 0.0) << what << ": dx";
+    EXPECT_EQ(max_abs_diff(dx_in, pre), 0.0) << what << ": dx_in must be left as it was";
+    EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0) << what << ": dw";
+    EXPECT_EQ(max_abs_diff(db1, db0), 0.0) << what << ": db";
+  }
+  expect_error_mentions(
+      [&] {
+        rmsnorm_backward(cpu(), dy, x, w, rstd, host_zeros({n, c}), host_zeros({c}), host_zeros({n, c + 1}));
+      },
+      "'dx_in'");
+}
+
 // Per-head RMSNorm inside fused rows: rows of W columns holding heads of D values (a fused
 // [q heads | k heads | v heads] activation), heads [first, first + count) normalized.
 struct HeadCase {

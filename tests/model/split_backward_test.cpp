@@ -15,7 +15,8 @@ namespace {
 
 enum Family { kGpt2, kLlama, kQwen3 };
 
-GptConfig tiny(Family f) {
+// Dropout 0 is the case where B keeps the residual stream's gradient by trading buffers (no copy).
+GptConfig tiny(Family f, float hidden_dropout = 0.1f) {
   GptConfig c = f == kGpt2 ? GptConfig::gpt2_124m() : GptConfig::llama_style(2, 32, 4, 2, 48);
   if (f == kGpt2) {
     c.num_layers = 2;
@@ -30,7 +31,7 @@ GptConfig tiny(Family f) {
   c.seq_length = 8;
   c.vocab_size = 50;
   c.make_vocab_size_divisible_by = 8;
-  c.hidden_dropout = 0.1f;
+  c.hidden_dropout = hidden_dropout;
   c.attention_dropout = 0.0f;
   return c;
 }
@@ -45,13 +46,17 @@ struct Result {
   std::vector<Tensor> dinputs;   // per microbatch (not pre-process)
   std::vector<int64_t> ready;    // the grads-ready hook's values, in order
   size_t ready_after_input = 0;  // hook calls before the first W (split)
+  int64_t weight_ns = 0;         // the fused backwards' timed weight-gradient part (time_weights)
 };
 
 // Two microbatches through one chunk: forward both, then backward() each, or (split) both Bs,
 // then both Ws. A chunk that is not post-process gets a random output gradient.
-Result run(const Context& ctx, const GptConfig& c, const ChunkSpec& spec, TensorParallel tp, bool split) {
+Result run(const Context& ctx, const GptConfig& c, const ChunkSpec& spec, TensorParallel tp, bool split,
+           bool time_weights = false) {
   GptChunk model(ctx, c, spec, DType::f32, tp);
   model.init_weights(5);
+  SpanTimer timer(ctx);
+  if (time_weights) model.set_weight_grad_timer(&timer);
   Result r;
   model.set_grads_ready_hook([&r](int64_t ready) { r.ready.push_back(ready); });
   const int64_t T = c.seq_length;
@@ -79,6 +84,7 @@ Result run(const Context& ctx, const GptConfig& c, const ChunkSpec& spec, Tensor
     for (int m = 0; m < kMicrobatches; ++m) model.backward(*acts[size_t(m)], douts[size_t(m)], r.dinputs[size_t(m)]);
   }
   for (ActivationsPtr& a : acts) model.release(std::move(a));
+  r.weight_ns = timer.take().total_ns();
   r.grads = Tensor::host(DType::f32, {model.grads().numel()});
   copy(ctx, model.grads(), r.grads);
   return r;
@@ -96,22 +102,41 @@ void expect_same(const Result& got, const Result& want, const std::string& what)
 }
 
 TEST(SplitBackward, EqualsBackwardBitForBit) {
-  for (Family f : {kGpt2, kLlama, kQwen3}) {
-    const GptConfig c = tiny(f);
-    const std::vector<std::pair<const char*, ChunkSpec>> specs = {
-        {"whole", ChunkSpec::whole_model()}, {"first", {0, 1, true, false}}, {"last", {1, 1, false, true}}};
-    for (const auto& [name, spec] : specs) {
+  for (const float dropout : {0.1f, 0.0f})
+    for (Family f : {kGpt2, kLlama, kQwen3}) {
+      const GptConfig c = tiny(f, dropout);
+      const std::vector<std::pair<const char*, ChunkSpec>> specs = {
+          {"whole", ChunkSpec::whole_model()}, {"first", {0, 1, true, false}}, {"last", {1, 1, false, true}}};
+      for (const auto& [name, spec] : specs) {
+        const Result want = run(cpu(), c, spec, {}, false);
+        const Result got = run(cpu(), c, spec, {}, true);
+        EXPECT_GT(want.ready.size(), 2u);
+        expect_same(got, want, str_cat(family_name(f), " ", name, " dropout ", dropout));
+      }
+    }
+}
+
+// A fused backward that times its weight-gradient part for the trace (weight_ns) runs each
+// linear's backward as the input-gradient GEMM, then the weight gradients: the same bits.
+TEST(SplitBackward, TimingTheFusedBackwardsWeightGradientsKeepsItsBits) {
+  for (Family f : {kGpt2, kLlama}) {
+    const GptConfig c = tiny(f, 0.0f);
+    for (const ChunkSpec& spec : {ChunkSpec::whole_model(), ChunkSpec{1, 1, false, true}}) {
       const Result want = run(cpu(), c, spec, {}, false);
-      const Result got = run(cpu(), c, spec, {}, true);
-      EXPECT_GT(want.ready.size(), 2u);
-      expect_same(got, want, str_cat(family_name(f), " ", name));
+      const Result got = run(cpu(), c, spec, {}, false, /*time_weights=*/true);
+      EXPECT_EQ(want.weight_ns, 0);
+      EXPECT_GT(got.weight_ns, 0) << family_name(f);
+      EXPECT_EQ(max_abs_diff(got.grads, want.grads), 0.0) << family_name(f) << ": parameter gradients";
+      EXPECT_EQ(got.ready, want.ready) << family_name(f) << ": grads-ready hook";
+      for (size_t m = 0; m < want.dinputs.size(); ++m)
+        if (want.dinputs[m].defined()) EXPECT_EQ(max_abs_diff(got.dinputs[m], want.dinputs[m]), 0.0);
     }
   }
 }
 
 TEST(SplitBackward, EqualsBackwardUnderTensorAndSequenceParallelism) {
   for (Family f : {kGpt2, kLlama}) {
-    const GptConfig c = tiny(f);
+    const GptConfig c = tiny(f, f == kGpt2 ? 0.0f : 0.1f);
     constexpr int kRanks = 2;
     auto group = actors::make_cpu_group(kRanks, {"tp", std::chrono::seconds(60)});
     std::vector<Result> want(kRanks), got(kRanks);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "base/check.hpp"
+#include "schedules/op_cost_model.hpp"
 #include "schedules/replay.hpp"
 #include "tests/schedules/recorded_trace.hpp"
 
@@ -112,6 +113,39 @@ TEST(MeasuredDurations, RecoverTheSimulatorsInput) {
   EXPECT_EQ(m.p2p_ns, 0);                                          // no send events
   EXPECT_NE(measured_durations(t, {0}).forward_ns, d.forward_ns);  // the slow first iteration
   EXPECT_THROW(measured_durations(t, {7}), Error);
+}
+
+// A trace of fused backwards that timed their weight-gradient part (weight_ns, as `troupe train
+// --trace` records them) tells a what-if to a split backward what W takes, instead of half.
+TEST(MeasuredDurations, FusedBackwardsThatTimedTheirWeightGradientGiveW) {
+  const PipelineShape shape{.stages = 4, .chunks = 1, .microbatches = 8};
+  const OpDurations d = OpDurations::uniform(shape, 1000, 2000);
+  constexpr int64_t kW = 600;  // 30% of the backward, not half of it
+  Trace t = recorded_trace(Schedule::one_f_one_b, shape, d, 3);
+  for (TraceEvent& e : t.events)
+    if (e.kind == EventKind::backward) e.weight_ns = kW;
+  const OpDurations m = measured_durations(t, {1, 2});
+  EXPECT_EQ(m.backward_ns, d.backward_ns);
+  EXPECT_EQ(m.weight_ns, (std::vector<std::vector<int64_t>>(4, std::vector<int64_t>{kW})));
+
+  OpDurations truth = d;
+  truth.weight_ns.assign(4, std::vector<int64_t>{kW});
+  const int64_t want = simulate(Schedule::zb_h1, shape, truth).stats.step_ns;
+  EXPECT_EQ(simulate(Schedule::zb_h1, shape, predict_durations(m, t.header, Schedule::zb_h1, shape)).stats.step_ns,
+            want);
+  EXPECT_NE(simulate(Schedule::zb_h1, shape, d).stats.step_ns, want) << "half the backward as W would be just as good";
+  // Another P goes through the cost model, which keeps W's share.
+  const OpCostModel fit = fit_op_cost_model(t.header, m);
+  EXPECT_TRUE(fit.has_weight);
+  EXPECT_NEAR(fit.weight.layer_ns / fit.backward.layer_ns, 0.3, 1e-9);
+
+  // One fused backward that did not time it (FP8 or MoE chunks do not): not measured, W as half.
+  for (TraceEvent& e : t.events)
+    if (e.kind == EventKind::backward && e.iteration == 1) {
+      e.weight_ns = 0;
+      break;
+    }
+  EXPECT_TRUE(measured_durations(t, {1, 2}).weight_ns.empty());
 }
 
 TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {

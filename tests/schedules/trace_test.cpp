@@ -100,7 +100,7 @@ TEST(Trace, FileRoundTripAndStreamingWriter) {
 }
 
 TEST(Trace, LayoutIsTheDocumentedOne) {
-  // Header map, then one 10-element array per event.
+  // Header map, then one 11-element array per event (the 11th, weight_ns, optional to readers).
   const std::string bytes = trace_to_msgpack(sample_trace());
   size_t offset = 0;
   msgpack::object_handle header = msgpack::unpack(bytes.data(), bytes.size(), offset);
@@ -121,10 +121,34 @@ TEST(Trace, LayoutIsTheDocumentedOne) {
   EXPECT_EQ(h.at("clock_rtt_ns").as<int64_t>(), 40'000);
   EXPECT_EQ(h.at("chunk_layers").as<std::vector<int>>(), (std::vector<int>{1, 3, 3, 1}));
   msgpack::object_handle ev = msgpack::unpack(bytes.data(), bytes.size(), offset);
-  std::tuple<std::string, int, int, int, int, int, int64_t, int64_t, int64_t, int64_t> f;
+  std::tuple<std::string, int, int, int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t> f;
   ev.get().convert(f);
   EXPECT_EQ(f, std::make_tuple(std::string("stage0"), 0, 0, 0, 3, 1, int64_t(41), int64_t(1'000'000'000'123),
-                               int64_t(1'000'000'900'000), int64_t(0)));
+                               int64_t(1'000'000'900'000), int64_t(0), int64_t(0)));
+}
+
+// A fused backward's weight-gradient time (weight_ns) is the 11th field, and survives a round trip.
+TEST(Trace, WeightGradientTimeRoundTrips) {
+  Trace t = sample_trace();
+  t.events.push_back({.actor = "stage0",
+                      .device = 0,
+                      .stage = 0,
+                      .kind = EventKind::backward,
+                      .microbatch = 3,
+                      .chunk = 1,
+                      .iteration = 41,
+                      .start_ns = 2'000'000,
+                      .end_ns = 4'000'000,
+                      .weight_ns = 700'000});
+  const std::string bytes = trace_to_msgpack(t);
+  EXPECT_EQ(trace_from_msgpack(bytes).events, t.events);
+  size_t offset = 0;
+  for (size_t i = 0; i < t.events.size(); ++i) msgpack::unpack(bytes.data(), bytes.size(), offset);  // header, 3 events
+  msgpack::object_handle ev = msgpack::unpack(bytes.data(), bytes.size(), offset);
+  std::tuple<std::string, int, int, int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t> f;
+  ev.get().convert(f);
+  EXPECT_EQ(std::get<3>(f), int(EventKind::backward));
+  EXPECT_EQ(std::get<10>(f), 700'000);
 }
 
 TEST(Trace, TruncatedFileGivesAClearError) {
@@ -206,6 +230,18 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
   ps.pack(std::make_tuple(std::string("stage0"), 0, 0));
   EXPECT_NE(error_of(header(1, true) + std::string(shortev.data(), shortev.size())).find("array of 10 fields"),
             std::string::npos);
+  // weight_ns: absent (a 10-field event, as earlier troupes wrote) reads as 0 (not measured); more
+  // than the event's duration is refused.
+  msgpack::sbuffer ten;
+  msgpack::packer<msgpack::sbuffer> pt(&ten);
+  pt.pack(std::make_tuple(std::string("stage0"), 0, 0, 1, 0, 0, 0, 0, 10, 0));
+  EXPECT_EQ(trace_from_msgpack(header(1, true) + std::string(ten.data(), ten.size())).events.at(0).weight_ns, 0);
+  msgpack::sbuffer over;
+  msgpack::packer<msgpack::sbuffer> po(&over);
+  po.pack(std::make_tuple(std::string("stage0"), 0, 0, 1, 0, 0, 0, 0, 10, 0, 11));
+  EXPECT_NE(error_of(header(1, true) + std::string(over.data(), over.size())).find("weight_ns is out of range"),
+            std::string::npos)
+      << error_of(header(1, true) + std::string(over.data(), over.size()));
   // A corrupt length must not allocate gigabytes: array32 header claiming 4e9 elements.
   const std::string huge = header(1, true) + std::string("\xdd\xff\xff\xff\xff", 5);
   EXPECT_NE(error_of(huge).find("event 0"), std::string::npos) << error_of(huge);
