@@ -111,7 +111,7 @@ class HostCompletionQueue final : public CompletionQueue, private StreamSpans {
   bool timing_;
   std::chrono::steady_clock::time_point epoch_;
   int64_t start_ns_ = 0;
-  std::vector<SpanTimes> spans_;
+  std::vector<MarkedSpan> spans_;
 };
 
 }  // namespace

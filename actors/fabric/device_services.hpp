@@ -26,7 +26,7 @@
 namespace troupe::actors {
 
 // A span marked inside an op (kernels/stream_spans.hpp), on the trace clock.
-struct SpanTimes {
+struct MarkedSpan {
   SpanKind kind = SpanKind::moe_dispatch;
   int64_t start_ns = 0, end_ns = 0;
 };
@@ -35,7 +35,7 @@ struct SpanTimes {
 // With timing, the spans marked inside it through CompletionQueue::spans().
 struct OpTimes {
   int64_t start_ns = 0, end_ns = 0;
-  std::vector<SpanTimes> spans;
+  std::vector<MarkedSpan> spans;
 };
 
 // Learns when the work of an op has finished without ever holding up the stream: on a GPU an

@@ -324,7 +324,7 @@ class StageActor : public stage_actor::base {
       completions.op_end([self = stage_actor{this}, id, notice = std::move(notice), remote](const OpTimes& t) {
         if (notice) caf::anon_send(remote, parcel_atom::value, *notice);
         std::vector<int64_t> spans;
-        for (const SpanTimes& s : t.spans) spans.insert(spans.end(), {int64_t(s.kind), s.start_ns, s.end_ns});
+        for (const MarkedSpan& s : t.spans) spans.insert(spans.end(), {int64_t(s.kind), s.start_ns, s.end_ns});
         caf::anon_send(self, done_atom::value, id, t.start_ns, t.end_ns, std::move(spans));
       });
       if (out) {
