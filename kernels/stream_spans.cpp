@@ -10,6 +10,8 @@ const char* span_kind_name(SpanKind kind) {
       return "moe_combine";
     case SpanKind::moe_overlap:
       return "moe_overlap";
+    case SpanKind::weight_gradient:
+      return "weight_gradient";
   }
   return "?";
 }

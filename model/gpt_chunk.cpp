@@ -670,7 +670,7 @@ void GptChunk::backward_pass(ChunkActivations& a, const Tensor& doutput, const T
     if (defer) {
       keep_output_gradient(dout, tmp.dres, a.dembedding);  // nothing reads tmp.dres after
     } else {
-      const SpanTimer::Scope weight_part(weight_timer());
+      const StreamSpanScope weight_part(weight_spans(), ctx_, SpanKind::weight_gradient);
       embedding_weight_backward(a, dout);
     }
   } else {
@@ -851,13 +851,13 @@ void GptChunk::layer_linear_backward(int i, LayerLinear which, const Tensor& dy,
 
 void GptChunk::linear_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                                      const Tensor& dw, const Tensor& db) {
-  SpanTimer* timer = weight_timer();
-  if (timer == nullptr || (!dw.defined() && !db.defined())) {
+  StreamSpans* spans = weight_spans();
+  if (spans == nullptr || (!dw.defined() && !db.defined())) {
     linear_backward(ctx_, dy, x, w, dx, dw, db);
     return;
   }
   if (dx.defined()) linear_backward(ctx_, dy, x, w, dx, Tensor(), Tensor());
-  const SpanTimer::Scope weight_part(timer);
+  const StreamSpanScope weight_part(spans, ctx_, SpanKind::weight_gradient);
   linear_backward(ctx_, dy, x, w, Tensor(), dw, db);
 }
 

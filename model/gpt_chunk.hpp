@@ -31,7 +31,7 @@
 #include "kernels/context.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/rope.hpp"
-#include "kernels/span_timer.hpp"
+#include "kernels/stream_spans.hpp"
 #include "kernels/tensor.hpp"
 #include "model/activations.hpp"
 #include "model/config.hpp"
@@ -157,10 +157,11 @@ class GptChunk {
   // trace (model/moe/moe_mlp.hpp, MoeComm: a second context on this chunk's device runs them
   // beside the shared expert). The context and the spans must outlive their use.
   void set_moe_comm(const MoeComm& comm) { moe_comm_ = comm; }
-  // Times the weight-gradient part of each fused backward() into `timer` (null: off): the
-  // GEMMs' weight and bias gradients and the embedding's, what a split backward's W runs (the
-  // trace's weight_ns). Not with FP8 linears or MoE layers (their fused backwards do not time it).
-  void set_weight_grad_timer(SpanTimer* timer) { weight_timer_ = timer; }
+  // Marks the weight-gradient part of each fused backward() in `spans` (SpanKind::weight_gradient;
+  // null: off): the GEMMs' weight and bias gradients and the embedding's, what a split backward's
+  // W runs (the trace's weight_ns). Not with FP8 linears or MoE layers (their fused backwards do
+  // not mark it). The spans must outlive their use.
+  void set_weight_grad_spans(StreamSpans* spans) { weight_spans_ = spans; }
   // Context parallelism (model/context_parallel.hpp), before the first forward: inputs and
   // targets are then this rank's local tokens [B, T / C], at their global positions.
   void set_context_parallel(const ContextParallel& cp);
@@ -252,8 +253,8 @@ class GptChunk {
   void site_dropout(bool backward, const Tensor& x, const Tensor& y, int site, uint64_t seed, int64_t batch,
                     int64_t seq);
   OpProfiler::Scope timed(const char* name) { return OpProfiler::Scope(profiler_, name); }
-  // The weight-gradient timer where every weight gradient of a fused backward passes through it.
-  SpanTimer* weight_timer() const { return fp8_ || config().moe.enabled() ? nullptr : weight_timer_; }
+  // The weight-gradient spans where every weight gradient of a fused backward passes through them.
+  StreamSpans* weight_spans() const { return fp8_ || config().moe.enabled() ? nullptr : weight_spans_; }
   // A fused backward's linear_backward: dx, then dw and db timed as weight-gradient work (the
   // GEMMs linear_backward runs, in its order).
   void linear_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
@@ -289,7 +290,7 @@ class GptChunk {
   std::vector<LayerRecompute> recompute_plan_;  // per chunk-local layer
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;
-  SpanTimer* weight_timer_ = nullptr;
+  StreamSpans* weight_spans_ = nullptr;
   std::function<void(int64_t)> grads_ready_;
   ContextParallel cp_;
   MoeComm moe_comm_;

@@ -25,7 +25,7 @@ int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
 }
 
-// A span marked inside an op as its trace event kind (the kinds follow SpanKind's order).
+// A traced span kind (moe_dispatch .. moe_overlap) as its trace event kind (the same order).
 schedules::EventKind span_event_kind(SpanKind kind) {
   static_assert(int(SpanKind::moe_overlap) - int(SpanKind::moe_dispatch) ==
                 int(schedules::EventKind::moe_overlap) - int(schedules::EventKind::moe_dispatch));
@@ -298,7 +298,6 @@ class StageActor : public stage_actor::base {
       CompletionQueue& completions = worker_->completions();
       completions.op_begin();
       std::optional<Outbound> out = worker_->run(op);
-      r.weight = worker_->take_weight_times();
       // Test hooks (TROUPE_SLOW_DEVICE, TROUPE_OP_SLEEP); 0 normally.
       std::this_thread::sleep_for(injected_op_delay(*worker_) + injected_op_sleep(*worker_, op));
       for (ReadyBucket& b : worker_->take_ready_buckets())
@@ -376,8 +375,16 @@ class StageActor : public stage_actor::base {
         send(trainer_, progress_atom::value, e);
       }
     }
-    // Spans marked inside the op (kernels/stream_spans.hpp): (kind, start, end) triples.
+    // Spans marked inside the op (kernels/stream_spans.hpp): (kind, start, end) triples. A fused
+    // backward's weight-gradient spans add up to its weight_ns; the others are traced.
+    int64_t weight_ns = 0;
+    bool weight_marked = false;
     for (size_t i = 0; i + 2 < spans.size(); i += 3) {
+      if (SpanKind(spans[i]) == SpanKind::weight_gradient) {
+        weight_ns += spans[i + 2] - spans[i + 1];
+        weight_marked = true;
+        continue;
+      }
       schedules::TraceEvent e = event(r.op, spans[i + 1], spans[i + 2], 0);
       e.kind = span_event_kind(SpanKind(spans[i]));
       // All-to-alls on their own track beside the op (chrome-trace export); the rest nest in it.
@@ -386,8 +393,7 @@ class StageActor : public stage_actor::base {
       send(trainer_, progress_atom::value, e);
     }
     schedules::TraceEvent finished = event(r.op, r.start_ns, std::max(end_ns, r.start_ns + 1), r.bytes);
-    if (!r.weight.empty())
-      finished.weight_ns = std::clamp<int64_t>(r.weight.total_ns(), 0, finished.end_ns - finished.start_ns);
+    if (weight_marked) finished.weight_ns = std::clamp<int64_t>(weight_ns, 0, finished.end_ns - finished.start_ns);
     send(trainer_, progress_atom::value, finished);
     if (options_.fixed_op_duration.count() > 0 && !all_handed_out())
       schedule_pump();
@@ -458,7 +464,6 @@ class StageActor : public stage_actor::base {
     int64_t start_ns = 0;
     int64_t bytes = 0;
     StageWorker::InputTransfer input;
-    SpanTimes weight;  // a fused backward's weight-gradient part (TraceEvent::weight_ns)
   };
 
   std::shared_ptr<StageWorker> worker_;

@@ -51,10 +51,8 @@ StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
                                     : make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
   // Traced runs mark the MoE layers' all-to-alls (and what runs beside them) inside their ops.
   for (const std::unique_ptr<GptChunk>& m : setup_.models) m->set_moe_comm({setup_.moe_comm, completions_->spans()});
-  if (setup_.timing) {
-    weight_timer_ = std::make_unique<SpanTimer>(*setup_.context);
-    for (int c = 0; c < setup_.chunks; ++c) model(c).set_weight_grad_timer(weight_timer_.get());
-  }
+  // With timing, fused backwards mark their weight-gradient part too (the trace's weight_ns).
+  for (int c = 0; c < setup_.chunks; ++c) model(c).set_weight_grad_spans(completions_->spans());
 }
 
 StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back

@@ -242,7 +242,6 @@ class StageWorker {
   // With timing: the weight-gradient part of the fused backward run() just enqueued (the trace's
   // weight_ns; read its total once the op has finished). Empty for other ops, without timing, and
   // where the chunk does not time it (GptChunk::set_weight_grad_timer).
-  SpanTimes take_weight_times() { return weight_timer_ ? weight_timer_->take() : SpanTimes(); }
   // Teardown: waits for the device, then for the completion callbacks (which send to actors).
   void synchronize() const { setup_.context->synchronize(); }
   void stop_completions() { completions_.reset(); }
@@ -262,7 +261,6 @@ class StageWorker {
 
   StageSetup setup_;
   std::unique_ptr<CompletionQueue> completions_;
-  std::unique_ptr<SpanTimer> weight_timer_;  // with timing: every chunk's (take_weight_times)
   IterationPlan plan_;
   std::vector<Tensor> tokens_, targets_;       // on the device, per microbatch
   Inbound* input_of(const schedules::Op& op);  // the op's received input; null: none (first/last virtual stage)

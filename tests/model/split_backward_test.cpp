@@ -4,6 +4,7 @@
 // sequence parallelism; two microbatches whose Bs both run before their Ws (the kept output
 // gradients must outlive the shared scratch). The grads-ready hook fires only from W, with
 // backward's values; what the split does not support is refused naming the flags.
+#include <chrono>
 #include <mutex>
 
 #include "actors/fabric/collective_groups.hpp"
@@ -49,14 +50,27 @@ struct Result {
   int64_t weight_ns = 0;         // the fused backwards' timed weight-gradient part (time_weights)
 };
 
+// Sums the clock time of the weight-gradient spans (a CPU device: the work runs as it is enqueued).
+class WeightClock final : public StreamSpans {
+ public:
+  void begin(const Context&, SpanKind) override { t0_ = std::chrono::steady_clock::now(); }
+  void end(const Context&, SpanKind) override {
+    total_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  int64_t total_ns = 0;
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+};
+
 // Two microbatches through one chunk: forward both, then backward() each, or (split) both Bs,
 // then both Ws. A chunk that is not post-process gets a random output gradient.
 Result run(const Context& ctx, const GptConfig& c, const ChunkSpec& spec, TensorParallel tp, bool split,
            bool time_weights = false) {
   GptChunk model(ctx, c, spec, DType::f32, tp);
   model.init_weights(5);
-  SpanTimer timer(ctx);
-  if (time_weights) model.set_weight_grad_timer(&timer);
+  WeightClock clock;
+  if (time_weights) model.set_weight_grad_spans(&clock);
   Result r;
   model.set_grads_ready_hook([&r](int64_t ready) { r.ready.push_back(ready); });
   const int64_t T = c.seq_length;
@@ -84,7 +98,7 @@ Result run(const Context& ctx, const GptConfig& c, const ChunkSpec& spec, Tensor
     for (int m = 0; m < kMicrobatches; ++m) model.backward(*acts[size_t(m)], douts[size_t(m)], r.dinputs[size_t(m)]);
   }
   for (ActivationsPtr& a : acts) model.release(std::move(a));
-  r.weight_ns = timer.take().total_ns();
+  r.weight_ns = clock.total_ns;
   r.grads = Tensor::host(DType::f32, {model.grads().numel()});
   copy(ctx, model.grads(), r.grads);
   return r;
