@@ -5,7 +5,8 @@
 # time (forward/backward ops) and bubble. The issue's bar: within 2 points.
 # Usage (repo root, 2+ GPUs, after `source .devdeps/env.sh`):
 #   bench/replay_accuracy.sh [BUILD_DIR]   (SCHEDULES="1f1b interleaved zb-h1 zb-v" by default;
-#                                           MODES="1proc 2proc"; ITERS=14)
+#                                           MODES="1proc 2proc"; ITERS=14; UNTRACED=1 also runs
+#                                           each schedule untraced, for what tracing costs)
 # REPLAY_FROM=DIR replays the traces an earlier run left in DIR (no GPU: nothing is recorded) and
 # writes the reports and the table under $OUT/replay as usual.
 set -uo pipefail
@@ -26,15 +27,34 @@ declare -A flags=([1f1b]="" [interleaved]="--num-virtual-stages-per-pipeline-ran
 declare -A whatif=([1f1b]="schedule=1f1b" [interleaved]="schedule=interleaved,v=2"
                    [zb-h1]="schedule=zb-h1" [zb-v]="schedule=zb-v")
 
-record() {  # MODE SCHEDULE
-  local mode=$1 s=$2
+run_train() {  # MODE SCHEDULE LOG [--trace FILE]
+  local mode=$1 s=$2 log=$3
+  shift 3
   # shellcheck disable=SC2086
   if [ "$mode" = 1proc ]; then
-    "$troupe" train "${model[@]}" ${flags[$s]} --trace "$out/$mode-$s.trace" >"$out/$mode-$s.log" 2>&1
+    "$troupe" train "${model[@]}" ${flags[$s]} "$@" >"$log" 2>&1
   else
-    mpirun -np 2 "$troupe" train "${model[@]}" ${flags[$s]} --devices 1 \
-      --trace "$out/$mode-$s.trace" >"$out/$mode-$s.log" 2>&1
-  fi || { echo "$mode $s failed:"; tail -5 "$out/$mode-$s.log"; }
+    mpirun -np 2 "$troupe" train "${model[@]}" ${flags[$s]} --devices 1 "$@" >"$log" 2>&1
+  fi || { echo "$mode $s failed:"; tail -5 "$log"; }
+}
+# The GPUs' SM clock and power every 100 ms while a run records (a GPU that never idles may clock
+# down: ops of one schedule then run slower than the same ops under another).
+sample_gpus() { nvidia-smi --query-gpu=index,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null & }
+record() {  # MODE SCHEDULE
+  local mode=$1 s=$2 smi=""
+  if command -v nvidia-smi >/dev/null; then sample_gpus "$out/$mode-$s.gpus"; smi=$!; fi
+  run_train "$mode" "$s" "$out/$mode-$s.log" --trace "$out/$mode-$s.trace"
+  [ -z "$smi" ] || kill "$smi" 2>/dev/null
+  # UNTRACED=1: the same run without --trace, for what tracing costs.
+  [ "${UNTRACED:-0}" = 1 ] && run_train "$mode" "$s" "$out/$mode-$s.untraced.log"
+}
+# Mean "elapsed time per iteration" over the log's last interval.
+iteration_ms() { awk -F'elapsed time per iteration \\(ms\\): ' 'NF > 1 { split($2, a, " "); t = a[1] } END { print t }' "$1" 2>/dev/null; }
+# "MEAN_SM_MHZ MEAN_W" per GPU index, over the samples of a run's second half.
+gpu_clocks() {
+  awk -F', *' '{ i[NR] = $1; c[NR] = $2; p[NR] = $3 } END {
+    for (r = int(NR / 2) + 1; r <= NR; ++r) { n[i[r]]++; sc[i[r]] += c[r]; sp[i[r]] += p[r] }
+    for (g in n) printf "gpu%s %.0f MHz %.0f W  ", g, sc[g] / n[g], sp[g] / n[g] }' "$1" 2>/dev/null
 }
 recorded() { [ -e "$traces/$1.trace" ] || [ -e "$traces/$1.trace.rank0" ]; }
 
@@ -75,5 +95,9 @@ for mode in "${modes[@]}"; do
   for s in "${schedules[@]}"; do
     [ -s "$out/$mode-$s.self" ] || continue
     grep '^simulated with' "$out/$mode-$s.self" | sed "s/^/$mode $s replayed: /"
+    line="$mode $s: $(iteration_ms "$traces/$mode-$s.log") ms/iteration traced"
+    [ -s "$traces/$mode-$s.untraced.log" ] && line+=", $(iteration_ms "$traces/$mode-$s.untraced.log") untraced"
+    [ -s "$traces/$mode-$s.gpus" ] && line+="; $(gpu_clocks "$traces/$mode-$s.gpus")"
+    echo "$line"
   done
 done

@@ -38,7 +38,8 @@
 //      and the value. device/stage/microbatch are -1
 //      where they do not apply (e.g. the optimizer actor's microbatch). weight_ns (absent: 0): of
 //      a fused backward, the time its weight-gradient work took (what a split backward's W does),
-//      0 where not measured; at most end_ns - start_ns. Times are
+//      0 where not measured (traced runs measure each chunk's first microbatch of an iteration);
+//      at most end_ns - start_ns. Times are
 //      nanoseconds on one clock per process (steady clock since the run started); the files
 //      of one run's processes go onto one timeline with trace_merge_processes().
 #pragma once

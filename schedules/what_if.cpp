@@ -105,8 +105,10 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
     sum[k].assign(P, std::vector<double>(V, 0.0));
     count[k].assign(P, std::vector<int64_t>(V, 0));
   }
-  // The weight-gradient part of fused backwards (TraceEvent::weight_ns), where every one has it.
+  // The weight-gradient part of the fused backwards that measured it (TraceEvent::weight_ns) and
+  // those backwards' whole durations.
   std::vector<std::vector<double>> fused_weight_sum(P, std::vector<double>(V, 0.0));
+  std::vector<std::vector<double>> fused_weighed_sum(P, std::vector<double>(V, 0.0));
   std::vector<std::vector<int64_t>> fused_weights(P, std::vector<int64_t>(V, 0));
   const std::set<int64_t> wanted(iterations.begin(), iterations.end());
   double send_sum = 0;
@@ -126,12 +128,15 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
     count[k][size_t(e.stage)][size_t(e.chunk)] += 1;
     if (e.kind == EventKind::backward && e.weight_ns > 0) {
       fused_weight_sum[size_t(e.stage)][size_t(e.chunk)] += double(e.weight_ns);
+      fused_weighed_sum[size_t(e.stage)][size_t(e.chunk)] += double(e.end_ns - e.start_ns);
       fused_weights[size_t(e.stage)][size_t(e.chunk)] += 1;
     }
   }
   // A trace of a split backward (B and W events) gives backward = B + W and W itself; a fused
-  // one gives the backward, and W where every fused backward measured its weight-gradient part
-  // (weight_ns); otherwise W defaults to half of it (OpDurations::weight_ns).
+  // one gives the backward, and W as the share of it the backwards that measured their
+  // weight-gradient part (weight_ns; a traced run measures each chunk's first microbatch) spent
+  // there, where every stage and chunk has some; otherwise W defaults to half of it
+  // (OpDurations::weight_ns).
   bool split = false;
   for (size_t s = 0; s < P; ++s)
     for (size_t c = 0; c < V; ++c) split = split || count[2][s][c] > 0 || count[3][s][c] > 0;
@@ -143,8 +148,7 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
   };
   bool fused_weight = !split;
   for (size_t s = 0; s < P; ++s)
-    for (size_t c = 0; c < V; ++c)
-      fused_weight = fused_weight && fused_weights[s][c] > 0 && fused_weights[s][c] == count[1][s][c];
+    for (size_t c = 0; c < V; ++c) fused_weight = fused_weight && fused_weights[s][c] > 0;
   OpDurations d = OpDurations::uniform(shape, 0, 0);
   if (split || fused_weight) d.weight_ns.assign(P, std::vector<int64_t>(V, 0));
   for (size_t s = 0; s < P; ++s)
@@ -152,7 +156,9 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
       d.forward_ns[s][c] = mean_of(0, s, c);
       if (!split) {
         d.backward_ns[s][c] = mean_of(1, s, c);
-        if (fused_weight) d.weight_ns[s][c] = std::llround(fused_weight_sum[s][c] / double(fused_weights[s][c]));
+        if (fused_weight)
+          d.weight_ns[s][c] =
+              std::llround(double(d.backward_ns[s][c]) * fused_weight_sum[s][c] / fused_weighed_sum[s][c]);
         continue;
       }
       d.weight_ns[s][c] = mean_of(3, s, c);

@@ -32,8 +32,9 @@ WhatIf parse_what_if(const std::string& spec, const TraceHeader& recorded);
 
 // Mean forward and backward time per (stage, chunk) over the op events of the given
 // iterations (all when empty); a trace of a split backward gives backward = mean B + mean W
-// and weight_ns = mean W; a fused trace gives weight_ns = the mean weight-gradient part its backwards measured
-// (TraceEvent::weight_ns; empty, W = half the backward, unless every one has it), and the transfer latency of
+// and weight_ns = mean W; a fused trace gives weight_ns = the mean backward times the share of their time
+// the backwards that measured it spent on weight gradients (TraceEvent::weight_ns; empty, W = half the
+// backward, unless every stage and chunk has such a backward), and the transfer latency of
 // every edge between virtual stages (transfer_latency.hpp; an edge without a sample takes the mean of the others) with
 // their mean as p2p_ns (a trace with `send` events but no measurable edge: the mean send), and
 // each stage's turnaround between ops (dispatch_ns).

@@ -239,9 +239,6 @@ class StageWorker {
   std::vector<ReadyBucket> take_remaining_buckets();
   // Tells when an op enqueued on the device has finished.
   CompletionQueue& completions() { return *completions_; }
-  // With timing: the weight-gradient part of the fused backward run() just enqueued (the trace's
-  // weight_ns; read its total once the op has finished). Empty for other ops, without timing, and
-  // where the chunk does not time it (GptChunk::set_weight_grad_timer).
   // Teardown: waits for the device, then for the completion callbacks (which send to actors).
   void synchronize() const { setup_.context->synchronize(); }
   void stop_completions() { completions_.reset(); }
