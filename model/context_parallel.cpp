@@ -55,7 +55,7 @@ struct Ring {
   // The query heads of both chunks, and their keys/values packed for the ring.
   void split_qkv(const Tensor& qkv, Tensor (&q)[2], const Tensor& kv) const {
     for (int c = 0; c < 2; ++c) {
-      q[c] = Tensor::empty(ctx, dtype, {B, h, H * D});
+      q[c] = Tensor::stream_ordered(ctx, dtype, {B, h, H * D});
       rows(qkv, c, 0, q[c], false);
       rows(qkv, c, H * D, kv_chunk(kv, c), false);
     }
@@ -132,21 +132,24 @@ Tensor context_local_tokens(const Tensor& tokens, const ContextParallel& cp) {
   return out;
 }
 
+// The ring's buffers are stream-ordered (Tensor::stream_ordered): freeing a cudaMalloc'ed one
+// would synchronize the device every layer. The comm stream's last use of each is ordered before
+// ctx's end of the function, where they are freed.
 void context_attention_forward(const Context& ctx, const ContextParallel& cp, const Tensor& qkv,
                                const AttentionConfig& cfg, const Tensor& out, const Tensor& lse) {
   const Ring R = ring_of(ctx, cp, qkv, cfg, "context_attention_forward");
   const int64_t HD = R.H * R.D;
   // Double buffering: step s reads kv[s % 2] while the pass fills the other with step s+1's.
   Tensor q[2], kv[2];
-  for (Tensor& t : kv) t = Tensor::empty(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
+  for (Tensor& t : kv) t = Tensor::stream_ordered(ctx, R.dtype, {2 * R.B * R.h, 2 * R.G * R.D});
   R.split_qkv(qkv, q, kv[0]);
   // Per query chunk the running out (f32) and lse; `part` holds one block's out.
   Tensor acc[2], l[2];
-  const Tensor part = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
-  const Tensor part_lse = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
+  const Tensor part = Tensor::stream_ordered(ctx, R.dtype, {R.B, R.h, HD});
+  const Tensor part_lse = Tensor::stream_ordered(ctx, DType::f32, {R.B, R.H, R.h});
   for (int c = 0; c < 2; ++c) {
-    acc[c] = Tensor::empty(ctx, DType::f32, {R.B, R.h, HD});
-    l[c] = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
+    acc[c] = Tensor::stream_ordered(ctx, DType::f32, {R.B, R.h, HD});
+    l[c] = Tensor::stream_ordered(ctx, DType::f32, {R.B, R.H, R.h});
   }
   // A query chunk's first block writes its running (out, lse) directly; later blocks merge in.
   // Every chunk meets its causal diagonal, so both are written, and nothing touches the host.
@@ -194,17 +197,18 @@ void context_attention_backward(const Context& ctx, const ContextParallel& cp, c
   // does: it is read before the next pass into it is posted.
   Tensor q[2], kv[2], mine[2];
   for (int i = 0; i < 2; ++i) {
-    kv[i] = Tensor::empty(ctx, R.dtype, kv_shape);
-    mine[i] = Tensor::empty(ctx, DType::f32, kv_shape);
+    kv[i] = Tensor::stream_ordered(ctx, R.dtype, kv_shape);
+    mine[i] = Tensor::stream_ordered(ctx, DType::f32, kv_shape);
   }
-  const Tensor arrived = Tensor::empty(ctx, DType::f32, kv_shape);
+  const Tensor arrived = Tensor::stream_ordered(ctx, DType::f32, kv_shape);
   R.split_qkv(qkv, q, kv[0]);
   Tensor dy[2], o[2], l[2], dq[2];
   for (int c = 0; c < 2; ++c) {
-    dy[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
-    o[c] = Tensor::empty(ctx, R.dtype, {R.B, R.h, HD});
-    l[c] = Tensor::empty(ctx, DType::f32, {R.B, R.H, R.h});
-    dq[c] = Tensor::zeros(ctx, DType::f32, {R.B, R.h, HD});
+    dy[c] = Tensor::stream_ordered(ctx, R.dtype, {R.B, R.h, HD});
+    o[c] = Tensor::stream_ordered(ctx, R.dtype, {R.B, R.h, HD});
+    l[c] = Tensor::stream_ordered(ctx, DType::f32, {R.B, R.H, R.h});
+    dq[c] = Tensor::stream_ordered(ctx, DType::f32, {R.B, R.h, HD});
+    fill_zero(ctx, dq[c]);
     R.rows(dout, c, 0, dy[c], false);
     R.rows(out, c, 0, o[c], false);
     R.lse_rows(lse, c, l[c], false);

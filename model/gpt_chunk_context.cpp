@@ -36,7 +36,7 @@ void GptChunk::add_context_position_embedding(const Tensor& out) {
   const int64_t B = out.dim(0), T = out.dim(1);
   // The position rows looked up like tokens, then added: wte[token] + wpe[position] as one
   // embedding_forward computes it.
-  const Tensor positions = Tensor::empty(ctx_, compute_, out.shape());
+  const Tensor positions = Tensor::stream_ordered(ctx_, compute_, out.shape());  // freed without a device sync
   embedding_forward(ctx_, context_positions_of(B, T).view({B, T}), wpe, Tensor(), positions);
   add(ctx_, out, positions, out);
 }

@@ -50,7 +50,8 @@ StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
   completions_ = setup_.completions ? std::move(setup_.completions)
                                     : make_completion_queue(*setup_.context, setup_.timing, setup_.epoch);
   // Traced runs mark the MoE layers' all-to-alls (and what runs beside them) inside their ops.
-  for (const std::unique_ptr<GptChunk>& m : setup_.models) m->set_moe_comm({setup_.moe_comm, completions_->spans()});
+  for (const std::unique_ptr<GptChunk>& m : setup_.models)
+    m->set_moe_comm({setup_.moe_comm, completions_->spans(), setup_.moe_shared_expert_overlap});
 }
 
 StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back

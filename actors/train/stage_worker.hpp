@@ -125,9 +125,11 @@ struct StageSetup {
   // MoE expert parallelism: the routed experts' gradients are reduced over the ranks holding the
   // same experts (the chunks hold the expert group); null: none or one such rank.
   Collectives* expert_data_group = nullptr;
-  // --moe-shared-expert-overlap on GPUs: the stream the MoE layers' all-to-alls run on beside
-  // the shared expert (model/moe/moe_mlp.hpp); null: they run on `context`.
+  // Expert parallelism on GPUs: the stream the MoE layers' all-to-alls run on (model/moe/
+  // moe_mlp.hpp); null: they run on `context`. With --moe-shared-expert-overlap the shared
+  // expert computes beside them.
   const Context* moe_comm = nullptr;
+  bool moe_shared_expert_overlap = false;
   bool distributed_optimizer = false;
   std::vector<GradBucket> buckets;  // the data-parallel reduction's units
   // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last

@@ -223,9 +223,9 @@ void TrainingRun::Impl::build_stages() {
     for (size_t r = 0; r < ranks; ++r)
       if (local(r)) cp_contexts[r] = make_context(r);
   }
-  // --moe-shared-expert-overlap on GPUs: the expert-parallel all-to-alls on a stream of their
-  // own, beside the shared expert (model/moe/moe_mlp.hpp).
-  if (EP > 1 && config.devices.cuda && config.parallel.moe_shared_expert_overlap) {
+  // Expert parallelism on GPUs: the all-to-alls on a stream of their own (with
+  // --moe-shared-expert-overlap, beside the shared expert; model/moe/moe_mlp.hpp).
+  if (EP > 1 && config.devices.cuda && !config.parallel.moe_all_to_all_on_compute_stream) {
     moe_contexts.resize(ranks);
     for (size_t r = 0; r < ranks; ++r)
       if (local(r)) moe_contexts[r] = make_context(r);
@@ -352,6 +352,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
       {tp, T}, par.sequence_parallel, member.tp[r], {layout.expert_coord(int(r)).ep, EP}, member.ep[r]};
   setup.expert_data_group = member.edp[r];
   setup.moe_comm = moe_contexts.empty() ? nullptr : moe_contexts[r].get();
+  setup.moe_shared_expert_overlap = par.moe_shared_expert_overlap;
   // The distributed optimizer gives each data x context rank a 64-aligned (D x C)-th of every bucket.
   const int64_t multiple = dist_opt ? 64 * int64_t(D * C) : 1;
   std::vector<int64_t> sizes;

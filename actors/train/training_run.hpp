@@ -39,9 +39,11 @@ struct ParallelConfig {
   int data_size = 1;           // devices / (tensor size * pipeline size)
   int expert_size = 1;         // --expert-model-parallel-size: MoE experts split over data ranks
   int expert_tensor_size = 0;  // --expert-tensor-parallel-size; 0: tensor_size (the only one implemented)
-  // --moe-shared-expert-overlap: on GPUs with expert_size > 1, the all-to-alls on their own
-  // stream beside the shared expert (model/moe/moe_mlp.hpp). The same math.
+  // On GPUs with expert_size > 1 the all-to-alls run on a stream of their own (model/moe/
+  // moe_mlp.hpp), unless --moe-all-to-all-on-compute-stream; --moe-shared-expert-overlap: the
+  // shared expert computes beside them (the backward adds its input gradient last).
   bool moe_shared_expert_overlap = false;
+  bool moe_all_to_all_on_compute_stream = false;
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward

@@ -53,7 +53,7 @@ struct TrainingRun::Impl {
   std::vector<std::unique_ptr<Collectives>> groups;     // tensor- and data-parallel group members
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
   std::vector<std::unique_ptr<Context>> cp_contexts;    // context parallelism on GPUs: each ring's pass stream
-  std::vector<std::unique_ptr<Context>> moe_contexts;   // --moe-shared-expert-overlap: each rank's all-to-all stream
+  std::vector<std::unique_ptr<Context>> moe_contexts;   // expert parallelism on GPUs: each rank's all-to-all stream
   std::vector<grad_reducer_actor> reducers;             // ... and the reducer actors, by rank
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<StageWorker>> workers;              // by rank (null: another process's)

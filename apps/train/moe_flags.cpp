@@ -39,6 +39,9 @@ void add_moe_flags(CLI::App* cmd, MoeFlags& f) {
   keep(cmd->add_flag("--moe-shared-expert-overlap", f.shared_expert_overlap,
                      "on GPUs with --expert-model-parallel-size > 1: run the token all-to-alls on a stream of their "
                      "own beside the shared expert"));
+  keep(cmd->add_flag("--moe-all-to-all-on-compute-stream", f.all_to_all_on_compute_stream,
+                     "on GPUs with --expert-model-parallel-size > 1: run the token all-to-alls on the stage's compute "
+                     "stream, not on one of their own (as before; for comparison, the same math)"));
   keep(cmd->add_option("--moe-layer-freq", f.layer_freq,
                        "which layers are MoE: N (every N-th from layer 0) or a pattern such as \"([1]*3+[0])*2\""));
   keep(cmd->add_option("--moe-router-score-function", f.score_function, "softmax or sigmoid")
@@ -72,6 +75,9 @@ MoeConfig moe_config_from_flags(const MoeFlags& f) {
   TROUPE_CHECK(!f.shared_expert_overlap || f.shared_expert_intermediate_size > 0,
                "--moe-shared-expert-overlap overlaps the all-to-alls with the shared expert: give "
                "--moe-shared-expert-intermediate-size too");
+  TROUPE_CHECK(!f.shared_expert_overlap || !f.all_to_all_on_compute_stream,
+               "--moe-shared-expert-overlap runs the all-to-alls on a stream of their own beside the shared expert: "
+               "drop --moe-all-to-all-on-compute-stream");
   m.moe_router_topk = f.topk;
   m.moe_router_load_balancing_type = moe_load_balancing_from_name(f.load_balancing);
   m.moe_aux_loss_coeff = f.aux_loss_coeff;

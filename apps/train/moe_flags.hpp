@@ -21,9 +21,10 @@ namespace troupe::apps {
 
 struct MoeFlags {
   int num_experts = 0;
-  int expert_model_parallel_size = 1;   // --expert-model-parallel-size: experts split over data ranks
-  int expert_tensor_parallel_size = 0;  // --expert-tensor-parallel-size; 0: --tensor-model-parallel-size
-  bool shared_expert_overlap = false;   // --moe-shared-expert-overlap
+  int expert_model_parallel_size = 1;         // --expert-model-parallel-size: experts split over data ranks
+  int expert_tensor_parallel_size = 0;        // --expert-tensor-parallel-size; 0: --tensor-model-parallel-size
+  bool shared_expert_overlap = false;         // --moe-shared-expert-overlap
+  bool all_to_all_on_compute_stream = false;  // --moe-all-to-all-on-compute-stream
   int topk = 2;
   std::string load_balancing = "aux_loss";
   float aux_loss_coeff = 0.0f;

@@ -14,11 +14,15 @@ namespace troupe {
 
 namespace {
 
-// Where an expert-parallel layer's all-to-alls run: on MoeComm::comm beside the shared expert
-// (on), else on ctx. to_comm / from_comm order the two streams (nothing when off).
+// Where an expert-parallel layer's all-to-alls run: on MoeComm::comm (on), else on ctx; and
+// whether the shared expert computes beside them (beside). to_comm / from_comm order the two
+// streams (nothing when off).
 struct Overlap {
   Overlap(const Context& ctx, const MoeComm& c, bool shared)
-      : on(c.comm != nullptr && shared && ctx.is_cuda()), ctx(ctx), comm(on ? *c.comm : ctx) {
+      : on(c.comm != nullptr && ctx.is_cuda()),
+        beside(on && shared && c.shared_expert_beside),
+        ctx(ctx),
+        comm(on ? *c.comm : ctx) {
     TROUPE_CHECK(!on || (comm.kind() == ctx.kind() && comm.device_index() == ctx.device_index()),
                  "moe_mlp: the communication context must be on the compute context's device");
   }
@@ -28,7 +32,7 @@ struct Overlap {
   void from_comm() const {
     if (on) fence_wait(ctx, fence_record(comm));
   }
-  bool on;
+  bool on, beside;
   const Context& ctx;
   const Context& comm;
 };
@@ -90,7 +94,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
   } else {
     const Overlap o(ctx, comm, shared);
     o.to_comm();  // after the permute
-    if (o.on) {
+    if (o.beside) {
       StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
       moe_shared_expert_allocate(ctx, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared);
       moe_shared_expert_hidden(ctx, spec.swiglu, p.shared_fc1, x, a.shared);
@@ -105,7 +109,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
     const ScratchTensor out_local(ctx, x.dtype(), {a.exchange.local_rows(), spec.hidden});
     moe_experts_forward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp_local, a.exchange.local_offsets, a.experts, out_local);
     o.to_comm();
-    if (o.on) {
+    if (o.beside) {
       StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
       moe_shared_expert_project(ctx, p.shared_fc2, a.shared);
     }
@@ -114,7 +118,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
       moe_expert_combine(o.comm, *expert_group, a.exchange, out_local, a.expert_out);
     }
     o.from_comm();  // before out_local is released on ctx
-    shared_beside = o.on;
+    shared_beside = o.beside;
   }
   moe_unpermute_forward(ctx, a.expert_out, a.plan.map, a.routing.probs, y);
   if (shared) {
@@ -159,7 +163,7 @@ void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPa
     const ScratchTensor dxp_local(ctx, x.dtype(), {local_rows, spec.hidden});
     std::optional<ScratchTensor> dh;
     o.to_comm();  // after the unpermute's backward
-    if (o.on) {
+    if (o.beside) {
       StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
       dx_shared.emplace(ctx, x.dtype(), x.shape());
       dh.emplace(ctx, x.dtype(), a.shared.fc1.shape());
@@ -175,7 +179,7 @@ void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPa
     moe_experts_backward(ctx, spec.swiglu, p.fc1, p.fc2, a.xp_local, a.exchange.local_offsets, a.experts, dout_local,
                          dxp_local, g.fc1, g.fc2);
     o.to_comm();
-    if (o.on) {
+    if (o.beside) {
       StreamSpanScope span(comm.spans, ctx, SpanKind::moe_overlap);
       moe_shared_expert_backward_input(ctx, p.shared_fc1, x, *dh, *dx_shared, g.shared_fc1);
     }

@@ -28,14 +28,16 @@
 // only member 0 adds the router's part of dx (every token counted once). The shared gate's
 // weight gradient stays partial: the caller sums it over the group. Null: no tensor parallelism.
 //
-// Overlap (Megatron's --moe-shared-expert-overlap): with an expert group, a shared expert and
-// a communication context (MoeComm::comm, a second stream on ctx's device), the dispatch and
-// combine all-to-alls run on that stream while ctx computes the shared expert beside them:
-// forward, its fc1 and activation beside the dispatch and its fc2 beside the combine; backward,
-// its gate, fc2 and activation beside the dispatch and its fc1 beside the combine. Forward gives
-// the same bits as without; backward sums the shared expert's dx apart and adds it last (one
-// more rounding in 16-bit types). MoeComm::spans marks the all-to-alls and the overlapped
-// compute for the trace (kernels/stream_spans.hpp).
+// With an expert group and a communication context (MoeComm::comm, a second stream on ctx's
+// device) the dispatch and combine all-to-alls run on that stream: the counts' host
+// synchronization then waits for that stream only, and ctx keeps the work queued on it. The
+// same bits as on ctx. Overlap (Megatron's --moe-shared-expert-overlap; MoeComm::
+// shared_expert_beside): ctx computes the shared expert beside them: forward, its fc1 and
+// activation beside the dispatch and its fc2 beside the combine; backward, its gate, fc2 and
+// activation beside the dispatch and its fc1 beside the combine. Forward gives the same bits as
+// without; backward sums the shared expert's dx apart and adds it last (one more rounding in
+// 16-bit types). MoeComm::spans marks the all-to-alls and the overlapped compute for the trace
+// (kernels/stream_spans.hpp).
 //
 // Both backends run it. On CUDA, x and the expert weights are bf16, f16 or f32 (one type), the
 // router weight and every gradient f32, the router state made by moe_router_state(ctx, cfg);
@@ -96,8 +98,9 @@ struct MoeMlpActivations {
 
 // Where an expert-parallel layer's all-to-alls run and what marks them (see above).
 struct MoeComm {
-  const Context* comm = nullptr;  // a second context on ctx's device, or null: the all-to-alls run on ctx
-  StreamSpans* spans = nullptr;   // null: nothing marked
+  const Context* comm = nullptr;      // a second context on ctx's device, or null: the all-to-alls run on ctx
+  StreamSpans* spans = nullptr;       // null: nothing marked
+  bool shared_expert_beside = false;  // the shared expert computes beside the all-to-alls (with comm)
 };
 
 // Bytes of the tensors `a` holds (what a microbatch keeps for its backward).

@@ -131,6 +131,9 @@ TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {
       {{"--expert-model-parallel-size", "4"}, {"--expert-model-parallel-size 4", "data-parallel size 2"}},
       {{"--expert-model-parallel-size", "3"}, {"--expert-model-parallel-size 3", "--num-experts 4"}},
       {{"--moe-shared-expert-overlap"}, {"--moe-shared-expert-overlap", "--moe-shared-expert-intermediate-size"}},
+      {{"--moe-shared-expert-overlap", "--moe-shared-expert-intermediate-size", "32",
+        "--moe-all-to-all-on-compute-stream"},
+       {"--moe-shared-expert-overlap", "--moe-all-to-all-on-compute-stream"}},
   };
   for (const Case& c : cases) {
     const TroupeExit o = train(1, c.flags, "moe_ep_refused");

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #if TROUPE_HAVE_CUDA
+#include "kernels/cuda/attention_cudnn.hpp"
 #include "kernels/cuda/runtime.hpp"
 #endif
 #include "tests/actors/train/pipeline_test_util.hpp"
@@ -104,6 +105,30 @@ TEST(MoeExpertParallelCuda, SharedExpertOverlapMatchesOneGpu) {
                                 {"shared_EP2_DP2_moe_overlap_distopt_overlap", 2, 2, true, true, true},
                                 {"shared_EP4_DP4_moe_overlap", 4, 4, false, false, true},
                                 {"shared_EP2_TP2_SP_DP2_moe_overlap", 2, 2, false, false, true, 2, true}});
+}
+
+// The all-to-alls on a stream of their own (the default) or on the stage's compute stream
+// (--moe-all-to-all-on-compute-stream): the same bits, with and without a shared expert. Under
+// cuDNN's deterministic attention backward (the default one sums dq with atomics, and then no
+// two runs agree to the bit).
+TEST(MoeExpertParallelCuda, AllToAllStreamKeepsTheBits) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (!TROUPE_HAVE_CUDNN) GTEST_SKIP() << "needs cuDNN's deterministic attention";
+  const cuda::ScopedAttentionBackend deterministic(cuda::AttentionBackend::cudnn_deterministic);
+  for (const int shared_expert : {0, 96}) {
+    actors::TrainingConfig config = mixtral_config(DType::bf16, shared_expert);
+    config.parallel.data_size = 2;
+    config.parallel.expert_size = 2;
+    const std::vector<IterationStats> own = train_iterations(config, 5);
+    config.parallel.moe_all_to_all_on_compute_stream = true;
+    const std::vector<IterationStats> compute = train_iterations(config, 5);
+    ASSERT_EQ(own.size(), compute.size());
+    for (size_t it = 0; it < own.size(); ++it) {
+      EXPECT_EQ(own[it].loss, compute[it].loss) << "shared expert " << shared_expert << ", iteration " << it + 1;
+      EXPECT_EQ(own[it].grad_norm, compute[it].grad_norm)
+          << "shared expert " << shared_expert << ", iteration " << it + 1;
+    }
+  }
 }
 
 // (No f32 case: GPU training computes in bf16 or f16; f32 compute is for CPU devices, where
