@@ -20,6 +20,7 @@
 #include "storage/checkpoint_ownership.hpp"
 #include "apps/common/tokenizer_flags.hpp"
 #include "apps/common/count_flags.hpp"
+#include "apps/train/deterministic_mode.hpp"
 #include "apps/train/fault_injection.hpp"
 #include "apps/common/float_flags.hpp"
 #include "apps/train/megatron_flags.hpp"
@@ -99,6 +100,7 @@ struct TrainOptions {
   int devices = 0;            // 0: tensor x pipeline size (data-parallel size 1)
   int64_t eval_interval = 1000, eval_iters = 10, log_interval = 10;
   uint64_t seed = 1234;
+  bool deterministic_mode = false;  // --deterministic-mode
   std::string trace;
   int64_t sample_tokens = 0;
   std::string prompt = "The";
@@ -662,6 +664,7 @@ void print_sample(const TrainOptions& o, const actors::TrainingConfig& cfg, acto
 }
 
 int train(TrainOptions o) {
+  const DeterministicMode deterministic(o.deterministic_mode);
   // Megatron's flags that change nothing here: one note each; the unimplemented ones fail first.
   const std::vector<std::string> notes = check_megatron_flags(*o.megatron);
   TROUPE_CHECK(!o.megatron->contains("--no-position-embedding") || o.position_embedding_type == "rope",
@@ -939,6 +942,9 @@ void add_train_command(CLI::App& app, CommandRunner& run) {
                   "(0: no bound)")
       ->check(non_negative);
   cmd->add_option("--seed", o->seed, "seed of the weights, dropout and data order");
+  cmd->add_flag("--deterministic-mode", o->deterministic_mode,
+                "GPU runs that repeat to the bit: cuDNN's deterministic attention backward (apps/train/"
+                "deterministic_mode.hpp); CPU runs are deterministic anyway");
   cmd->add_option("--eval-interval", o->eval_interval, "iterations between validations (0: only at the end)")
       ->check(non_negative);
   cmd->add_option("--eval-iters", o->eval_iters, "validation iterations (0: no validation)")->check(non_negative);

@@ -1,0 +1,48 @@
+// Megatron's --deterministic-mode from the `troupe train` command line: refused, naming the
+// variable, while TROUPE_ATTENTION_BACKEND=cudnn asks for the attention backward that sums with
+// atomics; on a GPU, two runs of a small GPT (sequences of 256: several key blocks per query
+// block, so cuDNN's default backward would add dq in a varying order) print the same losses,
+// digit for digit, for 20 iterations.
+#include <gtest/gtest.h>
+
+#include "tests/test_util.hpp"
+#include "tests/troupe_process.hpp"
+#if TROUPE_HAVE_CUDA
+#include "kernels/cuda/runtime.hpp"
+#endif
+
+namespace troupe::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(DeterministicModeCli, RefusedWithTheAtomicCudnnBackward) {
+  if (!TROUPE_HAVE_CUDA) GTEST_SKIP() << "a build without CUDA has no attention backends to choose";
+  const ScopedEnv env("TROUPE_ATTENTION_BACKEND", "cudnn");
+  expect_train_refused({"--deterministic-mode"}, "--deterministic-mode: TROUPE_ATTENTION_BACKEND=cudnn",
+                       "deterministic_refused");
+}
+
+TEST(DeterministicModeCli, GpuRunsRepeatToTheBit) {
+#if TROUPE_HAVE_CUDA
+  if (cuda::device_count() < 1) GTEST_SKIP() << "needs a GPU";
+#else
+  GTEST_SKIP() << "a build without CUDA";
+#endif
+  const std::vector<std::string> args = {
+      "train",      "--mock-data",      "--model",     "gpt2-tiny",  "--vocab-size",
+      "512",        "--device",         "cuda",        "--bf16",     "--seq-length",
+      "256",        "--micro-batch-size", "4",         "--global-batch-size", "8",
+      "--train-iters", "20",            "--eval-iters", "0",         "--log-interval",
+      "1",          "--lr",             "1e-3",        "--deterministic-mode"};
+  const TroupeExit first = run_to_exit(args, "deterministic_first", 300s);
+  const TroupeExit second = run_to_exit(args, "deterministic_second", 300s);
+  ASSERT_EQ(first.code, std::optional<int>(0)) << first.output;
+  ASSERT_EQ(second.code, std::optional<int>(0)) << second.output;
+  const std::map<int64_t, std::string> a = logged_losses(first.output), b = logged_losses(second.output);
+  EXPECT_EQ(a.size(), 20u) << first.output;
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace troupe::test
