@@ -21,7 +21,8 @@ DeterministicMode::DeterministicMode(bool on) {
   TROUPE_CHECK(now != cuda::AttentionBackend::cudnn || !std::getenv("TROUPE_ATTENTION_BACKEND"),
                "--deterministic-mode: TROUPE_ATTENTION_BACKEND=cudnn sums the attention backward with atomics; "
                "use cudnn-deterministic or flash, or leave it unset");
-  if (now == cuda::AttentionBackend::cudnn) backend_ = std::make_unique<Backend>(cuda::AttentionBackend::cudnn_deterministic);
+  if (now == cuda::AttentionBackend::cudnn)
+    backend_ = std::make_unique<Backend>(cuda::AttentionBackend::cudnn_deterministic);
 }
 #else
 struct DeterministicMode::Backend {};
