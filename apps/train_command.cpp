@@ -314,6 +314,32 @@ void check_zero_bubble_run(const TrainOptions& o, const GptConfig& model, const 
 }
 
 // The flags' parallel layout, devices, optimizer and schedule; `devices` counts every process's.
+// The schedule, the layer split and the chunks per stage from the pipeline flags.
+void set_pipeline_schedule(const TrainOptions& o, int num_layers, actors::ParallelConfig& par) {
+  par.schedule = schedules::schedule_from_name(o.schedule);
+  par.split = o.pipeline_split;
+  // Megatron's arguments.py: chunks per stage from one of the two flags, never both.
+  TROUPE_CHECK(o.layers_per_virtual_stage == 0 || o.virtual_stages_per_rank == 0,
+               "give --num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank, not both");
+  if (o.layers_per_virtual_stage > 0)
+    par.virtual_chunks =
+        chunks_from_layers_per_virtual_stage(num_layers, o.pipeline_size, o.layers_per_virtual_stage, o.pipeline_split);
+  if (o.virtual_stages_per_rank > 0) par.virtual_chunks = o.virtual_stages_per_rank;
+  if (par.schedule == schedules::Schedule::zb_v) {
+    // ZB-V's V: two chunks per stage, whatever the flags say, as long as they say the same.
+    TROUPE_CHECK(o.layers_per_virtual_stage == 0 || par.virtual_chunks == 2,
+                 "--pipeline-schedule zb-v places two model chunks on each stage: --num-layers-per-virtual-pipeline-"
+                 "stage must then be --num-layers / (2 x --pipeline-model-parallel-size), or drop it");
+    TROUPE_CHECK(o.virtual_stages_per_rank == 0 || o.virtual_stages_per_rank == 2,
+                 "--pipeline-schedule zb-v places two model chunks on each stage: --num-virtual-stages-per-pipeline-"
+                 "rank must be 2, or drop it");
+    par.virtual_chunks = 2;
+  } else if (par.virtual_chunks > 1) {
+    par.schedule = schedules::Schedule::interleaved_1f1b;
+  }
+  par.group_size = o.group_size;
+}
+
 actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& model, int processes, bool cuda,
                                        int64_t gbs, int& devices) {
   actors::TrainingConfig cfg;
@@ -345,28 +371,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.parallel.expert_tensor_size = o.moe.expert_tensor_parallel_size;
   TROUPE_CHECK(o.ddp_bucket_size >= 1, "--ddp-bucket-size must be >= 1, got ", o.ddp_bucket_size);
   cfg.parallel.bucket_elements = o.ddp_bucket_size;
-  cfg.parallel.schedule = schedules::schedule_from_name(o.schedule);
-  cfg.parallel.split = o.pipeline_split;
-  // Megatron's arguments.py: chunks per stage from one of the two flags, never both.
-  TROUPE_CHECK(o.layers_per_virtual_stage == 0 || o.virtual_stages_per_rank == 0,
-               "give --num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank, not both");
-  if (o.layers_per_virtual_stage > 0)
-    cfg.parallel.virtual_chunks = chunks_from_layers_per_virtual_stage(model.num_layers, o.pipeline_size,
-                                                                       o.layers_per_virtual_stage, o.pipeline_split);
-  if (o.virtual_stages_per_rank > 0) cfg.parallel.virtual_chunks = o.virtual_stages_per_rank;
-  if (cfg.parallel.schedule == schedules::Schedule::zb_v) {
-    // ZB-V's V: two chunks per stage, whatever the flags say, as long as they say the same.
-    TROUPE_CHECK(o.layers_per_virtual_stage == 0 || cfg.parallel.virtual_chunks == 2,
-                 "--pipeline-schedule zb-v places two model chunks on each stage: --num-layers-per-virtual-pipeline-"
-                 "stage must then be --num-layers / (2 x --pipeline-model-parallel-size), or drop it");
-    TROUPE_CHECK(o.virtual_stages_per_rank == 0 || o.virtual_stages_per_rank == 2,
-                 "--pipeline-schedule zb-v places two model chunks on each stage: --num-virtual-stages-per-pipeline-"
-                 "rank must be 2, or drop it");
-    cfg.parallel.virtual_chunks = 2;
-  } else if (cfg.parallel.virtual_chunks > 1) {
-    cfg.parallel.schedule = schedules::Schedule::interleaved_1f1b;
-  }
-  cfg.parallel.group_size = o.group_size;
+  set_pipeline_schedule(o, model.num_layers, cfg.parallel);
   cfg.recompute = recompute_config_from_flags(o.recompute);
   if (cfg.recompute.enabled()) {
     int most_layers = 0;  // of any pipeline chunk
@@ -663,6 +668,18 @@ void print_sample(const TrainOptions& o, const actors::TrainingConfig& cfg, acto
               tokenizer.decode(out).c_str());
 }
 
+// --load into the built run, as Megatron says it: which checkpoint, then that it loaded.
+void load_train_checkpoint(const TrainOptions& o, int64_t resume_iteration, std::optional<int64_t> load_iteration,
+                           actors::TrainingRun& run) {
+  std::printf("loading checkpoint from %s at iteration %ld%s\n", o.load.c_str(), long(resume_iteration),
+              o.finetune ? " (--finetune: weights only)" : "");
+  run.load_checkpoint(
+      o.load,
+      {.optimizer = !o.no_load_optim, .rng = !o.no_load_rng, .finetune = o.finetune, .iteration = load_iteration});
+  std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
+  std::fflush(stdout);
+}
+
 int train(TrainOptions o) {
   const DeterministicMode deterministic(o.deterministic_mode);
   // Megatron's flags that change nothing here: one note each; the unimplemented ones fail first.
@@ -705,15 +722,7 @@ int train(TrainOptions o) {
   print_run_header(o, cfg, devices);
 
   actors::TrainingRun run(cfg, std::move(data.train), std::move(data.valid));
-  if (!o.load.empty()) {
-    std::printf("loading checkpoint from %s at iteration %ld%s\n", o.load.c_str(), long(data.resume_iteration),
-                o.finetune ? " (--finetune: weights only)" : "");
-    run.load_checkpoint(
-        o.load,
-        {.optimizer = !o.no_load_optim, .rng = !o.no_load_rng, .finetune = o.finetune, .iteration = load_iteration});
-    std::printf("  successfully loaded checkpoint from %s at iteration %ld\n", o.load.c_str(), long(run.iteration()));
-    std::fflush(stdout);
-  }
+  if (!o.load.empty()) load_train_checkpoint(o, data.resume_iteration, load_iteration, run);
   if (o.monitor.enabled() && fabric->process() == 0)  // one publisher per run: process 0's numbers are the run's
     start_train_monitor(run, o.monitor,
                         train_monitor_hello(cfg, {.model = o.model,
