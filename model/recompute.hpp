@@ -39,17 +39,17 @@ struct RecomputeConfig {
   RecomputeGranularity granularity = RecomputeGranularity::none;
   RecomputeMethod method = RecomputeMethod::none;  // full only
   int num_layers = 0;                              // full: uniform's group size, block's layers per chunk
-  RecomputeModules modules;                        // selective only
+  RecomputeModules modules{};                      // selective only
   bool enabled() const { return granularity != RecomputeGranularity::none; }
 };
 
 // The flags as given (empty / nullopt: not given), checked against each other.
 struct RecomputeFlags {
   bool recompute_activations = false;  // --recompute-activations: selective
-  std::string granularity;             // --recompute-granularity full|selective
-  std::string method;                  // --recompute-method uniform|block
-  std::optional<int> num_layers;       // --recompute-num-layers N
-  std::vector<std::string> modules;    // --recompute-modules core_attn layernorm mlp
+  std::string granularity{};           // --recompute-granularity full|selective
+  std::string method{};                // --recompute-method uniform|block
+  std::optional<int> num_layers{};     // --recompute-num-layers N
+  std::vector<std::string> modules{};  // --recompute-modules core_attn layernorm mlp
 };
 
 // Fails naming the flag of a conflict (method or layers without full granularity, modules without

@@ -31,7 +31,7 @@ namespace troupe::actors {
 struct CompletionApiOptions {
   std::vector<std::string> model_names = {"troupe"};  // --served-model-name: a request's "model" is one
   int max_prompts = 128;                              // per call (Megatron's limit)
-  std::vector<int32_t> stop_tokens;  // generation ends after one (the tokenizer's EOD and the model's EOS ids)
+  std::vector<int32_t> stop_tokens{};  // generation ends after one (the tokenizer's EOD and the model's EOS ids)
 };
 
 class CompletionApi {
