@@ -12,6 +12,8 @@ const char* span_kind_name(SpanKind kind) {
       return "moe_overlap";
     case SpanKind::weight_gradient:
       return "weight_gradient";
+    case SpanKind::layer:
+      return "layer";
   }
   return "?";
 }

@@ -1,10 +1,11 @@
 // Marked intervals of device work inside one op, for the trace: an expert-parallel
 // all-to-all, the compute launched to run beside it, the weight-gradient work of a fused
-// backward (summed into the op's weight_ns rather than traced one by one). Each mark is a point on a context's stream
-// (a CUDA event on a GPU; the clock on a CPU device, whose work has run when its call returns). The runtime implements
-// the interface (actors/fabric/device_services.hpp, CompletionQueue::spans) and turns an op's marks into times on the
-// trace clock once the op has finished. Model code holds a pointer that is null unless the run is traced: nothing is
-// marked then.
+// backward (summed into the op's weight_ns rather than traced one by one), each transformer
+// layer (what of an op's time its layers take, and what is left around them). Each mark is a point on a context's
+// stream (a CUDA event on a GPU; the clock on a CPU device, whose work has run when its call returns). The runtime
+// implements the interface (actors/fabric/device_services.hpp, CompletionQueue::spans) and turns an op's marks into
+// times on the trace clock once the op has finished. Model code holds a pointer that is null unless the run is traced:
+// nothing is marked then.
 //
 //   { StreamSpanScope s(spans, comm_ctx, SpanKind::moe_dispatch);
 //     group.all_to_all_v(comm_ctx, ...); }                       // marked on comm_ctx's stream
@@ -21,6 +22,7 @@ enum class SpanKind : uint8_t {
   moe_combine,      // the experts' outputs back to their tokens' ranks
   moe_overlap,      // compute enqueued to run beside a dispatch or combine (the shared expert)
   weight_gradient,  // a fused backward's weight-gradient GEMMs (what a split backward's W runs)
+  layer,            // one transformer layer's work inside a forward, backward, B or W op
 };
 const char* span_kind_name(SpanKind kind);
 

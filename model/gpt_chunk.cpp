@@ -430,6 +430,7 @@ ActivationsPtr GptChunk::forward(const Tensor& input, const Tensor& targets, con
   }
 
   for (int i = 0; i < layout_.num_layers(); ++i) {
+    const StreamSpanScope layer(layer_spans_, ctx_, SpanKind::layer);
     bind_recomputed(i, *a);
     layer_forward(i, *a, o);
     unbind_recomputed(i, *a);
@@ -658,6 +659,7 @@ void GptChunk::backward_pass(ChunkActivations& a, const Tensor& doutput, const T
   if (!defer) grads_ready(pending_[size_t(layout_.num_layers())]);
 
   for (int i = layout_.num_layers() - 1; i >= 0; --i) {
+    const StreamSpanScope layer(layer_spans_, ctx_, SpanKind::layer);
     recompute_layer(i, a);
     layer_backward(i, a, defer);
     unbind_recomputed(i, a);

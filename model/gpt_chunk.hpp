@@ -162,6 +162,10 @@ class GptChunk {
   // W runs (the trace's weight_ns). Not with FP8 linears or MoE layers (their fused backwards do
   // not mark it). The spans must outlive their use.
   void set_weight_grad_spans(StreamSpans* spans) { weight_spans_ = spans; }
+  // Marks each transformer layer's work in forward(), backward(), backward_input() and
+  // backward_weight() in `spans` (SpanKind::layer; null: off), so a trace tells the layers' time
+  // from the rest of an op's. The spans must outlive their use.
+  void set_layer_spans(StreamSpans* spans) { layer_spans_ = spans; }
   // Context parallelism (model/context_parallel.hpp), before the first forward: inputs and
   // targets are then this rank's local tokens [B, T / C], at their global positions.
   void set_context_parallel(const ContextParallel& cp);
@@ -291,6 +295,7 @@ class GptChunk {
   std::unique_ptr<Scratch> scratch_;
   OpProfiler* profiler_ = nullptr;
   StreamSpans* weight_spans_ = nullptr;
+  StreamSpans* layer_spans_ = nullptr;
   std::function<void(int64_t)> grads_ready_;
   ContextParallel cp_;
   MoeComm moe_comm_;

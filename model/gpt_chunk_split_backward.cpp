@@ -36,6 +36,7 @@ void GptChunk::backward_weight(ChunkActivations& a) {
   }
   grads_ready(pending_[size_t(L)]);
   for (int i = L - 1; i >= 0; --i) {
+    const StreamSpanScope layer(layer_spans_, ctx_, SpanKind::layer);
     const LayerTensors& w = layer_params_[size_t(i)];
     const LayerTensors& g = layer_grads_[size_t(i)];
     const LayerActivations& s = a.layers[size_t(i)];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "schedules/all_to_all_overlap.hpp"
+#include "schedules/layer_time.hpp"
 #include "schedules/analysis.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
@@ -52,6 +53,7 @@ struct ReplayReport {
   bool clocks_disagree() const { return smallest_gap_ns < -(header.clock_rtt_ns / 2); }
   Simulation replayed;         // the recorded shape under the measured mean durations
   AllToAllOverlap all_to_all;  // MoE expert-parallel runs: the all-to-alls and how much is hidden
+  LayerTime layers;            // the layers' time inside the ops that marked them, and the rest
   std::vector<WhatIfPrediction> what_ifs;
 };
 

@@ -22,12 +22,13 @@ namespace {
 
 constexpr const char* kFormat = "troupe-trace";
 // 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1;
-// 4: the span kinds.
-constexpr int kVersion = 4;
+// 4: the span kinds; 5: the layer span kind.
+constexpr int kVersion = kTraceFormatVersion;
 constexpr size_t kEventFields = 10;  // required; an 11th, weight_ns, is written and read when there
-constexpr int kKinds = int(EventKind::moe_overlap) + 1;
+constexpr int kKinds = int(EventKind::layer) + 1;
 constexpr int kVersion2Kinds = int(EventKind::other) + 1;            // what version 1 and 2 readers knew
 constexpr int kVersion3Kinds = int(EventKind::backward_weight) + 1;  // what version 3 readers knew
+constexpr int kVersion4Kinds = int(EventKind::moe_overlap) + 1;      // what version 4 readers knew
 
 void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack_map(h.chunk_layers.empty() ? 13 : 14);
@@ -175,7 +176,7 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   if (version < 3) {
     e.kind = v[3] >= 0 && v[3] < kVersion2Kinds ? EventKind(v[3]) : EventKind::other;
   } else {
-    const int kinds = version == 3 ? kVersion3Kinds : kKinds;
+    const int kinds = version == 3 ? kVersion3Kinds : version == 4 ? kVersion4Kinds : kKinds;
     TROUPE_CHECK(v[3] >= 0 && v[3] < kinds, what, ": event ", index, " (", e.actor, ") has kind ", v[3],
                  ", unknown to version ", version, " traces (0 to ", kinds - 1,
                  "); replay it with the troupe that wrote it");
@@ -200,13 +201,13 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
 }
 
 const char* event_kind_name(EventKind kind) {
-  static const char* names[] = {"forward",         "backward",     "send",        "recv",       "optimizer",
-                                "grad_reduce",     "data",         "checkpoint",  "other",      "backward_input",
-                                "backward_weight", "moe_dispatch", "moe_combine", "moe_overlap"};
+  static const char* names[] = {"forward",         "backward",     "send",        "recv",        "optimizer",
+                                "grad_reduce",     "data",         "checkpoint",  "other",       "backward_input",
+                                "backward_weight", "moe_dispatch", "moe_combine", "moe_overlap", "layer"};
   return names[int(kind) < kKinds ? int(kind) : int(EventKind::other)];
 }
 
-bool is_span_kind(EventKind kind) { return kind >= EventKind::moe_dispatch && kind <= EventKind::moe_overlap; }
+bool is_span_kind(EventKind kind) { return kind >= EventKind::moe_dispatch && kind <= EventKind::layer; }
 
 bool is_op_kind(EventKind kind) {
   return kind == EventKind::forward || kind == EventKind::backward || kind == EventKind::backward_input ||

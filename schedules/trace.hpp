@@ -9,9 +9,9 @@
 //   Trace trace = trace_read("run.trace");                // troupe::Error on a bad/truncated file
 //   write_text_file("run.json", trace_to_chrome_json(trace));
 //
-// File layout (version 3): a concatenation of msgpack objects, no framing.
+// File layout (version 5): a concatenation of msgpack objects, no framing.
 //   1. the header, a map with string keys:
-//        "format": "troupe-trace", "version": 4,
+//        "format": "troupe-trace", "version": 5,
 //        "schedule": "gpipe" | "1f1b" | "interleaved" | "zb-h1", "stages": P, "chunks": V,
 //        "microbatches": M, "group_size": G (0: P), "num_layers": L (0: unknown),
 //        "iteration": first iteration recorded,
@@ -21,9 +21,9 @@
 //        exchange that measured it (its uncertainty is half that; 0 for process 0),
 //        "chunk_layers": [layers of virtual stage 0, 1, ...] (optional; absent: an even split)
 //      (readers ignore keys they do not know). Version 1 files (no process or clock keys)
-//      read as process 0 of 1; version 2 and 3 files read as version 4 (only the kinds 9 and 10
-//      and the schedule "zb-h1" are new in 3, the kinds 11 to 13 in 4); other versions are
-//      refused;
+//      read as process 0 of 1; version 2 to 4 files read as version 5 (only the kinds 9 and 10
+//      and the schedule "zb-h1" are new in 3, the kinds 11 to 13 in 4, 14 in 5); other
+//      versions are refused;
 //   2. then one array per event, in any order, of at least 10 elements (readers ignore extra):
 //        [actor: str, device: int, stage: int, kind: int, microbatch: int, chunk: int,
 //         iteration: int, start_ns: int, end_ns: int, bytes: int, weight_ns: int (optional)]
@@ -32,9 +32,10 @@
 //      input gradient of a split backward), 10 backward_weight (W, its weight gradient);
 //      spans inside an op, with the op's stage, microbatch and chunk (kernels/stream_spans.hpp):
 //      11 moe_dispatch and 12 moe_combine (an expert-parallel all-to-all, on its own stream),
-//      13 moe_overlap (compute run beside one).
+//      13 moe_overlap (compute run beside one), 14 layer (one transformer layer; traced runs
+//      mark them in each chunk's first microbatch's ops of an iteration).
 //      In version 1 and 2 files, values other than 0-8 read as other (as those readers did);
-//      in version 3 and 4 files a value the version did not have is refused, naming the event
+//      in version 3 to 5 files a value the version did not have is refused, naming the event
 //      and the value. device/stage/microbatch are -1
 //      where they do not apply (e.g. the optimizer actor's microbatch). weight_ns (absent: 0): of
 //      a fused backward, the time its weight-gradient work took (what a split backward's W does),
@@ -69,14 +70,15 @@ enum class EventKind : uint8_t {
   backward_weight,
   moe_dispatch,
   moe_combine,
-  moe_overlap
+  moe_overlap,
+  layer
 };
 
 const char* event_kind_name(EventKind kind);
 // The pipeline compute ops (forward, backward, backward_input, backward_weight), and the
 // mapping between them and the schedule's op kinds (is_op_kind() first).
 bool is_op_kind(EventKind kind);
-// The spans marked inside an op (moe_dispatch .. moe_overlap).
+// The spans marked inside an op (moe_dispatch .. layer).
 bool is_span_kind(EventKind kind);
 OpKind op_kind(EventKind kind);
 EventKind event_kind(OpKind kind);
@@ -108,7 +110,7 @@ struct TraceHeader {
   int64_t clock_offset_ns = 0;
   int64_t clock_rtt_ns = 0;       // that exchange's round trip (the offset is good to half of it)
   std::vector<int> chunk_layers;  // layers per virtual stage (P*V entries); empty: L / (P*V) each
-  int version = 4;                // the file's format version (what trace_read found; writers write 4)
+  int version = 5;                // the file's format version (what trace_read found; writers write 5)
   bool operator==(const TraceHeader&) const = default;
 };
 

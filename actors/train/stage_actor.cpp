@@ -25,11 +25,21 @@ int64_t ns_since(std::chrono::steady_clock::time_point epoch) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch).count();
 }
 
-// A traced span kind (moe_dispatch .. moe_overlap) as its trace event kind (the same order).
+// A traced span kind as its trace event kind (weight_gradient spans are summed, not traced).
 schedules::EventKind span_event_kind(SpanKind kind) {
-  static_assert(int(SpanKind::moe_overlap) - int(SpanKind::moe_dispatch) ==
-                int(schedules::EventKind::moe_overlap) - int(schedules::EventKind::moe_dispatch));
-  return schedules::EventKind(int(schedules::EventKind::moe_dispatch) + int(kind));
+  switch (kind) {
+    case SpanKind::moe_dispatch:
+      return schedules::EventKind::moe_dispatch;
+    case SpanKind::moe_combine:
+      return schedules::EventKind::moe_combine;
+    case SpanKind::moe_overlap:
+      return schedules::EventKind::moe_overlap;
+    case SpanKind::layer:
+      return schedules::EventKind::layer;
+    case SpanKind::weight_gradient:
+      break;
+  }
+  return schedules::EventKind::other;
 }
 
 const char* op_name(OpKind kind) {

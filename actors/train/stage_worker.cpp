@@ -239,6 +239,9 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
                      : op.kind == OpKind::backward_weight ? "backward_weight"
                                                           : "backward";
   const NvtxRange range(what, " stage ", stage(), " chunk ", op.chunk, " mb ", op.microbatch);
+  // With timing, the first microbatch's ops mark their layers (the trace's layer spans) for
+  // every microbatch of their chunk, as its backward marks the weight-gradient part.
+  model(op.chunk).set_layer_spans(op.microbatch == 0 ? completions_->spans() : nullptr);
   try {
     if (op.kind == OpKind::forward) return run_forward(op);
     if (op.kind != OpKind::backward_weight) return run_backward(op);

@@ -107,7 +107,7 @@ TEST(Trace, LayoutIsTheDocumentedOne) {
   std::map<std::string, msgpack::object> h;
   header.get().convert(h);
   EXPECT_EQ(h.at("format").as<std::string>(), "troupe-trace");
-  EXPECT_EQ(h.at("version").as<int>(), 4);
+  EXPECT_EQ(h.at("version").as<int>(), 5);
   EXPECT_EQ(h.at("schedule").as<std::string>(), "interleaved");
   EXPECT_EQ(h.at("stages").as<int>(), 2);
   EXPECT_EQ(h.at("chunks").as<int>(), 2);
@@ -192,13 +192,13 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
     p.pack(std::string("microbatches")), p.pack(4);
     return std::string(b.data(), b.size());
   };
-  // Version 1 (no process or clock keys) still reads, as one process; a version after 4 is refused.
+  // Version 1 (no process or clock keys) still reads, as one process; a version after 5 is refused.
   EXPECT_EQ(error_of(header(1, true)), "");
   const Trace v1 = trace_from_msgpack(header(1, true));
   EXPECT_EQ(v1.header.version, 1);
   EXPECT_EQ(v1.header.processes, 1);
   EXPECT_EQ(v1.header.clock_offset_ns, 0);
-  EXPECT_NE(error_of(header(5, true)).find("version 5 is not supported"), std::string::npos);
+  EXPECT_NE(error_of(header(6, true)).find("version 6 is not supported"), std::string::npos);
   EXPECT_NE(error_of(header(2, true)).find("lacks \"processes\""), std::string::npos);
   EXPECT_NE(error_of(header(1, false)).find("lacks \"stages\""), std::string::npos);
   // Integers msgpack cannot convert (it throws a bare std::bad_cast) are named.

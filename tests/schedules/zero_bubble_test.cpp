@@ -228,7 +228,7 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
   Simulation sim = simulate(Schedule::zb_h1, shape, OpDurations::uniform(shape, 10, 20));
   const Trace back = trace_from_msgpack(trace_to_msgpack(sim.trace));
   EXPECT_EQ(back.header.schedule, Schedule::zb_h1);
-  EXPECT_EQ(back.header.version, 4);
+  EXPECT_EQ(back.header.version, 5);
   EXPECT_EQ(back.events, sim.trace.events);
   EXPECT_STREQ(event_kind_name(EventKind::backward_weight), "backward_weight");
   EXPECT_NE(trace_to_chrome_json(back).find("\"W1.c0\""), std::string::npos);
@@ -264,7 +264,12 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
   EXPECT_EQ(trace_from_msgpack(one_event_file(4, 13)).events.at(0).kind, EventKind::moe_overlap);
   const std::string e4 = error_of([&] { trace_from_msgpack(one_event_file(4, 14), "trace 'x'"); });
   EXPECT_NE(e4.find("has kind 14, unknown to version 4 traces (0 to 13)"), std::string::npos) << e4;
-  EXPECT_NE(error_of([&] { trace_from_msgpack(one_event_file(5, 1)); }).find("version 5 is not supported"),
+  // Version 5 adds the layer spans (14).
+  EXPECT_EQ(trace_from_msgpack(one_event_file(5, 14)).events.at(0).kind, EventKind::layer);
+  EXPECT_STREQ(event_kind_name(EventKind::layer), "layer");
+  const std::string e5 = error_of([&] { trace_from_msgpack(one_event_file(5, 15), "trace 'x'"); });
+  EXPECT_NE(e5.find("has kind 15, unknown to version 5 traces (0 to 14)"), std::string::npos) << e5;
+  EXPECT_NE(error_of([&] { trace_from_msgpack(one_event_file(6, 1)); }).find("version 6 is not supported"),
             std::string::npos);
 }
 

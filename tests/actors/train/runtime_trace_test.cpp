@@ -2,6 +2,7 @@
 // in the schedules/trace.hpp format, readable back with the same ops the stages ran.
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "schedules/trace.hpp"
 #include "tests/actors/train/pipeline_test_util.hpp"
@@ -27,10 +28,14 @@ TEST(RuntimeTrace, RecordsEveryOp) {
   EXPECT_EQ(trace.header.shape.microbatches, M);
   EXPECT_EQ(trace.header.num_layers, config.model.num_layers);
   std::map<EventKind, int> count;
+  // The layer spans of each op (iteration, stage, chunk, microbatch, kind of the op they are in:
+  // a layer span carries the op's fields and lies inside the op's interval).
+  std::map<std::tuple<int64_t, int, int, int>, int> layers;
   const int64_t hidden_bytes = config.micro_batch_size * config.model.seq_length * config.model.hidden_size * 4;
   for (const schedules::TraceEvent& e : trace.events) {
     ++count[e.kind];
     EXPECT_LT(e.start_ns, e.end_ns);
+    if (e.kind == EventKind::layer) ++layers[{e.iteration, e.stage, e.chunk, e.microbatch}];
     EXPECT_GE(e.iteration, 1);
     EXPECT_LE(e.iteration, iters);
     if (e.kind != EventKind::forward && e.kind != EventKind::backward) continue;
@@ -53,6 +58,13 @@ TEST(RuntimeTrace, RecordsEveryOp) {
   EXPECT_EQ(count[EventKind::backward], iters * P * V * M);
   EXPECT_EQ(count[EventKind::optimizer], iters);
   EXPECT_EQ(count[EventKind::data], iters);
+  // Each chunk's first microbatch marks its layers in its forward and its backward; no other op does.
+  const int chunk_layers = config.model.num_layers / (P * V);
+  ASSERT_EQ(layers.size(), size_t(iters * P * V));
+  for (const auto& [key, n] : layers) {
+    EXPECT_EQ(std::get<3>(key), 0);
+    EXPECT_EQ(n, 2 * chunk_layers);
+  }
   std::filesystem::remove(path);
 }
 

@@ -35,7 +35,9 @@ TEST_P(MoeMlpGrad, MatchesFiniteDifferences) {
   moe_mlp_forward(cpu(), spec, p, state, x, seq, /*training=*/true, a, y);
   const Tensor experts = a.routing.experts, kept = a.routing.kept;
   moe_mlp_backward(cpu(), spec, p, a, x, proj, /*loss_grad_scale=*/1.0f, dx, g);
-  if (spec.moe.drops_tokens()) EXPECT_GT(a.stats.dropped, 0) << "the case should drop tokens";
+  if (spec.moe.drops_tokens()) {
+    EXPECT_GT(a.stats.dropped, 0) << "the case should drop tokens";
+  }
 
   auto objective = [&] {
     MoeMlpActivations b;
