@@ -23,7 +23,6 @@ namespace {
 constexpr const char* kFormat = "troupe-trace";
 // 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1;
 // 4: the span kinds; 5: the layer span kind.
-constexpr int kVersion = kTraceFormatVersion;
 constexpr size_t kEventFields = 10;  // required; an 11th, weight_ns, is written and read when there
 constexpr int kKinds = int(EventKind::layer) + 1;
 constexpr int kVersion2Kinds = int(EventKind::other) + 1;            // what version 1 and 2 readers knew
@@ -33,7 +32,7 @@ constexpr int kVersion4Kinds = int(EventKind::moe_overlap) + 1;      // what ver
 void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack_map(h.chunk_layers.empty() ? 13 : 14);
   pk.pack(std::string("format")), pk.pack(std::string(kFormat));
-  pk.pack(std::string("version")), pk.pack(kVersion);
+  pk.pack(std::string("version")), pk.pack(kTraceFormatVersion);
   pk.pack(std::string("schedule")), pk.pack(std::string(schedule_name(h.schedule)));
   pk.pack(std::string("stages")), pk.pack(h.shape.stages);
   pk.pack(std::string("chunks")), pk.pack(h.shape.chunks);
@@ -93,8 +92,8 @@ TraceHeader parse_header(const msgpack::object& o, const std::string& what) {
   // Version 1 lacks the process and clock keys (it reads as one process); a newer version may
   // mean something else by the same keys, so it is refused rather than guessed at.
   const int64_t version = get_int("version", true, 0);
-  TROUPE_CHECK(version >= 1 && version <= kVersion, what, ": trace format version ", version,
-               " is not supported (this troupe reads versions 1 to ", kVersion,
+  TROUPE_CHECK(version >= 1 && version <= kTraceFormatVersion, what, ": trace format version ", version,
+               " is not supported (this troupe reads versions 1 to ", kTraceFormatVersion,
                "; replay it with the troupe that wrote it)");
   TraceHeader h;
   h.version = int(version);

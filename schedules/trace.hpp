@@ -56,6 +56,9 @@
 
 namespace troupe::schedules {
 
+// The trace format version this troupe writes (and reads live, e.g. the monitor's messages).
+inline constexpr int kTraceFormatVersion = 5;
+
 enum class EventKind : uint8_t {
   forward,
   backward,
@@ -108,9 +111,9 @@ struct TraceHeader {
   // Process 0's trace clock minus this process's, measured at start-up (a round-trip exchange,
   // the one of least round-trip time): times + clock_offset_ns are on process 0's clock.
   int64_t clock_offset_ns = 0;
-  int64_t clock_rtt_ns = 0;       // that exchange's round trip (the offset is good to half of it)
-  std::vector<int> chunk_layers;  // layers per virtual stage (P*V entries); empty: L / (P*V) each
-  int version = 5;                // the file's format version (what trace_read found; writers write 5)
+  int64_t clock_rtt_ns = 0;           // that exchange's round trip (the offset is good to half of it)
+  std::vector<int> chunk_layers;      // layers per virtual stage (P*V entries); empty: L / (P*V) each
+  int version = kTraceFormatVersion;  // the file's format version (what trace_read found)
   bool operator==(const TraceHeader&) const = default;
 };
 

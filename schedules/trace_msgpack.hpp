@@ -12,8 +12,6 @@
 namespace troupe::schedules {
 
 void trace_event_pack(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e);
-// The trace format version this troupe writes (trace.hpp).
-inline constexpr int kTraceFormatVersion = 5;
 // Throws troupe::Error naming `what`, the event's index and the bad field. `version`: the
 // format version of the file (trace.hpp: how it reads unknown kinds); live messages (the
 // monitor's) are of this troupe's.

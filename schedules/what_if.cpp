@@ -108,8 +108,7 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
   // The weight-gradient part of the fused backwards that measured it (TraceEvent::weight_ns) and
   // those backwards' whole durations.
   std::vector<std::vector<double>> fused_weight_sum(P, std::vector<double>(V, 0.0));
-  std::vector<std::vector<double>> fused_weighed_sum(P, std::vector<double>(V, 0.0));
-  std::vector<std::vector<int64_t>> fused_weights(P, std::vector<int64_t>(V, 0));
+  std::vector<std::vector<double>> fused_timed_sum(P, std::vector<double>(V, 0.0));
   const std::set<int64_t> wanted(iterations.begin(), iterations.end());
   double send_sum = 0;
   int64_t sends = 0;
@@ -128,8 +127,7 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
     count[k][size_t(e.stage)][size_t(e.chunk)] += 1;
     if (e.kind == EventKind::backward && e.weight_ns > 0) {
       fused_weight_sum[size_t(e.stage)][size_t(e.chunk)] += double(e.weight_ns);
-      fused_weighed_sum[size_t(e.stage)][size_t(e.chunk)] += double(e.end_ns - e.start_ns);
-      fused_weights[size_t(e.stage)][size_t(e.chunk)] += 1;
+      fused_timed_sum[size_t(e.stage)][size_t(e.chunk)] += double(e.end_ns - e.start_ns);
     }
   }
   // A trace of a split backward (B and W events) gives backward = B + W and W itself; a fused
@@ -148,7 +146,7 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
   };
   bool fused_weight = !split;
   for (size_t s = 0; s < P; ++s)
-    for (size_t c = 0; c < V; ++c) fused_weight = fused_weight && fused_weights[s][c] > 0;
+    for (size_t c = 0; c < V; ++c) fused_weight = fused_weight && fused_timed_sum[s][c] > 0;
   OpDurations d = OpDurations::uniform(shape, 0, 0);
   if (split || fused_weight) d.weight_ns.assign(P, std::vector<int64_t>(V, 0));
   for (size_t s = 0; s < P; ++s)
@@ -158,7 +156,7 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
         d.backward_ns[s][c] = mean_of(1, s, c);
         if (fused_weight)
           d.weight_ns[s][c] =
-              std::llround(double(d.backward_ns[s][c]) * fused_weight_sum[s][c] / fused_weighed_sum[s][c]);
+              std::llround(double(d.backward_ns[s][c]) * fused_weight_sum[s][c] / fused_timed_sum[s][c]);
         continue;
       }
       d.weight_ns[s][c] = mean_of(3, s, c);

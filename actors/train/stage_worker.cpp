@@ -239,9 +239,7 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
                      : op.kind == OpKind::backward_weight ? "backward_weight"
                                                           : "backward";
   const NvtxRange range(what, " stage ", stage(), " chunk ", op.chunk, " mb ", op.microbatch);
-  // With timing, the first microbatch's ops mark their layers (the trace's layer spans) for
-  // every microbatch of their chunk, as its backward marks the weight-gradient part.
-  model(op.chunk).set_layer_spans(op.microbatch == 0 ? completions_->spans() : nullptr);
+  model(op.chunk).set_layer_spans(sampled_spans(op));  // the trace's layer spans
   try {
     if (op.kind == OpKind::forward) return run_forward(op);
     if (op.kind != OpKind::backward_weight) return run_backward(op);
@@ -313,10 +311,7 @@ std::optional<Outbound> StageWorker::run_backward(const Op& op) {
     chunk.backward_input(*saved_[i], dout, din);
     input_grad_ran_[i] = 1;
   } else {
-    // With timing, the first microbatch's fused backward marks its weight-gradient part (the
-    // trace's weight_ns) for every microbatch of its chunk: timing each one (two events per GEMM)
-    // slowed the traced backwards by about 3% (H200, GPT-2 1.5B-like).
-    chunk.set_weight_grad_spans(m == 0 ? completions_->spans() : nullptr);
+    chunk.set_weight_grad_spans(sampled_spans(op));  // the trace's weight_ns
     chunk.backward(*saved_[i], dout, din);
     if (hand_over) chunk.set_grads_ready_hook(nullptr);
     chunk.release(std::move(saved_[i]));

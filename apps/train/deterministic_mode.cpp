@@ -17,11 +17,12 @@ struct DeterministicMode::Backend {
 
 DeterministicMode::DeterministicMode(bool on) {
   if (!on) return;
-  const cuda::AttentionBackend now = cuda::attention_backend();  // the environment's, or the default
-  TROUPE_CHECK(now != cuda::AttentionBackend::cudnn || !std::getenv("TROUPE_ATTENTION_BACKEND"),
-               "--deterministic-mode: TROUPE_ATTENTION_BACKEND=cudnn sums the attention backward with atomics; "
-               "use cudnn-deterministic or flash, or leave it unset");
-  if (now == cuda::AttentionBackend::cudnn)
+  const char* asked = std::getenv("TROUPE_ATTENTION_BACKEND");
+  TROUPE_CHECK(
+      asked == nullptr || asked[0] == '\0' || cuda::parse_attention_backend(asked) != cuda::AttentionBackend::cudnn,
+      "--deterministic-mode: TROUPE_ATTENTION_BACKEND=cudnn sums the attention backward with atomics; "
+      "use cudnn-deterministic or flash, or leave it unset");
+  if (cuda::attention_backend() == cuda::AttentionBackend::cudnn)  // the default one
     backend_ = std::make_unique<Backend>(cuda::AttentionBackend::cudnn_deterministic);
 }
 #else
