@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "base/check.hpp"
 
@@ -67,6 +68,18 @@ int64_t mean_seen(const std::vector<int64_t>& links, int64_t fallback) {
   return n > 0 ? std::llround(sum / n) : fallback;
 }
 
+// Mean time around the layers of one op kind's ops, over the virtual stages `wanted` says.
+double mean_around(const LayerTime& layers, EventKind kind, const std::function<bool(int, int)>& wanted) {
+  for (const LayerTimeOfKind& k : layers.kinds) {
+    if (k.kind != kind) continue;
+    double ns = 0, ops = 0;
+    for (const auto& [where, sum] : k.around)
+      if (wanted(where.first, where.second)) ops += double(sum.first), ns += double(sum.second);
+    return ops > 0 ? ns / ops : 0;
+  }
+  return 0;
+}
+
 std::string ms(double ns) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f ms", ns / 1e6);
@@ -87,7 +100,29 @@ std::vector<double> chunk_layer_counts(const PipelineShape& shape, int num_layer
   return std::vector<double>(size_t(K), L / K);
 }
 
-OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& measured) {
+OpOverhead op_overhead(const TraceHeader& header, const LayerTime& layers) {
+  const PipelineShape& shape = header.shape;
+  const int K = shape.stages * shape.chunks;
+  OpOverhead o;
+  if (K < 2 || layers.kinds.empty()) return o;
+  const Placement where = placement(header.schedule);
+  auto wanted = [&](int stage, int chunk) {
+    if (stage >= shape.stages || chunk >= shape.chunks) return false;
+    const int k = virtual_stage(where, shape, stage, chunk);
+    return K == 2 ? k == 0 : k > 0 && k < K - 1;
+  };
+  o.forward_ns = mean_around(layers, EventKind::forward, wanted);
+  if (splits_backward(header.schedule)) {
+    o.backward_ns = mean_around(layers, EventKind::backward_input, wanted);
+    o.weight_ns = mean_around(layers, EventKind::backward_weight, wanted);
+  } else {
+    o.backward_ns = o.weight_ns = mean_around(layers, EventKind::backward, wanted);
+  }
+  o.measured = o.forward_ns > 0 || o.backward_ns > 0;
+  return o;
+}
+
+OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& measured, const LayerTime& layers) {
   const PipelineShape& shape = header.shape;
   const int P = shape.stages, K = P * shape.chunks;
   TROUPE_CHECK(measured.forward_ns.size() == size_t(P), "fit_op_cost_model: durations for ", measured.forward_ns.size(),
@@ -98,17 +133,21 @@ OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& meas
     const StageChunk sc = stage_chunk(where, shape, k);
     return double(t[size_t(sc.stage)][size_t(sc.chunk)]);
   };
+  OpCostModel m;
+  m.overhead = op_overhead(header, layers);
+  m.recorded_split = splits_backward(header.schedule);
+  // The recorded ops' overhead comes off before the fit: what is left scales with the layers.
+  const double weight_op = m.recorded_split ? m.overhead.weight_ns : 0;
   std::vector<double> f(static_cast<size_t>(K)), b(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) {
-    f[size_t(k)] = at(measured.forward_ns, k);
-    b[size_t(k)] = at(measured.backward_ns, k);
+    f[size_t(k)] = at(measured.forward_ns, k) - m.overhead.forward_ns;
+    b[size_t(k)] = at(measured.backward_ns, k) - m.overhead.backward_ns - weight_op;
   }
-  OpCostModel m;
   m.forward = fit_kind(f, n, m.fit);
   m.backward = fit_kind(b, n, m.fit);
   if (!measured.weight_ns.empty()) {
     std::vector<double> w(static_cast<size_t>(K));
-    for (int k = 0; k < K; ++k) w[size_t(k)] = at(measured.weight_ns, k);
+    for (int k = 0; k < K; ++k) w[size_t(k)] = at(measured.weight_ns, k) - weight_op;
     m.weight = fit_kind(w, n, m.fit);
     m.has_weight = true;
   }
@@ -127,7 +166,7 @@ OpCostModel fit_op_cost_model(const TraceHeader& header, const OpDurations& meas
 }
 
 OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape, const std::vector<int>& chunk_layers,
-                            Placement where) {
+                            Placement where, bool splits) {
   const int P = shape.stages, K = P * shape.chunks;
   std::vector<double> n;
   if (!chunk_layers.empty()) {
@@ -136,23 +175,28 @@ OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape
     n.assign(size_t(K), model.model_layers / K);
   }
   OpDurations d = OpDurations::uniform(shape, 0, 0, std::max(model.activation_ns, model.gradient_ns));
-  auto cost = [&](const OpKindCost& c, int k) {
-    double t = n[size_t(k)] * c.layer_ns;
+  const OpOverhead& o = model.overhead;
+  const double weight_op = splits ? o.weight_ns : 0;
+  auto cost = [&](const OpKindCost& c, int k, double overhead) {
+    double t = n[size_t(k)] * c.layer_ns + overhead;
     if (k == 0) t += c.first_ns;
     if (k == K - 1) t += c.last_ns;
     return int64_t(std::llround(std::max(t, 0.0)));
   };
   for (int k = 0; k < K; ++k) {
     const StageChunk sc = stage_chunk(where, shape, k);
-    d.forward_ns[size_t(sc.stage)][size_t(sc.chunk)] = cost(model.forward, k);
-    d.backward_ns[size_t(sc.stage)][size_t(sc.chunk)] = cost(model.backward, k);
+    d.forward_ns[size_t(sc.stage)][size_t(sc.chunk)] = cost(model.forward, k, o.forward_ns);
+    d.backward_ns[size_t(sc.stage)][size_t(sc.chunk)] = cost(model.backward, k, o.backward_ns + weight_op);
   }
-  if (model.has_weight) {
+  // W: as fitted, or half of the backward's layer work when no W was measured, plus its op's
+  // overhead; part of the backward, so never above it.
+  if (model.has_weight || weight_op > 0) {
     d.weight_ns.assign(size_t(P), std::vector<int64_t>(size_t(shape.chunks), 0));
-    for (int k = 0; k < K; ++k) {  // W is part of the backward: never above it
+    for (int k = 0; k < K; ++k) {
       const StageChunk sc = stage_chunk(where, shape, k);
-      d.weight_ns[size_t(sc.stage)][size_t(sc.chunk)] =
-          std::min(cost(model.weight, k), d.backward_ns[size_t(sc.stage)][size_t(sc.chunk)]);
+      const int64_t w = model.has_weight ? cost(model.weight, k, weight_op)
+                                         : cost(model.backward, k, 0) / 2 + std::llround(weight_op);
+      d.weight_ns[size_t(sc.stage)][size_t(sc.chunk)] = std::min(w, d.backward_ns[size_t(sc.stage)][size_t(sc.chunk)]);
     }
   }
   const bool same_links = P == model.stages;
@@ -174,6 +218,25 @@ OpDurations model_durations(const OpCostModel& model, const PipelineShape& shape
   return d;
 }
 
+OpDurations with_weight_ops(const OpCostModel& model, OpDurations d, bool splits) {
+  const int64_t w = std::llround(model.overhead.weight_ns);
+  if (splits == model.recorded_split || w == 0) return d;
+  const bool had_weight = !d.weight_ns.empty();
+  if (splits && !had_weight) d.weight_ns.assign(d.backward_ns.size(), std::vector<int64_t>(d.backward_ns[0].size(), 0));
+  for (size_t s = 0; s < d.backward_ns.size(); ++s)
+    for (size_t c = 0; c < d.backward_ns[s].size(); ++c) {
+      int64_t& b = d.backward_ns[s][c];
+      if (!splits) {  // one backward op where the trace ran two
+        b = std::max<int64_t>(b - w, 0);
+        continue;
+      }
+      int64_t& weight = d.weight_ns[s][c];
+      weight = (had_weight ? weight : b / 2) + w;
+      b += w;
+    }
+  return d;
+}
+
 std::string format_op_cost_model(const OpCostModel& m, bool splits_backward) {
   auto kind = [&](const char* name, const OpKindCost& c) {
     return str_cat(name, " ", ms(c.layer_ns), "/layer, embedding +", ms(c.first_ns), ", LM head and loss +",
@@ -189,6 +252,12 @@ std::string format_op_cost_model(const OpCostModel& m, bool splits_backward) {
     }
     return s;
   };
+  const OpOverhead& o = m.overhead;
+  const std::string overhead =
+      o.measured ? str_cat("\nper op outside its layers: forward ", ms(o.forward_ns), ", backward ", ms(o.backward_ns),
+                           m.recorded_split || splits_backward ? str_cat(", W ", ms(o.weight_ns)) : std::string(),
+                           m.recorded_split ? std::string() : std::string(" (W op: as the backward)"))
+                 : std::string();
   std::string dispatch;
   for (size_t s = 0; s < m.dispatch_ns.size(); ++s)
     dispatch += str_cat(s ? ", " : "", "s", s, " ", ms(double(m.dispatch_ns[s])));
@@ -198,7 +267,7 @@ std::string format_op_cost_model(const OpCostModel& m, bool splits_backward) {
                                    : std::string(),
                  "\ntransfers: activation ", ms(double(m.activation_ns)), " (", links(m.activation_link_ns, false),
                  "), gradient ", ms(double(m.gradient_ns)), " (", links(m.gradient_link_ns, true), ")",
-                 dispatch.empty() ? std::string() : str_cat("; between ops ", dispatch));
+                 dispatch.empty() ? std::string() : str_cat("; between ops ", dispatch), overhead);
 }
 
 }  // namespace troupe::schedules

@@ -2,6 +2,7 @@
 #include "schedules/replay.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -43,6 +44,16 @@ std::string delta(double ratio) {
 }
 
 }  // namespace
+
+// Each stage's mean SM clock while the analysed iterations' ops ran (empty: no samples).
+std::vector<double> analysed_clocks(const Trace& trace, const std::vector<int64_t>& iterations) {
+  const std::set<int64_t> wanted(iterations.begin(), iterations.end());
+  int64_t from = INT64_MAX, to = INT64_MIN;
+  for (const TraceEvent& e : trace.events)
+    if (e.stage >= 0 && is_op_kind(e.kind) && wanted.count(e.iteration) > 0)
+      from = std::min(from, e.start_ns), to = std::max(to, e.end_ns);
+  return from <= to ? stage_clocks(trace.events, trace.header.shape.stages, from, to) : std::vector<double>{};
+}
 
 std::string theory_formula(Schedule schedule, const PipelineShape& s) {
   if (schedule == Schedule::interleaved_1f1b)
@@ -104,17 +115,17 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   r.critical_path = critical_path(trace_iteration(trace, r.path_iteration));
 
   r.durations = measured_durations(trace, r.iterations);
-  r.cost_model = fit_op_cost_model(trace.header, r.durations);
+  r.layers = layer_time(trace.events, r.iterations);
+  r.clocks = fit_clock_model(analysed_clocks(trace, r.iterations), busy_fractions(r.stats));
+  r.cost_model = fit_op_cost_model(trace.header, r.durations, r.layers);
   r.smallest_gap_ns = measured_transfer_latencies(trace, r.iterations).smallest_gap_ns;
   r.replayed = simulate(trace.header.schedule, trace.header.shape, r.durations);
   r.all_to_all = all_to_all_overlap(trace.events, r.iterations);
-  r.layers = layer_time(trace.events, r.iterations);
   for (const std::string& spec : options.what_ifs) {
     WhatIfPrediction w;
     w.spec = spec;
     w.what_if = parse_what_if(spec, trace.header);
-    w.simulation = simulate(w.what_if.schedule, w.what_if.shape,
-                            predict_durations(r.durations, trace.header, w.what_if.schedule, w.what_if.shape));
+    w.simulation = predict_run(r.durations, trace.header, r.layers, r.clocks, w.what_if.schedule, w.what_if.shape);
     const WhatIf& to = w.what_if;
     for (int k = 0; k + 1 < to.shape.stages * to.shape.chunks; ++k)  // zb_v's turn within a stage is none
       if (transfer_link(placement(to.schedule), to.shape, k, false).link >= 0) w.transfers += 2 * to.shape.microbatches;
@@ -205,6 +216,7 @@ std::string format_replay_report(const ReplayReport& r) {
   const bool splits_backward = std::ranges::any_of(
       r.what_ifs, [](const WhatIfPrediction& w) { return schedules::splits_backward(w.what_if.schedule); });
   if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model, splits_backward));
+  if (!r.clocks.stage_mhz.empty()) line(format_clock_model(r.clocks, busy_fractions(r.stats)));
   for (const WhatIfPrediction& w : r.what_ifs) {
     const double step = double(w.simulation.stats.step_ns);
     line(str_cat("what-if ", shape_str(w.what_if.schedule, w.what_if.shape), " [", w.spec, "]: predicted step ",

@@ -30,7 +30,7 @@ struct ReplayOptions {
 struct WhatIfPrediction {
   std::string spec;
   WhatIf what_if;
-  Simulation simulation;  // predict_durations() under the new shape
+  Simulation simulation;  // predict_run() under the new shape
   int transfers = 0;      // tensors sent between stages per iteration: 2 (K-1) M (zb-v: 2 (K-2) M)
   double theory_bubble = 0;
 };
@@ -45,6 +45,7 @@ struct ReplayReport {
   std::vector<TraceEvent> critical_path;
   OpDurations durations;   // measured means (the simulator's input)
   OpCostModel cost_model;  // fitted to `durations`: what the what-ifs use for other chunks
+  ClockModel clocks;       // each stage's SM clock against its load, where the trace sampled clocks
   // The least (consumer start - producer end) over the data dependencies of the analysed
   // iterations: below 0 only when the clocks of merged processes' traces disagree.
   int64_t smallest_gap_ns = 0;

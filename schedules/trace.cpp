@@ -22,12 +22,14 @@ namespace {
 
 constexpr const char* kFormat = "troupe-trace";
 // 2: process, clock offset and chunk layers in the header; 3: split backward kinds, zb-h1;
-// 4: the span kinds; 5: the layer span kind.
-constexpr size_t kEventFields = 10;  // required; an 11th, weight_ns, is written and read when there
-constexpr int kKinds = int(EventKind::layer) + 1;
+// 4: the span kinds; 5: the layer span kind; 6: the clock kind and sm_clock_mhz.
+constexpr size_t kEventFields = 10;  // required; an 11th, weight_ns, and a 12th, sm_clock_mhz, are written and read
+                                     // when there
+constexpr int kKinds = int(EventKind::clock) + 1;
 constexpr int kVersion2Kinds = int(EventKind::other) + 1;            // what version 1 and 2 readers knew
 constexpr int kVersion3Kinds = int(EventKind::backward_weight) + 1;  // what version 3 readers knew
 constexpr int kVersion4Kinds = int(EventKind::moe_overlap) + 1;      // what version 4 readers knew
+constexpr int kVersion5Kinds = int(EventKind::layer) + 1;            // what version 5 readers knew
 
 void pack_header(msgpack::packer<msgpack::sbuffer>& pk, const TraceHeader& h) {
   pk.pack_map(h.chunk_layers.empty() ? 13 : 14);
@@ -144,10 +146,11 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 void trace_event_pack(msgpack::packer<msgpack::sbuffer>& pk, const TraceEvent& e) {
-  pk.pack_array(uint32_t(kEventFields + 1));
+  pk.pack_array(uint32_t(kEventFields + 2));
   pk.pack(e.actor);
   pk.pack(e.device), pk.pack(e.stage), pk.pack(int(e.kind)), pk.pack(e.microbatch), pk.pack(e.chunk);
   pk.pack(e.iteration), pk.pack(e.start_ns), pk.pack(e.end_ns), pk.pack(e.bytes), pk.pack(e.weight_ns);
+  pk.pack(e.sm_clock_mhz);
 }
 
 TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, size_t index, int version) {
@@ -175,7 +178,10 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
   if (version < 3) {
     e.kind = v[3] >= 0 && v[3] < kVersion2Kinds ? EventKind(v[3]) : EventKind::other;
   } else {
-    const int kinds = version == 3 ? kVersion3Kinds : version == 4 ? kVersion4Kinds : kKinds;
+    const int kinds = version == 3   ? kVersion3Kinds
+                      : version == 4 ? kVersion4Kinds
+                      : version == 5 ? kVersion5Kinds
+                                     : kKinds;
     TROUPE_CHECK(v[3] >= 0 && v[3] < kinds, what, ": event ", index, " (", e.actor, ") has kind ", v[3],
                  ", unknown to version ", version, " traces (0 to ", kinds - 1,
                  "); replay it with the troupe that wrote it");
@@ -196,13 +202,21 @@ TraceEvent trace_event_parse(const msgpack::object& o, const std::string& what, 
                  ", expected an integer in [0, the event's duration ", e.end_ns - e.start_ns, "]");
     e.weight_ns = *w;
   }
+  if (o.via.array.size > kEventFields + 1) {
+    const std::optional<int64_t> mhz = msgpack_int_in(f[kEventFields + 1], 0, INT32_MAX);
+    TROUPE_CHECK(mhz.has_value(), what, ": event ", index, " (", e.actor, "): sm_clock_mhz is ",
+                 msgpack_is_int(f[kEventFields + 1]) ? "out of range" : msgpack_type_name(f[kEventFields + 1]),
+                 ", expected an integer in [0, ", INT32_MAX, "]");
+    e.sm_clock_mhz = int32_t(*mhz);
+  }
   return e;
 }
 
 const char* event_kind_name(EventKind kind) {
-  static const char* names[] = {"forward",         "backward",     "send",        "recv",        "optimizer",
-                                "grad_reduce",     "data",         "checkpoint",  "other",       "backward_input",
-                                "backward_weight", "moe_dispatch", "moe_combine", "moe_overlap", "layer"};
+  static const char* names[] = {
+      "forward",     "backward",    "send",  "recv",           "optimizer",       "grad_reduce",
+      "data",        "checkpoint",  "other", "backward_input", "backward_weight", "moe_dispatch",
+      "moe_combine", "moe_overlap", "layer", "clock"};
   return names[int(kind) < kKinds ? int(kind) : int(EventKind::other)];
 }
 
@@ -325,6 +339,14 @@ std::string trace_to_chrome_json(const Trace& trace) {
           {{"ph", "M"}, {"name", "thread_name"}, {"pid", device}, {"tid", tids[actor]}, {"args", {{"name", actor}}}});
   }
   for (const TraceEvent& e : trace.events) {
+    if (e.kind == EventKind::clock) {  // a counter track per device
+      events.push_back({{"ph", "C"},
+                        {"name", "SM clock (MHz)"},
+                        {"pid", e.device},
+                        {"ts", double(e.start_ns) / 1e3},
+                        {"args", {{"MHz", e.sm_clock_mhz}}}});
+      continue;
+    }
     std::string name = event_kind_name(e.kind);
     if (is_op_kind(e.kind))
       name = op_str({op_kind(e.kind), e.microbatch, e.chunk});
@@ -414,7 +436,9 @@ std::string trace_to_svg(const Trace& trace, const std::string& title) {
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   int rows = trace.header.shape.stages;
   for (const TraceEvent& e : trace.events) {
-    if (e.stage < 0 || e.kind == EventKind::send || e.kind == EventKind::recv || is_span_kind(e.kind)) continue;
+    if (e.stage < 0 || e.kind == EventKind::send || e.kind == EventKind::recv || e.kind == EventKind::clock ||
+        is_span_kind(e.kind))
+      continue;
     boxes.push_back(&e);
     t0 = std::min(t0, e.start_ns), t1 = std::max(t1, e.end_ns);
     rows = std::max(rows, e.stage + 1);

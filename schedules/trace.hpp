@@ -9,9 +9,9 @@
 //   Trace trace = trace_read("run.trace");                // troupe::Error on a bad/truncated file
 //   write_text_file("run.json", trace_to_chrome_json(trace));
 //
-// File layout (version 5): a concatenation of msgpack objects, no framing.
+// File layout (version 6): a concatenation of msgpack objects, no framing.
 //   1. the header, a map with string keys:
-//        "format": "troupe-trace", "version": 5,
+//        "format": "troupe-trace", "version": 6,
 //        "schedule": "gpipe" | "1f1b" | "interleaved" | "zb-h1", "stages": P, "chunks": V,
 //        "microbatches": M, "group_size": G (0: P), "num_layers": L (0: unknown),
 //        "iteration": first iteration recorded,
@@ -21,21 +21,24 @@
 //        exchange that measured it (its uncertainty is half that; 0 for process 0),
 //        "chunk_layers": [layers of virtual stage 0, 1, ...] (optional; absent: an even split)
 //      (readers ignore keys they do not know). Version 1 files (no process or clock keys)
-//      read as process 0 of 1; version 2 to 4 files read as version 5 (only the kinds 9 and 10
-//      and the schedule "zb-h1" are new in 3, the kinds 11 to 13 in 4, 14 in 5); other
-//      versions are refused;
+//      read as process 0 of 1; version 2 to 5 files read as version 6 (only the kinds 9 and 10
+//      and the schedule "zb-h1" are new in 3, the kinds 11 to 13 in 4, 14 in 5, 15 and the
+//      event's sm_clock_mhz in 6); other versions are refused;
 //   2. then one array per event, in any order, of at least 10 elements (readers ignore extra):
 //        [actor: str, device: int, stage: int, kind: int, microbatch: int, chunk: int,
-//         iteration: int, start_ns: int, end_ns: int, bytes: int, weight_ns: int (optional)]
+//         iteration: int, start_ns: int, end_ns: int, bytes: int, weight_ns: int (optional),
+//         sm_clock_mhz: int (optional)]
 //      kind: 0 forward, 1 backward (fused: input and weight gradients), 2 send, 3 recv,
 //      4 optimizer, 5 grad_reduce, 6 data, 7 checkpoint, 8 other, 9 backward_input (B, the
 //      input gradient of a split backward), 10 backward_weight (W, its weight gradient);
 //      spans inside an op, with the op's stage, microbatch and chunk (kernels/stream_spans.hpp):
 //      11 moe_dispatch and 12 moe_combine (an expert-parallel all-to-all, on its own stream),
 //      13 moe_overlap (compute run beside one), 14 layer (one transformer layer; traced runs
-//      mark them in each chunk's first microbatch's ops of an iteration).
+//      mark them in each chunk's first microbatch's ops of an iteration); 15 clock (a sample of
+//      the SM clock of the stage's device, sm_clock_mhz, at start_ns = end_ns; traced runs on
+//      GPUs sample every 20 ms).
 //      In version 1 and 2 files, values other than 0-8 read as other (as those readers did);
-//      in version 3 to 5 files a value the version did not have is refused, naming the event
+//      in version 3 to 6 files a value the version did not have is refused, naming the event
 //      and the value. device/stage/microbatch are -1
 //      where they do not apply (e.g. the optimizer actor's microbatch). weight_ns (absent: 0): of
 //      a fused backward, the time its weight-gradient work took (what a split backward's W does),
@@ -57,7 +60,7 @@
 namespace troupe::schedules {
 
 // The trace format version this troupe writes (and reads live, e.g. the monitor's messages).
-inline constexpr int kTraceFormatVersion = 5;
+inline constexpr int kTraceFormatVersion = 6;
 
 enum class EventKind : uint8_t {
   forward,
@@ -74,7 +77,8 @@ enum class EventKind : uint8_t {
   moe_dispatch,
   moe_combine,
   moe_overlap,
-  layer
+  layer,
+  clock
 };
 
 const char* event_kind_name(EventKind kind);
@@ -99,6 +103,8 @@ struct TraceEvent {
   // A fused backward: the time of its weight-gradient work within [start_ns, end_ns) (the GEMMs'
   // weight gradients and the embedding's, what a split backward's W runs); 0: not measured.
   int64_t weight_ns = 0;
+  // A clock sample (EventKind::clock, at start_ns = end_ns): the SM clock of the stage's device.
+  int32_t sm_clock_mhz = 0;
   bool operator==(const TraceEvent&) const = default;
 };
 

@@ -182,12 +182,25 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
 }
 
 OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, Schedule schedule,
-                              const PipelineShape& to) {
+                              const PipelineShape& to, const LayerTime& layers) {
   const PipelineShape& from = recorded.shape;
   const Placement where = placement(schedule);
+  const OpCostModel model = fit_op_cost_model(recorded, measured, layers);
   if (to.stages == from.stages && to.chunks == from.chunks && where == placement(recorded.schedule))
-    return measured;  // the same chunks on the same stages: as measured
-  return model_durations(fit_op_cost_model(recorded, measured), to, {}, where);
+    return with_weight_ops(model, measured, splits_backward(schedule));  // the same chunks: as measured
+  return model_durations(model, to, {}, where, splits_backward(schedule));
+}
+
+Simulation predict_run(const OpDurations& measured, const TraceHeader& recorded, const LayerTime& layers,
+                       const ClockModel& clocks, Schedule schedule, const PipelineShape& to) {
+  const OpDurations at_reference =
+      predict_durations(at_reference_clock(clocks, measured), recorded, schedule, to, layers);
+  Simulation run = simulate(schedule, to, at_reference);
+  if (!clocks.fitted) return run;
+  constexpr int kRounds = 4;  // each round moves the loads by a fraction of the last one's change
+  for (int round = 0; round < kRounds; ++round)
+    run = simulate(schedule, to, at_busy_clock(clocks, at_reference, busy_fractions(run.stats)));
+  return run;
 }
 
 }  // namespace troupe::schedules

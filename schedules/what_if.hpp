@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/clock_model.hpp"
 #include "schedules/op_cost_model.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
@@ -43,9 +44,17 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
 
 // Durations for `schedule` on `to`: the measured ones where the chunks are the recorded ones
 // (same P, V and placement()), else the cost model fitted to them (op_cost_model.hpp): layers at their measured cost,
-// the embedding and the LM head and loss on the new first and last chunks, the link latencies on every transfer the new
-// pipeline makes.
+// each op's overhead (from `layers`, the trace's layer spans), the embedding and the LM head and loss on the new first
+// and last chunks, the link latencies on every transfer the new pipeline makes. Either way a W op that one of the two
+// schedules runs and the other does not adds (or takes away) its overhead.
 OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, Schedule schedule,
-                              const PipelineShape& to);
+                              const PipelineShape& to, const LayerTime& layers = {});
+
+// The what-if's run: predict_durations() from the measured durations at the reference clock
+// (`clocks`), each stage's ops then run at the clock its simulated load gives, simulated again
+// until the loads settle (a few rounds; the clock moves op times by a few percent). Without a
+// fitted clock model: one simulation of predict_durations().
+Simulation predict_run(const OpDurations& measured, const TraceHeader& recorded, const LayerTime& layers,
+                       const ClockModel& clocks, Schedule schedule, const PipelineShape& to);
 
 }  // namespace troupe::schedules

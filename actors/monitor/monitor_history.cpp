@@ -45,7 +45,8 @@ void MonitorHistory::update(const MonitorMessage& message) {
       keep(timeline_, TimelineIteration{t->iteration, INT64_MAX, INT64_MIN, {}}, kTimeline);
     TimelineIteration& line = timeline_.back();
     for (const schedules::TraceEvent& e : t->events) {
-      if (e.stage < 0 || e.kind == schedules::EventKind::layer) continue;  // layers nest in the ops drawn
+      // Layers nest in the ops drawn; clock samples are no boxes.
+      if (e.stage < 0 || e.kind == schedules::EventKind::layer || e.kind == schedules::EventKind::clock) continue;
       line.ops.push_back(e);
       line.start_ns = std::min(line.start_ns, e.start_ns);
       line.end_ns = std::max(line.end_ns, e.end_ns);

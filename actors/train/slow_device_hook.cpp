@@ -34,10 +34,17 @@ std::optional<OpSleep> op_sleep() {
   return OpSleep{std::chrono::milliseconds((*v)[0]), std::chrono::milliseconds((*v)[1])};
 }
 
+const std::optional<OpSleep>& configured_op_sleep() {
+  static const std::optional<OpSleep> sleep = op_sleep();
+  return sleep;
+}
+
 }  // namespace
 
+bool op_sleep_injected() { return configured_op_sleep().has_value(); }
+
 std::chrono::microseconds injected_op_sleep(StageWorker& worker, const schedules::Op& op) {
-  static const std::optional<OpSleep> sleep = op_sleep();
+  const std::optional<OpSleep>& sleep = configured_op_sleep();
   if (!sleep) return std::chrono::microseconds(0);
   std::chrono::microseconds t = sleep->per_layer * worker.model(op.chunk).layout().num_layers();
   if (worker.last_virtual(op.chunk)) t += sleep->head;

@@ -25,5 +25,8 @@ std::chrono::microseconds injected_op_delay(const StageWorker& worker);
 // The sleep TROUPE_OP_SLEEP (read once) gives `op` on `worker`: 0 when unset. A value that is not
 // LAYER_MS:HEAD_MS (non-negative integers) is an error naming the variable.
 std::chrono::microseconds injected_op_sleep(StageWorker& worker, const schedules::Op& op);
+// Whether TROUPE_OP_SLEEP is set: the ops' time is then the sleep, outside the layers, so their
+// layer spans would tell the replay the time is the op's own (the stage marks none).
+bool op_sleep_injected();
 
 }  // namespace troupe::actors

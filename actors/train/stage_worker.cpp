@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "actors/train/slow_device_hook.hpp"
 #include "base/check.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/nvtx.hpp"
@@ -239,7 +240,7 @@ std::optional<Outbound> StageWorker::run(const Op& op) {
                      : op.kind == OpKind::backward_weight ? "backward_weight"
                                                           : "backward";
   const NvtxRange range(what, " stage ", stage(), " chunk ", op.chunk, " mb ", op.microbatch);
-  model(op.chunk).set_layer_spans(sampled_spans(op));  // the trace's layer spans
+  model(op.chunk).set_layer_spans(op_sleep_injected() ? nullptr : sampled_spans(op));  // the trace's layer spans
   try {
     if (op.kind == OpKind::forward) return run_forward(op);
     if (op.kind != OpKind::backward_weight) return run_backward(op);

@@ -444,6 +444,8 @@ class TrainerActor : public trainer_actor::base {
   // The answer of an iteration that succeeded: after the trace is flushed and (training) the
   // iteration's events went to the monitor.
   void deliver_train(const IterationStats& stats) {
+    if (s_.clocks)
+      for (const schedules::TraceEvent& e : s_.clocks->drain(iteration_)) emit(e);
     if (s_.trace) s_.trace->flush();
     forward_batch();
     if (pending_train_.pending()) pending_train_.deliver(stats);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/train/clock_sampler.hpp"
 #include "actors/train/process_heartbeat.hpp"
 #include "actors/train/protocols.hpp"
 #include "model/rank_layout.hpp"
@@ -56,6 +57,8 @@ struct TrainerSetup {
   std::shared_ptr<const HeartbeatBoard> heartbeat;
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(20)};
   std::shared_ptr<schedules::TraceWriter> trace;  // null: off
+  // Traced runs on GPUs: the samples of each local GPU's clock, written with each iteration.
+  std::shared_ptr<ClockSampler> clocks;
   std::chrono::steady_clock::time_point epoch;
 };
 

@@ -849,6 +849,16 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
   ts.heartbeat_timeout = config.heartbeat_timeout;
   ts.trace = d.trace;
   ts.epoch = d.epoch;
+#if TROUPE_HAVE_CUDA
+  if (d.trace && config.devices.cuda) {
+    std::vector<StageDevice> gpus;
+    for (size_t r = 0; r < d.stages.size(); ++r)
+      if (d.local(r))
+        gpus.push_back({d.layout.coord(int(r)).pp,
+                        device_of_rank(config, int(r) % d.per_process, d.fabric->node_process(), d.per_process)});
+    ts.clocks = std::make_shared<ClockSampler>(std::move(gpus), d.epoch, troupe::cuda::sm_clock_mhz);
+  }
+#endif
   d.trainer = spawn_trainer(*d.system, ts);
 }
 

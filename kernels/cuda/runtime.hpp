@@ -28,6 +28,8 @@ void* event_create();
 void event_destroy(void* event) noexcept;
 void event_record(const Context& ctx, void* event);
 float event_elapsed_ms(void* start, void* end);  // synchronizes on `end`
+// The device's SM clock now (NVML, kernels/cuda/sm_clock.cu); 0 where it cannot be read.
+int sm_clock_mhz(int device);
 
 }  // namespace cuda
 }  // namespace troupe

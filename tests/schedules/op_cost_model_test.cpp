@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "base/check.hpp"
 #include "schedules/op_cost_model.hpp"
@@ -121,6 +122,107 @@ TEST(TransferLatency, ReadFromTheGapsOfASimulatedRun) {
       }
   }
   for (int64_t ns : measured_transfer_latencies(posted_early, {1}).activation_ns) EXPECT_EQ(ns, 300'000);
+}
+
+// Layer spans' around-time for every (stage, chunk) of `shape`: `op` per op, plus the extras the
+// truth puts on the first and last virtual stages.
+LayerTime around_layers(const OpCostModel& truth_model, const PipelineShape& shape, Placement where, double op_fwd,
+                        double op_bwd) {
+  LayerTime t;
+  const int K = shape.stages * shape.chunks;
+  for (const auto& [kind, op, c] : {std::tuple{EventKind::forward, op_fwd, truth_model.forward},
+                                    std::tuple{EventKind::backward, op_bwd, truth_model.backward}}) {
+    LayerTimeOfKind k;
+    k.kind = kind;
+    for (int v = 0; v < K; ++v) {
+      const StageChunk sc = stage_chunk(where, shape, v);
+      const double extra = (v == 0 ? c.first_ns : 0) + (v == K - 1 ? c.last_ns : 0);
+      k.around[{sc.stage, sc.chunk}] = {1, std::llround(op + extra)};
+    }
+    t.kinds.push_back(k);
+  }
+  return t;
+}
+
+// Each op pays a fixed 50 us forward and 80 us backward however many layers it holds. A 1F1B trace
+// on two stages, whose layer spans show that cost, predicts interleaving (twice the ops) exactly;
+// without the spans the cost hides in the layers and the prediction is short by it on every
+// extra op.
+TEST(OpCostModel, EachOpsOverheadFromTheLayerSpansCarriesToMoreChunks) {
+  const PipelineShape p2{.stages = 2, .chunks = 1, .microbatches = 4};
+  const PipelineShape v2{.stages = 2, .chunks = 2, .microbatches = 4};
+  OpCostModel t = truth(2);
+  t.forward.first_ns = t.backward.first_ns = 0;  // two chunks: the embedding is taken as free
+  t.overhead = {.forward_ns = 50'000, .backward_ns = 80'000, .weight_ns = 80'000, .measured = true};
+  TraceHeader h;
+  h.shape = p2;
+  h.num_layers = kLayers;
+  const OpDurations recorded_1f1b = model_durations(t, p2);
+  EXPECT_EQ(recorded_1f1b.forward_ns[0][0], 4 * 1'000'000 + 50'000);
+
+  const LayerTime spans = around_layers(t, p2, Placement::loop, 50'000, 80'000);
+  const OpOverhead o = op_overhead(h, spans);
+  EXPECT_TRUE(o.measured);
+  EXPECT_NEAR(o.forward_ns, 50'000, 1);
+  EXPECT_NEAR(o.backward_ns, 80'000, 1);
+  EXPECT_NEAR(o.weight_ns, 80'000, 1);  // fused backwards: the W op taken as one of them
+  const OpCostModel m = fit_op_cost_model(h, recorded_1f1b, spans);
+  EXPECT_NEAR(m.forward.layer_ns, 1e6, 1);
+  EXPECT_NEAR(m.backward.layer_ns, 2e6, 1);
+  EXPECT_NEAR(m.forward.last_ns, 3e6, 1);
+
+  const OpDurations truth_v2 = model_durations(t, v2);
+  const OpDurations predicted = model_durations(m, v2);
+  const OpDurations no_spans = model_durations(fit_op_cost_model(h, recorded_1f1b), v2);
+  for (int s = 0; s < 2; ++s)
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(predicted.forward_ns[s][c], truth_v2.forward_ns[s][c]) << s << " " << c;
+      EXPECT_EQ(predicted.backward_ns[s][c], truth_v2.backward_ns[s][c]) << s << " " << c;
+    }
+  const auto total = [](const OpDurations& d) {
+    int64_t sum = 0;
+    for (const auto& stage : d.forward_ns)
+      for (int64_t ns : stage) sum += ns;
+    return sum;
+  };
+  // Four forward ops where the trace had two: the spans-less model misses two overheads.
+  EXPECT_EQ(total(truth_v2) - total(no_spans), 2 * 50'000);
+
+  // One virtual stage: the extras cannot be told apart, no overhead is read.
+  TraceHeader one = h;
+  one.shape = {.stages = 1, .chunks = 1, .microbatches = 4};
+  EXPECT_FALSE(op_overhead(one, around_layers(t, one.shape, Placement::loop, 50'000, 80'000)).measured);
+  // Four virtual stages: the middle ones give it, the first and last keep their extras apart.
+  TraceHeader four = h;
+  four.shape = {.stages = 4, .chunks = 1, .microbatches = 8};
+  OpCostModel t4 = truth(4);
+  const OpOverhead o4 = op_overhead(four, around_layers(t4, four.shape, Placement::loop, 30'000, 70'000));
+  EXPECT_NEAR(o4.forward_ns, 30'000, 1);
+  EXPECT_NEAR(o4.backward_ns, 70'000, 1);
+}
+
+// A W op is one more op: a fused trace carried to a split schedule pays its overhead on each
+// backward (and W); a split trace carried to a fused schedule drops it.
+TEST(OpCostModel, AWOpAddsItsOverheadAndAFusedBackwardDropsIt) {
+  const PipelineShape p2{.stages = 2, .chunks = 1, .microbatches = 4};
+  OpCostModel m = truth(2);
+  m.overhead = {.forward_ns = 50'000, .backward_ns = 80'000, .weight_ns = 60'000, .measured = true};
+  OpDurations d = OpDurations::uniform(p2, 1'000'000, 2'000'000);
+  const OpDurations split = with_weight_ops(m, d, true);
+  EXPECT_EQ(split.backward_ns[1][0], 2'060'000);
+  EXPECT_EQ(split.weight_grad(1, 0), 1'060'000);  // half the fused backward, and its op's overhead
+  EXPECT_EQ(split.input_grad(1, 0), 1'000'000);
+  EXPECT_EQ(with_weight_ops(m, d, false).backward_ns, d.backward_ns);  // fused to fused: as measured
+  m.recorded_split = true;
+  EXPECT_EQ(with_weight_ops(m, d, false).backward_ns[0][0], 1'940'000);
+  EXPECT_EQ(with_weight_ops(m, d, true).backward_ns, d.backward_ns);
+  // The model for another shape: each W op carries it too.
+  m.recorded_split = false;
+  m.has_weight = true;
+  m.weight = {.layer_ns = 1e6};
+  const OpDurations v = model_durations(m, {.stages = 2, .chunks = 2, .microbatches = 4}, {}, Placement::v, true);
+  EXPECT_EQ(v.weight_ns[0][0], 2'000'000 + 60'000);             // two layers of W and the W op
+  EXPECT_EQ(v.backward_ns[1][1], 4'000'000 + 80'000 + 60'000);  // stage 1 chunk 1 (virtual 2): no extra
 }
 
 double what_if_bubble(const Trace& t, const std::string& spec) {

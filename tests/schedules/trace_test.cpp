@@ -100,14 +100,15 @@ TEST(Trace, FileRoundTripAndStreamingWriter) {
 }
 
 TEST(Trace, LayoutIsTheDocumentedOne) {
-  // Header map, then one 11-element array per event (the 11th, weight_ns, optional to readers).
+  // Header map, then one 12-element array per event (the 11th, weight_ns, and the 12th,
+  // sm_clock_mhz, optional to readers).
   const std::string bytes = trace_to_msgpack(sample_trace());
   size_t offset = 0;
   msgpack::object_handle header = msgpack::unpack(bytes.data(), bytes.size(), offset);
   std::map<std::string, msgpack::object> h;
   header.get().convert(h);
   EXPECT_EQ(h.at("format").as<std::string>(), "troupe-trace");
-  EXPECT_EQ(h.at("version").as<int>(), 5);
+  EXPECT_EQ(h.at("version").as<int>(), 6);
   EXPECT_EQ(h.at("schedule").as<std::string>(), "interleaved");
   EXPECT_EQ(h.at("stages").as<int>(), 2);
   EXPECT_EQ(h.at("chunks").as<int>(), 2);
@@ -121,10 +122,10 @@ TEST(Trace, LayoutIsTheDocumentedOne) {
   EXPECT_EQ(h.at("clock_rtt_ns").as<int64_t>(), 40'000);
   EXPECT_EQ(h.at("chunk_layers").as<std::vector<int>>(), (std::vector<int>{1, 3, 3, 1}));
   msgpack::object_handle ev = msgpack::unpack(bytes.data(), bytes.size(), offset);
-  std::tuple<std::string, int, int, int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t> f;
+  std::tuple<std::string, int, int, int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int> f;
   ev.get().convert(f);
   EXPECT_EQ(f, std::make_tuple(std::string("stage0"), 0, 0, 0, 3, 1, int64_t(41), int64_t(1'000'000'000'123),
-                               int64_t(1'000'000'900'000), int64_t(0), int64_t(0)));
+                               int64_t(1'000'000'900'000), int64_t(0), int64_t(0), 0));
 }
 
 // A fused backward's weight-gradient time (weight_ns) is the 11th field, and survives a round trip.
@@ -192,13 +193,15 @@ TEST(Trace, MalformedFilesGiveClearErrors) {
     p.pack(std::string("microbatches")), p.pack(4);
     return std::string(b.data(), b.size());
   };
-  // Version 1 (no process or clock keys) still reads, as one process; a version after 5 is refused.
+  // Version 1 (no process or clock keys) still reads, as one process; a version after 6 is refused.
   EXPECT_EQ(error_of(header(1, true)), "");
   const Trace v1 = trace_from_msgpack(header(1, true));
   EXPECT_EQ(v1.header.version, 1);
   EXPECT_EQ(v1.header.processes, 1);
   EXPECT_EQ(v1.header.clock_offset_ns, 0);
-  EXPECT_NE(error_of(header(6, true)).find("version 6 is not supported"), std::string::npos);
+  EXPECT_NE(error_of(header(kTraceFormatVersion + 1, true))
+                .find(str_cat("version ", kTraceFormatVersion + 1, " is not supported")),
+            std::string::npos);
   EXPECT_NE(error_of(header(2, true)).find("lacks \"processes\""), std::string::npos);
   EXPECT_NE(error_of(header(1, false)).find("lacks \"stages\""), std::string::npos);
   // Integers msgpack cannot convert (it throws a bare std::bad_cast) are named.

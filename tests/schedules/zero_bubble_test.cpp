@@ -228,7 +228,7 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
   Simulation sim = simulate(Schedule::zb_h1, shape, OpDurations::uniform(shape, 10, 20));
   const Trace back = trace_from_msgpack(trace_to_msgpack(sim.trace));
   EXPECT_EQ(back.header.schedule, Schedule::zb_h1);
-  EXPECT_EQ(back.header.version, 5);
+  EXPECT_EQ(back.header.version, 6);
   EXPECT_EQ(back.events, sim.trace.events);
   EXPECT_STREQ(event_kind_name(EventKind::backward_weight), "backward_weight");
   EXPECT_NE(trace_to_chrome_json(back).find("\"W1.c0\""), std::string::npos);
@@ -269,7 +269,21 @@ TEST(ZbH1Trace, SplitKindsRoundTripAndOldFilesReadTheSame) {
   EXPECT_STREQ(event_kind_name(EventKind::layer), "layer");
   const std::string e5 = error_of([&] { trace_from_msgpack(one_event_file(5, 15), "trace 'x'"); });
   EXPECT_NE(e5.find("has kind 15, unknown to version 5 traces (0 to 14)"), std::string::npos) << e5;
-  EXPECT_NE(error_of([&] { trace_from_msgpack(one_event_file(6, 1)); }).find("version 6 is not supported"),
+  // Version 6 adds the clock samples (15) and their sm_clock_mhz, a 12th field.
+  EXPECT_EQ(trace_from_msgpack(one_event_file(6, 15)).events.at(0).kind, EventKind::clock);
+  const std::string e6 = error_of([&] { trace_from_msgpack(one_event_file(6, 16), "trace 'x'"); });
+  EXPECT_NE(e6.find("has kind 16, unknown to version 6 traces (0 to 15)"), std::string::npos) << e6;
+  Trace clocked = sim.trace;
+  clocked.events.push_back({.actor = "clock",
+                            .device = 1,
+                            .stage = 1,
+                            .kind = EventKind::clock,
+                            .start_ns = 7,
+                            .end_ns = 7,
+                            .sm_clock_mhz = 1905});
+  EXPECT_EQ(trace_from_msgpack(trace_to_msgpack(clocked)).events.back().sm_clock_mhz, 1905);
+  EXPECT_NE(trace_to_chrome_json(clocked).find("\"SM clock (MHz)\""), std::string::npos);
+  EXPECT_NE(error_of([&] { trace_from_msgpack(one_event_file(7, 1)); }).find("version 7 is not supported"),
             std::string::npos);
 }
 
