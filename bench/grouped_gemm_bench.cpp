@@ -10,6 +10,9 @@
 // accumulating dw, against linear_backward without a bias) and prints one line per case:
 //   grouped deepseek fc1 uneven fwd R=24576 G=64 K=512 N=512: grouped 0.081 ms 79.5 TFLOP/s | dense 0.052 ms ... |
 //   grouped/dense 0.64
+// The backward "bwd" makes dw the way training does (TROUPE_GROUPED_DW, else the default; the first
+// line names it), then once in each way (kernels/grouped_dw_path.hpp), ops bwd-loop, bwd-streams
+// and bwd-tf32, so one run compares them.
 // The forward also runs with the offsets on the device (the fixed-grid kernel MoE inference uses
 // under CUDA graphs), op "fwd-dev"; and the decode cases (Mixtral 8x7B's expert shapes at 1 and
 // 64 tokens, top-2: R = 2 and 128 rows) print, for both forward kernels, the bandwidth of the
@@ -31,6 +34,7 @@
 #include "base/check.hpp"
 #include "bench/common/random_tensor.hpp"
 #include "kernels/context.hpp"
+#include "kernels/grouped_dw_path.hpp"
 #include "kernels/grouped_linear.hpp"
 #include "kernels/linear.hpp"
 
@@ -162,6 +166,13 @@ void run_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
     const double bwd = time_ms(
         ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
     print_case(c, even, "bwd", 2 * flop, bwd, dense_bwd);
+    for (troupe::GroupedDw path : {troupe::GroupedDw::loop, troupe::GroupedDw::streams, troupe::GroupedDw::tf32}) {
+      const troupe::ScopedGroupedDw use(path);
+      const double ms = time_ms(
+          ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
+      const std::string op = std::string("bwd-") + troupe::grouped_dw_name(path);
+      print_case(c, even, op.c_str(), 2 * flop, ms, dense_bwd);
+    }
   }
 }
 #endif
@@ -179,6 +190,8 @@ int main(int argc, char** argv) {
   if (troupe::cuda_available()) {
     try {
       const Context ctx = Context::cuda(0);
+      std::printf("grouped dw: %s (bwd lines; TROUPE_GROUPED_DW or the default)\n",
+                  troupe::grouped_dw_name(troupe::grouped_dw()));
       for (const ExpertGemm& c : kCases) run_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       for (const ExpertGemm& c : kDecodeCases) run_decode_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       return 0;
