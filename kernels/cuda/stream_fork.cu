@@ -8,11 +8,9 @@ namespace troupe::cuda {
 namespace {
 
 void add_lane(CudaState& st) {
-  StreamLane lane;
-  // The CudaState owns a lane from here on, so a failure below leaks nothing (~CudaState frees
+  // The CudaState owns the lane from here on, so a failure below leaks nothing (~CudaState frees
   // whatever was made).
-  st.lanes.push_back(lane);
-  StreamLane& l = st.lanes.back();
+  StreamLane& l = st.lanes.emplace_back();
   TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
   TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&l.done, cudaEventDisableTiming));
   l.workspace_bytes = st.workspace_bytes;
