@@ -10,6 +10,10 @@
 // accumulating dw, against linear_backward without a bias) and prints one line per case:
 //   grouped deepseek fc1 uneven fwd R=24576 G=64 K=512 N=512: grouped 0.081 ms 79.5 TFLOP/s | dense 0.052 ms ... |
 //   grouped/dense 0.64
+// The backward "bwd" makes dw the way training does (TROUPE_GROUPED_DW, else the default; the first
+// line names it), then once in each way (kernels/grouped_dw_path.hpp), ops bwd-loop, bwd-streams
+// and bwd-tf32, so one run compares them; these lines end with the host's enqueue time per call
+// (near the device time: the calls' launches, not the GPU, bound the way).
 // The forward also runs with the offsets on the device (the fixed-grid kernel MoE inference uses
 // under CUDA graphs), op "fwd-dev"; and the decode cases (Mixtral 8x7B's expert shapes at 1 and
 // 64 tokens, top-2: R = 2 and 128 rows) print, for both forward kernels, the bandwidth of the
@@ -20,6 +24,7 @@
 //
 //   grouped_gemm_bench [--reps 20] [--dtype bf16]
 // Without a GPU it prints "grouped_gemm_bench: no GPU" and exits 0.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -31,6 +36,7 @@
 #include "base/check.hpp"
 #include "bench/common/random_tensor.hpp"
 #include "kernels/context.hpp"
+#include "kernels/grouped_dw_path.hpp"
 #include "kernels/grouped_linear.hpp"
 #include "kernels/linear.hpp"
 
@@ -78,26 +84,41 @@ std::vector<int64_t> split_rows(int64_t groups, int64_t rows, bool even) {
 }
 
 #if TROUPE_HAVE_CUDA
-// Mean milliseconds per call of fn over `reps` calls on ctx's stream, after 3 warm-up calls.
-double time_ms(const Context& ctx, const std::function<void()>& fn, int reps) {
+// Mean milliseconds per call of fn over `reps` calls: on ctx's stream (between two events), and
+// on the host, the time the calls take to enqueue (about the device's when that is what bounds
+// them). After 3 warm-up calls.
+struct CallTimes {
+  double device_ms, host_ms;
+};
+CallTimes time_calls(const Context& ctx, const std::function<void()>& fn, int reps) {
   for (int i = 0; i < 3; ++i) fn();
   void* start = troupe::cuda::event_create();
   void* stop = troupe::cuda::event_create();
   troupe::cuda::event_record(ctx, start);
+  const auto host_start = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) fn();
+  const std::chrono::duration<double, std::milli> host = std::chrono::steady_clock::now() - host_start;
   troupe::cuda::event_record(ctx, stop);
   const double ms = double(troupe::cuda::event_elapsed_ms(start, stop)) / reps;
   troupe::cuda::event_destroy(start);
   troupe::cuda::event_destroy(stop);
-  return ms;
+  return {ms, host.count() / reps};
 }
 
-void print_case(const ExpertGemm& c, bool even, const char* op, double flop, double grouped_ms, double dense_ms) {
+double time_ms(const Context& ctx, const std::function<void()>& fn, int reps) {
+  return time_calls(ctx, fn, reps).device_ms;
+}
+
+// host_ms: the grouped calls' enqueue time, printed when given (the bwd-<way> lines).
+void print_case(const ExpertGemm& c, bool even, const char* op, double flop, double grouped_ms, double dense_ms,
+                double host_ms = -1) {
   std::printf(
       "grouped %-8s %s %-6s %s R=%ld G=%ld K=%ld N=%ld: grouped %.3f ms %.1f TFLOP/s | dense %.3f ms %.1f TFLOP/s | "
-      "grouped/dense %.2f\n",
+      "grouped/dense %.2f",
       c.model, c.layer, even ? "even" : "uneven", op, long(c.rows), long(c.groups), long(c.k), long(c.n), grouped_ms,
       flop / grouped_ms / 1e9, dense_ms, flop / dense_ms / 1e9, dense_ms / grouped_ms);
+  if (host_ms >= 0) std::printf(" | host enqueue %.3f ms", host_ms);
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -162,6 +183,13 @@ void run_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
     const double bwd = time_ms(
         ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
     print_case(c, even, "bwd", 2 * flop, bwd, dense_bwd);
+    for (troupe::GroupedDw path : {troupe::GroupedDw::loop, troupe::GroupedDw::streams, troupe::GroupedDw::tf32}) {
+      const troupe::ScopedGroupedDw use(path);
+      const CallTimes t = time_calls(
+          ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
+      const std::string op = std::string("bwd-") + troupe::grouped_dw_name(path);
+      print_case(c, even, op.c_str(), 2 * flop, t.device_ms, dense_bwd, t.host_ms);
+    }
   }
 }
 #endif
@@ -179,6 +207,8 @@ int main(int argc, char** argv) {
   if (troupe::cuda_available()) {
     try {
       const Context ctx = Context::cuda(0);
+      std::printf("grouped dw: %s (bwd lines; TROUPE_GROUPED_DW or the default)\n",
+                  troupe::grouped_dw_name(troupe::grouped_dw()));
       for (const ExpertGemm& c : kCases) run_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       for (const ExpertGemm& c : kDecodeCases) run_decode_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       return 0;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <vector>
 
 #include "base/check.hpp"
 #include "kernels/context.hpp"
@@ -19,6 +20,16 @@ struct CudnnStateDeleter {
   void operator()(CudnnState* s) const noexcept;
 };
 
+// A side stream of a context with its own cuBLASLt workspace, as large as the context's (so a GEMM
+// picks there the algorithm it picks on the context's stream). Made on first use by a StreamFork
+// (kernels/cuda/stream_fork.cuh), which orders its work inside the context's stream.
+struct StreamLane {
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  cudaEvent_t done = nullptr;  // recorded on `stream` when a fork joins
+};
+
 struct CudaState {
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -29,6 +40,8 @@ struct CudaState {
   int sm_count = 0;
   size_t smem_per_block_optin = 0;
   std::unique_ptr<CudnnState, CudnnStateDeleter> cudnn;  // null until the cuDNN attention backend runs
+  cudaEvent_t fork = nullptr;     // recorded on `stream` where a StreamFork starts; made with the first lane
+  std::vector<StreamLane> lanes;  // side streams, none until a StreamFork asks for them
   ~CudaState();
 };
 

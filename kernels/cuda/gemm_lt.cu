@@ -168,10 +168,20 @@ void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& d
   TROUPE_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&desc.d, dt, s.m, s.n, s.m));
 }
 
-// Everything the heuristic's answer depends on.
+// Where a GEMM runs: a stream and the workspace that goes with it (ctx's own, or a side lane's).
+struct LtTarget {
+  cudaStream_t stream;
+  void* workspace;
+  size_t workspace_bytes;
+};
+
+LtTarget context_target(const CudaState& st) { return {st.stream, st.workspace, st.workspace_bytes}; }
+
+// Everything the heuristic's answer depends on. The workspace's size, not its address: a lane's
+// workspace as large as ctx's shares ctx's plan.
 using PlanKey = std::array<int64_t, 16>;
 
-PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
+PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s, const LtTarget& t) {
   const CudaState& st = ctx.cuda_state();
   return {st.device,
           int64_t(reinterpret_cast<uintptr_t>(st.lt)),
@@ -188,7 +198,7 @@ PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s) {
           alignment_of(p.d->data()),
           p.aux ? alignment_of(p.aux->data()) : 0,
           p.c ? alignment_of(p.c->data()) : 0,
-          int64_t(st.workspace_bytes)};
+          int64_t(t.workspace_bytes)};
 }
 
 std::mutex plan_mutex;
@@ -212,11 +222,11 @@ void check_lt(cublasStatus_t st, const char* call, const MatmulProblem& p) {
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc,
-                                                       int requested) {
+                                                       const LtTarget& t, int requested) {
   const CudaState& st = ctx.cuda_state();
   cublasLtMatmulPreferenceOpaque_t pref;
   TROUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceInit(&pref));
-  const uint64_t ws = st.workspace_bytes;
+  const uint64_t ws = t.workspace_bytes;
   // cuBLASLt's A and B are our B and A.
   const uint32_t align_a = alignment_of(p.b->data()), align_b = alignment_of(p.a->data()),
                  align_d = alignment_of(p.d->data()), align_c = p.c ? alignment_of(p.c->data()) : align_d;
@@ -240,13 +250,14 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(const Context& ctx, const
   return results;
 }
 
-void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const cublasLtMatmulAlgo_t& algo) {
+void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const LtTarget& t,
+         const cublasLtMatmulAlgo_t& algo) {
   const CudaState& st = ctx.cuda_state();
   const float alpha = 1.0f, beta = p.c ? 1.0f : p.beta;
   void* d = p.d->data();
   const void* c = p.c ? p.c->data() : d;  // C has D's layout
   check_lt(cublasLtMatmul(st.lt, &desc.op, &alpha, p.b->data(), &desc.a, p.a->data(), &desc.b, &beta, c, &desc.d, d,
-                          &desc.d, &algo, st.workspace, st.workspace_bytes, st.stream),
+                          &desc.d, &algo, t.workspace, t.workspace_bytes, t.stream),
            "cublasLtMatmul", p);
 }
 
@@ -267,24 +278,30 @@ struct TimingEvents {
   TimingEvents& operator=(const TimingEvents&) = delete;
 };
 
-}  // namespace
-
-void matmul_lt(const Context& ctx, const MatmulProblem& p) {
+void matmul_on(const Context& ctx, const MatmulProblem& p, const LtTarget& t) {
   check_problem(p);
   if (is_empty(p)) return;
   const LtShape s = lt_shape(p);
   TROUPE_CHECK(s.k > 0, kOp, ": K = 0 is not supported (", describe(p), ")");
   LtDescriptors desc;
   init_descriptors(p, s, desc);
-  const PlanKey key = plan_key(ctx, p, s);
+  const PlanKey key = plan_key(ctx, p, s, t);
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard<std::mutex> lock(plan_mutex);
     auto it = plan_cache.find(key);
-    if (it == plan_cache.end()) it = plan_cache.emplace(key, heuristic(ctx, p, desc, 1)[0].algo).first;
+    if (it == plan_cache.end()) it = plan_cache.emplace(key, heuristic(ctx, p, desc, t, 1)[0].algo).first;
     algo = it->second;
   }
-  run(ctx, p, desc, algo);
+  run(ctx, p, desc, t, algo);
+}
+
+}  // namespace
+
+void matmul_lt(const Context& ctx, const MatmulProblem& p) { matmul_on(ctx, p, context_target(ctx.cuda_state())); }
+
+void matmul_lt(const Context& ctx, const MatmulProblem& p, const StreamLane& lane) {
+  matmul_on(ctx, p, {lane.stream, lane.workspace, lane.workspace_bytes});
 }
 
 std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, int candidates, int reps) {
@@ -295,17 +312,18 @@ std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, in
   TROUPE_CHECK(s.k > 0, kOp, ": K = 0 is not supported (", describe(p), ")");
   LtDescriptors desc;
   init_descriptors(p, s, desc);
-  const auto results = heuristic(ctx, p, desc, candidates);
+  const LtTarget target = context_target(ctx.cuda_state());
+  const auto results = heuristic(ctx, p, desc, target, candidates);
 
-  cudaStream_t stream = ctx.cuda_state().stream;
+  cudaStream_t stream = target.stream;
   TimingEvents ev;
   std::vector<float> medians;
   for (const auto& r : results) {
-    run(ctx, p, desc, r.algo);  // warm-up
+    run(ctx, p, desc, target, r.algo);  // warm-up
     std::vector<float> ms(static_cast<size_t>(reps));
     for (float& t : ms) {
       TROUPE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
-      run(ctx, p, desc, r.algo);
+      run(ctx, p, desc, target, r.algo);
       TROUPE_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
       TROUPE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
       TROUPE_CUDA_CHECK(cudaEventElapsedTime(&t, ev.start, ev.stop));
@@ -316,7 +334,7 @@ std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, in
 
   const size_t best = size_t(std::min_element(medians.begin(), medians.end()) - medians.begin());
   std::lock_guard<std::mutex> lock(plan_mutex);
-  plan_cache[plan_key(ctx, p, s)] = results[best].algo;
+  plan_cache[plan_key(ctx, p, s, target)] = results[best].algo;
   return medians;
 }
 

@@ -20,6 +20,10 @@
 #include "kernels/fp8.hpp"
 #include "kernels/tensor.hpp"
 
+namespace troupe {
+struct StreamLane;  // a side stream of a context (kernels/cuda/cuda_state.cuh)
+}  // namespace troupe
+
 namespace troupe::cuda {
 
 enum class MatmulEpilogue {
@@ -65,6 +69,10 @@ struct MatmulProblem {
 
 // Enqueues the GEMM on ctx's stream.
 void matmul_lt(const Context& ctx, const MatmulProblem& p);
+// Enqueues it on one of ctx's side streams instead (kernels/cuda/stream_fork.cuh), with the
+// lane's own workspace: its size is ctx's, so the GEMM runs the algorithm it runs on ctx's stream
+// and gives the same bits.
+void matmul_lt(const Context& ctx, const MatmulProblem& p, const StreamLane& lane);
 
 // Times the heuristic's first `candidates` algorithms for this problem (`reps` runs each,
 // synchronizing ctx's stream) and caches the fastest for later matmul_lt calls. D (and vec)

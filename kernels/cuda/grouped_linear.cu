@@ -1,19 +1,35 @@
 // Grouped linear on CUDA. y and dx: one cublasGemmGroupedBatchedEx launch over every non-empty
 // group (cuBLAS 12.5+), each group its own problem (its row count differs), the matrices' row
-// slices given as device pointer arrays. dw: cuBLASLt GEMMs one group after another, because the
-// grouped GEMM supports bf16/f16 inputs only with an output of the same type, and the weight
-// gradient must accumulate in f32; each group's dw GEMM is [N, K] over its rows, large enough
-// to fill the GPU by itself at model sizes.
+// slices given as device pointer arrays. Row slices off 16-byte alignment (odd widths) take one
+// cuBLASLt GEMM per group instead.
+//
+// dw[g] += dy_g^T x_g in f32 cannot be that grouped GEMM as it stands: it takes bf16/f16 inputs
+// only with an output of the same type. Three ways, chosen by grouped_dw() (kernels/grouped_dw_path.hpp):
+//   loop     one cuBLASLt GEMM per group, one after another on ctx's stream. With many small
+//            experts (64 of [512, 512] over ~384 rows each) each GEMM fills a few CTAs and the
+//            backward runs at ~0.1 of one dense GEMM of the same work.
+//   streams  the same GEMMs (the same algorithm, so the same bits) dealt over kDwLanes side
+//            streams of ctx (kernels/cuda/stream_fork.cuh), each with its own cuBLASLt workspace,
+//            while dx runs on ctx's stream; ctx's stream waits for all of them before its next op.
+//   tf32     dy and x converted to f32 and dw as one grouped GEMM in f32 with C = dw, beta 1:
+//            bf16/f16 values are exact in TF32, so CUBLAS_COMPUTE_32F_FAST_TF32 multiplies them
+//            exactly and sums in f32 (f32 inputs use CUBLAS_COMPUTE_32F: they are not exact in TF32).
 //
 // Row-major Y[m, N] = X[m, K] W[N, K]^T is column-major Y^T = W^T X^T: cuBLAS's A is our W
 // (read transposed), its B our X, its m = N, n = m (rows), k = K. Likewise dX = dY W is
-// dX^T = W^T dY^T with cuBLAS's A = W (not transposed), B = dY, m = K, n = rows, k = N.
+// dX^T = W^T dY^T with cuBLAS's A = W (not transposed), B = dY, m = K, n = rows, k = N. And
+// dW[N, K] = dY^T X is dW^T = X^T dY with cuBLAS's A = X (not transposed), B = dY (transposed),
+// m = K, n = N, k = rows.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
 #include "kernels/cuda/stream_buffer.cuh"
+#include "kernels/cuda/stream_fork.cuh"
+#include "kernels/elementwise.hpp"
+#include "kernels/grouped_dw_path.hpp"
 #include "kernels/grouped_linear.hpp"
 
 #if CUBLAS_VERSION >= 120500
@@ -26,103 +42,167 @@ namespace troupe::cuda {
 
 namespace {
 
+// Side streams of the streams way. Four: the 64 experts' [512, 512] weight gradients of a
+// DeepSeek-like layer take 8-16 CTAs each, so four at once beside dx take a good share of an
+// H100's 132 SMs; each lane costs a workspace as large as ctx's (32 MiB).
+constexpr int kDwLanes = 4;
+
 Tensor rows(const Tensor& t, int64_t from, int64_t to) { return t.slice(from * t.dim(1), {to - from, t.dim(1)}); }
 Tensor group(const Tensor& w, int64_t g) { return w.slice(g * w.dim(1) * w.dim(2), {w.dim(1), w.dim(2)}); }
 
-// One problem per non-empty group: C_g = op(A_g) B_g, A_g = w[g] [N, K] (row-major), B_g and C_g
-// row slices of the activations.
-struct GroupedProblem {
-  bool trans_w;  // forward: W^T (cuBLAS op T); dx: W (op N)
-  int64_t m, k;  // cuBLAS m and k, the same for every group
-  int64_t ld_b, ld_c;
-  const Tensor* w;  // [G, N, K]
-  const Tensor* b;  // [R, ld_b]
-  const Tensor* c;  // [R, ld_c]
-};
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Returns false (nothing enqueued) where the grouped GEMM cannot take the problem: an old
-// cuBLAS, or row slices off 16-byte alignment (odd widths), which the per-group path handles.
-bool grouped_gemm(const Context& ctx, const GroupedProblem& p, const std::vector<int64_t>& offsets) {
-#if TROUPE_HAVE_GROUPED_GEMM
-  const int64_t groups = p.w->dim(0), width = p.w->dim(1) * p.w->dim(2);
-  const size_t elem = dtype_size(p.b->dtype());
-  std::vector<const void*> a_ptrs, b_ptrs;
-  std::vector<void*> c_ptrs;
-  std::vector<int> n_array;
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
-    if (from == to) continue;
-    a_ptrs.push_back(static_cast<const char*>(p.w->data()) + size_t(g * width) * elem);
-    b_ptrs.push_back(static_cast<const char*>(p.b->data()) + size_t(from * p.ld_b) * elem);
-    c_ptrs.push_back(static_cast<char*>(p.c->data()) + size_t(from * p.ld_c) * elem);
-    n_array.push_back(int(to - from));
-    if (!aligned16(a_ptrs.back()) || !aligned16(b_ptrs.back()) || !aligned16(c_ptrs.back())) return false;
+// One cublasGemmGroupedBatchedEx call in cuBLAS's column-major terms: C_i = op(A_i) op(B_i) + beta C_i,
+// one problem per added entry (each a group of one), the same transposes and leading dimensions.
+struct GroupedGemm {
+  cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  DType type = DType::f32;  // of A, B and C
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  float beta = 0.0f;
+  std::vector<const void*> a{}, b{};
+  std::vector<void*> c{};
+  std::vector<int64_t> m{}, n{}, k{};
+
+  void add(const Tensor& ta, const Tensor& tb, const Tensor& tc, int64_t pm, int64_t pn, int64_t pk) {
+    a.push_back(ta.data());
+    b.push_back(tb.data());
+    c.push_back(tc.data());
+    m.push_back(pm);
+    n.push_back(pn);
+    k.push_back(pk);
   }
-  const int count = int(n_array.size());
+};
+
+// Returns false (nothing enqueued) where the grouped GEMM cannot take the problems: an old
+// cuBLAS, matrices off 16-byte alignment, or sizes past int32.
+bool grouped_gemm(const Context& ctx, const GroupedGemm& p) {
+#if TROUPE_HAVE_GROUPED_GEMM
+  const int count = int(p.a.size());
   if (count == 0) return true;
-  for (int64_t v : {p.m, p.k, p.ld_b, p.ld_c, offsets.back()})
-    if (v > INT32_MAX) return false;
+  for (int i = 0; i < count; ++i)
+    if (!aligned16(p.a[size_t(i)]) || !aligned16(p.b[size_t(i)]) || !aligned16(p.c[size_t(i)])) return false;
+  const auto fits = [](int64_t v) { return v <= INT32_MAX; };
+  if (!fits(p.lda) || !fits(p.ldb) || !fits(p.ldc) || !std::all_of(p.m.begin(), p.m.end(), fits) ||
+      !std::all_of(p.n.begin(), p.n.end(), fits) || !std::all_of(p.k.begin(), p.k.end(), fits))
+    return false;
   cudaStream_t stream = stream_of(ctx);
   // The pointer arrays live in device memory; the copies are from pageable host memory, which
   // cudaMemcpyAsync stages before it returns.
   StreamBuffer<void*> ptrs(stream, size_t(3 * count));
-  TROUPE_CUDA_CHECK(
-      cudaMemcpyAsync(ptrs.get(), a_ptrs.data(), size_t(count) * sizeof(void*), cudaMemcpyHostToDevice, stream));
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get() + count, b_ptrs.data(), size_t(count) * sizeof(void*),
-                                    cudaMemcpyHostToDevice, stream));
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get() + 2 * count, c_ptrs.data(), size_t(count) * sizeof(void*),
-                                    cudaMemcpyHostToDevice, stream));
-  const std::vector<cublasOperation_t> trans_a(size_t(count), p.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N),
-      trans_b(size_t(count), CUBLAS_OP_N);
-  const std::vector<int> m_array(size_t(count), int(p.m)), k_array(size_t(count), int(p.k)),
-      lda(size_t(count), int(p.w->dim(2))), ldb(size_t(count), int(p.ld_b)), ldc(size_t(count), int(p.ld_c)),
+  const size_t bytes = size_t(count) * sizeof(void*);
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get(), p.a.data(), bytes, cudaMemcpyHostToDevice, stream));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get() + count, p.b.data(), bytes, cudaMemcpyHostToDevice, stream));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get() + 2 * count, p.c.data(), bytes, cudaMemcpyHostToDevice, stream));
+  const auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
+  const std::vector<int> m = ints(p.m), n = ints(p.n), k = ints(p.k);
+  const std::vector<cublasOperation_t> trans_a(size_t(count), p.trans_a), trans_b(size_t(count), p.trans_b);
+  const std::vector<int> lda(size_t(count), int(p.lda)), ldb(size_t(count), int(p.ldb)), ldc(size_t(count), int(p.ldc)),
       group_size(size_t(count), 1);
-  const std::vector<float> alpha(size_t(count), 1.0f), beta(size_t(count), 0.0f);
-  const cudaDataType_t type = blas_data_type(p.b->dtype(), "grouped_linear");
-  // CUBLAS_COMPUTE_32F: f32 accumulation; on f32 inputs full FP32 (the handle's default math
-  // mode allows no TF32), as linear_forward's f32 path.
+  const std::vector<float> alpha(size_t(count), 1.0f), beta(size_t(count), p.beta);
+  const cudaDataType_t type = blas_data_type(p.type, "grouped_linear");
   TROUPE_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
-      ctx.cuda_state().blas, trans_a.data(), trans_b.data(), m_array.data(), n_array.data(), k_array.data(),
-      alpha.data(), const_cast<const void* const*>(ptrs.get()), type, lda.data(),
-      const_cast<const void* const*>(ptrs.get() + count), type, ldb.data(), beta.data(), ptrs.get() + 2 * count, type,
-      ldc.data(), count, group_size.data(), CUBLAS_COMPUTE_32F));
+      ctx.cuda_state().blas, trans_a.data(), trans_b.data(), m.data(), n.data(), k.data(), alpha.data(),
+      const_cast<const void* const*>(ptrs.get()), type, lda.data(), const_cast<const void* const*>(ptrs.get() + count),
+      type, ldb.data(), beta.data(), ptrs.get() + 2 * count, type, ldc.data(), count, group_size.data(), p.compute));
   return true;
 #else
-  (void)ctx, (void)p, (void)offsets;
+  (void)ctx, (void)p;
   return false;
 #endif
+}
+
+// c_g = b_g op(w_g) for every non-empty group: the forward (op T: w_g^T, b = x, c = y) or dx
+// (op N, b = dy, c = dx). One grouped GEMM, else one cuBLASLt GEMM per group.
+void activations(const Context& ctx, bool trans_w, const Tensor& w, const Tensor& b, const Tensor& c,
+                 const std::vector<int64_t>& offsets) {
+  // CUBLAS_COMPUTE_32F: f32 accumulation; on f32 inputs full FP32 (the handle's default math
+  // mode allows no TF32), as linear_forward's f32 path.
+  GroupedGemm p{.trans_a = trans_w ? CUBLAS_OP_T : CUBLAS_OP_N,
+                .lda = w.dim(2),
+                .ldb = b.dim(1),
+                .ldc = c.dim(1),
+                .type = b.dtype()};
+  for (int64_t g = 0; g < w.dim(0); ++g) {
+    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
+    if (from < to) p.add(group(w, g), rows(b, from, to), rows(c, from, to), c.dim(1), to - from, b.dim(1));
+  }
+  if (grouped_gemm(ctx, p)) return;
+  for (int64_t g = 0; g < w.dim(0); ++g) {
+    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
+    if (from == to) continue;
+    const Tensor bg = rows(b, from, to), wg = group(w, g), cg = rows(c, from, to);
+    matmul_lt(ctx, {&bg, false, &wg, trans_w, &cg, 0.0f});
+  }
+}
+
+// dw_g += dy_g^T x_g (f32), one cuBLASLt GEMM per non-empty group: on ctx's stream, or dealt
+// over the fork's lanes, each group to the lane with the fewest rows so far.
+void dw_gemms(const Context& ctx, const Tensor& dy, const Tensor& x, const std::vector<int64_t>& offsets,
+              const Tensor& dw, const StreamFork* fork) {
+  std::vector<int64_t> lane_rows(fork ? size_t(fork->size()) : 0, 0);
+  for (int64_t g = 0; g < dw.dim(0); ++g) {
+    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
+    if (from == to) continue;
+    const Tensor dyg = rows(dy, from, to), xg = rows(x, from, to), dwg = group(dw, g);
+    const MatmulProblem p{&dyg, true, &xg, false, &dwg, 1.0f};
+    if (!fork) {
+      matmul_lt(ctx, p);
+      continue;
+    }
+    const auto lane = std::min_element(lane_rows.begin(), lane_rows.end());
+    *lane += to - from;
+    matmul_lt(ctx, p, fork->lane(int(lane - lane_rows.begin())));
+  }
+}
+
+// The tf32 way: dw_g += dy_g^T x_g as one grouped GEMM over f32 copies of dy and x (the inputs
+// themselves when f32), in cuBLAS's terms dw_g^T += x_g^T dy_g. False (nothing enqueued but the
+// copies) where the grouped GEMM cannot take it.
+bool dw_grouped_f32(const Context& ctx, const Tensor& dy, const Tensor& x, const std::vector<int64_t>& offsets,
+                    const Tensor& dw) {
+  const bool exact_in_tf32 = x.dtype() != DType::f32;
+  Tensor dy32 = dy, x32 = x;
+  if (exact_in_tf32) {  // bf16 / f16 -> f32 is exact; the copies go back to the pool after the GEMM
+    dy32 = Tensor::stream_ordered(ctx, DType::f32, dy.shape());
+    x32 = Tensor::stream_ordered(ctx, DType::f32, x.shape());
+    cuda::convert(ctx, dy, dy32);
+    cuda::convert(ctx, x, x32);
+  }
+  const int64_t n = dw.dim(1), k = dw.dim(2);
+  GroupedGemm p{.trans_b = CUBLAS_OP_T,
+                .lda = k,
+                .ldb = n,
+                .ldc = k,
+                .compute = exact_in_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                .beta = 1.0f};
+  for (int64_t g = 0; g < dw.dim(0); ++g) {
+    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
+    if (from < to) p.add(rows(x32, from, to), rows(dy32, from, to), group(dw, g), k, n, to - from);
+  }
+  return grouped_gemm(ctx, p);
 }
 
 }  // namespace
 
 void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const std::vector<int64_t>& offsets,
                             const Tensor& y) {
-  const int64_t n = w.dim(1), k = w.dim(2);
-  if (grouped_gemm(ctx, {true, n, k, k, n, &w, &x, &y}, offsets)) return;
-  for (int64_t g = 0; g < w.dim(0); ++g) {
-    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
-    if (from == to) continue;
-    const Tensor xg = rows(x, from, to), wg = group(w, g), yg = rows(y, from, to);
-    matmul_lt(ctx, {&xg, false, &wg, true, &yg, 0.0f});
-  }
+  activations(ctx, true, w, x, y, offsets);
 }
 
 void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                              const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw) {
-  const int64_t n = w.dim(1), k = w.dim(2);
-  const bool dx_done = !dx.defined() || grouped_gemm(ctx, {false, k, n, n, k, &w, &dy, &dx}, offsets);
-  for (int64_t g = 0; g < w.dim(0); ++g) {
-    const int64_t from = offsets[size_t(g)], to = offsets[size_t(g) + 1];
-    if (from == to) continue;
-    const Tensor dyg = rows(dy, from, to), xg = rows(x, from, to), wg = group(w, g), dwg = group(dw, g);
-    if (!dx_done) {
-      const Tensor dxg = rows(dx, from, to);
-      matmul_lt(ctx, {&dyg, false, &wg, false, &dxg, 0.0f});  // dx_g = dy_g w_g
-    }
-    matmul_lt(ctx, {&dyg, true, &xg, false, &dwg, 1.0f});  // dw_g += dy_g^T x_g (f32)
+  const GroupedDw path = grouped_dw();
+  if (path == GroupedDw::streams) {
+    StreamFork fork(ctx, kDwLanes);  // before dx: the lanes need not wait for it
+    if (dx.defined()) activations(ctx, false, w, dy, dx, offsets);
+    dw_gemms(ctx, dy, x, offsets, dw, &fork);
+    fork.join();
+    return;
   }
+  if (dx.defined()) activations(ctx, false, w, dy, dx, offsets);
+  if (path == GroupedDw::tf32 && dw_grouped_f32(ctx, dy, x, offsets, dw)) return;
+  dw_gemms(ctx, dy, x, offsets, dw, nullptr);
 }
 
 }  // namespace troupe::cuda

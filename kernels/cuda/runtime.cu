@@ -113,6 +113,12 @@ float event_elapsed_ms(void* start, void* end) {
 CudaState::~CudaState() {
   cudaSetDevice(device);
   cudnn.reset();  // its handle works on `stream`: gone first
+  for (StreamLane& lane : lanes) {
+    if (lane.done) cudaEventDestroy(lane.done);
+    if (lane.workspace) cudaFree(lane.workspace);
+    if (lane.stream) cudaStreamDestroy(lane.stream);
+  }
+  if (fork) cudaEventDestroy(fork);
   if (workspace) cudaFree(workspace);
   if (lt) cublasLtDestroy(lt);
   if (blas) cublasDestroy(blas);

@@ -1,0 +1,151 @@
+// The grouped linear's backward on CUDA in each way of making the weight gradient
+// (kernels/grouped_dw_path.hpp: loop, streams, tf32) against the CPU backend, on 64 groups of
+// uneven sizes with empty ones among them, in bf16, f16 and f32: dx, and dw accumulated onto a
+// non-zero gradient (the increment checked on its own, so an overwrite fails). Then streams
+// against loop to the bit, also when the inputs are stream-ordered memory freed and reused on
+// ctx's stream right after the call (ctx's stream must wait for the side streams).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/grouped_dw_path.hpp"
+#include "kernels/grouped_linear.hpp"
+#include "tests/test_util.hpp"
+
+namespace troupe::test {
+namespace {
+
+constexpr int64_t kGroups = 64;
+
+// G + 1 ascending offsets from 0 to R: a random split where about a third of the groups are
+// empty, the first and the last among them.
+std::vector<int64_t> uneven_offsets(int64_t rows, uint64_t seed) {
+  const Tensor u = random_uniform({kGroups - 1}, seed, 0.0f, 1.0f);
+  std::vector<int64_t> o(size_t(kGroups) + 1, 0);
+  for (int64_t g = 1; g < kGroups; ++g) o[size_t(g)] = int64_t(float(rows) * u.at(g - 1) * u.at(g - 1));
+  std::sort(o.begin() + 1, o.end() - 1);
+  o[1] = 0;  // group 0 empty
+  o.back() = rows;
+  o[size_t(kGroups) - 1] = rows;                                 // the last group empty
+  for (size_t g = 2; g + 1 < o.size(); g += 3) o[g] = o[g - 1];  // and every third
+  return o;
+}
+
+Tensor minus(const Tensor& a, const Tensor& b) {
+  Tensor d = Tensor::host(DType::f32, a.shape());
+  for (int64_t i = 0; i < a.numel(); ++i) d.at(i) = a.at(i) - b.at(i);
+  return d;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// One backward problem, host f32 values already rounded to the tested type.
+struct Problem {
+  std::vector<int64_t> offsets;
+  Tensor x, w, dy, dw0;  // [R, K], [G, N, K], [R, N], [G, N, K] f32 (the gradient so far)
+
+  Problem(int64_t rows, int64_t n, int64_t k, DType d)
+      : offsets(uneven_offsets(rows, 7)),
+        x(round_through(random_normal({rows, k}, 1), d)),
+        w(round_through(random_normal({kGroups, n, k}, 2, 0.2f), d)),
+        dy(round_through(random_normal({rows, n}, 3), d)),
+        dw0(random_normal({kGroups, n, k}, 4)) {}
+};
+
+// dx and dw (host f32) of one CUDA backward in `path`, dw accumulated onto dw0.
+struct Grads {
+  Tensor dx, dw;
+};
+Grads cuda_backward(const Problem& p, DType d, GroupedDw path) {
+  const ScopedGroupedDw use(path);
+  const Tensor xd = to_device(gpu(), p.x, d), wd = to_device(gpu(), p.w, d), dyd = to_device(gpu(), p.dy, d);
+  const Tensor dxd = Tensor::empty(gpu(), d, p.x.shape());
+  const Tensor dwd = to_device(gpu(), p.dw0, DType::f32);
+  grouped_linear_backward(gpu(), dyd, xd, wd, p.offsets, dxd, dwd);
+  return {to_host_f32(gpu(), dxd), to_host_f32(gpu(), dwd)};
+}
+
+struct Case {
+  DType dtype;
+  int64_t rows, n, k;
+};
+
+class GroupedLinearBackwardCuda : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GroupedLinearBackwardCuda, EveryWayMatchesCpu) {
+  const Case c = GetParam();
+  const Problem p(c.rows, c.n, c.k, c.dtype);
+  Tensor dx = Tensor::host(DType::f32, p.x.shape()), dw = Tensor::host(DType::f32, p.dw0.shape());
+  std::memcpy(dw.data(), p.dw0.data(), dw.nbytes());
+  grouped_linear_backward(cpu(), p.dy, p.x, p.w, p.offsets, dx, dw);
+  const Tensor increment = minus(dw, p.dw0);
+  // The inputs are the same rounded values on both sides and every way sums the products in
+  // f32: only the order of the sums differs.
+  const double tol = c.dtype == DType::f32 ? 1e-5 : 1e-4;
+  const double dx_tol = c.dtype == DType::f32 ? 1e-5 : c.dtype == DType::f16 ? 2e-3 : 1e-2;  // dx rounds to d
+  for (GroupedDw path : {GroupedDw::loop, GroupedDw::streams, GroupedDw::tf32}) {
+    const Grads g = cuda_backward(p, c.dtype, path);
+    EXPECT_LT(rel_error(minus(g.dw, p.dw0), increment), tol) << grouped_dw_name(path) << " dw";
+    EXPECT_LT(rel_error(g.dx, dx), dx_tol) << grouped_dw_name(path) << " dx";
+  }
+}
+
+TEST_P(GroupedLinearBackwardCuda, StreamsGivesTheBitsOfLoop) {
+  const Case c = GetParam();
+  const Problem p(c.rows, c.n, c.k, c.dtype);
+  const Grads loop = cuda_backward(p, c.dtype, GroupedDw::loop);
+  const Grads streams = cuda_backward(p, c.dtype, GroupedDw::streams);
+  EXPECT_TRUE(same_bits(streams.dw, loop.dw));
+  EXPECT_TRUE(same_bits(streams.dx, loop.dx));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GroupedLinearBackwardCuda,
+                         ::testing::Values(Case{DType::bf16, 6000, 128, 256},  // the grouped GEMMs
+                                           Case{DType::f16, 6000, 128, 256}, Case{DType::f32, 6000, 128, 256},
+                                           Case{DType::bf16, 3000, 40, 33},  // K off 16 bytes: per-group GEMMs
+                                           Case{DType::f32, 3000, 40, 33}),
+                         [](const auto& info) {
+                           const Case& c = info.param;
+                           return std::string(dtype_name(c.dtype)) + "_R" + std::to_string(c.rows) + "_N" +
+                                  std::to_string(c.n) + "_K" + std::to_string(c.k);
+                         });
+
+// Inputs in stream-ordered memory released on ctx's stream right after the backward, and the
+// memory handed out again and overwritten there at once: with ctx's stream joined to the side
+// streams, the weight gradient still reads the inputs as they were. Three backwards in a row
+// accumulate onto one gradient.
+TEST(GroupedLinearBackwardCudaOrder, StreamsWaitBeforeInputsAreFreed) {
+  const DType d = DType::bf16;
+  const Problem p(24576, 512, 512, d);
+  const Grads loop = [&] {
+    const ScopedGroupedDw use(GroupedDw::loop);
+    const Tensor xd = to_device(gpu(), p.x, d), wd = to_device(gpu(), p.w, d), dyd = to_device(gpu(), p.dy, d);
+    const Tensor dwd = to_device(gpu(), p.dw0, DType::f32);
+    for (int i = 0; i < 3; ++i) grouped_linear_backward(gpu(), dyd, xd, wd, p.offsets, Tensor(), dwd);
+    return Grads{Tensor(), to_host_f32(gpu(), dwd)};
+  }();
+  const ScopedGroupedDw use(GroupedDw::streams);
+  const Tensor wd = to_device(gpu(), p.w, d), dwd = to_device(gpu(), p.dw0, DType::f32);
+  const Tensor x_src = to_device(gpu(), p.x, d), dy_src = to_device(gpu(), p.dy, d);
+  const Tensor x_garbage = to_device(gpu(), random_normal(p.x.shape(), 9, 1e3f), d);
+  const Tensor dy_garbage = to_device(gpu(), random_normal(p.dy.shape(), 10, 1e3f), d);
+  for (int i = 0; i < 3; ++i) {
+    {
+      const Tensor xd = Tensor::stream_ordered(gpu(), d, p.x.shape());
+      const Tensor dyd = Tensor::stream_ordered(gpu(), d, p.dy.shape());
+      copy(gpu(), x_src, xd);
+      copy(gpu(), dy_src, dyd);
+      grouped_linear_backward(gpu(), dyd, xd, wd, p.offsets, Tensor(), dwd);
+    }  // both freed on ctx's stream here; the same sizes again most likely get the same blocks
+    const Tensor x_reuse = Tensor::stream_ordered(gpu(), d, p.x.shape());
+    const Tensor dy_reuse = Tensor::stream_ordered(gpu(), d, p.dy.shape());
+    copy(gpu(), x_garbage, x_reuse);
+    copy(gpu(), dy_garbage, dy_reuse);
+  }
+  EXPECT_TRUE(same_bits(to_host_f32(gpu(), dwd), loop.dw));
+}
+
+}  // namespace
+}  // namespace troupe::test
