@@ -116,7 +116,9 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
 
   r.durations = measured_durations(trace, r.iterations);
   r.layers = layer_time(trace.events, r.iterations);
-  r.clocks = fit_clock_model(analysed_clocks(trace, r.iterations), busy_fractions(r.stats));
+  r.speed = fit_speed_model(stage_layer_speed(trace.events, r.iterations, trace.header.shape.stages),
+                            busy_fractions(r.stats));
+  r.clocks_mhz = analysed_clocks(trace, r.iterations);
   r.cost_model = fit_op_cost_model(trace.header, r.durations, r.layers);
   r.smallest_gap_ns = measured_transfer_latencies(trace, r.iterations).smallest_gap_ns;
   r.replayed = simulate(trace.header.schedule, trace.header.shape, r.durations);
@@ -125,7 +127,7 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
     WhatIfPrediction w;
     w.spec = spec;
     w.what_if = parse_what_if(spec, trace.header);
-    w.simulation = predict_run(r.durations, trace.header, r.layers, r.clocks, w.what_if.schedule, w.what_if.shape);
+    w.simulation = predict_run(r.durations, trace.header, r.layers, r.speed, w.what_if.schedule, w.what_if.shape);
     const WhatIf& to = w.what_if;
     for (int k = 0; k + 1 < to.shape.stages * to.shape.chunks; ++k)  // zb_v's turn within a stage is none
       if (transfer_link(placement(to.schedule), to.shape, k, false).link >= 0) w.transfers += 2 * to.shape.microbatches;
@@ -216,7 +218,8 @@ std::string format_replay_report(const ReplayReport& r) {
   const bool splits_backward = std::ranges::any_of(
       r.what_ifs, [](const WhatIfPrediction& w) { return schedules::splits_backward(w.what_if.schedule); });
   if (!r.what_ifs.empty()) line(format_op_cost_model(r.cost_model, splits_backward));
-  if (!r.clocks.stage_mhz.empty()) line(format_clock_model(r.clocks, busy_fractions(r.stats)));
+  if (const std::string speed = format_speed_model(r.speed, busy_fractions(r.stats), r.clocks_mhz); !speed.empty())
+    line(speed);
   for (const WhatIfPrediction& w : r.what_ifs) {
     const double step = double(w.simulation.stats.step_ns);
     line(str_cat("what-if ", shape_str(w.what_if.schedule, w.what_if.shape), " [", w.spec, "]: predicted step ",

@@ -43,9 +43,10 @@ struct ReplayReport {
   double theory_bubble = 0;         // theoretical_bubble() of the recorded schedule and shape
   int64_t path_iteration = 0;       // the iteration critical_path comes from (the last analysed)
   std::vector<TraceEvent> critical_path;
-  OpDurations durations;   // measured means (the simulator's input)
-  OpCostModel cost_model;  // fitted to `durations`: what the what-ifs use for other chunks
-  ClockModel clocks;       // each stage's SM clock against its load, where the trace sampled clocks
+  OpDurations durations;           // measured means (the simulator's input)
+  OpCostModel cost_model;          // fitted to `durations`: what the what-ifs use for other chunks
+  SpeedModel speed;                // each stage's layer speed against its load, where the trace has layer spans
+  std::vector<double> clocks_mhz;  // each stage's mean SM clock, where the trace sampled it
   // The least (consumer start - producer end) over the data dependencies of the analysed
   // iterations: below 0 only when the clocks of merged processes' traces disagree.
   int64_t smallest_gap_ns = 0;

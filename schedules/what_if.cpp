@@ -192,14 +192,14 @@ OpDurations predict_durations(const OpDurations& measured, const TraceHeader& re
 }
 
 Simulation predict_run(const OpDurations& measured, const TraceHeader& recorded, const LayerTime& layers,
-                       const ClockModel& clocks, Schedule schedule, const PipelineShape& to) {
+                       const SpeedModel& speed, Schedule schedule, const PipelineShape& to) {
   const OpDurations at_reference =
-      predict_durations(at_reference_clock(clocks, measured), recorded, schedule, to, layers);
+      predict_durations(at_reference_speed(speed, measured), recorded, schedule, to, layers);
   Simulation run = simulate(schedule, to, at_reference);
-  if (!clocks.fitted) return run;
+  if (!speed.fitted) return run;
   constexpr int kRounds = 4;  // each round moves the loads by a fraction of the last one's change
   for (int round = 0; round < kRounds; ++round)
-    run = simulate(schedule, to, at_busy_clock(clocks, at_reference, busy_fractions(run.stats)));
+    run = simulate(schedule, to, at_busy_speed(speed, at_reference, busy_fractions(run.stats)));
   return run;
 }
 

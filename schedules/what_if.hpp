@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "schedules/clock_model.hpp"
+#include "schedules/stage_speed.hpp"
 #include "schedules/op_cost_model.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
@@ -50,11 +50,11 @@ OpDurations measured_durations(const Trace& trace, const std::vector<int64_t>& i
 OpDurations predict_durations(const OpDurations& measured, const TraceHeader& recorded, Schedule schedule,
                               const PipelineShape& to, const LayerTime& layers = {});
 
-// The what-if's run: predict_durations() from the measured durations at the reference clock
-// (`clocks`), each stage's ops then run at the clock its simulated load gives, simulated again
-// until the loads settle (a few rounds; the clock moves op times by a few percent). Without a
-// fitted clock model: one simulation of predict_durations().
+// The what-if's run: predict_durations() from the measured durations at the reference speed
+// (`speed`, schedules/stage_speed.hpp), each stage's ops then run at the speed its simulated load
+// gives, simulated again until the loads settle (a few rounds; load moves op times by a few
+// percent). Without a fitted speed model: one simulation of predict_durations().
 Simulation predict_run(const OpDurations& measured, const TraceHeader& recorded, const LayerTime& layers,
-                       const ClockModel& clocks, Schedule schedule, const PipelineShape& to);
+                       const SpeedModel& speed, Schedule schedule, const PipelineShape& to);
 
 }  // namespace troupe::schedules

@@ -6,7 +6,9 @@ namespace troupe::actors {
 
 ClockSampler::ClockSampler(std::vector<StageDevice> devices, std::chrono::steady_clock::time_point epoch, ReadMhz read,
                            std::chrono::milliseconds period)
-    : devices_(std::move(devices)), epoch_(epoch), read_(std::move(read)), period_(period), thread_([this] { run(); }) {}
+    : devices_(std::move(devices)), epoch_(epoch), read_(std::move(read)), period_(period), thread_([this] {
+        run();
+      }) {}
 
 ClockSampler::~ClockSampler() {
   {

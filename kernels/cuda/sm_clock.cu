@@ -31,7 +31,8 @@ const Nvml& nvml() {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return;
     n.init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-    n.by_pci_bus_id = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    n.by_pci_bus_id =
+        reinterpret_cast<int (*)(const char*, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
     n.clock_info = reinterpret_cast<int (*)(NvmlDevice, int, unsigned int*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
     n.ready = n.init != nullptr && n.by_pci_bus_id != nullptr && n.clock_info != nullptr && n.init() == 0;
   });

@@ -13,12 +13,13 @@ namespace {
 TEST(ClockSampler, SamplesEveryDeviceAsClockEventsOfTheDrainingIteration) {
   std::atomic<int> reads{0};
   const auto epoch = std::chrono::steady_clock::now();
-  ClockSampler s({{.stage = 0, .device = 3}, {.stage = 1, .device = 5}, {.stage = 2, .device = 7}}, epoch,
-                 [&](int device) {
-                   ++reads;
-                   return device == 7 ? 0 : 1000 + device;  // device 7 cannot be read
-                 },
-                 std::chrono::milliseconds(1));
+  ClockSampler s(
+      {{.stage = 0, .device = 3}, {.stage = 1, .device = 5}, {.stage = 2, .device = 7}}, epoch,
+      [&](int device) {
+        ++reads;
+        return device == 7 ? 0 : 1000 + device;  // device 7 cannot be read
+      },
+      std::chrono::milliseconds(1));
   while (reads.load() < 30) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const std::vector<schedules::TraceEvent> got = s.drain(42);
   ASSERT_GE(got.size(), 10u);
