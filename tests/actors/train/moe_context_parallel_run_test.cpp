@@ -12,7 +12,9 @@
 // expert bias, a shared expert and aux_loss, and seq_aux_loss; and log the single device's
 // router statistics (load-balancing loss, z-loss, expert load). Capacity dropping is refused
 // naming both flags. Under `mpirun -np 2` (ctest: moe_context_parallel_run_test_np2) the ranks
-// split over two processes, so the context group (and the expert group) crosses them.
+// split over two processes, so the context group (and the expert group) crosses them (the
+// losses only: the statistics cover process 0's devices there).
+#include "actors/fabric/fabric.hpp"
 #include "tests/actors/train/moe_test_model.hpp"
 #include "tests/actors/train/pipeline_test_util.hpp"
 
@@ -64,24 +66,9 @@ TEST_P(MoeContextParallelParity, SameLossAsOneDevice) {
   // the grad norm drift further than the loss.
   expect_parity(c.name, config, c.T > 1 ? Tolerance{1e-5, 2e-3, 1e-4} : Tolerance{});
 
-  // The router statistics the log line shows: the same as one device's.
-  const int iters = 3;
-  const Reference ref = single_device(config, tiny_data(config.model, 512, 7), nullptr, iters, 0);
-  const std::vector<IterationStats> run = train_iterations(config, iters);
-  for (int it = 0; it < iters; ++it) {
-    const MoeIterationStats &r = ref.stats[size_t(it)].moe, &s = run[size_t(it)].moe;
-    ASSERT_EQ(s.expert_load.size(), 6u) << "iteration " << it + 1;
-    ASSERT_EQ(r.expert_load.size(), 6u);
-    EXPECT_GT(r.load_balancing_loss, 0.5);  // ~1 when balanced
-    EXPECT_GT(r.z_loss, 0.0);
-    EXPECT_LT(rel(s.load_balancing_loss, r.load_balancing_loss), 1e-5) << "iteration " << it + 1;
-    EXPECT_LT(rel(s.z_loss, r.z_loss), 1e-5) << "iteration " << it + 1;
-    for (size_t l = 0; l < r.expert_load.size(); ++l) {
-      EXPECT_EQ(s.expert_load[l].layer, r.expert_load[l].layer);
-      EXPECT_EQ(s.expert_load[l].tokens_max, r.expert_load[l].tokens_max) << "layer " << r.expert_load[l].layer;
-      EXPECT_DOUBLE_EQ(s.expert_load[l].tokens_mean, r.expert_load[l].tokens_mean);
-    }
-  }
+  // The statistics the log line shows; under mpirun they cover process 0's devices only
+  // (docs/train.md), so a single process checks them.
+  if (test_fabric()->processes() == 1) expect_router_stats_of_one_device(config);
 }
 
 // tiny_model: 8 layers, 6 of them MoE, 16 tokens a sequence (CP2: two chunks of 4 per rank).
