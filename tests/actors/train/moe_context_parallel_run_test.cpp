@@ -85,6 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"CP2_DP2_distopt_sigmoid_bias_shared", Router::sigmoid_bias_shared, 2, 1, 2},
                       Case{"CP2_TP2_SP_softmax_aux_z", Router::softmax_aux_z, 2, 1, 1, 2},
                       Case{"CP2_TP2_SP_sigmoid_bias_shared", Router::sigmoid_bias_shared, 2, 1, 1, 2},
+                      Case{"CP2_TP2_SP_seq_aux_z", Router::seq_aux_z, 2, 1, 1, 2},
                       Case{"CP2_PP2_seq_aux_z", Router::seq_aux_z, 2, 1, 1, 1, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
