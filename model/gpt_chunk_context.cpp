@@ -1,6 +1,7 @@
 // GptChunk under context parallelism (model/context_parallel.hpp): the local tokens' global
 // positions for RoPE and the learned position embedding. Core attention's ring is called from
-// core_attention_forward and layer_backward; dropout follows global rows in site_dropout.
+// core_attention_forward and layer_backward; dropout follows global rows in site_dropout; MoE
+// routers reduce their statistics over the context group in moe_forward.
 #include "base/check.hpp"
 #include "kernels/ops.hpp"
 #include "model/gpt_chunk.hpp"
@@ -16,9 +17,8 @@ void GptChunk::set_context_parallel(const ContextParallel& cp) {
     TROUPE_CHECK(config().sliding_window == 0,
                  "--context-parallel-size with a sliding window (--window-size) is not implemented; use one or the "
                  "other");
-    TROUPE_CHECK(!config().moe.enabled(),
-                 "--context-parallel-size with --num-experts is not implemented (the router's statistics would cover "
-                 "one context rank's tokens); use one or the other");
+    // MoE layers take their routers' statistics over the context group (model/moe/router.hpp).
+    config().moe.validate_context_parallel(cp.size);
   }
   cp_ = cp;
   cp_positions_ = Tensor();

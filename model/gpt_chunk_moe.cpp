@@ -34,7 +34,7 @@ void GptChunk::moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, 
   // optimizer may have stepped since the last one.
   if (router_f32_[size_t(i)].defined()) convert(ctx_, layer_params_[size_t(i)].moe.router, router_f32_[size_t(i)]);
   moe_mlp_forward(ctx_, moe_spec_, moe_params(i), moe_state_[size_t(i)], s.ln2, a.seq, o.training, s.moe, out,
-                  expert_group(), moe_tensor_group(), moe_comm_);
+                  expert_group(), moe_tensor_group(), moe_comm_, cp_.enabled() ? cp_.comm : nullptr);
   if (!o.training) return;
   const int l = layout_.first_layer() + i;
   const auto it =

@@ -1,5 +1,7 @@
 #include "model/rank_layout.hpp"
 
+#include <numeric>
+
 #include "base/check.hpp"
 
 namespace troupe {
@@ -85,6 +87,13 @@ std::vector<int> RankLayout::expert_group(int rank) const {
   std::vector<int> out;
   for (int i = 0; i < expert; ++i) out.push_back(e.pp * stage_ranks + e.etp + expert_tensor * (i + expert * e.edp));
   return out;
+}
+
+int RankLayout::expert_group_data_ranks() const {
+  // Expert groups are runs of expert x expert_tensor stage ranks, data ranks runs of tensor x
+  // context: the shortest run of both.
+  const int group = expert * expert_tensor, data_rank = tensor * context;
+  return std::lcm(group, data_rank) / data_rank;
 }
 
 std::vector<int> RankLayout::order_group(int rank) const {

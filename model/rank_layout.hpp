@@ -45,6 +45,10 @@ struct RankLayout {
   std::vector<int> data_group(int rank) const;      // same pp, cp, tp
   std::vector<int> pipeline_group(int rank) const;  // same dp, cp, tp (by stage)
   std::vector<int> expert_group(int rank) const;    // same pp, edp, etp (by ep)
+  // The fewest leading data ranks whose ranks make up whole expert groups (an expert group of
+  // one of their ranks lies inside them): EP without context parallelism, lcm(EP, C) / C with
+  // it (ETP = T). 1 without expert parallelism. Evaluation runs on them.
+  int expert_group_data_ranks() const;
   // The ranks of `rank`'s stage that its ops' collectives link, directly or through each
   // other (tensor, context and expert groups), in rank order: they must run their ops in one
   // order, which the first of them (the leader) chooses.

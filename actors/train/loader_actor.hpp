@@ -32,8 +32,8 @@ struct LoaderSetup {
   std::unique_ptr<DataLoader> train, valid;  // valid may be null (no evaluation)
   std::vector<LoaderFeed> feeds;
   int data_parallel = 1;  // D
-  // The data ranks evaluation runs on, microbatch k on rank k mod this: 1, or the expert-parallel
-  // size (the EP ranks of an expert group run forwards together).
+  // The data ranks evaluation runs on, microbatch k on rank k mod this: 1, or the data ranks the
+  // expert groups span (RankLayout::expert_group_data_ranks; an expert group runs forwards together).
   int eval_data_parallel = 1;
 };
 

@@ -461,10 +461,12 @@ class StageActor : public stage_actor::base {
     StageReport r{.stage = stage(), .iteration = worker_->iteration(), .loss_sum = loss_sum_};
     r.tp = worker_->tp_rank();
     r.dp = worker_->dp_rank();
-    // Every tensor rank routes the same tokens: tensor rank 0 reports the MoE statistics.
+    // Every tensor rank routes the same tokens, and every context rank holds the statistics of
+    // its group's (model/moe/router.hpp): tensor and context rank 0 report the MoE statistics.
+    const bool reports_moe = r.tp == 0 && worker_->model(0).context_parallel().rank == 0;
     for (int c = 0; c < worker_->chunks() && worker_->training(); ++c) {
       std::vector<MoeLayerStats> moe = worker_->model(c).take_moe_stats();
-      if (r.tp == 0) r.moe.insert(r.moe.end(), moe.begin(), moe.end());
+      if (reports_moe) r.moe.insert(r.moe.end(), moe.begin(), moe.end());
     }
     send(trainer_, report_atom::value, r);
   }

@@ -124,9 +124,11 @@ class TrainerActor : public trainer_actor::base {
   RankCoord rank_of(size_t i) const { return s_.layout.coord(int(i)); }
   std::string stage_name(size_t i) const { return s_.layout.stage_name(int(i)); }
   bool local(size_t i) const { return i >= s_.first_local && i < s_.first_local + s_.local_count; }
-  // Evaluation runs on data rank 0's devices only (every replica holds the same weights).
-  // Evaluation runs on data rank 0, or on the expert-parallel group's ranks (they exchange tokens).
-  bool takes_part(size_t i) const { return local(i) && (training_ || rank_of(i).dp < s_.layout.expert); }
+  // Evaluation runs on data rank 0 (every replica holds the same weights), or on the data
+  // ranks its expert groups span (they exchange tokens).
+  bool takes_part(size_t i) const {
+    return local(i) && (training_ || rank_of(i).dp < s_.layout.expert_group_data_ranks());
+  }
 
   std::string name_of(const caf::actor_addr& a) const {
     if (auto it = index_.find(a); it != index_.end()) return stage_name(it->second);
@@ -320,7 +322,7 @@ class TrainerActor : public trainer_actor::base {
       // Data rank d takes microbatches d, d + D, ... (the loader's LoaderFeed): Megatron's
       // order, where each step of the global batch hands consecutive micro-batches to
       // consecutive data ranks.
-      const int stride = training ? D_ : s_.layout.expert;
+      const int stride = training ? D_ : s_.layout.expert_group_data_ranks();
       // The dropout streams follow the global microbatch: seed + k for global microbatch k.
       for (int64_t k = r.dp; k < info.microbatches; k += stride) {
         if (plan.microbatches == 0) plan.dropout_seed = seed + uint64_t(k);

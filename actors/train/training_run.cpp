@@ -77,12 +77,11 @@ void validate_context_parallel(const TrainingConfig& c) {
   TROUPE_CHECK(c.model.sliding_window == 0,
                "--context-parallel-size with a sliding window (--window-size) is not implemented; use one or the "
                "other");
-  TROUPE_CHECK(!c.model.moe.enabled(),
-               "--context-parallel-size with --num-experts is not implemented; use one or the other");
+  if (c.model.moe.enabled()) c.model.moe.validate_context_parallel(C);
 }
 
-// --expert-model-parallel-size: experts split over consecutive data ranks (RankLayout's expert
-// grid), what is exact so far; the rest refused by name.
+// --expert-model-parallel-size: experts split over consecutive data x context ranks (RankLayout's
+// expert grid), what is exact so far; the rest refused by name.
 void validate_expert_parallel(const TrainingConfig& c) {
   const int EP = c.parallel.expert_size, D = c.parallel.data_size, T = c.parallel.tensor_size,
             ETP = c.parallel.expert_tensor_size;
@@ -98,9 +97,16 @@ void validate_expert_parallel(const TrainingConfig& c) {
                " needs a mixture-of-experts model; set --num-experts or use --expert-model-parallel-size 1");
   TROUPE_CHECK(E % EP == 0, "--expert-model-parallel-size ", EP, " must divide --num-experts ", E,
                "; pick a size that divides it");
-  TROUPE_CHECK(D % EP == 0, "--expert-model-parallel-size ", EP, " must divide the data-parallel size ", D,
-               " (devices / (--tensor-model-parallel-size x --pipeline-model-parallel-size)); pick a size that "
-               "divides it");
+  // Megatron carves the expert groups out of the data x context ranks.
+  const int C = c.parallel.context_size;
+  if (C == 1)
+    TROUPE_CHECK(D % EP == 0, "--expert-model-parallel-size ", EP, " must divide the data-parallel size ", D,
+                 " (devices / (--tensor-model-parallel-size x --pipeline-model-parallel-size)); pick a size that "
+                 "divides it");
+  else
+    TROUPE_CHECK((D * C) % EP == 0, "--expert-model-parallel-size ", EP,
+                 " must divide the data-parallel size times --context-parallel-size (", D, " x ", C,
+                 "); pick a size that divides it");
   // With several stages the all-to-all pairs up the expert group's ranks op by op: they run
   // their stage's ops in the order of the group's first rank (RankLayout::order_group).
 }
@@ -296,21 +302,23 @@ TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<
   return member;
 }
 
-// Expert parallelism (C = 1; the expert-tensor-parallel size is T, Megatron's default): per
-// tensor rank, the expert groups (EP consecutive data ranks of stage s) and the
-// expert-data-parallel groups (the data ranks with the same expert coordinate, by data rank).
+// Expert parallelism (the expert-tensor-parallel size is T, Megatron's default): per tensor
+// rank, the expert groups (EP consecutive data x context ranks of stage s, context fastest) and
+// the expert-data-parallel groups (the data x context ranks with the same expert coordinate).
 template <typename BuildGroup>
 void TrainingRun::Impl::make_expert_groups(int s, BuildGroup& build_group, StageGroups& member) const {
+  const int ranks = D * C;  // a stage's data x context ranks, index dp * C + cp
+  auto rank_at = [&](int i, int tp) { return int(rank(s, i / C, tp, i % C)); };
   for (int tp = 0; tp < T; ++tp) {
     const std::string of_tp = T > 1 ? str_cat(", tensor rank ", tp) : std::string();
-    for (int edp = 0; edp < D / EP; ++edp)
-      build_group(layout.expert_group(int(rank(s, edp * EP, tp))), false,
+    for (int edp = 0; edp < ranks / EP; ++edp)
+      build_group(layout.expert_group(rank_at(edp * EP, tp)), false,
                   str_cat("the expert-parallel group of stage ", s, ", expert-data rank ", edp, of_tp), false,
                   &member.ep);
-    for (int ep = 0; ep < EP && D > EP; ++ep) {
+    for (int ep = 0; ep < EP && ranks > EP; ++ep) {
       std::vector<int> members;
-      for (int dp = 0; dp < D; ++dp)
-        if (layout.expert_coord(int(rank(s, dp, tp))).ep == ep) members.push_back(int(rank(s, dp, tp)));
+      for (int i = 0; i < ranks; ++i)
+        if (layout.expert_coord(rank_at(i, tp)).ep == ep) members.push_back(rank_at(i, tp));
       // Reduces gradients: on the reducers' streams with --overlap-grad-reduce, as the data-parallel group.
       build_group(members, true, str_cat("the expert-data-parallel group of stage ", s, ", expert rank ", ep, of_tp),
                   false, &member.edp);
@@ -802,7 +810,7 @@ void TrainingRun::Impl::start_actors(std::unique_ptr<DataLoader> train, std::uni
       return board->silence_error(HeartbeatBoard::Clock::now(), timeout);
     });
   }
-  LoaderSetup ls{std::move(train), std::move(valid), {}, d.D, d.EP};
+  LoaderSetup ls{std::move(train), std::move(valid), {}, d.D, d.layout.expert_group_data_ranks()};
   for (size_t r = 0; r < d.stages.size(); ++r) {
     const RankCoord at = d.layout.coord(int(r));
     const bool loss = at.pp == d.loss_holder().stage;  // the targets go where the loss is
@@ -888,8 +896,10 @@ double TrainingRun::evaluate(int64_t iters) {
   if (!d.failure.empty()) throw Error(str_cat("the run failed earlier: ", d.failure));
   TROUPE_CHECK(iters >= 1, "evaluate: --eval-iters must be >= 1, got ", iters);
   // The ranks of an expert group run their forwards together: each the same number.
-  TROUPE_CHECK(iters % d.EP == 0, "evaluate: --eval-iters ", iters,
-               " does not split over --expert-model-parallel-size ", d.EP, "; pick a multiple of it");
+  const int ranks = d.layout.expert_group_data_ranks();
+  TROUPE_CHECK(iters % ranks == 0, "evaluate: --eval-iters ", iters, " does not split over the ", ranks,
+               " data ranks that --expert-model-parallel-size ", d.EP, "'s expert groups span; pick a multiple of ",
+               ranks);
   return d.ask<double>(eval_atom::value, iters);
 }
 

@@ -45,31 +45,39 @@ double logsumexp(const float* l, int64_t e) {
 
 }  // namespace
 
-void moe_balance_loss_forward(const Tensor& logits, MoeScoreFunction fn, int topk, int64_t group_tokens, float coeff,
-                              const Tensor& tokens, const Tensor& loss) {
+void moe_balance_counts(const Tensor& logits, MoeScoreFunction fn, int topk, int64_t group_tokens,
+                        const Tensor& tokens) {
   const int64_t n = logits.dim(0), e = logits.dim(1), groups = n / group_tokens;
   float* count = tokens.data_as<float>();
   std::fill(count, count + groups * e, 0.0f);
-  std::vector<float> scores(size_t(n * e));
-  std::vector<double> score_sum(size_t(groups * e), 0.0);
+  std::vector<float> s(static_cast<size_t>(e));
   for (int64_t row = 0; row < n; ++row) {
-    const int64_t g = row / group_tokens;
-    float* s = scores.data() + row * e;
-    balance_scores(logits.data_as<float>() + row * e, e, fn, s);
-    for (int64_t j : top_indices(s, e, topk)) count[g * e + j] += 1.0f;
-    for (int64_t j = 0; j < e; ++j) score_sum[size_t(g * e + j)] += s[j];
+    balance_scores(logits.data_as<float>() + row * e, e, fn, s.data());
+    for (int64_t j : top_indices(s.data(), e, topk)) count[(row / group_tokens) * e + j] += 1.0f;
+  }
+}
+
+void moe_balance_loss_forward(const Tensor& logits, const Tensor& tokens, MoeScoreFunction fn, int topk,
+                              int64_t group_size, float coeff, const Tensor& loss) {
+  const int64_t n = logits.dim(0), e = logits.dim(1), groups = tokens.dim(0), group_tokens = n / groups;
+  const float* count = tokens.data_as<float>();
+  std::vector<float> s(static_cast<size_t>(e));
+  std::vector<double> score_sum(size_t(groups * e), 0.0);  // these rows' sum of s per group and expert
+  for (int64_t row = 0; row < n; ++row) {
+    balance_scores(logits.data_as<float>() + row * e, e, fn, s.data());
+    for (int64_t j = 0; j < e; ++j) score_sum[size_t((row / group_tokens) * e + j)] += s[size_t(j)];
   }
   double total = 0;
   for (size_t i = 0; i < score_sum.size(); ++i) total += score_sum[i] * count[i];
   loss.data_as<float>()[0] =
-      float(total * double(e) * coeff / (double(topk) * double(group_tokens) * double(group_tokens) * double(groups)));
+      float(total * double(e) * coeff / (double(topk) * double(group_size) * double(group_size) * double(groups)));
 }
 
-void moe_balance_loss_backward(const Tensor& logits, const Tensor& tokens, MoeScoreFunction fn, int topk, float coeff,
-                               const Tensor& dlogits) {
-  // d(loss)/d(score[n, j]) = coeff * E / (K * T^2 * G) * tokens[g(n), j]
+void moe_balance_loss_backward(const Tensor& logits, const Tensor& tokens, MoeScoreFunction fn, int topk,
+                               int64_t group_size, float coeff, const Tensor& dlogits) {
+  // d(loss)/d(score[n, j]) = coeff * E / (K * S^2 * G) * tokens[g(n), j]
   const int64_t n = logits.dim(0), e = logits.dim(1), groups = tokens.dim(0), group_tokens = n / groups;
-  const double base = double(e) * coeff / (double(topk) * double(group_tokens) * double(group_tokens) * double(groups));
+  const double base = double(e) * coeff / (double(topk) * double(group_size) * double(group_size) * double(groups));
   std::vector<float> g(static_cast<size_t>(e)), s(static_cast<size_t>(e));
   for (int64_t row = 0; row < n; ++row) {
     const float* l = logits.data_as<float>() + row * e;
@@ -92,23 +100,23 @@ void moe_balance_loss_backward(const Tensor& logits, const Tensor& tokens, MoeSc
   }
 }
 
-void moe_z_loss_forward(const Tensor& logits, float coeff, const Tensor& loss) {
+void moe_z_loss_forward(const Tensor& logits, float coeff, int64_t total_rows, const Tensor& loss) {
   const int64_t n = logits.dim(0), e = logits.dim(1);
   double sum = 0;
   for (int64_t row = 0; row < n; ++row) {
     const double lse = logsumexp(logits.data_as<float>() + row * e, e);
     sum += lse * lse;
   }
-  loss.data_as<float>()[0] = n > 0 ? float(coeff * sum / double(n)) : 0.0f;
+  loss.data_as<float>()[0] = n > 0 ? float(coeff * sum / double(total_rows)) : 0.0f;
 }
 
-void moe_z_loss_backward(const Tensor& logits, float coeff, const Tensor& dlogits) {
+void moe_z_loss_backward(const Tensor& logits, float coeff, int64_t total_rows, const Tensor& dlogits) {
   // z = coeff / N * sum_n lse_n^2:  dz/dl[n, j] = coeff / N * 2 lse_n softmax(l_n)_j.
   const int64_t n = logits.dim(0), e = logits.dim(1);
   for (int64_t row = 0; row < n; ++row) {
     const float* l = logits.data_as<float>() + row * e;
     const double lse = logsumexp(l, e);
-    const double scale = double(coeff) / double(n) * 2.0 * lse;
+    const double scale = double(coeff) / double(total_rows) * 2.0 * lse;
     for (int64_t j = 0; j < e; ++j)
       dlogits.data_as<float>()[row * e + j] += float(scale * std::exp(double(l[j]) - lse));
   }

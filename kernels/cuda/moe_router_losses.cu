@@ -136,41 +136,46 @@ void expect_small_topk(const char* op, int k) {
 
 }  // namespace
 
-void moe_balance_loss_forward(const Context& ctx, const Tensor& logits, MoeScoreFunction fn, int topk,
-                              int64_t group_tokens, float coeff, const Tensor& tokens, const Tensor& loss) {
-  expect_small_topk("moe_balance_loss_forward", topk);
+void moe_balance_counts(const Context& ctx, const Tensor& logits, MoeScoreFunction fn, int topk, int64_t group_tokens,
+                        const Tensor& tokens) {
+  expect_small_topk("moe_balance_counts", topk);
   cudaStream_t stream = stream_of(ctx);
-  const int64_t n = logits.dim(0), groups = n / group_tokens;
-  const int e = int(logits.dim(1));
+  const int64_t n = logits.dim(0);
   TROUPE_CUDA_CHECK(cudaMemsetAsync(tokens.data(), 0, tokens.nbytes(), stream));
+  if (n == 0) return;
+  balance_count_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(logits.data_as<float>(), tokens.data_as<float>(),
+                                                                       n, int(logits.dim(1)), topk, group_tokens, fn);
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void moe_balance_loss_forward(const Context& ctx, const Tensor& logits, const Tensor& tokens, MoeScoreFunction fn,
+                              int topk, int64_t group_size, float coeff, const Tensor& loss) {
+  cudaStream_t stream = stream_of(ctx);
+  const int64_t n = logits.dim(0), groups = tokens.dim(0), group_tokens = n / groups;
+  const int e = int(logits.dim(1));
   TROUPE_CUDA_CHECK(cudaMemsetAsync(loss.data(), 0, loss.nbytes(), stream));
   if (n == 0) return;
-  const unsigned blocks = ceil_div(n, kThreads);
-  balance_count_kernel<<<blocks, kThreads, 0, stream>>>(logits.data_as<float>(), tokens.data_as<float>(), n, e, topk,
-                                                        group_tokens, fn);
-  TROUPE_CUDA_CHECK_LAUNCH();
   StreamBuffer<double> partial(stream, size_t(n));
-  balance_partial_kernel<<<blocks, kThreads, 0, stream>>>(logits.data_as<float>(), tokens.data_as<float>(),
-                                                          partial.get(), n, e, group_tokens, fn);
+  balance_partial_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(
+      logits.data_as<float>(), tokens.data_as<float>(), partial.get(), n, e, group_tokens, fn);
   TROUPE_CUDA_CHECK_LAUNCH();
-  const double scale =
-      double(e) * coeff / (double(topk) * double(group_tokens) * double(group_tokens) * double(groups));
+  const double scale = double(e) * coeff / (double(topk) * double(group_size) * double(group_size) * double(groups));
   sum_kernel<<<1, kSumThreads, 0, stream>>>(partial.get(), n, scale, loss.data_as<float>());
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
 void moe_balance_loss_backward(const Context& ctx, const Tensor& logits, const Tensor& tokens, MoeScoreFunction fn,
-                               int topk, float coeff, const Tensor& dlogits) {
+                               int topk, int64_t group_size, float coeff, const Tensor& dlogits) {
   const int64_t n = logits.dim(0), groups = tokens.dim(0), group_tokens = n / groups;
   const int e = int(logits.dim(1));
   if (n == 0) return;
-  const double base = double(e) * coeff / (double(topk) * double(group_tokens) * double(group_tokens) * double(groups));
+  const double base = double(e) * coeff / (double(topk) * double(group_size) * double(group_size) * double(groups));
   balance_backward_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream_of(ctx)>>>(
       logits.data_as<float>(), tokens.data_as<float>(), dlogits.data_as<float>(), n, e, group_tokens, fn, float(base));
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
-void moe_z_loss_forward(const Context& ctx, const Tensor& logits, float coeff, const Tensor& loss) {
+void moe_z_loss_forward(const Context& ctx, const Tensor& logits, float coeff, int64_t total_rows, const Tensor& loss) {
   cudaStream_t stream = stream_of(ctx);
   const int64_t n = logits.dim(0);
   TROUPE_CUDA_CHECK(cudaMemsetAsync(loss.data(), 0, loss.nbytes(), stream));
@@ -179,15 +184,17 @@ void moe_z_loss_forward(const Context& ctx, const Tensor& logits, float coeff, c
   z_partial_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream>>>(logits.data_as<float>(), partial.get(), n,
                                                                    int(logits.dim(1)));
   TROUPE_CUDA_CHECK_LAUNCH();
-  sum_kernel<<<1, kSumThreads, 0, stream>>>(partial.get(), n, double(coeff) / double(n), loss.data_as<float>());
+  sum_kernel<<<1, kSumThreads, 0, stream>>>(partial.get(), n, double(coeff) / double(total_rows),
+                                            loss.data_as<float>());
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
-void moe_z_loss_backward(const Context& ctx, const Tensor& logits, float coeff, const Tensor& dlogits) {
+void moe_z_loss_backward(const Context& ctx, const Tensor& logits, float coeff, int64_t total_rows,
+                         const Tensor& dlogits) {
   const int64_t n = logits.dim(0);
   if (n == 0) return;
   z_backward_kernel<<<ceil_div(n, kThreads), kThreads, 0, stream_of(ctx)>>>(
-      logits.data_as<float>(), dlogits.data_as<float>(), n, int(logits.dim(1)), double(coeff) / double(n));
+      logits.data_as<float>(), dlogits.data_as<float>(), n, int(logits.dim(1)), double(coeff) / double(total_rows));
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -167,6 +167,13 @@ void MoeConfig::validate(int num_layers) const {
                "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor (a capacity to pad to)");
 }
 
+void MoeConfig::validate_context_parallel(int context_size) const {
+  TROUPE_CHECK(context_size <= 1 || !drops_tokens(), "--moe-expert-capacity-factor (", moe_expert_capacity_factor,
+               ") with --context-parallel-size ", context_size,
+               " is not implemented: the capacity ranks a microbatch's tokens across the context ranks; train "
+               "dropless (leave out --moe-expert-capacity-factor) or without context parallelism");
+}
+
 bool MoeConfig::is_moe_layer(int layer, int num_layers) const {
   TROUPE_CHECK(layer >= 0 && layer < num_layers, "is_moe_layer: layer ", layer, " is outside [0, ", num_layers, ")");
   if (!enabled()) return false;

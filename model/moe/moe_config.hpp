@@ -71,6 +71,9 @@ struct MoeConfig {
   // Throws troupe::Error naming the Megatron flag that is wrong (Megatron-Core's
   // TransformerConfig checks plus ours: a flag that would do nothing is refused).
   void validate(int num_layers) const;
+  // Throws naming the flags when --context-parallel-size `context_size` (> 1) meets what it does
+  // not implement: capacity dropping, which ranks a microbatch's tokens across the context ranks.
+  void validate_context_parallel(int context_size) const;
   // Whether layer `layer` (0-based, of num_layers) has an MoE MLP.
   bool is_moe_layer(int layer, int num_layers) const;
 };

@@ -68,7 +68,8 @@ size_t moe_mlp_activation_bytes(const MoeMlpActivations& a) {
 
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
-                     Collectives* expert_group, Collectives* tensor_group, const MoeComm& comm) {
+                     Collectives* expert_group, Collectives* tensor_group, const MoeComm& comm,
+                     Collectives* context_group) {
   constexpr const char* op = "moe_mlp_forward";
   TROUPE_CHECK(spec.moe.enabled(), op, ": --num-experts is not set");
   expect_shape(op, "x", x, {x.dim(0), spec.hidden});
@@ -81,7 +82,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
   expect_shape(op, "fc1", p.fc1, {e / ep, spec.swiglu ? 2 * f : f, spec.hidden});
   expect_shape(op, "fc2", p.fc2, {e / ep, spec.hidden, f});
 
-  moe_router_forward(ctx, spec.moe, p.router, state, x, seq_length, training, a.routing);
+  moe_router_forward(ctx, spec.moe, p.router, state, x, seq_length, training, a.routing, context_group);
   a.plan = moe_dispatch_plan(ctx, a.routing, spec.moe.num_experts);
   const int64_t rows = a.plan.rows();
   a.xp = Tensor::stream_ordered(ctx, x.dtype(), {rows, spec.hidden});
@@ -128,7 +129,7 @@ void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpPar
       moe_shared_expert_forward(ctx, spec.swiglu, p.shared_fc1, p.shared_fc2, p.shared_gate, x, a.shared, y);
   }
 
-  const std::vector<int64_t>& tokens = a.routing.tokens_per_expert;
+  const std::vector<int64_t>& tokens = a.routing.context_tokens_per_expert;
   a.stats.losses = a.routing.losses;
   a.stats.tokens_per_expert_max = *std::max_element(tokens.begin(), tokens.end());
   a.stats.tokens_per_expert_mean = double(std::accumulate(tokens.begin(), tokens.end(), int64_t(0))) / double(e);

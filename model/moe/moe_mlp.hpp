@@ -75,7 +75,8 @@ struct MoeMlpParams {
 // Zero-filled host f32 tensors of the spec's shapes.
 MoeMlpParams moe_mlp_params(const MoeMlpSpec& spec);
 
-// What the log reports per layer (Megatron's load_balancing_loss, z_loss, and the expert load).
+// What the log reports per layer (Megatron's load_balancing_loss, z_loss, and the expert load),
+// over the microbatch's every token (under context parallelism, the context group's).
 struct MoeMlpStats {
   MoeRouterLosses losses;
   int64_t tokens_per_expert_max = 0;
@@ -106,11 +107,13 @@ struct MoeComm {
 // Bytes of the tensors `a` holds (what a microbatch keeps for its backward).
 size_t moe_mlp_activation_bytes(const MoeMlpActivations& a);
 
-// x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten).
+// x: [N, C] (N whole sequences of seq_length); y: [N, C] (overwritten). context_group: under
+// context parallelism the group holding the other parts of x's sequences, over which the
+// router's statistics and losses are taken (router.hpp); the backward needs none.
 void moe_mlp_forward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, MoeRouterState& state,
                      const Tensor& x, int64_t seq_length, bool training, MoeMlpActivations& a, const Tensor& y,
-                     Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr,
-                     const MoeComm& comm = {});
+                     Collectives* expert_group = nullptr, Collectives* tensor_group = nullptr, const MoeComm& comm = {},
+                     Collectives* context_group = nullptr);
 // dy: [N, C]; dx: [N, C] (overwritten); g: f32 gradients, ACCUMULATE. loss_grad_scale: the
 // factor on the main loss's gradient, applied to the router's losses (see router.hpp).
 void moe_mlp_backward(const Context& ctx, const MoeMlpSpec& spec, const MoeMlpParams& p, const MoeMlpActivations& a,

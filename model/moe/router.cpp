@@ -16,13 +16,16 @@ namespace troupe {
 
 namespace {
 
-// Slots of the f32 scalars a forward brings to the host in one copy.
+// Slots of the f32 scalars a forward brings to the host in one copy: this rank's kept counts,
+// then what the statistics report (under context parallelism summed over the group in one
+// all-reduce): the group's kept counts and the losses.
 struct ScalarSlots {
   int64_t experts;
-  int64_t aux() const { return experts; }  // counts occupy [0, E)
-  int64_t seq_aux() const { return experts + 1; }
-  int64_t z() const { return experts + 2; }
-  int64_t size() const { return experts + 3; }
+  int64_t stats() const { return experts; }  // counts occupy [0, E); the group's [E, 2E)
+  int64_t aux() const { return 2 * experts; }
+  int64_t seq_aux() const { return 2 * experts + 1; }
+  int64_t z() const { return 2 * experts + 2; }
+  int64_t size() const { return 2 * experts + 3; }
 };
 
 Tensor slot(const Tensor& scalars, int64_t at, int64_t len = 1) { return scalars.slice(at, {len}); }
@@ -99,7 +102,7 @@ MoeRouterState moe_router_state(const Context& ctx, const MoeConfig& cfg) {
 }
 
 void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& w, MoeRouterState& state,
-                        const Tensor& x, int64_t seq_length, bool training, MoeRouting& r) {
+                        const Tensor& x, int64_t seq_length, bool training, MoeRouting& r, Collectives* context_group) {
   constexpr const char* op = "moe_router_forward";
   const int64_t n = x.dim(0), e = cfg.num_experts, k = cfg.moe_router_topk;
   expect_shape(op, "w", w, {e, x.dim(1)});
@@ -110,10 +113,13 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
     expect_state_on(ctx, op, state.expert_bias, "expert_bias");
     expect_state_on(ctx, op, state.tokens_per_expert, "tokens_per_expert");
   }
+  const int context = context_group != nullptr ? context_group->size() : 1;
+  cfg.validate_context_parallel(context);
   r = MoeRouting{};
   r.tokens = n;
   r.seq_length = seq_length;
   r.training = training;
+  r.context_size = context;
   r.logits = Tensor::stream_ordered(ctx, DType::f32, {n, e});
   r.probs = Tensor::stream_ordered(ctx, DType::f32, {n, k});
   r.experts = Tensor::stream_ordered(ctx, DType::i32, {n, k});
@@ -135,11 +141,15 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
     const bool per_sequence = cfg.moe_router_load_balancing_type == MoeLoadBalancing::seq_aux_loss;
     const int64_t group_tokens = per_sequence ? seq_length : n;
     r.balance_tokens_per_expert = Tensor::stream_ordered(ctx, DType::f32, {n / group_tokens, e});
-    moe_balance_loss_forward(ctx, r.logits, cfg.moe_router_score_function, int(k), group_tokens, cfg.moe_aux_loss_coeff,
-                             r.balance_tokens_per_expert, slot(scalars, per_sequence ? slots.seq_aux() : slots.aux()));
+    moe_balance_counts(ctx, r.logits, cfg.moe_router_score_function, int(k), group_tokens, r.balance_tokens_per_expert);
+    // Row b of the counts is sequence b (or the microbatch) on every context rank.
+    if (context_group != nullptr) context_group->all_reduce(ctx, r.balance_tokens_per_expert);
+    moe_balance_loss_forward(ctx, r.logits, r.balance_tokens_per_expert, cfg.moe_router_score_function, int(k),
+                             group_tokens * context, cfg.moe_aux_loss_coeff,
+                             slot(scalars, per_sequence ? slots.seq_aux() : slots.aux()));
   }
   if (training && cfg.moe_z_loss_coeff > 0)
-    moe_z_loss_forward(ctx, r.logits, cfg.moe_z_loss_coeff, slot(scalars, slots.z()));
+    moe_z_loss_forward(ctx, r.logits, cfg.moe_z_loss_coeff, n * context, slot(scalars, slots.z()));
   if (training && cfg.moe_router_enable_expert_bias) {
     // Megatron counts its routing map after dropping; padded to capacity, that map is the
     // capacity mask (every expert gets the same count, so the bias does not move).
@@ -152,6 +162,10 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
       add(ctx, state.tokens_per_expert, counts, state.tokens_per_expert);
     }
   }
+  if (context_group != nullptr) {
+    copy(ctx, counts, slot(scalars, slots.stats(), e));
+    context_group->all_reduce(ctx, scalars.slice(slots.stats(), {slots.size() - slots.stats()}));
+  }
 
   const Tensor host = to_host_f32(ctx, scalars);  // the one device->host copy (synchronizes)
   const float* h = host.data_as<float>();
@@ -159,6 +173,9 @@ void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& 
   int64_t kept_total = 0;
   for (int64_t j = 0; j < e; ++j) kept_total += (r.tokens_per_expert[size_t(j)] = int64_t(h[j]));
   r.dropped = n * k - kept_total;
+  r.context_tokens_per_expert = r.tokens_per_expert;
+  if (context_group != nullptr)
+    for (int64_t j = 0; j < e; ++j) r.context_tokens_per_expert[size_t(j)] = int64_t(h[slots.stats() + j]);
   r.expert_rows = cfg.moe_pad_expert_input_to_capacity ? std::vector<int64_t>(size_t(e), std::min(r.capacity, n))
                                                        : r.tokens_per_expert;
   r.losses.aux_loss = h[slots.aux()];
@@ -191,10 +208,15 @@ void moe_router_backward(const Context& ctx, const MoeConfig& cfg, const Tensor&
   const ScratchTensor dlogits(ctx, DType::f32, {n, e});  // stream-ordered: no device synchronization
   fill_zero(ctx, dlogits);
   moe_topk_backward(ctx, r.logits, r.experts, dprobs, cfg.topk(), dlogits);
-  if (cfg.load_balancing_coeff() > 0)
+  // The whole microbatch's losses on these rows (router.hpp: context parallelism).
+  if (cfg.load_balancing_coeff() > 0) {
+    const int64_t group_rows = n / r.balance_tokens_per_expert.dim(0);
     moe_balance_loss_backward(ctx, r.logits, r.balance_tokens_per_expert, cfg.moe_router_score_function,
-                              cfg.moe_router_topk, cfg.moe_aux_loss_coeff * loss_grad_scale, dlogits);
-  if (cfg.moe_z_loss_coeff > 0) moe_z_loss_backward(ctx, r.logits, cfg.moe_z_loss_coeff * loss_grad_scale, dlogits);
+                              cfg.moe_router_topk, group_rows * r.context_size,
+                              cfg.moe_aux_loss_coeff * loss_grad_scale, dlogits);
+  }
+  if (cfg.moe_z_loss_coeff > 0)
+    moe_z_loss_backward(ctx, r.logits, cfg.moe_z_loss_coeff * loss_grad_scale, n * r.context_size, dlogits);
   router_logits_backward(ctx, dlogits, x, w, dx, dw);
 }
 

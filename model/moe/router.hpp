@@ -28,12 +28,22 @@
 // (s-major), and two rules depend on the order: the "position" drop policy keeps the tokens
 // that come first in Megatron's order (earliest positions of every sequence first), and ties of
 // equal probs are broken the same way. seq_aux_loss averages over the B sequences.
+//
+// Context parallelism (a context group: each rank holds a part of every sequence): the
+// load-balancing loss's counts are summed over the group before its loss, each rank computes
+// its rows' part of the losses with the whole microbatch's sizes (kernels/moe_router_losses.hpp),
+// and the parts and the kept counts are summed over the group for the statistics, as Megatron
+// reduces tokens_per_expert over the tensor x context group. Backward needs no communication:
+// each rank differentiates the whole loss on its rows, and the gradients' sum over the data x
+// context group adds the parts. Capacity dropping ranks a microbatch's tokens across the
+// context ranks and is refused there.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/collectives.hpp"
 #include "kernels/tensor.hpp"
 #include "model/moe/moe_config.hpp"
 
@@ -66,22 +76,31 @@ struct MoeRouting {
   Tensor probs;                            // f32 [N, K]: each choice's weight, 0 where the choice was dropped
   Tensor experts;                          // i32 [N, K]
   Tensor kept;                             // u8 [N, K]: 1 where the choice survived the capacity
-  std::vector<int64_t> tokens_per_expert;  // [E] kept (token, choice) pairs per expert
+  std::vector<int64_t> tokens_per_expert;  // [E] kept (token, choice) pairs per expert (what this rank dispatches)
+  // [E] the same over the context group (the microbatch's every token): what the statistics report.
+  std::vector<int64_t> context_tokens_per_expert;
+  int context_size = 1;  // the context ranks whose rows make up the microbatch (the losses' sizes)
   // Rows each expert gets: its kept tokens, or its capacity when padding to capacity.
   std::vector<int64_t> expert_rows;
   int64_t capacity = 0;  // 0: dropless
   int64_t dropped = 0;   // choices dropped by the capacity
   bool training = false;
-  MoeRouterLosses losses;
+  MoeRouterLosses losses;  // summed over the context group: the microbatch's
+
   // What the losses' backward needs: the load-balancing loss's per-expert token counts (of
-  // its own top-k on the unbiased scores), f32 [1, E], or [B, E] for seq_aux_loss.
+  // its own top-k on the unbiased scores, summed over the context group), f32 [1, E], or [B, E]
+  // for seq_aux_loss.
   Tensor balance_tokens_per_expert;
 };
 
 // w: f32 [E, C]; x: [N, C] (N a multiple of seq_length), f32 or (CUDA) bf16/f16. Training adds the losses and counts
-// this forward's tokens per expert into state.tokens_per_expert (expert bias on).
+// this forward's tokens per expert into state.tokens_per_expert (expert bias on; this rank's:
+// the optimizer step sums them over the data x context group). context_group: under context
+// parallelism the group holding the other parts of x's sequences (every member calls it;
+// seq_length is then the local part's); null: none.
 void moe_router_forward(const Context& ctx, const MoeConfig& cfg, const Tensor& w, MoeRouterState& state,
-                        const Tensor& x, int64_t seq_length, bool training, MoeRouting& r);
+                        const Tensor& x, int64_t seq_length, bool training, MoeRouting& r,
+                        Collectives* context_group = nullptr);
 // Inference routing, dropless: what moe_router_forward(training=false) computes without a
 // capacity, written into the caller's buffers, with no statistics and nothing copied to the
 // host, so it can run inside a CUDA graph. logits f32 [N, E], probs f32 [N, K], experts i32

@@ -71,6 +71,25 @@ TEST(RankLayout, ExpertGridIsCarvedOutOfTheDataRanks) {
   EXPECT_EQ(M.expert_coord(13), (ExpertRankCoord{.pp = 1, .edp = 1, .ep = 0, .etp = 1}));
 }
 
+// Under context parallelism the expert groups are runs of the data x context ranks (context
+// fastest); evaluation runs on the fewest leading data ranks that hold whole expert groups.
+TEST(RankLayout, ExpertGroupsAcrossContextRanks) {
+  const RankLayout cp2_ep2{.context = 2, .data = 2, .expert = 2};  // ranks (dp, cp): 0 (0,0) 1 (0,1) 2 (1,0) 3 (1,1)
+  EXPECT_EQ(cp2_ep2.expert_group(1), (Ranks{0, 1}));               // the context ranks of data rank 0
+  EXPECT_EQ(cp2_ep2.expert_group(3), (Ranks{2, 3}));
+  EXPECT_EQ(cp2_ep2.expert_group_data_ranks(), 1);
+  const RankLayout cp2_ep4{.context = 2, .data = 2, .expert = 4};
+  EXPECT_EQ(cp2_ep4.expert_group(2), (Ranks{0, 1, 2, 3}));
+  EXPECT_EQ(cp2_ep4.expert_group_data_ranks(), 2);
+  EXPECT_EQ(
+      (RankLayout{.tensor = 2, .context = 2, .data = 3, .expert = 3, .expert_tensor = 2}).expert_group_data_ranks(),
+      3);  // groups of 3 over data ranks of 2 context ranks: lcm(3, 2) / 2
+  EXPECT_EQ((RankLayout{.data = 4, .expert = 2}).expert_group_data_ranks(), 2);  // no context parallelism: EP
+  EXPECT_EQ((RankLayout{.data = 4}).expert_group_data_ranks(), 1);
+  // The context ring and the expert group join into one op order.
+  EXPECT_EQ(cp2_ep4.order_group(3), (Ranks{0, 1, 2, 3}));
+}
+
 // The ranks that must run one op order: joined by the tensor, context and expert groups.
 TEST(RankLayout, OrderGroupJoinsTheGroupsAnOpsCollectivesSpan) {
   const RankLayout tp_cp{.tensor = 2, .context = 2, .data = 2, .pipeline = 2};

@@ -4,9 +4,10 @@
 // one GPU holding all of them, on the same data: EP2 (DP2), EP2 with --overlap-grad-reduce and
 // with the distributed optimizer; with 4 GPUs also EP2 x DP4 (expert-data-parallel groups of 2)
 // and EP4, and EP2 x TP2 (with SP). With a shared expert (DeepSeek-like), also --moe-shared-expert-overlap: the
-// all-to-alls on their own stream beside the shared expert. bf16 within bf16 noise (1e-2
-// relative: the experts' grouped GEMMs see other row counts, gradients are summed in another
-// order). Skipped below 2 GPUs.
+// all-to-alls on their own stream beside the shared expert. Under context parallelism CP2,
+// CP2 x EP2 (the expert group the context ranks), CP2 x TP2 and, with 4 GPUs, CP2 x EP2 x DP2. bf16 within bf16 noise
+// (1e-2 relative: the experts' grouped GEMMs see other row counts, gradients are summed in another order). Skipped
+// below 2 GPUs.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +49,7 @@ struct Layout {
   bool moe_overlap = false;  // --moe-shared-expert-overlap
   int T = 1;                 // --tensor-model-parallel-size (the experts split over it too)
   bool sp = false;           // --sequence-parallel
+  int C = 1;                 // --context-parallel-size (the routers' statistics over the context group)
 };
 
 void expect_layouts_match_one_gpu(DType compute, double tolerance, int shared_expert,
@@ -58,7 +60,7 @@ void expect_layouts_match_one_gpu(DType compute, double tolerance, int shared_ex
   const std::vector<IterationStats> ref = train_iterations(mixtral_config(compute, shared_expert), iters);
   int ran = 0;
   for (const Layout& l : layouts) {
-    if (l.D * l.T > gpus) continue;
+    if (l.D * l.T * l.C > gpus) continue;
     actors::TrainingConfig config = mixtral_config(compute, shared_expert);
     config.parallel.data_size = l.D;
     config.parallel.expert_size = l.EP;
@@ -67,6 +69,7 @@ void expect_layouts_match_one_gpu(DType compute, double tolerance, int shared_ex
     config.parallel.moe_shared_expert_overlap = l.moe_overlap;
     config.parallel.tensor_size = l.T;
     config.parallel.sequence_parallel = l.sp;
+    config.parallel.context_size = l.C;
     config.parallel.bucket_elements = 100000;  // several buckets, cut at the experts' runs
     const std::vector<IterationStats> got = train_iterations(config, iters);
     double worst = 0;
@@ -105,6 +108,18 @@ TEST(MoeExpertParallelCuda, SharedExpertOverlapMatchesOneGpu) {
                                 {"shared_EP2_DP2_moe_overlap_distopt_overlap", 2, 2, true, true, true},
                                 {"shared_EP4_DP4_moe_overlap", 4, 4, false, false, true},
                                 {"shared_EP2_TP2_SP_DP2_moe_overlap", 2, 2, false, false, true, 2, true}});
+}
+
+// MoE layers under context parallelism: each rank routes its pieces of the sequences, the
+// load-balancing counts and statistics summed over the context group (NCCL); the expert group
+// carved out of the context ranks (CP2 x EP2), also across data ranks (CP2 x EP2 x DP2).
+TEST(MoeContextParallelCuda, Bf16LayoutsMatchOneGpu) {
+  expect_layouts_match_one_gpu(DType::bf16, 1e-2, 96,
+                               {{"shared_CP2", 1, 1, false, false, false, 1, false, 2},
+                                {"shared_CP2_EP2", 1, 2, false, false, false, 1, false, 2},
+                                {"shared_CP2_EP2_moe_overlap", 1, 2, false, false, true, 1, false, 2},
+                                {"shared_CP2_EP2_DP2_distopt", 2, 2, true, false, false, 1, false, 2},
+                                {"shared_CP2_TP2_SP", 1, 1, false, false, false, 2, true, 2}});
 }
 
 // The all-to-alls on a stream of their own (the default) or on the stage's compute stream

@@ -43,23 +43,7 @@ TEST_P(MoeParity, SameLossAsOneDevice) {
   const actors::TrainingConfig config = config_of(c);
   expect_parity(c.name, config);
 
-  // The router statistics the log line shows: the same as one device's.
-  const int iters = 3;
-  const Reference ref = single_device(config, tiny_data(config.model, 512, 7), nullptr, iters, 0);
-  const std::vector<IterationStats> run = train_iterations(config, iters);
-  for (int it = 0; it < iters; ++it) {
-    const MoeIterationStats &r = ref.stats[size_t(it)].moe, &s = run[size_t(it)].moe;
-    ASSERT_EQ(s.expert_load.size(), 6u) << "iteration " << it + 1;
-    ASSERT_EQ(r.expert_load.size(), 6u);
-    EXPECT_GT(r.load_balancing_loss, 0.9);  // ~1 for a balanced router
-    EXPECT_LT(rel(s.load_balancing_loss, r.load_balancing_loss), 1e-5) << "iteration " << it + 1;
-    EXPECT_LT(rel(s.z_loss, r.z_loss), 1e-5) << "iteration " << it + 1;
-    for (size_t l = 0; l < r.expert_load.size(); ++l) {
-      EXPECT_EQ(s.expert_load[l].layer, r.expert_load[l].layer);
-      EXPECT_EQ(s.expert_load[l].tokens_max, r.expert_load[l].tokens_max) << "layer " << r.expert_load[l].layer;
-      EXPECT_DOUBLE_EQ(s.expert_load[l].tokens_mean, r.expert_load[l].tokens_mean);
-    }
-  }
+  expect_router_stats_of_one_device(config);  // the statistics the log line shows
 }
 
 // tiny_model has 8 layers: 4 per stage under PP2, 2 per chunk when interleaved (V = 2).
