@@ -65,6 +65,14 @@ std::string theory_formula(Schedule schedule, const PipelineShape& s) {
   return str_cat("(P-1)/(M+P-1) = ", s.stages - 1, "/", s.microbatches + s.stages - 1);
 }
 
+int64_t median_step_ns(const ReplayReport& r) {
+  if (r.step_ns.empty()) return r.stats.step_ns;
+  std::vector<int64_t> v = r.step_ns;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   ReplayReport r;
   r.header = trace.header;
@@ -148,7 +156,8 @@ std::string format_replay_report(const ReplayReport& r) {
                                                   r.iterations.back(), ")")));
   line(str_cat("step time: ", ms(double(r.stats.step_ns)),
                r.step_ns.size() > 1
-                   ? str_cat(" mean (min ", ms(double(*std::min_element(r.step_ns.begin(), r.step_ns.end()))), ", max ",
+                   ? str_cat(" mean (median ", ms(double(median_step_ns(r))), ", min ",
+                             ms(double(*std::min_element(r.step_ns.begin(), r.step_ns.end()))), ", max ",
                              ms(double(*std::max_element(r.step_ns.begin(), r.step_ns.end()))), ")")
                    : std::string(),
                ", forward/backward ops only"));

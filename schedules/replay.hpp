@@ -60,6 +60,10 @@ struct ReplayReport {
 };
 
 ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options);
+
+// The median of the analysed iterations' step times: a stall of one iteration (a process
+// descheduled, a slow exchange) moves the mean, not it.
+int64_t median_step_ns(const ReplayReport& report);
 std::string format_replay_report(const ReplayReport& report);
 
 // "(P-1)/(M+P-1)" or "(P-1)/(V*M+P-1)" with the numbers filled in.

@@ -199,6 +199,24 @@ TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {
   EXPECT_THROW(replay_trace(t, opt), Error);
 }
 
+// One iteration stalled: the mean step moves, the median the report prints
+// beside it does not.
+TEST(Replay, MedianStepLeavesOutAStalledIteration) {
+  const PipelineShape shape{.stages = 2, .chunks = 1, .microbatches = 4};
+  Trace t = recorded_trace(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 6);
+  const Trace clean = t;
+  // Iteration 3 stalls half-way for 10 us: every event from then on starts and ends that much later.
+  int64_t lo = INT64_MAX, hi = 0;
+  for (const TraceEvent& e : t.events)
+    if (e.iteration == 3) lo = std::min(lo, e.start_ns), hi = std::max(hi, e.end_ns);
+  for (TraceEvent& e : t.events)
+    if (e.start_ns >= (lo + hi) / 2) e.start_ns += 10'000, e.end_ns += 10'000;
+  const ReplayReport r = replay_trace(t, {}), c = replay_trace(clean, {});
+  EXPECT_EQ(median_step_ns(r), median_step_ns(c));
+  EXPECT_GT(r.stats.step_ns, c.stats.step_ns);
+  EXPECT_NE(format_replay_report(r).find("(median "), std::string::npos);
+}
+
 TEST(Replay, TraceWithoutPipelineOps) {
   Trace t;
   t.header = header_1f1b(2, 2);
