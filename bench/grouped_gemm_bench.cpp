@@ -13,7 +13,7 @@
 // The backward "bwd" makes dw the way training does (TROUPE_GROUPED_DW, else the default; the first
 // line names it), then once in each way (kernels/grouped_dw_path.hpp), ops bwd-loop, bwd-streams
 // and bwd-tf32, so one run compares them; these lines end with the host's enqueue time per call
-// (near the device time: the calls' launches, not the GPU, bound the way).
+// (close to the GPU time per call: the launches, not the GPU, set the pace of that way).
 // The forward also runs with the offsets on the device (the fixed-grid kernel MoE inference uses
 // under CUDA graphs), op "fwd-dev"; and the decode cases (Mixtral 8x7B's expert shapes at 1 and
 // 64 tokens, top-2: R = 2 and 128 rows) print, for both forward kernels, the bandwidth of the

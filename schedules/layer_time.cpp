@@ -10,9 +10,14 @@ LayerTime layer_time(const std::vector<TraceEvent>& events, const std::vector<in
   auto counted = [&](const TraceEvent& e) { return wanted.empty() || wanted.count(e.iteration) > 0; };
   // The layer spans of each (stage, iteration, microbatch, chunk), as (start, end).
   std::map<std::tuple<int, int64_t, int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;
+  LayerTime out;
   for (const TraceEvent& e : events)
-    if (e.kind == EventKind::layer && counted(e))
+    if (e.kind == EventKind::layer && counted(e)) {
       spans[{e.stage, e.iteration, e.microbatch, e.chunk}].push_back({e.start_ns, e.end_ns});
+      auto& [layers, ns] = out.stage_layers[e.stage];
+      ++layers;
+      ns += e.end_ns - e.start_ns;
+    }
   std::map<EventKind, LayerTimeOfKind> by_kind;
   for (const TraceEvent& e : events) {
     if (!is_op_kind(e.kind) || !counted(e)) continue;
@@ -31,7 +36,6 @@ LayerTime layer_time(const std::vector<TraceEvent>& events, const std::vector<in
     ++ops;
     around_ns += (e.end_ns - e.start_ns) - ns;
   }
-  LayerTime out;
   for (auto& [kind, k] : by_kind) out.kinds.push_back(std::move(k));
   return out;
 }

@@ -27,6 +27,8 @@ struct LayerTimeOfKind {
 
 struct LayerTime {
   std::vector<LayerTimeOfKind> kinds;  // the op kinds with layer spans, in EventKind order
+  // stage -> (its layer spans, their summed durations), every layer span of the iterations
+  std::map<int, std::pair<int64_t, int64_t>> stage_layers;
 };
 
 // Over the events of the listed iterations (all of them when empty). A layer span belongs to

@@ -118,7 +118,6 @@ OpOverhead op_overhead(const TraceHeader& header, const LayerTime& layers) {
   } else {
     o.backward_ns = o.weight_ns = mean_around(layers, EventKind::backward, wanted);
   }
-  o.measured = o.forward_ns > 0 || o.backward_ns > 0;
   return o;
 }
 
@@ -254,10 +253,11 @@ std::string format_op_cost_model(const OpCostModel& m, bool splits_backward) {
   };
   const OpOverhead& o = m.overhead;
   const std::string overhead =
-      o.measured ? str_cat("\nper op outside its layers: forward ", ms(o.forward_ns), ", backward ", ms(o.backward_ns),
-                           m.recorded_split || splits_backward ? str_cat(", W ", ms(o.weight_ns)) : std::string(),
-                           m.recorded_split ? std::string() : std::string(" (W op: as the backward)"))
-                 : std::string();
+      o.measured()
+          ? str_cat("\nper op outside its layers: forward ", ms(o.forward_ns), ", backward ", ms(o.backward_ns),
+                    m.recorded_split || splits_backward ? str_cat(", W ", ms(o.weight_ns)) : std::string(),
+                    m.recorded_split ? std::string() : std::string(" (W op: as the backward)"))
+          : std::string();
   std::string dispatch;
   for (size_t s = 0; s < m.dispatch_ns.size(); ++s)
     dispatch += str_cat(s ? ", " : "", "s", s, " ", ms(double(m.dispatch_ns[s])));

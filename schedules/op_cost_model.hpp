@@ -43,7 +43,7 @@ struct OpOverhead {
   double forward_ns = 0;
   double backward_ns = 0;  // a fused backward, or B of a split one
   double weight_ns = 0;    // W of a split one; a trace of fused backwards: taken as the backward's
-  bool measured = false;
+  bool measured() const { return forward_ns > 0 || backward_ns > 0; }  // the trace gave it
 };
 
 // The overhead read from `layers` (layer_time() of a trace with `header`).

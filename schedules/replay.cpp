@@ -2,10 +2,10 @@
 #include "schedules/replay.hpp"
 
 #include <algorithm>
-#include <set>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "base/check.hpp"
 #include "schedules/transfer_latency.hpp"
@@ -43,8 +43,6 @@ std::string delta(double ratio) {
   return buf;
 }
 
-}  // namespace
-
 // Each stage's mean SM clock while the analysed iterations' ops ran (empty: no samples).
 std::vector<double> analysed_clocks(const Trace& trace, const std::vector<int64_t>& iterations) {
   const std::set<int64_t> wanted(iterations.begin(), iterations.end());
@@ -54,6 +52,8 @@ std::vector<double> analysed_clocks(const Trace& trace, const std::vector<int64_
       from = std::min(from, e.start_ns), to = std::max(to, e.end_ns);
   return from <= to ? stage_clocks(trace.events, trace.header.shape.stages, from, to) : std::vector<double>{};
 }
+
+}  // namespace
 
 std::string theory_formula(Schedule schedule, const PipelineShape& s) {
   if (schedule == Schedule::interleaved_1f1b)
@@ -124,8 +124,7 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
 
   r.durations = measured_durations(trace, r.iterations);
   r.layers = layer_time(trace.events, r.iterations);
-  r.speed = fit_speed_model(stage_layer_speed(trace.events, r.iterations, trace.header.shape.stages),
-                            busy_fractions(r.stats));
+  r.speed = fit_speed_model(stage_layer_speed(r.layers, trace.header.shape.stages), busy_fractions(r.stats));
   r.clocks_mhz = analysed_clocks(trace, r.iterations);
   r.cost_model = fit_op_cost_model(trace.header, r.durations, r.layers);
   r.smallest_gap_ns = measured_transfer_latencies(trace, r.iterations).smallest_gap_ns;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <set>
 
 #include "base/check.hpp"
 
@@ -47,17 +46,12 @@ SpeedModel fit_speed_model(const std::vector<double>& stage_speed, const std::ve
   return m;
 }
 
-std::vector<double> stage_layer_speed(const std::vector<TraceEvent>& events, const std::vector<int64_t>& iterations,
-                                      int stages) {
-  const std::set<int64_t> wanted(iterations.begin(), iterations.end());
-  std::vector<double> ns(size_t(stages), 0), layers(size_t(stages), 0);
-  for (const TraceEvent& e : events)
-    if (e.kind == EventKind::layer && e.stage >= 0 && e.stage < stages && (wanted.empty() || wanted.count(e.iteration)))
-      ns[size_t(e.stage)] += double(e.end_ns - e.start_ns), layers[size_t(e.stage)] += 1;
+std::vector<double> stage_layer_speed(const LayerTime& layers, int stages) {
   std::vector<double> speed;
-  for (size_t s = 0; s < ns.size(); ++s) {
-    if (layers[s] == 0 || ns[s] <= 0) return {};
-    speed.push_back(1e9 * layers[s] / ns[s]);
+  for (int s = 0; s < stages; ++s) {
+    const auto it = layers.stage_layers.find(s);
+    if (it == layers.stage_layers.end() || it->second.second <= 0) return {};
+    speed.push_back(1e9 * double(it->second.first) / double(it->second.second));
   }
   return speed;
 }

@@ -6,7 +6,7 @@
 // Traced GPU runs also sample each GPU's SM clock (EventKind::clock), which the report shows;
 // the model uses the layers' speed, what the clock does to them.
 //
-//   SpeedModel m = fit_speed_model(stage_layer_speed(events, iterations, 2), {0.767, 0.903});
+//   SpeedModel m = fit_speed_model(stage_layer_speed(layer_time(events, iterations), 2), {0.767, 0.903});
 //   OpDurations at_ref = at_reference_speed(m, measured);            // every stage at m.reference_speed
 //   OpDurations loaded = at_busy_speed(m, at_ref, {0.999, 0.815});   // each stage at its load's speed
 #pragma once
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "schedules/layer_time.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/trace.hpp"
 
@@ -35,10 +36,9 @@ inline constexpr double kMinBusySpread = 0.02;
 // The least-squares line through (busy_s, speed_s) of the recorded stages.
 SpeedModel fit_speed_model(const std::vector<double>& stage_speed, const std::vector<double>& busy_fraction);
 
-// Each stage's layers per second of layer-span time over the listed iterations (all when empty);
+// Each of `stages` stages' layers per second of layer-span time (layer_time()'s stage_layers);
 // empty when a stage has no layer span.
-std::vector<double> stage_layer_speed(const std::vector<TraceEvent>& events, const std::vector<int64_t>& iterations,
-                                      int stages);
+std::vector<double> stage_layer_speed(const LayerTime& layers, int stages);
 
 // Each stage's mean SM clock over [from_ns, to_ns] from the trace's clock samples (0 where a
 // stage has none); empty when the trace has no samples.

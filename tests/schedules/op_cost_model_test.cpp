@@ -153,7 +153,7 @@ TEST(OpCostModel, EachOpsOverheadFromTheLayerSpansCarriesToMoreChunks) {
   const PipelineShape v2{.stages = 2, .chunks = 2, .microbatches = 4};
   OpCostModel t = truth(2);
   t.forward.first_ns = t.backward.first_ns = 0;  // two chunks: the embedding is taken as free
-  t.overhead = {.forward_ns = 50'000, .backward_ns = 80'000, .weight_ns = 80'000, .measured = true};
+  t.overhead = {.forward_ns = 50'000, .backward_ns = 80'000, .weight_ns = 80'000};
   TraceHeader h;
   h.shape = p2;
   h.num_layers = kLayers;
@@ -162,7 +162,7 @@ TEST(OpCostModel, EachOpsOverheadFromTheLayerSpansCarriesToMoreChunks) {
 
   const LayerTime spans = around_layers(t, p2, Placement::loop, 50'000, 80'000);
   const OpOverhead o = op_overhead(h, spans);
-  EXPECT_TRUE(o.measured);
+  EXPECT_TRUE(o.measured());
   EXPECT_NEAR(o.forward_ns, 50'000, 1);
   EXPECT_NEAR(o.backward_ns, 80'000, 1);
   EXPECT_NEAR(o.weight_ns, 80'000, 1);  // fused backwards: the W op taken as one of them
@@ -191,7 +191,7 @@ TEST(OpCostModel, EachOpsOverheadFromTheLayerSpansCarriesToMoreChunks) {
   // One virtual stage: the extras cannot be told apart, no overhead is read.
   TraceHeader one = h;
   one.shape = {.stages = 1, .chunks = 1, .microbatches = 4};
-  EXPECT_FALSE(op_overhead(one, around_layers(t, one.shape, Placement::loop, 50'000, 80'000)).measured);
+  EXPECT_FALSE(op_overhead(one, around_layers(t, one.shape, Placement::loop, 50'000, 80'000)).measured());
   // Four virtual stages: the middle ones give it, the first and last keep their extras apart.
   TraceHeader four = h;
   four.shape = {.stages = 4, .chunks = 1, .microbatches = 8};
@@ -206,7 +206,7 @@ TEST(OpCostModel, EachOpsOverheadFromTheLayerSpansCarriesToMoreChunks) {
 TEST(OpCostModel, AWOpAddsItsOverheadAndAFusedBackwardDropsIt) {
   const PipelineShape p2{.stages = 2, .chunks = 1, .microbatches = 4};
   OpCostModel m = truth(2);
-  m.overhead = {.forward_ns = 50'000, .backward_ns = 80'000, .weight_ns = 60'000, .measured = true};
+  m.overhead = {.forward_ns = 50'000, .backward_ns = 80'000, .weight_ns = 60'000};
   OpDurations d = OpDurations::uniform(p2, 1'000'000, 2'000'000);
   const OpDurations split = with_weight_ops(m, d, true);
   EXPECT_EQ(split.backward_ns[1][0], 2'060'000);
