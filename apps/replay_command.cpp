@@ -21,6 +21,7 @@ struct ReplayFlags {
   std::string svg_path;
   int64_t iteration = -1;
   std::vector<std::string> what_ifs;
+  double stall_threshold_pct = 3;
 };
 
 int run_replay(const ReplayFlags& flags) {
@@ -29,6 +30,7 @@ int run_replay(const ReplayFlags& flags) {
   ReplayOptions options;
   if (flags.iteration >= 0) options.iteration = flags.iteration;
   options.what_ifs = flags.what_ifs;
+  options.stall_threshold = flags.stall_threshold_pct / 100;
   const ReplayReport report = replay_trace(trace, options);
   std::fputs(format_replay_report(report).c_str(), stdout);
   if (!flags.chrome_path.empty()) {
@@ -59,6 +61,11 @@ void add_replay_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--svg", flags->svg_path, "Write an SVG timeline of one iteration (the last analysed)");
   cmd->add_option("--iteration", flags->iteration,
                   "Analyse this iteration only (default: all but the first, when there are several)");
+  cmd->add_option("--stall-threshold", flags->stall_threshold_pct,
+                  "An iteration whose step exceeds the median step by more than this many percent stalled: it is "
+                  "left out of the op times, the bubble and the what-ifs (0 keeps every iteration)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--what-if", flags->what_ifs,
                   "Predict another schedule/shape from the measured op times, e.g. \"schedule=interleaved,v=2\", "
                   "\"p=8,m=16\", \"schedule=zb-h1\" (keys: schedule=gpipe|1f1b|interleaved|zb-h1|zb-v, p, v, m, g); "

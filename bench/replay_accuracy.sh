@@ -2,8 +2,10 @@
 # Is `troupe replay` right on GPUs? Records pipeline runs over two GPUs under several schedules,
 # in one process and in two (mpirun, one GPU each), then predicts every schedule from every other
 # schedule's trace (`--what-if`) and compares with what that schedule's own run measured: step
-# time (forward/backward ops; the median iteration, and the mean beside it) and bubble. The
-# issue's bar: within 2 points.
+# time (forward/backward ops; the median iteration, and the mean beside it) and bubble (the mean
+# over the iterations that did not stall: `troupe replay --stall-threshold`, 3% over the median by
+# default, leaves stalled ones out of the bubble and of the op times it predicts from). The issue's
+# bar: within 2 points.
 # Usage (repo root, 2+ GPUs, after `source .devdeps/env.sh`):
 #   bench/replay_accuracy.sh [BUILD_DIR]   (SCHEDULES="1f1b interleaved zb-h1 zb-v" by default;
 #                                           MODES="1proc 2proc"; ITERS=14; UNTRACED=1 also runs

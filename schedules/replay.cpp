@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "base/check.hpp"
@@ -65,12 +66,26 @@ std::string theory_formula(Schedule schedule, const PipelineShape& s) {
   return str_cat("(P-1)/(M+P-1) = ", s.stages - 1, "/", s.microbatches + s.stages - 1);
 }
 
-int64_t median_step_ns(const ReplayReport& r) {
-  if (r.step_ns.empty()) return r.stats.step_ns;
-  std::vector<int64_t> v = r.step_ns;
+namespace {
+int64_t median(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+}  // namespace
+
+int64_t median_step_ns(const ReplayReport& r) { return r.step_ns.empty() ? r.stats.step_ns : median(r.step_ns); }
+
+std::vector<int64_t> stalled_iterations(const std::vector<int64_t>& iterations, const std::vector<int64_t>& step_ns,
+                                        double threshold) {
+  TROUPE_CHECK(iterations.size() == step_ns.size(), "stalled_iterations: ", iterations.size(), " iterations, ",
+               step_ns.size(), " step times");
+  std::vector<int64_t> out;
+  if (threshold <= 0 || step_ns.empty()) return out;
+  const double limit = double(median(step_ns)) * (1 + threshold);
+  for (size_t i = 0; i < step_ns.size(); ++i)
+    if (double(step_ns[i]) > limit) out.push_back(iterations[i]);
+  return out;
 }
 
 ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
@@ -94,14 +109,22 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
   }
 
   const int P = trace.header.shape.stages;
+  std::vector<PipelineStats> per_iteration;
+  for (int64_t it : r.iterations) {
+    per_iteration.push_back(pipeline_stats(trace_iteration(trace, it)));
+    TROUPE_CHECK(int(per_iteration.back().stages.size()) == P, "iteration ", it, " has ops of stage ",
+                 per_iteration.back().stages.size() - 1, ", the header says P = ", P);
+    r.step_ns.push_back(per_iteration.back().step_ns);
+  }
+  r.stalled = stalled_iterations(r.iterations, r.step_ns, options.stall_threshold);
+  std::vector<int64_t> typical;  // the analysed iterations that did not stall
   r.stats.stages.resize(size_t(P));
   double bubble = 0, step = 0;
   std::vector<double> busy(size_t(P), 0.0);
-  for (int64_t it : r.iterations) {
-    const PipelineStats s = pipeline_stats(trace_iteration(trace, it));
-    TROUPE_CHECK(int(s.stages.size()) == P, "iteration ", it, " has ops of stage ", s.stages.size() - 1,
-                 ", the header says P = ", P);
-    r.step_ns.push_back(s.step_ns);
+  for (size_t i = 0; i < r.iterations.size(); ++i) {
+    if (std::ranges::find(r.stalled, r.iterations[i]) != r.stalled.end()) continue;
+    typical.push_back(r.iterations[i]);
+    const PipelineStats& s = per_iteration[i];
     step += double(s.step_ns);
     bubble += s.bubble_fraction;
     for (int p = 0; p < P; ++p) {
@@ -111,7 +134,7 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
           std::max(r.stats.stages[size_t(p)].peak_in_flight, s.stages[size_t(p)].peak_in_flight);
     }
   }
-  const double n = double(r.iterations.size());
+  const double n = double(typical.size());
   r.stats.step_ns = int64_t(std::llround(step / n));
   r.stats.bubble_fraction = bubble / n;
   for (int p = 0; p < P; ++p) {
@@ -119,17 +142,17 @@ ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options) {
     r.stats.stages[size_t(p)].idle_ns = r.stats.step_ns - r.stats.stages[size_t(p)].busy_ns;
   }
   r.theory_bubble = theoretical_bubble(trace.header.schedule, trace.header.shape);
-  r.path_iteration = r.iterations.back();
+  r.path_iteration = typical.back();
   r.critical_path = critical_path(trace_iteration(trace, r.path_iteration));
 
-  r.durations = measured_durations(trace, r.iterations);
-  r.layers = layer_time(trace.events, r.iterations);
+  r.durations = measured_durations(trace, typical);
+  r.layers = layer_time(trace.events, typical);
   r.speed = fit_speed_model(stage_layer_speed(r.layers, trace.header.shape.stages), busy_fractions(r.stats));
-  r.clocks_mhz = analysed_clocks(trace, r.iterations);
+  r.clocks_mhz = analysed_clocks(trace, typical);
   r.cost_model = fit_op_cost_model(trace.header, r.durations, r.layers);
-  r.smallest_gap_ns = measured_transfer_latencies(trace, r.iterations).smallest_gap_ns;
+  r.smallest_gap_ns = measured_transfer_latencies(trace, typical).smallest_gap_ns;
   r.replayed = simulate(trace.header.schedule, trace.header.shape, r.durations);
-  r.all_to_all = all_to_all_overlap(trace.events, r.iterations);
+  r.all_to_all = all_to_all_overlap(trace.events, typical);
   for (const std::string& spec : options.what_ifs) {
     WhatIfPrediction w;
     w.spec = spec;
@@ -153,13 +176,26 @@ std::string format_replay_report(const ReplayReport& r) {
                r.iterations.size() == 1 ? str_cat("iteration ", r.iterations[0])
                                         : str_cat(r.iterations.size(), " iterations (", r.iterations.front(), "..",
                                                   r.iterations.back(), ")")));
-  line(str_cat("step time: ", ms(double(r.stats.step_ns)),
+  const double all_mean = r.step_ns.empty()
+                              ? double(r.stats.step_ns)
+                              : std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0) / double(r.step_ns.size());
+  line(str_cat("step time: ", ms(all_mean),
                r.step_ns.size() > 1
                    ? str_cat(" mean (median ", ms(double(median_step_ns(r))), ", min ",
                              ms(double(*std::min_element(r.step_ns.begin(), r.step_ns.end()))), ", max ",
                              ms(double(*std::max_element(r.step_ns.begin(), r.step_ns.end()))), ")")
                    : std::string(),
                ", forward/backward ops only"));
+  if (!r.stalled.empty()) {
+    const double median = double(median_step_ns(r));
+    std::string which;
+    for (size_t i = 0; i < r.iterations.size(); ++i)
+      if (std::ranges::find(r.stalled, r.iterations[i]) != r.stalled.end())
+        which += str_cat(which.empty() ? "" : ", ", r.iterations[i], " ", delta(double(r.step_ns[i]) / median));
+    line(str_cat("stalled: ", r.stalled.size(), " of ", r.iterations.size(),
+                 " iterations ran over the median step by more than the stall threshold (", which,
+                 "); the rest of this report leaves them out (--stall-threshold 0 keeps them)"));
+  }
   line("stage      busy          idle     idle  ops  peak in flight");
   for (size_t p = 0; p < r.stats.stages.size(); ++p) {
     const StageStats& s = r.stats.stages[p];

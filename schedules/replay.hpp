@@ -25,6 +25,10 @@ struct ReplayOptions {
   // first pays one-time costs: allocation, kernel selection).
   std::optional<int64_t> iteration;
   std::vector<std::string> what_ifs;  // parse_what_if() strings
+  // An analysed iteration whose step exceeds the median step by more than this share stalled
+  // (a process descheduled, a slow exchange): no schedule predicts it, so its ops stay out of
+  // the op times, the stage table and the bubble. 0 keeps every iteration.
+  double stall_threshold = 0.03;
 };
 
 struct WhatIfPrediction {
@@ -39,11 +43,12 @@ struct ReplayReport {
   TraceHeader header;
   std::vector<int64_t> iterations;  // analysed
   std::vector<int64_t> step_ns;     // per analysed iteration (first forward/backward start to last end)
-  PipelineStats stats;              // mean over the analysed iterations (peak in flight: max)
+  std::vector<int64_t> stalled;     // analysed iterations left out of everything below (stall_threshold)
+  PipelineStats stats;              // mean over the analysed iterations that did not stall (peak in flight: max)
   double theory_bubble = 0;         // theoretical_bubble() of the recorded schedule and shape
-  int64_t path_iteration = 0;       // the iteration critical_path comes from (the last analysed)
+  int64_t path_iteration = 0;       // the iteration critical_path comes from (the last that did not stall)
   std::vector<TraceEvent> critical_path;
-  OpDurations durations;           // measured means (the simulator's input)
+  OpDurations durations;           // measured means over the iterations that did not stall (the simulator's input)
   OpCostModel cost_model;          // fitted to `durations`: what the what-ifs use for other chunks
   SpeedModel speed;                // each stage's layer speed against its load, where the trace has layer spans
   std::vector<double> clocks_mhz;  // each stage's mean SM clock, where the trace sampled it
@@ -61,9 +66,13 @@ struct ReplayReport {
 
 ReplayReport replay_trace(const Trace& trace, const ReplayOptions& options);
 
-// The median of the analysed iterations' step times: a stall of one iteration (a process
-// descheduled, a slow exchange) moves the mean, not it.
+// The median of the analysed iterations' step times (stalled ones included): a stall of one
+// iteration moves the mean, not it.
 int64_t median_step_ns(const ReplayReport& report);
+// The iterations of `step_ns` (parallel to `iterations`) whose step exceeds their median by more
+// than `threshold` (a share; 0: none).
+std::vector<int64_t> stalled_iterations(const std::vector<int64_t>& iterations, const std::vector<int64_t>& step_ns,
+                                        double threshold);
 std::string format_replay_report(const ReplayReport& report);
 
 // "(P-1)/(M+P-1)" or "(P-1)/(V*M+P-1)" with the numbers filled in.

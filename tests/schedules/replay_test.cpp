@@ -199,8 +199,8 @@ TEST(Replay, EqualTimesMatchTheoryAndPredictInterleaving) {
   EXPECT_THROW(replay_trace(t, opt), Error);
 }
 
-// One iteration stalled: the mean step moves, the median the report prints
-// beside it does not.
+// One iteration stalled: the mean step moves, the median the report prints beside it does not,
+// and the stalled iteration stays out of the bubble and the op times (unless the threshold is 0).
 TEST(Replay, MedianStepLeavesOutAStalledIteration) {
   const PipelineShape shape{.stages = 2, .chunks = 1, .microbatches = 4};
   Trace t = recorded_trace(Schedule::one_f_one_b, shape, OpDurations::uniform(shape, 1000, 2000), 6);
@@ -213,8 +213,30 @@ TEST(Replay, MedianStepLeavesOutAStalledIteration) {
     if (e.start_ns >= (lo + hi) / 2) e.start_ns += 10'000, e.end_ns += 10'000;
   const ReplayReport r = replay_trace(t, {}), c = replay_trace(clean, {});
   EXPECT_EQ(median_step_ns(r), median_step_ns(c));
-  EXPECT_GT(r.stats.step_ns, c.stats.step_ns);
-  EXPECT_NE(format_replay_report(r).find("(median "), std::string::npos);
+  const std::string text = format_replay_report(r);
+  EXPECT_NE(text.find("(median "), std::string::npos);
+  EXPECT_NE(text.find("stalled: 1 of 5 iterations"), std::string::npos) << text;
+  EXPECT_EQ(r.stalled, (std::vector<int64_t>{3}));
+  EXPECT_TRUE(c.stalled.empty());
+  EXPECT_EQ(r.stats.step_ns, c.stats.step_ns);
+  EXPECT_DOUBLE_EQ(r.stats.bubble_fraction, c.stats.bubble_fraction);
+  EXPECT_EQ(r.durations.forward_ns, c.durations.forward_ns);
+  EXPECT_EQ(r.durations.backward_ns, c.durations.backward_ns);
+
+  ReplayOptions keep;
+  keep.stall_threshold = 0;
+  const ReplayReport k = replay_trace(t, keep);
+  EXPECT_TRUE(k.stalled.empty());
+  EXPECT_GT(k.stats.step_ns, c.stats.step_ns);
+  EXPECT_GT(k.stats.bubble_fraction, c.stats.bubble_fraction);
+}
+
+TEST(Replay, StalledIterationsAreThoseOverTheMedianByTheThreshold) {
+  const std::vector<int64_t> its = {1, 2, 3, 4, 5};
+  EXPECT_EQ(stalled_iterations(its, {100, 100, 104, 100, 103}, 0.03), (std::vector<int64_t>{3}));
+  EXPECT_TRUE(stalled_iterations(its, {100, 100, 104, 100, 103}, 0).empty());
+  EXPECT_TRUE(stalled_iterations({}, {}, 0.03).empty());
+  EXPECT_THROW(stalled_iterations(its, {100}, 0.03), Error);
 }
 
 TEST(Replay, TraceWithoutPipelineOps) {
