@@ -16,8 +16,8 @@
 // with ldmatrix .trans (attention_mma.cuh: a_frag_addr_km, b_frag_addr_kn). 8 warps as 2 x 4, each
 // a 64 x 32 piece of the tile: 4 x 4 accumulator tiles of 16 x 8.
 //
-// Epilogue: each lane adds its accumulators onto dw with 8-byte read-add-writes (C's pairs of
-// adjacent columns); each element belongs to exactly one block and lane. The tile's lines of dw
+// Epilogue: each lane adds its accumulators onto dw (C's pairs of adjacent columns); each element
+// belongs to exactly one block and lane. The tile's lines of dw
 // are prefetched into L2 when the block starts, so the read waits on L2, not on DRAM.
 #include <cstdint>
 
@@ -133,16 +133,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int nt = 0; nt < kNTiles; ++nt) {
         const int c = warp_k + 8 * nt + lane_col;
         if (k0 + c >= k) continue;  // K is a multiple of 8, so column c + 1 is inside with c
-        float2* out = reinterpret_cast<float2*>(dw_tile + int64_t(r) * k + c);
-        float2 v = *out;
-        v.x += acc[mt][nt][2 * half];
-        v.y += acc[mt][nt][2 * half + 1];
-        *out = v;
+        // Two 4-byte accesses, not one of 8: dw may be a view at any float offset of a flat
+        // gradient buffer. They touch the same 32-byte sectors.
+        float* out = dw_tile + int64_t(r) * k + c;
+        out[0] += acc[mt][nt][2 * half];
+        out[1] += acc[mt][nt][2 * half + 1];
       }
     }
 }
 
-bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -150,8 +150,8 @@ bool grouped_dw_kernel_fits(const Tensor& dy, const Tensor& x, const Tensor& dw)
   const DType d = x.dtype();
   const int64_t groups = dw.dim(0), n = dw.dim(1), k = dw.dim(2);
   return (d == DType::bf16 || d == DType::f16) && n % 8 == 0 && k % 8 == 0 && n <= INT32_MAX && k <= INT32_MAX &&
-         groups <= 65535 && x.dim(0) <= INT32_MAX && aligned(dy.data(), 16) && aligned(x.data(), 16) &&
-         aligned(dw.data(), 8);
+         groups <= 65535 && x.dim(0) <= INT32_MAX && int64_t(ceil_div(n, kTileN)) * ceil_div(k, kTileK) <= INT32_MAX &&
+         aligned16(dy.data()) && aligned16(x.data());
 }
 
 void grouped_dw_kernel(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& offsets, const Tensor& dw) {

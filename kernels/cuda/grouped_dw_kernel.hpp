@@ -16,9 +16,9 @@
 namespace troupe::cuda {
 
 // Whether the kernel takes these operands: bf16 or f16 inputs (f32 ones take another way), N and
-// K multiples of 8 (16-byte loads of whole rows' chunks), dy and x 16-byte aligned, dw 8-byte
-// aligned, G <= 65535 (the grid's y) and R within int32 (the offsets). The caller falls back to
-// the per-group GEMMs otherwise.
+// K multiples of 8 (16-byte loads of whole rows' chunks), dy and x 16-byte aligned, G <= 65535
+// (the grid's y) and R within int32 (the offsets). The caller falls back to the per-group GEMMs
+// otherwise.
 bool grouped_dw_kernel_fits(const Tensor& dy, const Tensor& x, const Tensor& dw);
 
 // dy [R, N], x [R, K] (the same 16-bit type), offsets i32 [G + 1] on ctx's device (ascending from

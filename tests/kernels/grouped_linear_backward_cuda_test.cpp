@@ -5,9 +5,9 @@
 // and off a multiple of 8 (where the kernel way falls back to streams): dx, and dw accumulated
 // onto a non-zero gradient (the increment checked on its own, so an overwrite fails). Streams
 // against loop to the bit and the kernel against itself to the bit; the kernel against loop on
-// the DeepSeek-like layer (64 experts of [512, 512]); streams also when the inputs are
-// stream-ordered memory freed and reused on ctx's stream right after the call (ctx's stream must
-// wait for the side streams).
+// the DeepSeek-like layer (64 experts of [512, 512]) and onto a gradient view at an odd float
+// offset; streams also when the inputs are stream-ordered memory freed and reused on ctx's stream
+// right after the call (ctx's stream must wait for the side streams).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -147,6 +147,26 @@ TEST(GroupedLinearBackwardCudaKernel, MatchesLoopOnManyExperts) {
     EXPECT_LT(max_abs_diff(got, want), 2e-2) << dtype_name(d);
     EXPECT_TRUE(same_bits(kernel.dx, loop.dx)) << dtype_name(d);  // dx: the same grouped GEMM either way
   }
+}
+
+// The kernel way with dw a view at an odd float offset of a larger buffer (as a gradient inside a
+// flat buffer may be): 4-byte aligned only, the kernel still takes it.
+TEST(GroupedLinearBackwardCudaKernel, GradientViewAtAnyOffset) {
+  const DType d = DType::bf16;
+  const Problem p(3000, 64, 96, d);
+  Tensor want = Tensor::host(DType::f32, p.dw0.shape()), dx = Tensor::host(DType::f32, p.x.shape());
+  std::memcpy(want.data(), p.dw0.data(), want.nbytes());
+  grouped_linear_backward(cpu(), p.dy, p.x, p.w, p.offsets, dx, want);
+  const ScopedGroupedDw use(GroupedDw::kernel);
+  const Tensor xd = to_device(gpu(), p.x, d), wd = to_device(gpu(), p.w, d), dyd = to_device(gpu(), p.dy, d);
+  const Tensor buffer = Tensor::zeros(gpu(), DType::f32, {p.dw0.numel() + 1});
+  const Tensor dwd = buffer.slice(1, p.dw0.shape());
+  copy(gpu(), p.dw0, dwd);
+  grouped_linear_backward(gpu(), dyd, xd, wd, p.offsets, Tensor(), dwd);
+  const Tensor got = minus(to_host_f32(gpu(), dwd), p.dw0), increment = minus(want, p.dw0);
+  EXPECT_LT(rel_error(got, increment), 1e-4);
+  EXPECT_LT(max_abs_diff(got, increment), 1e-2);
+  EXPECT_EQ(to_host_f32(gpu(), buffer).at(0), 0.0f);  // the float before the view untouched
 }
 
 // Inputs in stream-ordered memory released on ctx's stream right after the backward, and the
