@@ -17,8 +17,8 @@
 // a 64 x 32 piece of the tile: 4 x 4 accumulator tiles of 16 x 8.
 //
 // Epilogue: each lane adds its accumulators onto dw (C's pairs of adjacent columns); each element
-// belongs to exactly one block and lane. The tile's lines of dw
-// are prefetched into L2 when the block starts, so the read waits on L2, not on DRAM.
+// belongs to exactly one block and lane. The tile's lines of dw are prefetched into L2 when the
+// block starts, so the read waits on L2, not on DRAM.
 #include <cstdint>
 
 #include "kernels/cuda/attention_mma.cuh"
@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // acc[mt][nt] = C of rows warp_n + 16 mt .. +16 and columns warp_k + 8 nt .. +8 of the tile;
-  // the lane holds (row g, columns 2q, 2q + 1) in [0], [1] and row g + 8 in [2], [3].
+  // the lane holds (row lane / 4, columns 2 (lane % 4) + 0, 1) in [0], [1] and row lane / 4 + 8
+  // in [2], [3] (attention_mma.cuh's C layout).
   const int lane_row = lane / 4, lane_col = (lane % 4) * 2;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
