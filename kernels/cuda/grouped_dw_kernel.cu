@@ -5,9 +5,10 @@
 // empty groups cost a block start; consecutive blocks are tiles of one group and read its rows
 // of dy and x while they are in L2.
 //
-// A block sums the product over its group's rows in chunks of kChunkRows, double-buffered with
-// cp.async: the next chunk's rows of dy (the tile's 128 columns of N) and of x (its 128 columns of
-// K) load while the current chunk multiplies. Rows past the group's end and columns past N or K
+// A block sums the product over its group's rows in chunks of kChunkRows, pipelined over kStages
+// shared-memory stages with cp.async: the next kStages - 1 chunks' rows of dy (the tile's 128
+// columns of N) and of x (its 128 columns of K) load while the current chunk multiplies, so a
+// chunk read from DRAM has that long to arrive. Rows past the group's end and columns past N or K
 // load as zeros, so a chunk's tail and a tile's edge add nothing.
 //
 // Tensor cores: mma.m16n8k16 with M = dw's rows (n), N = dw's columns (k), K = the group's rows
@@ -34,6 +35,7 @@ using namespace mma;
 constexpr int kTileN = 128;     // dw rows (columns of dy) per block
 constexpr int kTileK = 128;     // dw columns (columns of x) per block
 constexpr int kChunkRows = 32;  // the reduction's rows per pipeline stage: 2 MMA k-steps
+constexpr int kStages = 4;      // chunks in shared memory at once (3 loading, 1 multiplying)
 constexpr int kWarpsN = 2;      // warps along the tile's rows
 constexpr int kWarpsK = 4;      // warps along the tile's columns
 constexpr int kThreads = 32 * kWarpsN * kWarpsK;
@@ -47,12 +49,16 @@ constexpr int kStrideDy = kTileN + 8;
 constexpr int kStrideX = kTileK + 8;
 static_assert(kNTiles % 2 == 0, "ldmatrix_x4_trans loads two n-tiles of B");
 static_assert(kChunkRows % 16 == 0, "whole MMA k-steps per chunk");
+static_assert(kStages >= 2, "one stage loads while another multiplies");
 
 template <typename T>
 struct Stage {
   T dy[kChunkRows][kStrideDy];  // rows r of the chunk, the tile's columns n of dy
   T x[kChunkRows][kStrideX];    // rows r of the chunk, the tile's columns k of x
 };
+// Dynamic shared memory of a block: kStages stages (69,632 bytes; two blocks fit on an SM).
+template <typename T>
+constexpr size_t kSmemBytes = kStages * sizeof(Stage<T>);
 
 __device__ __forceinline__ int64_t clamp_to(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -62,7 +68,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
     grouped_dw_tile_kernel(const T* __restrict__ dy, const T* __restrict__ x, const int32_t* __restrict__ offsets,
                            float* __restrict__ dw, int64_t rows, int n, int k) {
-  __shared__ alignas(16) Stage<T> stages[2];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Stage<T>* stages = reinterpret_cast<Stage<T>*>(smem_raw);
 
   const int g = int(blockIdx.y);
   // Clamped to [0, R]: offsets outside it cannot make the kernel read out of bounds.
@@ -72,14 +79,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int n0 = int(blockIdx.x) / tiles_k * kTileN, k0 = int(blockIdx.x) % tiles_k * kTileK;
   const int64_t chunks = (to - from + kChunkRows - 1) / kChunkRows;
 
-  // Chunk c's rows [from + c kChunkRows, +kChunkRows) into stage s; rows from `to` on are zeros.
-  const auto load_chunk = [&](int64_t c, int s) {
-    const int64_t row0 = from + c * kChunkRows;
-    load_tile_async<kChunkRows, kTileN, kThreads>(&stages[s].dy[0][0], kStrideDy, dy + n0, n, row0, to, n - n0);
-    load_tile_async<kChunkRows, kTileK, kThreads>(&stages[s].x[0][0], kStrideX, x + k0, k, row0, to, k - k0);
+  // Starts loading chunk c's rows [from + c kChunkRows, +kChunkRows) into stage c % kStages (rows
+  // from `to` on are zeros), if there is a chunk c; then commits a cp.async group either way, so
+  // group i is chunk i's and an empty one past the last.
+  const auto load_chunk = [&](int64_t c) {
+    if (c < chunks) {
+      Stage<T>& s = stages[c % kStages];
+      const int64_t row0 = from + c * kChunkRows;
+      load_tile_async<kChunkRows, kTileN, kThreads>(&s.dy[0][0], kStrideDy, dy + n0, n, row0, to, n - n0);
+      load_tile_async<kChunkRows, kTileK, kThreads>(&s.x[0][0], kStrideX, x + k0, k, row0, to, k - k0);
+    }
     cp_async_commit();
   };
-  load_chunk(0, 0);
+  for (int c = 0; c < kStages - 1; ++c) load_chunk(c);
 
   float* dw_tile = dw + int64_t(g) * n * k + int64_t(n0) * k + k0;
   // The tile's 128 rows of 512 bytes: 4 lines of 128 bytes each, 2 per thread.
@@ -92,14 +104,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp_n = warp / kWarpsK * kWarpN, warp_k = warp % kWarpsK * kWarpK;  // in the tile
   float acc[kMTiles][kNTiles][4] = {};
   for (int64_t c = 0; c < chunks; ++c) {
-    if (c + 1 < chunks) {
-      load_chunk(c + 1, int((c + 1) % 2));  // into the stage the previous iteration finished with
-      cp_async_wait<1>();                   // chunk c has landed (this thread's copies)
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // ... and every thread's
-    const Stage<T>& s = stages[c % 2];
+    // kStages - 1 + c groups committed: with at most kStages - 2 in flight, groups 0..c (chunk c)
+    // have landed, this thread's copies; after the barrier, every thread's. The barrier also
+    // means every warp is done with chunk c - 1, whose stage chunk c + kStages - 1 loads into.
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    load_chunk(c + kStages - 1);
+    const Stage<T>& s = stages[c % kStages];
 #pragma unroll
     for (int kk = 0; kk < kChunkRows / 16; ++kk) {
       uint32_t a[kMTiles][4], b[kNTiles / 2][4];
@@ -117,7 +128,6 @@ __global__ void __launch_bounds__(kThreads, 2)
           mma_16816<T>(acc[mt][2 * nb + 1], a[mt], b[nb][2], b[nb][3]);
         }
     }
-    __syncthreads();  // every warp is done with this stage before it is loaded again
   }
 
   // acc[mt][nt] = C of rows warp_n + 16 mt .. +16 and columns warp_k + 8 nt .. +8 of the tile;
@@ -161,10 +171,16 @@ void grouped_dw_kernel(const Context& ctx, const Tensor& dy, const Tensor& x, co
   const int64_t rows = x.dim(0), groups = dw.dim(0), n = dw.dim(1), k = dw.dim(2);
   if (rows == 0 || groups == 0 || n == 0 || k == 0) return;  // nothing to add
   const dim3 grid(ceil_div(n, kTileN) * ceil_div(k, kTileK), unsigned(groups));
+  const CudaState& st = ctx.cuda_state();
   dispatch_16bit(x.dtype(), "grouped_linear_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    grouped_dw_tile_kernel<T><<<grid, kThreads, 0, stream_of(ctx)>>>(
-        dy.data_as<T>(), x.data_as<T>(), offsets.data_as<int32_t>(), dw.data_as<float>(), rows, int(n), int(k));
+    constexpr size_t smem = kSmemBytes<T>;
+    TROUPE_CHECK(smem <= st.smem_per_block_optin, "grouped_linear_backward: the weight-gradient kernel needs ", smem,
+                 " bytes of shared memory per block, the device allows ", st.smem_per_block_optin);
+    auto kernel = grouped_dw_tile_kernel<T>;
+    TROUPE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel<<<grid, kThreads, smem, st.stream>>>(dy.data_as<T>(), x.data_as<T>(), offsets.data_as<int32_t>(),
+                                                dw.data_as<float>(), rows, int(n), int(k));
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }
