@@ -11,8 +11,8 @@
 //   grouped deepseek fc1 uneven fwd R=24576 G=64 K=512 N=512: grouped 0.081 ms 79.5 TFLOP/s | dense 0.052 ms ... |
 //   grouped/dense 0.64
 // The backward "bwd" makes dw the way training does (TROUPE_GROUPED_DW, else the default; the first
-// line names it), then once in each way (kernels/grouped_dw_path.hpp), ops bwd-loop, bwd-streams
-// and bwd-tf32, so one run compares them; these lines end with the host's enqueue time per call
+// line names it), then once in each way (kernels/grouped_dw_path.hpp), ops bwd-loop, bwd-streams,
+// bwd-tf32 and bwd-kernel, so one run compares them; these lines end with the host's enqueue time per call
 // (close to the GPU time per call: the launches, not the GPU, set the pace of that way).
 // The forward also runs with the offsets on the device (the fixed-grid kernel MoE inference uses
 // under CUDA graphs), op "fwd-dev"; and the decode cases (Mixtral 8x7B's expert shapes at 1 and
@@ -183,7 +183,8 @@ void run_case(const Context& ctx, DType dtype, const ExpertGemm& c, int reps) {
     const double bwd = time_ms(
         ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);
     print_case(c, even, "bwd", 2 * flop, bwd, dense_bwd);
-    for (troupe::GroupedDw path : {troupe::GroupedDw::loop, troupe::GroupedDw::streams, troupe::GroupedDw::tf32}) {
+    for (troupe::GroupedDw path :
+         {troupe::GroupedDw::loop, troupe::GroupedDw::streams, troupe::GroupedDw::tf32, troupe::GroupedDw::kernel}) {
       const troupe::ScopedGroupedDw use(path);
       const CallTimes t = time_calls(
           ctx, [&] { troupe::grouped_linear_backward(ctx, dy, x, w, offsets, dx, dw); }, reps);

@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char* kVariable = "TROUPE_GROUPED_DW";
 constexpr int kNoOverride = -1;
-constexpr GroupedDw kPaths[] = {GroupedDw::loop, GroupedDw::streams, GroupedDw::tf32};
+constexpr GroupedDw kPaths[] = {GroupedDw::loop, GroupedDw::streams, GroupedDw::tf32, GroupedDw::kernel};
 
 // A selection policy, like the environment variable it stands in for; no device state.
 std::atomic<int> path_override{kNoOverride};
@@ -28,6 +28,8 @@ const char* grouped_dw_name(GroupedDw path) {
       return "streams";
     case GroupedDw::tf32:
       return "tf32";
+    case GroupedDw::kernel:
+      return "kernel";
   }
   return "?";
 }
@@ -35,16 +37,18 @@ const char* grouped_dw_name(GroupedDw path) {
 GroupedDw parse_grouped_dw(std::string_view value) {
   for (GroupedDw p : kPaths)
     if (value == grouped_dw_name(p)) return p;
-  TROUPE_FAIL(kVariable, "=", std::string(value),
-              " is not a way to make the grouped weight gradient; use loop, streams or tf32 (or leave it unset)");
+  TROUPE_FAIL(
+      kVariable, "=", std::string(value),
+      " is not a way to make the grouped weight gradient; use loop, streams, tf32 or kernel (or leave it unset)");
 }
 
 GroupedDw grouped_dw() {
   const int forced = path_override.load(std::memory_order_relaxed);
   if (forced != kNoOverride) return GroupedDw(forced);
   const char* env = std::getenv(kVariable);  // read each call: cheap next to a backward's GEMMs
-  // streams by default: loop's bits, its small GEMMs at once instead of one after another.
-  if (env == nullptr || env[0] == '\0') return GroupedDw::streams;
+  // kernel by default: one launch for every group, where the per-group GEMMs are bound by the
+  // host's ~7.5 us per cuBLASLt call once the experts are many and small.
+  if (env == nullptr || env[0] == '\0') return GroupedDw::kernel;
   return parse_grouped_dw(env);
 }
 

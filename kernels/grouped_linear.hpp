@@ -6,9 +6,10 @@
 // CPU: a loop over linear_forward / linear_backward (kernels/linear.hpp), skipping empty groups.
 // CUDA: y and dx are one cuBLAS grouped GEMM (cublasGemmGroupedBatchedEx, every non-empty group
 // in one launch); dw, which must accumulate in f32 where the grouped GEMM has no bf16-in / f32-out
-// form, is one cuBLASLt GEMM per group spread over side streams beside dx, or one after another,
-// or one f32 grouped GEMM on TF32 tensor cores: TROUPE_GROUPED_DW (kernels/grouped_dw_path.hpp,
-// kernels/cuda/grouped_linear.cu). The GPU's work stays in ctx's stream's order either way.
+// form, is one launch of our own tensor-core kernel for every group, or one cuBLASLt GEMM per
+// group spread over side streams beside dx, or one after another, or one f32 grouped GEMM on TF32
+// tensor cores: TROUPE_GROUPED_DW (kernels/grouped_dw_path.hpp, kernels/cuda/grouped_linear.cu).
+// The GPU's work stays in ctx's stream's order either way.
 //
 //   std::vector<int64_t> offsets = {0, 3, 3, 7};   // 3 groups: 3 rows, none, 4 rows
 //   grouped_linear_forward(ctx, x, w, offsets, y);  // x [7, K], w [3, N, K], y [7, N]

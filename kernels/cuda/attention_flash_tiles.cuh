@@ -20,17 +20,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 // zeros. Call from all Threads threads of the block, then cp_async_commit().
 template <int Rows, int D, int Threads, typename T>
 __device__ __forceinline__ void load_rows_async(T* smem, const T* head, int64_t ld, int row0, int n_rows) {
-  constexpr int kChunks = D / 8;  // 16 bytes each
-  constexpr int kTotal = Rows * kChunks;
-#pragma unroll
-  for (int i = 0; i < (kTotal + Threads - 1) / Threads; ++i) {
-    const int c = i * Threads + int(threadIdx.x);
-    if (kTotal % Threads == 0 || c < kTotal) {
-      const int r = c / kChunks, col = (c % kChunks) * 8;
-      const bool valid = row0 + r < n_rows;
-      mma::cp_async_16(smem + r * kSmemStride<D> + col, head + (valid ? int64_t(row0 + r) * ld + col : 0), valid);
-    }
-  }
+  mma::load_tile_async<Rows, D, Threads>(smem, kSmemStride<D>, head, ld, row0, n_rows, D);
 }
 
 // Writes a warp's 16 x D accumulators (acc[n] = columns 8n..8n+7), times row_scale[0] for

@@ -1,6 +1,6 @@
-// Warp-level tensor-core pieces of the flash-attention kernels (PTX of sm_80, run on sm_90):
-// asynchronous 16-byte global -> shared copies, ldmatrix fragment loads, and the
-// m16n8k16 MMA with f32 accumulators.
+// Warp-level tensor-core pieces of the flash-attention kernels and the grouped weight gradient
+// (grouped_dw_kernel.cu), PTX of sm_80 run on sm_90: asynchronous 16-byte global -> shared copies,
+// ldmatrix fragment loads, and the m16n8k16 MMA with f32 accumulators.
 //
 // Fragment layouts (PTX ISA, "mma.m16n8k16"), with group = lane / 4 and quad = lane % 4:
 //   A (16 x 16, row-major), 4 regs of 2 values: {(g, 2q), (g + 8, 2q), (g, 2q + 8), (g + 8, 2q + 8)}
@@ -32,6 +32,27 @@ __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool va
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 4 : 0)
                : "memory");
 }
+// Starts copying a Rows x Cols tile of a row-major 16-bit matrix into shared memory rows of
+// `stride` elements: tile row r, columns [c, c + 8) from src + (row0 + r) * ld + c. Rows from
+// n_rows on and 16-byte chunks from column n_cols on (n_cols a multiple of 8) read as zeros.
+// Call from all Threads threads of the block, then cp_async_commit().
+template <int Rows, int Cols, int Threads, typename T>
+__device__ __forceinline__ void load_tile_async(T* smem, int stride, const T* src, int64_t ld, int64_t row0,
+                                                int64_t n_rows, int n_cols) {
+  static_assert(sizeof(T) == 2 && Cols % 8 == 0, "16-byte chunks of 8 16-bit values");
+  constexpr int kChunks = Cols / 8;
+  constexpr int kTotal = Rows * kChunks;
+#pragma unroll
+  for (int i = 0; i < (kTotal + Threads - 1) / Threads; ++i) {
+    const int c = i * Threads + int(threadIdx.x);
+    if (kTotal % Threads == 0 || c < kTotal) {
+      const int r = c / kChunks, col = (c % kChunks) * 8;
+      const bool valid = row0 + r < n_rows && col < n_cols;
+      cp_async_16(smem + r * stride + col, src + (valid ? (row0 + r) * ld + col : 0), valid);
+    }
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most `Pending` committed groups are still in flight.
 template <int Pending>
@@ -67,6 +88,15 @@ __device__ __forceinline__ const T* b_frag_addr_nk(const T* tile, int stride, in
 template <typename T>
 __device__ __forceinline__ const T* b_frag_addr_kn(const T* tile, int stride, int lane) {
   return tile + (((lane / 8) % 2) * 8 + lane % 8) * stride + (lane / 16) * 8;
+}
+// A fragment of a 16 x 16 tile stored [k][m] (e.g. dy [rows][n] for dw = dy^T x). Use
+// ldmatrix_x4_trans: matrix i must be the stored rows k = 8 (i / 2) .. +8, columns m = 8 (i % 2)
+// .. +8 (a[1] is rows m + 8 of A, a[2] columns k + 8), and .trans hands lane (g, q) the stored
+// (k = 2q, m = g), (2q + 1, g) of each, which is A's (m = g, k = 2q, 2q + 1). Those are the
+// addresses b_frag_addr_nk gives a tile stored [n][k] (its n-tiles in the stored rows' halves).
+template <typename T>
+__device__ __forceinline__ const T* a_frag_addr_km(const T* tile, int stride, int lane) {
+  return b_frag_addr_nk(tile, stride, lane);
 }
 
 // c += a * b for one m16n8k16 tile; T is the 16-bit input type.

@@ -4,7 +4,10 @@
 // cuBLASLt GEMM per group instead.
 //
 // dw[g] += dy_g^T x_g in f32 cannot be that grouped GEMM as it stands: it takes bf16/f16 inputs
-// only with an output of the same type. Three ways, chosen by grouped_dw() (kernels/grouped_dw_path.hpp):
+// only with an output of the same type. Four ways, chosen by grouped_dw() (kernels/grouped_dw_path.hpp):
+//   kernel   our own kernel, one launch for every group (kernels/cuda/grouped_dw_kernel.hpp), after
+//            dx on ctx's stream; the offsets go to the device first. Operands it does not take
+//            (f32, N or K off a multiple of 8) take the streams way.
 //   loop     one cuBLASLt GEMM per group, one after another on ctx's stream. With many small
 //            experts (64 of [512, 512] over ~384 rows each) each GEMM fills a few CTAs and the
 //            backward runs at ~0.1 of one dense GEMM of the same work.
@@ -26,6 +29,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
+#include "kernels/cuda/grouped_dw_kernel.hpp"
 #include "kernels/cuda/stream_buffer.cuh"
 #include "kernels/cuda/stream_fork.cuh"
 #include "kernels/elementwise.hpp"
@@ -183,6 +187,17 @@ bool dw_grouped_f32(const Context& ctx, const Tensor& dy, const Tensor& x, const
   return grouped_gemm(ctx, p);
 }
 
+// The kernel way: the host offsets copied to an i32 tensor on ctx's device (cudaMemcpyAsync stages
+// pageable memory before it returns), then one launch.
+void dw_kernel(const Context& ctx, const Tensor& dy, const Tensor& x, const std::vector<int64_t>& offsets,
+               const Tensor& dw) {
+  Tensor host = Tensor::host(DType::i32, {int64_t(offsets.size())});
+  for (size_t i = 0; i < offsets.size(); ++i) host.data_as<int32_t>()[i] = int32_t(offsets[i]);  // R fits in i32
+  const Tensor device = Tensor::stream_ordered(ctx, DType::i32, host.shape());
+  copy(ctx, host, device);
+  grouped_dw_kernel(ctx, dy, x, device, dw);
+}
+
 }  // namespace
 
 void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const std::vector<int64_t>& offsets,
@@ -192,7 +207,8 @@ void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w
 
 void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                              const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw) {
-  const GroupedDw path = grouped_dw();
+  GroupedDw path = grouped_dw();
+  if (path == GroupedDw::kernel && !grouped_dw_kernel_fits(dy, x, dw)) path = GroupedDw::streams;
   if (path == GroupedDw::streams) {
     StreamFork fork(ctx, kDwLanes);  // before dx: the lanes need not wait for it
     if (dx.defined()) activations(ctx, false, w, dy, dx, offsets);
@@ -201,6 +217,10 @@ void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor&
     return;
   }
   if (dx.defined()) activations(ctx, false, w, dy, dx, offsets);
+  if (path == GroupedDw::kernel) {
+    dw_kernel(ctx, dy, x, offsets, dw);
+    return;
+  }
   if (path == GroupedDw::tf32 && dw_grouped_f32(ctx, dy, x, offsets, dw)) return;
   dw_gemms(ctx, dy, x, offsets, dw, nullptr);
 }

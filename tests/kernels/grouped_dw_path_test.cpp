@@ -1,5 +1,5 @@
-// TROUPE_GROUPED_DW and ScopedGroupedDw (kernels/grouped_dw_path.hpp): the three names parse, a
-// bad value is an error naming the variable and the allowed values, unset or empty is streams,
+// TROUPE_GROUPED_DW and ScopedGroupedDw (kernels/grouped_dw_path.hpp): the four names parse, a
+// bad value is an error naming the variable and the allowed values, unset or empty is kernel,
 // and an override wins over the variable until it goes.
 #include <cstdlib>
 #include <string>
@@ -13,15 +13,16 @@ namespace {
 constexpr const char* kVariable = "TROUPE_GROUPED_DW";
 
 TEST(GroupedDwPath, NamesParse) {
-  for (GroupedDw p : {GroupedDw::loop, GroupedDw::streams, GroupedDw::tf32})
+  for (GroupedDw p : {GroupedDw::loop, GroupedDw::streams, GroupedDw::tf32, GroupedDw::kernel})
     EXPECT_EQ(parse_grouped_dw(grouped_dw_name(p)), p);
+  EXPECT_EQ(parse_grouped_dw("kernel"), GroupedDw::kernel);
   try {
     parse_grouped_dw("TF32");
     ADD_FAILURE() << "a misspelled way was accepted";
   } catch (const Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("TROUPE_GROUPED_DW=TF32"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("loop, streams or tf32"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("loop, streams, tf32 or kernel"), std::string::npos) << msg;
   }
 }
 
@@ -29,9 +30,11 @@ TEST(GroupedDwPath, EnvironmentAndOverride) {
   const char* saved = std::getenv(kVariable);
   const std::string restore = saved ? saved : "";
   ::unsetenv(kVariable);
-  EXPECT_EQ(grouped_dw(), GroupedDw::streams);
+  EXPECT_EQ(grouped_dw(), GroupedDw::kernel);
   ::setenv(kVariable, "", 1);
-  EXPECT_EQ(grouped_dw(), GroupedDw::streams);
+  EXPECT_EQ(grouped_dw(), GroupedDw::kernel);
+  ::setenv(kVariable, "kernel", 1);
+  EXPECT_EQ(grouped_dw(), GroupedDw::kernel);
   ::setenv(kVariable, "tf32", 1);
   EXPECT_EQ(grouped_dw(), GroupedDw::tf32);
   {
