@@ -208,8 +208,8 @@ int main(int argc, char** argv) {
   if (troupe::cuda_available()) {
     try {
       const Context ctx = Context::cuda(0);
-      std::printf("grouped dw: %s (bwd lines; TROUPE_GROUPED_DW or the default)\n",
-                  troupe::grouped_dw_name(troupe::grouped_dw()));
+      std::printf("grouped dw (bwd lines; TROUPE_GROUPED_DW or the default): %s for 8 groups, %s for 64\n",
+                  troupe::grouped_dw_name(troupe::grouped_dw(8)), troupe::grouped_dw_name(troupe::grouped_dw(64)));
       for (const ExpertGemm& c : kCases) run_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       for (const ExpertGemm& c : kDecodeCases) run_decode_case(ctx, troupe::dtype_from_name(dtype_name), c, reps);
       return 0;

@@ -11,7 +11,8 @@
 #                                           MODES="1proc 2proc"; ITERS=14; UNTRACED=1 also runs
 #                                           each schedule untraced, for what tracing costs)
 # REPLAY_FROM=DIR replays the traces an earlier run left in DIR (no GPU: nothing is recorded) and
-# writes the reports and the table under $OUT/replay as usual.
+# writes the reports and the table under $OUT/replay as usual. REPLAY_FLAGS adds flags to every
+# `troupe replay` (e.g. "--stall-threshold 0": stalled iterations kept).
 set -uo pipefail
 build=${1:-build}
 troupe=$(realpath "$build/apps/troupe")
@@ -76,10 +77,12 @@ for mode in "${modes[@]}"; do
   [ -n "${REPLAY_FROM:-}" ] || for s in "${schedules[@]}"; do record "$mode" "$s"; done
   for s in "${schedules[@]}"; do
     recorded "$mode-$s" || continue
-    "$troupe" replay "$traces/$mode-$s.trace" >"$out/$mode-$s.self" 2>&1 || tail -3 "$out/$mode-$s.self"
+    # shellcheck disable=SC2086
+    "$troupe" replay "$traces/$mode-$s.trace" ${REPLAY_FLAGS:-} >"$out/$mode-$s.self" 2>&1 || tail -3 "$out/$mode-$s.self"
     for t in "${schedules[@]}"; do
       [ "$s" != "$t" ] || continue
-      "$troupe" replay "$traces/$mode-$s.trace" --what-if "${whatif[$t]}" \
+      # shellcheck disable=SC2086
+      "$troupe" replay "$traces/$mode-$s.trace" ${REPLAY_FLAGS:-} --what-if "${whatif[$t]}" \
         >"$out/$mode-$s-to-$t.replay" 2>&1 || tail -3 "$out/$mode-$s-to-$t.replay"
     done
   done

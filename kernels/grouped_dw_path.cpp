@@ -42,13 +42,13 @@ GroupedDw parse_grouped_dw(std::string_view value) {
       " is not a way to make the grouped weight gradient; use loop, streams, tf32 or kernel (or leave it unset)");
 }
 
-GroupedDw grouped_dw() {
+GroupedDw grouped_dw(int64_t groups) {
   const int forced = path_override.load(std::memory_order_relaxed);
   if (forced != kNoOverride) return GroupedDw(forced);
   const char* env = std::getenv(kVariable);  // read each call: cheap next to a backward's GEMMs
-  // kernel by default: one launch for every group, where the per-group GEMMs are bound by the
-  // host's ~7.5 us per cuBLASLt call once the experts are many and small.
-  if (env == nullptr || env[0] == '\0') return GroupedDw::kernel;
+  // kernel for many groups: one launch for all, where the per-group GEMMs are bound by the host's
+  // ~7.5 us per cuBLASLt call once the experts are many and small.
+  if (env == nullptr || env[0] == '\0') return groups >= kGroupedDwKernelGroups ? GroupedDw::kernel : GroupedDw::streams;
   return parse_grouped_dw(env);
 }
 

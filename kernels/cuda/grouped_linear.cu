@@ -4,7 +4,7 @@
 // cuBLASLt GEMM per group instead.
 //
 // dw[g] += dy_g^T x_g in f32 cannot be that grouped GEMM as it stands: it takes bf16/f16 inputs
-// only with an output of the same type. Four ways, chosen by grouped_dw() (kernels/grouped_dw_path.hpp):
+// only with an output of the same type. Four ways, chosen by grouped_dw(groups) (kernels/grouped_dw_path.hpp):
 //   kernel   our own kernel, one launch for every group (kernels/cuda/grouped_dw_kernel.hpp), after
 //            dx on ctx's stream; the offsets go to the device first. Operands it does not take
 //            (f32, N or K off a multiple of 8) take the streams way.
@@ -207,7 +207,7 @@ void grouped_linear_forward(const Context& ctx, const Tensor& x, const Tensor& w
 
 void grouped_linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                              const std::vector<int64_t>& offsets, const Tensor& dx, const Tensor& dw) {
-  GroupedDw path = grouped_dw();
+  GroupedDw path = grouped_dw(int64_t(offsets.size()) - 1);
   if (path == GroupedDw::kernel && !grouped_dw_kernel_fits(dy, x, dw)) path = GroupedDw::streams;
   if (path == GroupedDw::streams) {
     StreamFork fork(ctx, kDwLanes);  // before dx: the lanes need not wait for it

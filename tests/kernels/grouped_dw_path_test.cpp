@@ -30,25 +30,28 @@ TEST(GroupedDwPath, EnvironmentAndOverride) {
   const char* saved = std::getenv(kVariable);
   const std::string restore = saved ? saved : "";
   ::unsetenv(kVariable);
-  EXPECT_EQ(grouped_dw(), GroupedDw::kernel);
+  EXPECT_EQ(grouped_dw(64), GroupedDw::kernel);
+  EXPECT_EQ(grouped_dw(kGroupedDwKernelGroups), GroupedDw::kernel);
+  EXPECT_EQ(grouped_dw(kGroupedDwKernelGroups - 1), GroupedDw::streams);
   ::setenv(kVariable, "", 1);
-  EXPECT_EQ(grouped_dw(), GroupedDw::kernel);
+  EXPECT_EQ(grouped_dw(64), GroupedDw::kernel);
+  EXPECT_EQ(grouped_dw(8), GroupedDw::streams);
   ::setenv(kVariable, "kernel", 1);
-  EXPECT_EQ(grouped_dw(), GroupedDw::kernel);
+  EXPECT_EQ(grouped_dw(8), GroupedDw::kernel);
   ::setenv(kVariable, "tf32", 1);
-  EXPECT_EQ(grouped_dw(), GroupedDw::tf32);
+  EXPECT_EQ(grouped_dw(8), GroupedDw::tf32);
   {
     const ScopedGroupedDw loop(GroupedDw::loop);
-    EXPECT_EQ(grouped_dw(), GroupedDw::loop);
+    EXPECT_EQ(grouped_dw(8), GroupedDw::loop);
     {
       const ScopedGroupedDw streams(GroupedDw::streams);
-      EXPECT_EQ(grouped_dw(), GroupedDw::streams);
+      EXPECT_EQ(grouped_dw(8), GroupedDw::streams);
     }
-    EXPECT_EQ(grouped_dw(), GroupedDw::loop);
+    EXPECT_EQ(grouped_dw(8), GroupedDw::loop);
   }
-  EXPECT_EQ(grouped_dw(), GroupedDw::tf32);
+  EXPECT_EQ(grouped_dw(8), GroupedDw::tf32);
   ::setenv(kVariable, "stream", 1);
-  EXPECT_THROW(grouped_dw(), Error);
+  EXPECT_THROW(grouped_dw(8), Error);
   if (saved)
     ::setenv(kVariable, restore.c_str(), 1);
   else
