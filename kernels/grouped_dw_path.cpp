@@ -48,7 +48,8 @@ GroupedDw grouped_dw(int64_t groups) {
   const char* env = std::getenv(kVariable);  // read each call: cheap next to a backward's GEMMs
   // kernel for many groups: one launch for all, where the per-group GEMMs are bound by the host's
   // ~7.5 us per cuBLASLt call once the experts are many and small.
-  if (env == nullptr || env[0] == '\0') return groups >= kGroupedDwKernelGroups ? GroupedDw::kernel : GroupedDw::streams;
+  if (env == nullptr || env[0] == '\0')
+    return groups >= kGroupedDwKernelGroups ? GroupedDw::kernel : GroupedDw::streams;
   return parse_grouped_dw(env);
 }
 
