@@ -10,7 +10,8 @@
 # the bf16 matmul peak of .baselines/peak.py. Last, bench/grouped_gemm_bench: our grouped GEMM's
 # TFLOP/s on both shapes' expert GEMMs against one dense cuBLAS GEMM of the same work.
 # Usage (repo root, after `source .devdeps/env.sh`): bench/moe_train.sh [BUILD_DIR] [ITERS]
-# TORCH_COMPILE=0 runs the reference eager (default: its attention blocks compiled, falling back to eager).
+# TORCH_COMPILE=0 runs the reference eager (default: its attention blocks compiled, falling back to eager);
+# TORCH=0 skips it (ours only, e.g. to compare TROUPE_GROUPED_DW ways); SHAPES="deepseek" runs one shape.
 set -uo pipefail
 build=${1:-build}
 iters=${2:-200}
@@ -40,11 +41,16 @@ compile=(--compile)
 [ "${TORCH_COMPILE:-1}" = 0 ] && compile=()
 
 rows=()
-for name in mixtral deepseek; do
+read -r -a shapes <<<"${SHAPES:-mixtral deepseek}"
+for name in "${shapes[@]}"; do
   # shellcheck disable=SC2086
   "$troupe" train "${common[@]}" ${shape[$name]} > "$out/$name.log" 2>&1 || { echo "$name (troupe) failed:"; tail -5 "$out/$name.log"; }
-  python3 bench/moe_torch_reference.py --shape "$name" "${compile[@]}" --peak "$peak" > "$out/torch_$name.log" 2>&1 ||
-    { echo "$name (torch) failed:"; tail -5 "$out/torch_$name.log"; }
+  if [ "${TORCH:-1}" = 1 ]; then
+    python3 bench/moe_torch_reference.py --shape "$name" "${compile[@]}" --peak "$peak" > "$out/torch_$name.log" 2>&1 ||
+      { echo "$name (torch) failed:"; tail -5 "$out/torch_$name.log"; }
+  else
+    : > "$out/torch_$name.log"
+  fi
   grep -v '^RESULT' "$out/torch_$name.log" | grep -E 'experts via|torch.compile|failed; trying' | tail -4
   first=$(grep -o 'lm loss: [0-9.E+-]*' "$out/$name.log" | head -1 | awk '{print $3}')
   last=$(grep -o 'lm loss: [0-9.E+-]*' "$out/$name.log" | tail -1 | awk '{print $3}')

@@ -8,7 +8,8 @@
 # bar: within 2 points.
 # Usage (repo root, 2+ GPUs, after `source .devdeps/env.sh`):
 #   bench/replay_accuracy.sh [BUILD_DIR]   (SCHEDULES="1f1b interleaved zb-h1 zb-v" by default;
-#                                           MODES="1proc 2proc"; ITERS=14; UNTRACED=1 also runs
+#                                           MODES="1proc 2proc" (2proc: a process per stage);
+#                                           PP=2 stages (and GPUs); ITERS=14; UNTRACED=1 also runs
 #                                           each schedule untraced, for what tracing costs)
 # REPLAY_FROM=DIR replays the traces an earlier run left in DIR (no GPU: nothing is recorded) and
 # writes the reports and the table under $OUT/replay as usual. REPLAY_FLAGS adds flags to every
@@ -22,10 +23,11 @@ traces=${REPLAY_FROM:-$out}
 read -r -a schedules <<<"${SCHEDULES:-1f1b interleaved zb-h1 zb-v}"
 read -r -a modes <<<"${MODES:-1proc 2proc}"
 iters=${ITERS:-14}
+pp=${PP:-2}
 # A GPT-2 1.5B-like pipeline: 24 layers, hidden 1600, seq 1024; 8 microbatches of 4 per iteration.
 model=(--num-layers 24 --hidden-size 1600 --num-attention-heads 25 --seq-length 1024 --vocab-size 50257
        --mock-data --bf16 --micro-batch-size 4 --global-batch-size 32 --train-iters "$iters"
-       --log-interval "$((iters / 2))" --eval-iters 0 --lr 1e-4 --pipeline-model-parallel-size 2)
+       --log-interval "$((iters / 2))" --eval-iters 0 --lr 1e-4 --pipeline-model-parallel-size "$pp")
 declare -A flags=([1f1b]="" [interleaved]="--num-virtual-stages-per-pipeline-rank 2"
                   [zb-h1]="--pipeline-schedule zb-h1" [zb-v]="--pipeline-schedule zb-v")
 declare -A whatif=([1f1b]="schedule=1f1b" [interleaved]="schedule=interleaved,v=2"
@@ -38,7 +40,7 @@ run_train() {  # MODE SCHEDULE LOG [--trace FILE]
   if [ "$mode" = 1proc ]; then
     "$troupe" train "${model[@]}" ${flags[$s]} "$@" >"$log" 2>&1
   else
-    mpirun -np 2 "$troupe" train "${model[@]}" ${flags[$s]} --devices 1 "$@" >"$log" 2>&1
+    mpirun -np "$pp" "$troupe" train "${model[@]}" ${flags[$s]} --devices 1 "$@" >"$log" 2>&1
   fi || { echo "$mode $s failed:"; tail -5 "$log"; }
 }
 # The GPUs' SM clock and power every 100 ms while a run records (a GPU that never idles may clock
