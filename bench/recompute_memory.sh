@@ -7,7 +7,9 @@
 # The ratio column is tokens/s against the same model without recompute, in the same command;
 # loss-diff, the largest relative difference of the logged losses from that run's (0: identical).
 # Usage (repo root, after `source .devdeps/env.sh`): bench/recompute_memory.sh BUILD_DIR [MODEL...]
-# MODEL: 1.3b, 7b (default both).
+# MODEL: 1.3b, 7b (default both). EXTRA_ARGS adds flags to every run (e.g. --deterministic-mode:
+# cuDNN's attention backward without atomics, so that recompute's losses can equal the run
+# without it to the bit, as they do on the CPU).
 set -uo pipefail
 source "$(dirname "$0")/scaling_lib.sh"
 build=${1:?usage: recompute_memory.sh BUILD_DIR [MODEL...]}
@@ -42,7 +44,7 @@ for model in "${models[@]}"; do
     # shellcheck disable=SC2086
     "$troupe" train $margs --seq-length $seq --max-position-embeddings $seq --mock-data --vocab-size 50257 --bf16 \
         --micro-batch-size 1 --global-batch-size 4 --train-iters 6 --log-interval 3 --eval-iters 0 --lr 1e-4 \
-        $extra > "$log" 2>&1
+        $extra ${EXTRA_ARGS:-} > "$log" 2>&1
     ms=$(ms_of "$log")
     if [ -z "$ms" ]; then
       printf '%-6s %-26s FAILED: %s\n' "$model" "$name" "$(tail -1 "$log")" >> "$out/summary.txt"
