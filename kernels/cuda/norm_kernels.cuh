@@ -14,9 +14,12 @@
 // from L1). Either way a row costs one round trip to memory.
 // Rows are found through a RowMap: plain [rows, C] tensors, or the per-head norms' rows of D
 // values a head apart inside a fused activation (q and k heads of a [N, (H + 2G) * D] qkv).
+// Forward can also write the e4m3 cast of y (as stored) and fold |y| into an amax (kFp8): the
+// FP8 linear that y feeds then needs no pass of its own over y.
 #pragma once
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 
 namespace troupe::cuda::norm {
 
@@ -54,15 +57,25 @@ __device__ __forceinline__ void group_sum2(float& a, float& b, int group) {
   b = warp_sum(v.y);
 }
 
+// The FP8 side output of a forward (kFp8): q, laid out as y, = e4m3(y * scale[0]) with y as
+// stored; amax[0] = max(amax[0], max |y|). q or amax may be null (then scale may be too).
+struct Fp8Out {
+  uint8_t* q;
+  const float* scale;
+  unsigned* amax;
+};
+
 // x, y: rows of c (at xm, ym); w, b: [c] (b nullable); mean (if kCentered), rstd: f32 [rows].
 // y may be x (in place): a thread reads its packs of a row before it writes them.
-template <typename T, int kPacks, bool kCentered>
+template <typename T, int kPacks, bool kCentered, bool kFp8>
 __global__ void __launch_bounds__(kMaxGroupThreads)
     forward_kernel(const T* x, RowMap xm, const T* __restrict__ w, const T* __restrict__ b, float eps, T* y, RowMap ym,
-                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group) {
+                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group, Fp8Out fp8) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
+  const float q_scale = kFp8 && fp8.q ? *fp8.scale : 0.0f;
+  unsigned best = 0;  // kFp8: the bits of the largest |y| this thread wrote
   for (int64_t row = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / group; row < rows;
        row += int64_t(gridDim.x) * rows_per_block) {
     // With few packs per thread the weights are loaded beside x, so their latency overlaps
@@ -119,8 +132,26 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
       for (int i = 0; i < P; ++i)
         out[i] = from_f32<T>((to_f32(xs[k][i]) - mu) * s * to_f32(wk[i]) + (b ? to_f32(bk[i]) : 0.0f));
       store128(y + ym(row, c) + p * P, out);
+      if constexpr (kFp8) {
+        // The cast of y as stored (rounded to T), as fp8_cast of y would read it.
+        uint8_t bytes[P];
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          const float v = to_f32(out[i]);
+          best = max(best, abs_bits(v));
+          bytes[i] = to_fp8<Fp8Format::e4m3>(v * q_scale);
+        }
+        if (!fp8.q) continue;
+        uint8_t* qp = fp8.q + ym(row, c) + p * P;
+        if constexpr (P == 8)
+          *reinterpret_cast<uint2*>(qp) = *reinterpret_cast<const uint2*>(bytes);
+        else
+          *reinterpret_cast<uint32_t*>(qp) = *reinterpret_cast<const uint32_t*>(bytes);
+      }
     }
   }
+  if constexpr (kFp8)
+    if (fp8.amax) amax_commit(best, fp8.amax);  // every thread of the block gets here
 }
 
 // dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w
