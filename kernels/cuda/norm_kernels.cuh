@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
       store128(y + ym(row, c) + p * P, out);
       if constexpr (kFp8) {
         // The cast of y as stored (rounded to T), as fp8_cast of y would read it.
-        uint8_t bytes[P];
+        alignas(8) uint8_t bytes[P];
 #pragma unroll
         for (int i = 0; i < P; ++i) {
           const float v = to_f32(out[i]);
