@@ -88,8 +88,9 @@ struct Linear {
   // written in the norm's pass when `fused`.
   void norm_then_forward(const Context& ctx, bool fused) {
     troupe::Fp8Linears& f = fused ? fp8 : fp8_unfused;
-    troupe::layernorm_forward(ctx, x, ln_w, ln_b, 1e-5f, x, mean, rstd, f.input_cast(0, x.shape(), true));
-    f.forward(0, x, w, b, y, true, /*input_cast=*/true);
+    const troupe::Fp8SideOutput cast = f.input_cast(0, x.shape(), true);
+    troupe::layernorm_forward(ctx, x, ln_w, ln_b, 1e-5f, x, mean, rstd, cast);
+    f.forward(0, x, w, b, y, true, cast);
   }
   Tensor x, w, b, dy, y, dx, dw, db;
   Tensor qx, qxt, qw, qwt, qdy, qdyt, amax, scales;

@@ -103,6 +103,22 @@ void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale
   fp8_transpose(ctx, cast, qt);
 }
 
+void expect_fp8_side_output(const Context& ctx, const char* op, const Fp8SideOutput& out, const Tensor& y) {
+  if (out.q.defined()) {
+    expect_fp8_bytes(ctx, op, "fp8.q", out.q, y.numel());
+    expect_shape(op, "fp8.q", out.q, y.shape());
+    expect_scalar(ctx, op, "fp8.scale", out.scale);
+  }
+  if (out.amax.defined()) expect_scalar(ctx, op, "fp8.amax", out.amax);
+}
+
+void fp8_side_output(const Context& ctx, const Tensor& y, const Fp8SideOutput& out) {
+  if (out.q.defined())
+    fp8_cast(ctx, y, out.scale, Fp8Format::e4m3, out.q, out.amax);
+  else if (out.amax.defined())
+    fp8_amax(ctx, y, out.amax);
+}
+
 void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Tensor& scale, const Tensor& scale_inv,
                        const Fp8ScalingParams& params) {
   constexpr const char* op = "fp8_scales_update";

@@ -49,6 +49,24 @@ void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt);
 void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
                         const Tensor& qt, const Tensor& amax = Tensor());
 
+// The FP8 side output of an op that feeds an FP8 linear (a norm, the GELU: model/fp8/
+// fp8_linears.hpp's input_cast), written by the op in its own pass, bit for bit what
+// fp8_side_output below writes after it: q = e4m3(y * scale[0]) with y as the op stored it
+// (rounded to its dtype first), amax[0] = max(amax[0], max |y|). q undefined: only the amax
+// (tensorwise scaling needs it before the cast); amax undefined: only the cast. e4m3 only: the
+// forward format of every recipe.
+struct Fp8SideOutput {
+  Tensor q;      // u8, y's shape; 8-byte aligned on CUDA
+  Tensor scale;  // f32 [1] (with q)
+  Tensor amax;   // f32 [1]
+  bool any() const { return q.defined() || amax.defined(); }
+};
+// The side output of y by the separate ops: fp8_cast folding the amax, or fp8_amax alone. The
+// CPU backend's ops run this after computing y; the CUDA kernels equal it.
+void fp8_side_output(const Context& ctx, const Tensor& y, const Fp8SideOutput& out);
+// An op's checks of its side output for its output y (errors name op and argument).
+void expect_fp8_side_output(const Context& ctx, const char* op, const Fp8SideOutput& out, const Tensor& y);
+
 // How scales follow amaxes (the recipe's numbers; model/fp8_recipe.hpp has the flags).
 struct Fp8ScalingParams {
   float fp8_max = 448.0f;

@@ -1,7 +1,6 @@
 #include "kernels/norm.hpp"
 
 #include "kernels/dispatch.hpp"
-#include "kernels/fp8.hpp"
 
 namespace troupe {
 
@@ -57,27 +56,10 @@ const Tensor& residual_gradient(const Context& ctx, const char* op, const Tensor
   return dx_in;
 }
 
-void expect_fp8_output(const Context& ctx, const char* op, const NormFp8Output& fp8, const Tensor& y) {
-  if (fp8.q.defined()) {
-    expect_like(ctx, op, "fp8.q", fp8.q, y.shape(), DType::u8);
-    expect_f32(ctx, op, "fp8.scale", fp8.scale, {1});
-  }
-  if (fp8.amax.defined()) expect_f32(ctx, op, "fp8.amax", fp8.amax, {1});
-}
-
-// The CPU's FP8 side output: the cast (and amax) of y after the norm, the definition the CUDA
-// kernel's fused pass matches.
-void fp8_output_after(const Context& ctx, const NormFp8Output& fp8, const Tensor& y) {
-  if (fp8.q.defined())
-    fp8_cast(ctx, y, fp8.scale, Fp8Format::e4m3, fp8.q, fp8.amax);
-  else if (fp8.amax.defined())
-    fp8_amax(ctx, y, fp8.amax);
-}
-
 }  // namespace
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const NormFp8Output& fp8) {
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8) {
   constexpr const char* op = "layernorm_forward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -87,13 +69,13 @@ void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, con
   expect_f32(ctx, op, "mean", mean, {n});
   expect_f32(ctx, op, "rstd", rstd, {n});
   TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
-  expect_fp8_output(ctx, op, fp8, y);
+  expect_fp8_side_output(ctx, op, fp8, y);
   if (ctx.is_cuda()) {
     TROUPE_ON_CUDA(cuda::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd, fp8));
     return;
   }
   cpu::layernorm_forward(x, w, b, eps, y, mean, rstd);
-  fp8_output_after(ctx, fp8, y);
+  fp8_side_output(ctx, y, fp8);
 }
 
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
@@ -116,7 +98,7 @@ void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, c
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
-                     const Tensor& rstd, const NormFp8Output& fp8) {
+                     const Tensor& rstd, const Fp8SideOutput& fp8) {
   constexpr const char* op = "rmsnorm_forward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -124,13 +106,13 @@ void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float
   expect_like(ctx, op, "y", y, x.shape(), x.dtype());
   expect_f32(ctx, op, "rstd", rstd, {n});
   TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
-  expect_fp8_output(ctx, op, fp8, y);
+  expect_fp8_side_output(ctx, op, fp8, y);
   if (ctx.is_cuda()) {
     TROUPE_ON_CUDA(cuda::rmsnorm_forward(ctx, x, w, eps, y, rstd, fp8));
     return;
   }
   cpu::rmsnorm_forward(x, w, eps, y, rstd);
-  fp8_output_after(ctx, fp8, y);
+  fp8_side_output(ctx, y, fp8);
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,

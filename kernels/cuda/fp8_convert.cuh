@@ -1,6 +1,6 @@
 // Device-side FP8 pieces shared by the cast kernels (fp8.cu) and the kernels that fuse a cast
-// into the op producing the tensor (norm_kernels.cuh): the saturating conversions of
-// kernels/fp8.hpp and the amax as bits.
+// into the op producing the tensor (norm_kernels.cuh, activation.cu): the saturating conversions
+// of kernels/fp8.hpp, the amax as bits, and an op's FP8 side output (Fp8SideOutput).
 //
 //   unsigned best = 0;
 //   best = max(best, abs_bits(v));   // per element a thread visits
@@ -45,6 +45,42 @@ __device__ __forceinline__ void amax_commit(unsigned best, unsigned* amax) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   if (lane == 0) atomicMax(amax, best);
+}
+
+// An op's Fp8SideOutput as its kernel takes it.
+struct Fp8SidePtrs {
+  uint8_t* q;          // null: no cast
+  const float* scale;  // with q
+  unsigned* amax;      // null: no amax
+  __host__ __device__ bool any() const { return q || amax; }
+};
+
+inline Fp8SidePtrs fp8_side_ptrs(const char* op, const Fp8SideOutput& out) {
+  if (out.q.defined())
+    TROUPE_CHECK(reinterpret_cast<uintptr_t>(out.q.data()) % 8 == 0, op,
+                 ": the CUDA kernel needs the FP8 output 'q' 8-byte aligned, got ", out.q.str());
+  return {out.q.defined() ? out.q.data_as<uint8_t>() : nullptr, out.q.defined() ? out.scale.data_as<float>() : nullptr,
+          out.amax.defined() ? out.amax.data_as<unsigned>() : nullptr};
+}
+
+// One pack of an op's output y as stored: |y| folded into `best`, and, when out.q, the e4m3
+// cast of y * scale written at out.q + offset (offset a multiple of the pack's size).
+template <typename T>
+__device__ __forceinline__ void fp8_side_pack(const Pack128<T>& y, const Fp8SidePtrs& out, float scale, int64_t offset,
+                                              unsigned& best) {
+  constexpr int P = Pack128<T>::size;
+  alignas(8) uint8_t bytes[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const float v = to_f32(y[i]);
+    best = max(best, abs_bits(v));
+    bytes[i] = to_fp8<Fp8Format::e4m3>(v * scale);
+  }
+  if (!out.q) return;
+  if constexpr (P == 8)
+    *reinterpret_cast<uint2*>(out.q + offset) = *reinterpret_cast<const uint2*>(bytes);
+  else
+    *reinterpret_cast<uint32_t*>(out.q + offset) = *reinterpret_cast<const uint32_t*>(bytes);
 }
 
 }  // namespace troupe::cuda

@@ -103,23 +103,13 @@ NormRows head_rows(const char* op, const Tensor& x, const Tensor& y, int64_t d, 
 // t from head `first` (of d values) of its first row on.
 Tensor from_head(const Tensor& t, int64_t first, int64_t d) { return t.slice(first * d, {t.numel() - first * d}); }
 
-// fp8's tensors as the kernel takes them (all null: no FP8 output).
-norm::Fp8Out fp8_out(const char* op, const NormFp8Output& fp8) {
-  if (fp8.q.defined())
-    TROUPE_CHECK(reinterpret_cast<uintptr_t>(fp8.q.data()) % 8 == 0, op,
-                 ": the CUDA kernel needs the FP8 output 'q' 8-byte aligned, got ", fp8.q.str());
-  return {fp8.q.defined() ? fp8.q.data_as<uint8_t>() : nullptr, fp8.q.defined() ? fp8.scale.data_as<float>() : nullptr,
-          fp8.amax.defined() ? fp8.amax.data_as<unsigned>() : nullptr};
-}
-
 // mean: nullptr for RMSNorm (kCentered false). fp8: the FP8 side output of plain rows (r.y maps
 // q as it maps y).
 template <bool kCentered>
 void launch_forward(const Context& ctx, const char* op, const NormRows& r, const Tensor& x, const Tensor& w,
                     const Tensor& b, float eps, const Tensor& y, float* mean, const Tensor& rstd,
-                    const NormFp8Output& fp8 = {}) {
-  const norm::Fp8Out q = fp8_out(op, fp8);
-  const bool with_fp8 = q.q || q.amax;
+                    const Fp8SideOutput& fp8 = {}) {
+  const Fp8SidePtrs q = fp8_side_ptrs(op, fp8);
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const NormLaunch cfg = norm_launch<T>(op, r.c);
@@ -132,8 +122,8 @@ void launch_forward(const Context& ctx, const char* op, const NormRows& r, const
         unsigned(std::min<int64_t>(ceil_div(r.n, rows_per_block), int64_t(ctx.cuda_state().sm_count) * 64));
     const T* bias = b.defined() ? b.data_as<T>() : nullptr;
     with_packs(cfg.packs_per_thread, [&](auto packs) {
-      auto* kernel = with_fp8 ? norm::forward_kernel<T, decltype(packs)::value, kCentered, true>
-                              : norm::forward_kernel<T, decltype(packs)::value, kCentered, false>;
+      auto* kernel = q.any() ? norm::forward_kernel<T, decltype(packs)::value, kCentered, true>
+                             : norm::forward_kernel<T, decltype(packs)::value, kCentered, false>;
       kernel<<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), r.x, w.data_as<T>(), bias, eps, y.data_as<T>(),
                                                        r.y, mean, rstd.data_as<float>(), r.n, int(r.c), cfg.group, q);
       TROUPE_CUDA_CHECK_LAUNCH();
@@ -181,7 +171,7 @@ void launch_backward(const Context& ctx, const char* op, const NormRows& r, cons
 }  // namespace
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const NormFp8Output& fp8) {
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8) {
   launch_forward<true>(ctx, "layernorm_forward", plain_rows(x), x, w, b, eps, y, mean.data_as<float>(), rstd, fp8);
 }
 
@@ -192,7 +182,7 @@ void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, c
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
-                     const Tensor& rstd, const NormFp8Output& fp8) {
+                     const Tensor& rstd, const Fp8SideOutput& fp8) {
   launch_forward<false>(ctx, "rmsnorm_forward", plain_rows(x), x, w, Tensor(), eps, y, nullptr, rstd, fp8);
 }
 

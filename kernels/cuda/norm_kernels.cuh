@@ -57,20 +57,14 @@ __device__ __forceinline__ void group_sum2(float& a, float& b, int group) {
   b = warp_sum(v.y);
 }
 
-// The FP8 side output of a forward (kFp8): q, laid out as y, = e4m3(y * scale[0]) with y as
-// stored; amax[0] = max(amax[0], max |y|). q or amax may be null (then scale may be too).
-struct Fp8Out {
-  uint8_t* q;
-  const float* scale;
-  unsigned* amax;
-};
-
 // x, y: rows of c (at xm, ym); w, b: [c] (b nullable); mean (if kCentered), rstd: f32 [rows].
-// y may be x (in place): a thread reads its packs of a row before it writes them.
+// y may be x (in place): a thread reads its packs of a row before it writes them. kFp8: y's FP8
+// side output (fp8.q laid out as y).
 template <typename T, int kPacks, bool kCentered, bool kFp8>
 __global__ void __launch_bounds__(kMaxGroupThreads)
     forward_kernel(const T* x, RowMap xm, const T* __restrict__ w, const T* __restrict__ b, float eps, T* y, RowMap ym,
-                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group, Fp8Out fp8) {
+                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group,
+                   Fp8SidePtrs fp8) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
@@ -132,22 +126,7 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
       for (int i = 0; i < P; ++i)
         out[i] = from_f32<T>((to_f32(xs[k][i]) - mu) * s * to_f32(wk[i]) + (b ? to_f32(bk[i]) : 0.0f));
       store128(y + ym(row, c) + p * P, out);
-      if constexpr (kFp8) {
-        // The cast of y as stored (rounded to T), as fp8_cast of y would read it.
-        alignas(8) uint8_t bytes[P];
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-          const float v = to_f32(out[i]);
-          best = max(best, abs_bits(v));
-          bytes[i] = to_fp8<Fp8Format::e4m3>(v * q_scale);
-        }
-        if (!fp8.q) continue;
-        uint8_t* qp = fp8.q + ym(row, c) + p * P;
-        if constexpr (P == 8)
-          *reinterpret_cast<uint2*>(qp) = *reinterpret_cast<const uint2*>(bytes);
-        else
-          *reinterpret_cast<uint32_t*>(qp) = *reinterpret_cast<const uint32_t*>(bytes);
-      }
+      if constexpr (kFp8) fp8_side_pack(out, fp8, q_scale, ym(row, c) + p * P, best);
     }
   }
   if constexpr (kFp8)

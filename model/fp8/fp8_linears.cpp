@@ -79,7 +79,7 @@ Fp8Operand Fp8Linears::quantize_transposed(Meta& meta, int t, Fp8Format f, const
   return {transposed, f, s.scale_inv};
 }
 
-NormFp8Output Fp8Linears::input_cast(int linear, const Shape& x_shape, bool record) {
+Fp8SideOutput Fp8Linears::input_cast(int linear, const Shape& x_shape, bool record) {
   TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
   TROUPE_CHECK(recipe_.forward == Fp8Format::e4m3, "Fp8Linears::input_cast: the forward format must be e4m3");
   if (!recipe_.fuse_casts) return {};
@@ -93,18 +93,21 @@ NormFp8Output Fp8Linears::input_cast(int linear, const Shape& x_shape, bool reco
 }
 
 void Fp8Linears::forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record,
-                         bool input_cast) {
+                         const Fp8SideOutput& x_cast) {
   TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
   const int t = 2 * linear;
   Fp8Operand qx;
-  if (!input_cast || !recipe_.fuse_casts) {
+  if (!x_cast.any()) {
     qx = quantize(fwd_, t, recipe_.forward, x, qx_, record);
-  } else if (recipe_.scaling == Fp8ScalingKind::tensorwise) {  // x's amax is in its slot: reduce, scale, cast
+  } else if (x_cast.q.defined()) {  // delayed: x's producer wrote the bytes
+    TROUPE_CHECK(recipe_.scaling == Fp8ScalingKind::delayed && x_cast.q.shape() == x.shape(),
+                 "Fp8Linears::forward: x_cast is not input_cast's for this x");
+    qx = {x_cast.q, recipe_.forward, fwd_.scale_inv.slice(t * kFp8ScaleRow, {1})};
+  } else {  // tensorwise: x's amax is in its slot; reduce it, scale, cast
+    TROUPE_CHECK(recipe_.scaling == Fp8ScalingKind::tensorwise, "Fp8Linears::forward: x_cast is not input_cast's");
     const Scales s = current_scales(fwd_, t, recipe_.forward);
     qx = {bytes(qx_, x.shape()), recipe_.forward, s.scale_inv};
     fp8_cast(ctx_, x, s.scale, recipe_.forward, qx.data);
-  } else {  // delayed: the bytes are in qx_ already
-    qx = {bytes(qx_, x.shape()), recipe_.forward, fwd_.scale_inv.slice(t * kFp8ScaleRow, {1})};
   }
   const Fp8Operand qw = quantize(fwd_, t + 1, recipe_.forward, w, qw_, record);
   fp8_gemm(ctx_, qx, qw, y, 0.0f, b);

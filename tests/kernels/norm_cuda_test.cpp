@@ -163,17 +163,6 @@ TEST_P(NormCuda, BackwardWithResidualInputEqualsInPlace) {
   }
 }
 
-// Bytes of `a` (device u8) that differ from `b`'s (device or host u8).
-int64_t byte_mismatches(const Tensor& a, const Tensor& b) {
-  const Tensor ha = Tensor::host(DType::u8, a.shape()), hb = Tensor::host(DType::u8, b.shape());
-  copy(gpu(), a, ha);
-  copy(b.is_cuda() ? gpu() : cpu(), b, hb);
-  gpu().synchronize();
-  int64_t bad = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) bad += ha.data_as<uint8_t>()[i] != hb.data_as<uint8_t>()[i];
-  return bad;
-}
-
 // The FP8 side output written in the norm's own pass (an FP8 linear's input cast): y as without
 // it, and q and amax bit for bit those of fp8_cast after the norm, on CUDA (the unfused path)
 // and on the CPU (the reference ops on the same y); and the amax alone (tensorwise scaling).
@@ -184,7 +173,7 @@ TEST_P(NormCuda, Fp8OutputIsTheCastOfTheOutput) {
   const Tensor x = to_device(g, in.x, t), w = to_device(g, in.w, t), b = to_device(g, in.b, t);
   const Tensor scale_host = Tensor::host_f32({1}, {37.0f}), scale = to_device(g, scale_host, DType::f32);
   for (bool rms : {false, true}) {
-    auto norm = [&](const Tensor& y, const NormFp8Output& fp8) {
+    auto norm = [&](const Tensor& y, const Fp8SideOutput& fp8) {
       Tensor mean = Tensor::empty(g, DType::f32, {r.n}), rstd = Tensor::empty(g, DType::f32, {r.n});
       if (rms)
         rmsnorm_forward(g, x, w, kEps, y, rstd, fp8);

@@ -291,7 +291,7 @@ TEST(Norm, Fp8OutputIsTheCastOfTheOutput) {
   const Tensor x = random_normal({6, 16}, 41, 2.0f), w = random_normal({16}, 42), b = random_normal({16}, 43);
   const Tensor scale = Tensor::host_f32({1}, {24.0f});
   for (bool rms : {false, true}) {
-    auto norm = [&](const Tensor& y, const NormFp8Output& fp8) {
+    auto norm = [&](const Tensor& y, const Fp8SideOutput& fp8) {
       Tensor mean = host_zeros({6}), rstd = host_zeros({6});
       if (rms)
         rmsnorm_forward(cpu(), x, w, kEps, y, rstd, fp8);
