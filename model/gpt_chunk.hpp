@@ -29,7 +29,7 @@
 
 #include "kernels/collectives.hpp"
 #include "kernels/context.hpp"
-#include "kernels/norm.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/stream_spans.hpp"

@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "kernels/collectives.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/fp8_gemm.hpp"
-#include "kernels/norm.hpp"
 #include "model/fp8/fp8_recipe.hpp"
 
 namespace troupe {

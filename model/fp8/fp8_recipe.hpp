@@ -32,8 +32,8 @@ struct Fp8Recipe {
   int margin = 0;
   bool wgrad = true;  // the weight-gradient GEMM in FP8 (--no-fp8-wgrad: false)
   // Not a flag (tests compare both): the casts' amaxes folded into the casts, and the casts of
-  // the linears' inputs into the norms that produce them (Fp8Linears::input_cast); false runs
-  // each amax and cast as a pass of its own. The bytes and scales are the same either way.
+  // the linears' inputs into the ops that produce them (ln1, ln2, the GELU: Fp8Linears::
+  // input_cast); false runs each amax and cast as a pass of its own. The same bytes either way.
   bool fuse_casts = true;
 };
 
