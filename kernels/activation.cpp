@@ -9,16 +9,19 @@ static void expect_float_input(const Context& ctx, const char* op, const char* a
   if (!ctx.is_cuda()) expect_dtype(op, arg, t, DType::f32);
 }
 
-void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
+void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y, const Fp8SideOutput& fp8) {
   constexpr const char* op = "gelu_forward";
   expect_float_input(ctx, op, "x", x);
   expect_device(op, "y", ctx, y);
   expect_shape(op, "y", y, x.shape());
   expect_dtype(op, "y", y, x.dtype());
-  if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::gelu_forward(ctx, x, y));
-  else
-    cpu::gelu_forward(x, y);
+  expect_fp8_side_output(ctx, op, fp8, y);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::gelu_forward(ctx, x, y, fp8));
+    return;
+  }
+  cpu::gelu_forward(x, y);
+  fp8_side_output(ctx, y, fp8);
 }
 
 void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx) {

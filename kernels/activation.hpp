@@ -3,12 +3,14 @@
 //   swiglu: x is [N, 2F] with halves [gate | up] per row;  y[N, F] = silu(gate) * up
 #pragma once
 
+#include "kernels/fp8.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe {
 
-// x, y: same shape.
-void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y);
+// x, y: same shape. fp8: y's FP8 side output (kernels/fp8.hpp) in the same pass, if any (fc2's
+// input cast in an FP8 MLP).
+void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y, const Fp8SideOutput& fp8 = {});
 // dx = dy * gelu'(x)  (overwrite; dx may alias dy).
 void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx);
 
@@ -24,7 +26,7 @@ void swiglu_forward(const Tensor& x, const Tensor& y);
 void swiglu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx);
 }  // namespace cpu
 namespace cuda {
-void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y);
+void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y, const Fp8SideOutput& fp8);
 void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx);
 void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y);
 void swiglu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx);

@@ -32,15 +32,19 @@ void expect_fp8_bytes(const Context& ctx, const char* op, const char* arg, const
 
 }  // namespace
 
-void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q) {
+void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+              const Tensor& amax) {
   constexpr const char* op = "fp8_cast";
   expect_high_precision(ctx, op, "x", x);
   expect_scalar(ctx, op, "scale", scale);
   expect_fp8_bytes(ctx, op, "q", q, x.numel());
-  if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::fp8_cast(ctx, x, scale, f, q));
-  else
-    cpu::fp8_cast(x, scale, f, q);
+  if (amax.defined()) expect_scalar(ctx, op, "amax", amax);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::fp8_cast(ctx, x, scale, f, q, amax));
+    return;
+  }
+  if (amax.defined()) cpu::fp8_amax(x, amax);
+  cpu::fp8_cast(x, scale, f, q);
 }
 
 void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tensor& scale_inv, const Tensor& y) {
@@ -77,7 +81,7 @@ void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt) {
 }
 
 void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
-                        const Tensor& qt) {
+                        const Tensor& qt, const Tensor& amax) {
   constexpr const char* op = "fp8_cast_transpose";
   TROUPE_CHECK(x.ndim() == 2, op, ": argument 'x' must be [R, C], got ", x.str());
   expect_high_precision(ctx, op, "x", x);
@@ -88,14 +92,31 @@ void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale
     expect_fp8_bytes(ctx, op, "q", q, x.numel());
     expect_shape(op, "q", q, x.shape());
   }
+  if (amax.defined()) expect_scalar(ctx, op, "amax", amax);
   if (ctx.is_cuda()) {
     bool fused = false;
-    TROUPE_ON_CUDA(fused = cuda::fp8_cast_transpose_fused(ctx, x, scale, f, q, qt));
+    TROUPE_ON_CUDA(fused = cuda::fp8_cast_transpose_fused(ctx, x, scale, f, q, qt, amax));
     if (fused) return;
   }
   const Tensor cast = q.defined() ? q : Tensor::empty(ctx, DType::u8, x.shape());
-  fp8_cast(ctx, x, scale, f, cast);
+  fp8_cast(ctx, x, scale, f, cast, amax);
   fp8_transpose(ctx, cast, qt);
+}
+
+void expect_fp8_side_output(const Context& ctx, const char* op, const Fp8SideOutput& out, const Tensor& y) {
+  if (out.q.defined()) {
+    expect_fp8_bytes(ctx, op, "fp8.q", out.q, y.numel());
+    expect_shape(op, "fp8.q", out.q, y.shape());
+    expect_scalar(ctx, op, "fp8.scale", out.scale);
+  }
+  if (out.amax.defined()) expect_scalar(ctx, op, "fp8.amax", out.amax);
+}
+
+void fp8_side_output(const Context& ctx, const Tensor& y, const Fp8SideOutput& out) {
+  if (out.q.defined())
+    fp8_cast(ctx, y, out.scale, Fp8Format::e4m3, out.q, out.amax);
+  else if (out.amax.defined())
+    fp8_amax(ctx, y, out.amax);
 }
 
 void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Tensor& scale, const Tensor& scale_inv,

@@ -32,8 +32,10 @@ uint8_t fp8_from_f32(float x, Fp8Format f);
 float fp8_to_f32(uint8_t bits, Fp8Format f);
 
 // q = fp8(x * scale[0]) elementwise. x: f32 (CPU) or bf16/f16/f32 (CUDA); scale: f32 [1] on
-// ctx's device; q: u8, x's numel.
-void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q);
+// ctx's device; q: u8, x's numel. amax: undefined, or f32 [1] updated as fp8_amax(x, amax) does,
+// in the same pass over x (delayed scaling records what it casts).
+void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+              const Tensor& amax = Tensor());
 // y = value(q) * scale_inv[0] in y's type (f32 on the CPU; bf16/f16/f32 on CUDA).
 void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tensor& scale_inv, const Tensor& y);
 // amax[0] = max(amax[0], max over i of |x[i]|), f32 [1] on ctx's device: accumulates over the
@@ -41,11 +43,29 @@ void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tens
 void fp8_amax(const Context& ctx, const Tensor& x, const Tensor& amax);
 // qt [C, R] = q [R, C] transposed (u8): cuBLASLt's FP8 GEMM wants both operands K-contiguous.
 void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt);
-// qt [C, R] = the cast of x [R, C] (as fp8_cast), transposed, and q [R, C] the cast itself when
-// defined (undefined: only qt is written). On CUDA one pass over x for 16-bit x with R and C
-// multiples of 8; otherwise the cast, then fp8_transpose.
+// qt [C, R] = the cast of x [R, C] (as fp8_cast, amax too), transposed, and q [R, C] the cast
+// itself when defined (undefined: only qt is written). On CUDA one pass over x for 16-bit x with
+// R and C multiples of 8; otherwise the cast, then fp8_transpose.
 void fp8_cast_transpose(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
-                        const Tensor& qt);
+                        const Tensor& qt, const Tensor& amax = Tensor());
+
+// The FP8 side output of an op that feeds an FP8 linear (a norm, the GELU: model/fp8/
+// fp8_linears.hpp's input_cast), written by the op in its own pass, bit for bit what
+// fp8_side_output below writes after it: q = e4m3(y * scale[0]) with y as the op stored it
+// (rounded to its dtype first), amax[0] = max(amax[0], max |y|). q undefined: only the amax
+// (tensorwise scaling needs it before the cast); amax undefined: only the cast. e4m3 only: the
+// forward format of every recipe.
+struct Fp8SideOutput {
+  Tensor q;      // u8, y's shape; 8-byte aligned on CUDA
+  Tensor scale;  // f32 [1] (with q)
+  Tensor amax;   // f32 [1]
+  bool any() const { return q.defined() || amax.defined(); }
+};
+// The side output of y by the separate ops: fp8_cast folding the amax, or fp8_amax alone. The
+// CPU backend's ops run this after computing y; the CUDA kernels equal it.
+void fp8_side_output(const Context& ctx, const Tensor& y, const Fp8SideOutput& out);
+// An op's checks of its side output for its output y (errors name op and argument).
+void expect_fp8_side_output(const Context& ctx, const char* op, const Fp8SideOutput& out, const Tensor& y);
 
 // How scales follow amaxes (the recipe's numbers; model/fp8_recipe.hpp has the flags).
 struct Fp8ScalingParams {
@@ -74,13 +94,14 @@ void fp8_scales_update(const Tensor& amax_history, const Tensor& scale, const Te
                        const Fp8ScalingParams& params);
 }  // namespace cpu
 namespace cuda {
-void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q);
+void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+              const Tensor& amax);
 void fp8_dequantize(const Context& ctx, const Tensor& q, Fp8Format f, const Tensor& scale_inv, const Tensor& y);
 void fp8_amax(const Context& ctx, const Tensor& x, const Tensor& amax);
 void fp8_transpose(const Context& ctx, const Tensor& q, const Tensor& qt);
 // The one-pass cast-transpose; false (nothing done) where its shape or alignment rules fail.
 bool fp8_cast_transpose_fused(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
-                              const Tensor& qt);
+                              const Tensor& qt, const Tensor& amax);
 void fp8_scales_update(const Context& ctx, const Tensor& amax_history, const Tensor& scale, const Tensor& scale_inv,
                        const Fp8ScalingParams& params);
 }  // namespace cuda

@@ -59,7 +59,7 @@ const Tensor& residual_gradient(const Context& ctx, const char* op, const Tensor
 }  // namespace
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8) {
   constexpr const char* op = "layernorm_forward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -69,10 +69,13 @@ void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, con
   expect_f32(ctx, op, "mean", mean, {n});
   expect_f32(ctx, op, "rstd", rstd, {n});
   TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
-  if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
-  else
-    cpu::layernorm_forward(x, w, b, eps, y, mean, rstd);
+  expect_fp8_side_output(ctx, op, fp8, y);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd, fp8));
+    return;
+  }
+  cpu::layernorm_forward(x, w, b, eps, y, mean, rstd);
+  fp8_side_output(ctx, y, fp8);
 }
 
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
@@ -95,7 +98,7 @@ void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, c
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
-                     const Tensor& rstd) {
+                     const Tensor& rstd, const Fp8SideOutput& fp8) {
   constexpr const char* op = "rmsnorm_forward";
   expect_rows(ctx, op, x);
   const int64_t n = x.dim(0), c = x.dim(1);
@@ -103,10 +106,13 @@ void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float
   expect_like(ctx, op, "y", y, x.shape(), x.dtype());
   expect_f32(ctx, op, "rstd", rstd, {n});
   TROUPE_CHECK(eps >= 0.0f, op, ": eps must be >= 0, got ", eps);
-  if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::rmsnorm_forward(ctx, x, w, eps, y, rstd));
-  else
-    cpu::rmsnorm_forward(x, w, eps, y, rstd);
+  expect_fp8_side_output(ctx, op, fp8, y);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::rmsnorm_forward(ctx, x, w, eps, y, rstd, fp8));
+    return;
+  }
+  cpu::rmsnorm_forward(x, w, eps, y, rstd);
+  fp8_side_output(ctx, y, fp8);
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,

@@ -6,24 +6,30 @@
 //
 //   rmsnorm_forward(ctx, x, w, eps, y, rstd);                               // x, y [N, C]
 //   rmsnorm_heads_forward(ctx, qk, q_norm_w, eps, {0, H}, qkv, q_rstd);     // the H query heads
+//
+// A norm feeding an FP8 linear can also write the e4m3 cast of its output, or only fold its |y|
+// into an amax, in the same pass (Fp8SideOutput, kernels/fp8.hpp):
+//   layernorm_forward(ctx, x, w, b, eps, y, mean, rstd, {q, scale, amax});
 #pragma once
 
+#include "kernels/fp8.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe {
 
-// x, y: [N, C]; w, b: [C] (b may be undefined: no bias); mean, rstd: f32 [N] (saved for backward).
+// x, y: [N, C]; w, b: [C] (b may be undefined: no bias); mean, rstd: f32 [N] (saved for backward);
+// fp8: y's FP8 side output (kernels/fp8.hpp), if any.
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd);
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8 = {});
 // dx [N, C] += d(loss)/dx  (ACCUMULATES: x is the residual stream); dw, db f32 [C] +=. With dx_in
 // [N, C]: dx = dx_in + d(loss)/dx, dx_in left as it was (the residual stream's gradient kept).
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
                         const Tensor& dx_in = Tensor());
 
-// x, y: [N, C]; w: [C]; rstd: f32 [N].
+// x, y: [N, C]; w: [C]; rstd: f32 [N]; fp8 as layernorm_forward's.
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
-                     const Tensor& rstd);
+                     const Tensor& rstd, const Fp8SideOutput& fp8 = {});
 // dx [N, C] += ... (with dx_in: dx = dx_in + ...); dw f32 [C] +=.
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                       const Tensor& dx, const Tensor& dw, const Tensor& dx_in = Tensor());
@@ -59,11 +65,11 @@ void rmsnorm_heads_backward(const Tensor& dy, const Tensor& x, const Tensor& w, 
 }  // namespace cpu
 namespace cuda {
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd);
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8);
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in);
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
-                     const Tensor& rstd);
+                     const Tensor& rstd, const Fp8SideOutput& fp8);
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
                       const Tensor& dx, const Tensor& dw, const Tensor& dx_in);
 void rmsnorm_heads_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, HeadSpan heads,

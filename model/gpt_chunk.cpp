@@ -320,7 +320,7 @@ void GptChunk::recompute_layer(int i, ChunkActivations& a) {
     auto t = timed("ln2.fwd");
     norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
   }
-  if (p.tensors.mlp) mlp_activation_forward(i, w, s, /*training=*/true);
+  if (p.tensors.mlp) mlp_activation_forward(i, w, s, /*training=*/true, {}, /*cast_for_fc2=*/false);
 }
 
 void GptChunk::release(ActivationsPtr acts) {
@@ -335,12 +335,12 @@ void GptChunk::release(ActivationsPtr acts) {
 }
 
 void GptChunk::norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mean,
-                            const Tensor& rstd) {
+                            const Tensor& rstd, const Fp8SideOutput& fp8) {
   const float eps = config().norm_epsilon;
   if (config().normalization == Normalization::layernorm)
-    layernorm_forward(ctx_, x, w, b, eps, y, mean, rstd);
+    layernorm_forward(ctx_, x, w, b, eps, y, mean, rstd, fp8);
   else
-    rmsnorm_forward(ctx_, x, w, eps, y, rstd);
+    rmsnorm_forward(ctx_, x, w, eps, y, rstd, fp8);
 }
 
 void GptChunk::norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
@@ -500,13 +500,15 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   const int Hl = layout_.local_heads(), Gl = layout_.local_query_groups();
 
   // Attention block: x_mid = x + dropout(proj(attention(rope(qk_norm(qkv(norm(x)))))))
+  // FP8: ln1 writes qkv's input cast in its pass.
+  const Fp8SideOutput qkv_cast = layer_input_cast(i, LayerLinear::qkv, s.ln1, o.training);
   {
     auto t = timed("ln1.fwd");
-    norm_gather_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd);
+    norm_gather_forward(x, w.ln1_w, w.ln1_b, s.ln1, s.ln1_mean, s.ln1_rstd, qkv_cast);
   }
   {
     auto t = timed("qkv.fwd");
-    layer_linear_forward(i, LayerLinear::qkv, s.ln1, w.qkv_w, w.qkv_b, s.qkv, o.training);
+    layer_linear_forward(i, LayerLinear::qkv, s.ln1, w.qkv_w, w.qkv_b, s.qkv, o.training, qkv_cast);
   }
   if (c.qk_layernorm) {
     auto t = timed("qk_norm.fwd");
@@ -540,21 +542,24 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
   }
 
   // MLP block: y = x_mid + dropout(fc2(act(fc1(norm(x_mid)))))
+  const Fp8SideOutput fc1_cast =
+      c.is_moe_layer(l) ? Fp8SideOutput{} : layer_input_cast(i, LayerLinear::fc1, s.ln2, o.training);
   {
     auto t = timed("ln2.fwd");
-    norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd);
+    norm_gather_forward(s.x_mid, w.ln2_w, w.ln2_b, s.ln2, s.ln2_mean, s.ln2_rstd, fc1_cast);
   }
   if (c.is_moe_layer(l)) {
     moe_forward(i, a, o, tmp.hidden);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   } else {
-    mlp_activation_forward(i, w, s, o.training);
+    const Fp8SideOutput fc2_cast = mlp_activation_forward(i, w, s, o.training, fc1_cast, /*cast_for_fc2=*/true);
     auto t = timed("fc2.fwd");
     if (residual_in_gemm) {
       linear_residual_forward(ctx_, s.act, w.fc2_w, w.fc2_b, s.x_mid, y);
       return;
     }
-    layer_linear_forward(i, LayerLinear::fc2, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden, o.training);
+    layer_linear_forward(i, LayerLinear::fc2, s.act, w.fc2_w, rank0 ? w.fc2_b : Tensor(), tmp.hidden, o.training,
+                         fc2_cast);
     h = reduce_rows(tmp.hidden, tmp.hidden_local);
   }
   if (drop) site_dropout(false, h, h, 2 + 2 * l, o.dropout_seed, B, T);
@@ -567,8 +572,9 @@ void GptChunk::layer_forward(int i, ChunkActivations& a, const ForwardOptions& o
 // y_full: all rows of the norm's output (the column-parallel GEMM's input); this rank's rows
 // normalized, then gathered under sequence parallelism.
 void GptChunk::norm_gather_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y_full,
-                                   const Tensor& mean, const Tensor& rstd) {
-  norm_forward(x, w, b, rows_of(y_full), mean, rstd);
+                                   const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8) {
+  TROUPE_CHECK(!fp8.any() || !sharded_rows(), "norm_gather_forward: an FP8 side output under sequence parallelism");
+  norm_forward(x, w, b, rows_of(y_full), mean, rstd, fp8);
   gather_rows(rows_of(y_full), y_full);
 }
 
@@ -586,22 +592,28 @@ void GptChunk::core_attention_forward(LayerActivations& s, int64_t batch, int64_
 }
 
 // s.fc1 and s.act from s.ln2: the MLP up to its second GEMM.
-void GptChunk::mlp_activation_forward(int i, const LayerTensors& w, LayerActivations& s, bool training) {
+Fp8SideOutput GptChunk::mlp_activation_forward(int i, const LayerTensors& w, LayerActivations& s, bool training,
+                                               const Fp8SideOutput& fc1_cast, bool cast_for_fc2) {
   // The GELU in fc1's GEMM epilogue on CUDA (kernels/linear_fused.hpp); in FP8 a separate op.
   if (!config().swiglu && !fp8_) {
     auto t = timed("fc1.fwd");
     linear_gelu_aux_forward(ctx_, s.ln2, w.fc1_w, w.fc1_b, s.fc1, s.act);
-    return;
+    return {};
   }
   {
     auto t = timed("fc1.fwd");
-    layer_linear_forward(i, LayerLinear::fc1, s.ln2, w.fc1_w, w.fc1_b, s.fc1, training);
+    layer_linear_forward(i, LayerLinear::fc1, s.ln2, w.fc1_w, w.fc1_b, s.fc1, training, fc1_cast);
   }
   auto t = timed("act.fwd");
-  if (config().swiglu)
+  if (config().swiglu) {
     swiglu_forward(ctx_, s.fc1, s.act);
-  else
-    gelu_forward(ctx_, s.fc1, s.act);
+    return {};
+  }
+  // FP8: the GELU writes fc2's input cast (asked for after fc1's forward: they share scratch).
+  const Fp8SideOutput fc2_cast =
+      cast_for_fc2 ? layer_input_cast(i, LayerLinear::fc2, s.act, training) : Fp8SideOutput{};
+  gelu_forward(ctx_, s.fc1, s.act, fc2_cast);
+  return fc2_cast;
 }
 
 // Each query head with the q weight, each key head with the k weight (Megatron's q_layernorm and
@@ -827,10 +839,16 @@ void GptChunk::fp8_update_scales(const std::vector<Collectives*>& more_groups) {
   fp8_->update_scales(groups);
 }
 
+Fp8SideOutput GptChunk::layer_input_cast(int i, LayerLinear which, const Tensor& x_full, bool training) {
+  // Under sequence parallelism the norms write this rank's rows; fc2's input (the GELU's) is whole.
+  if (!fp8_ || (which != LayerLinear::fc2 && sharded_rows())) return {};
+  return fp8_->input_cast(4 * i + int(which), x_full.shape(), training);
+}
+
 void GptChunk::layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
-                                    const Tensor& y, bool training) {
+                                    const Tensor& y, bool training, const Fp8SideOutput& x_cast) {
   if (fp8_)
-    fp8_->forward(4 * i + int(which), x, w, b, y, training);
+    fp8_->forward(4 * i + int(which), x, w, b, y, training, x_cast);
   else
     linear_forward(ctx_, x, w, b, y);
 }

@@ -29,6 +29,7 @@
 
 #include "kernels/collectives.hpp"
 #include "kernels/context.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/op_profiler.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/stream_spans.hpp"
@@ -213,10 +214,14 @@ class GptChunk {
   // dout [N, C] (all rows).
   void embedding_weight_backward(const ChunkActivations& a, const Tensor& dout);
   // The pieces of layer_forward that selective recompute runs again.
+  // fp8: the norm's FP8 side output (layer_input_cast), written with y_full (no sequence parallelism).
   void norm_gather_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y_full, const Tensor& mean,
-                           const Tensor& rstd);
+                           const Tensor& rstd, const Fp8SideOutput& fp8 = {});
   void core_attention_forward(LayerActivations& s, int64_t batch, int64_t seq);
-  void mlp_activation_forward(int i, const LayerTensors& w, LayerActivations& s, bool training);
+  // FP8: fc1_cast, what ln2 wrote beside s.ln2 (layer_input_cast); with cast_for_fc2 the GELU
+  // writes fc2's input cast, returned for fc2's forward.
+  Fp8SideOutput mlp_activation_forward(int i, const LayerTensors& w, LayerActivations& s, bool training,
+                                       const Fp8SideOutput& fc1_cast, bool cast_for_fc2);
   // An MoE layer's MLP: out [N, C] from s.ln2 (model/moe/moe_mlp.hpp); its backward writes
   // d(ln2) into dln2.
   void moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, const Tensor& out);
@@ -238,7 +243,7 @@ class GptChunk {
   // The q/k norms' backward in place on dqkv [N, (H+2G)*D]; their weights' gradients into g.
   void qk_norm_backward(const LayerTensors& w, const LayerTensors& g, const LayerActivations& s, const Tensor& dqkv);
   void norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, const Tensor& mean,
-                    const Tensor& rstd);
+                    const Tensor& rstd, const Fp8SideOutput& fp8 = {});
   // dx += the input gradient; with dx_in: dx = dx_in + it (kernels/norm.hpp).
   void norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
                      const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dx_in = Tensor());
@@ -265,8 +270,14 @@ class GptChunk {
                              const Tensor& db);
   // A transformer layer's linears: in FP8 when enabled (fp8_), else linear_forward / linear_backward.
   enum class LayerLinear { qkv, proj, fc1, fc2 };
+  // x_cast: x's FP8 cast (or amax) written by the op that produced it (layer_input_cast).
   void layer_linear_forward(int i, LayerLinear which, const Tensor& x, const Tensor& w, const Tensor& b,
-                            const Tensor& y, bool training);
+                            const Tensor& y, bool training, const Fp8SideOutput& x_cast = {});
+  // In FP8, what the op producing x_full (the input of `which`, all rows: ln1, ln2, the GELU)
+  // writes beside it in its own pass (Fp8Linears::input_cast); nothing without FP8, with fused
+  // casts off, or for a norm under sequence parallelism (it writes this rank's rows; the linear
+  // casts the gathered ones).
+  Fp8SideOutput layer_input_cast(int i, LayerLinear which, const Tensor& x_full, bool training);
   // With `deferred` (zero-bubble's B op: dw and db undefined), the weight gradients are left to
   // layer_linear_weight_backward (the W op), FP8 keeping its scales in `deferred`.
   void layer_linear_backward(int i, LayerLinear which, const Tensor& dy, const Tensor& x, const Tensor& w,

@@ -57,6 +57,19 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+int64_t byte_mismatches(const Tensor& a, const Tensor& b) {
+  TROUPE_CHECK(a.numel() == b.numel(), "byte_mismatches: ", a.str(), " and ", b.str());
+  const Tensor ha = Tensor::host(DType::u8, a.shape()), hb = Tensor::host(DType::u8, b.shape());
+  for (auto [src, dst] : {std::pair{&a, &ha}, std::pair{&b, &hb}}) {
+    const Context& ctx = src->is_cuda() ? gpu() : cpu();
+    copy(ctx, *src, *dst);
+    ctx.synchronize();
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) bad += ha.data_as<uint8_t>()[i] != hb.data_as<uint8_t>()[i];
+  return bad;
+}
+
 double dot(const Tensor& a, const Tensor& b) {
   double s = 0;
   for (int64_t i = 0; i < a.numel(); ++i) s += double(a.data_as<float>()[i]) * b.data_as<float>()[i];

@@ -28,6 +28,8 @@ Tensor random_tokens(Shape shape, uint64_t seed, int32_t n);
 // ||a - b|| / max(||b||, tiny), both host f32 with the same numel.
 double rel_error(const Tensor& a, const Tensor& b);
 double max_abs_diff(const Tensor& a, const Tensor& b);
+// How many bytes of u8 tensors a and b (each on the host or the GPU) differ.
+int64_t byte_mismatches(const Tensor& a, const Tensor& b);
 // sum(a * b) in f64 (a random projection turns a tensor output into a scalar loss).
 double dot(const Tensor& a, const Tensor& b);
 

@@ -1,5 +1,6 @@
 #include "kernels/activation.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 
 namespace troupe::cuda {
 
@@ -7,20 +8,30 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCoef = 0.044715f;
 constexpr int kThreads = 256;
+constexpr int kFp8BlocksPerSm = 8;  // the FP8 side output's grid: one amax atomic per block
 
-// One thread per 16-byte pack; the element count must be a multiple of the pack size,
-// which the launcher checks (hidden sizes are multiples of 8).
-template <typename T>
-__global__ void gelu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * Pack128<T>::size;
-  if (i >= n) return;
-  Pack128<T> in = load128cs(x + i), out;
+__device__ __forceinline__ float gelu_of(float v) {
+  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v)));
+}
+
+// 16-byte packs, one a thread (a grid-stride loop where the grid is smaller); the element count
+// must be a multiple of the pack size, which the launcher checks (hidden sizes are multiples of
+// 8). kFp8: y's FP8 side output (fp8.q laid out as y).
+template <typename T, bool kFp8>
+__global__ void gelu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, Fp8SidePtrs fp8) {
+  constexpr int P = Pack128<T>::size;
+  const float q_scale = kFp8 && fp8.q ? *fp8.scale : 0.0f;
+  unsigned best = 0;
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * P; i < n;
+       i += int64_t(gridDim.x) * blockDim.x * P) {
+    Pack128<T> in = load128cs(x + i), out;
 #pragma unroll
-  for (int k = 0; k < Pack128<T>::size; ++k) {
-    const float v = to_f32(in[k]);
-    out[k] = from_f32<T>(0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v))));
+    for (int k = 0; k < P; ++k) out[k] = from_f32<T>(gelu_of(to_f32(in[k])));
+    store128(y + i, out);
+    if constexpr (kFp8) fp8_side_pack(out, fp8, q_scale, i, best);
   }
-  store128(y + i, out);
+  if constexpr (kFp8)
+    if (fp8.amax) amax_commit(best, fp8.amax);  // every thread of the block gets here
 }
 
 template <typename T>
@@ -79,14 +90,23 @@ void check_packed(const char* op, int64_t n) {
 }
 }  // namespace
 
-void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {
-  dispatch_float(x.dtype(), "gelu_forward", [&](auto tag) {
+void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y, const Fp8SideOutput& fp8) {
+  constexpr const char* op = "gelu_forward";
+  const Fp8SidePtrs side = fp8_side_ptrs(op, fp8);
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t n = x.numel();
-    check_packed<T>("gelu_forward", n);
+    check_packed<T>(op, n);
     if (n == 0) return;
-    gelu_forward_kernel<T>
-        <<<ceil_div(n / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(x.data_as<T>(), y.data_as<T>(), n);
+    const int64_t blocks = ceil_div(n / Pack128<T>::size, kThreads);
+    if (side.any()) {
+      const int64_t most = int64_t(ctx.cuda_state().sm_count) * kFp8BlocksPerSm;
+      gelu_forward_kernel<T, true>
+          <<<unsigned(std::min(blocks, most)), kThreads, 0, stream_of(ctx)>>>(x.data_as<T>(), y.data_as<T>(), n, side);
+    } else {
+      gelu_forward_kernel<T, false>
+          <<<unsigned(blocks), kThreads, 0, stream_of(ctx)>>>(x.data_as<T>(), y.data_as<T>(), n, side);
+    }
     TROUPE_CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,8 +1,9 @@
 // FP8 casts, amax, transpose and the scale update on CUDA. The casts are cuda_fp8.h's
 // saturating conversions (cvt.rn.satfinite on sm_89+), which the CPU backend emulates bit-exactly.
-#include <cuda_fp8.h>
-
+// A cast given an amax also folds |x| into it in the same pass (delayed scaling records the
+// amax of what it casts).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/fp8.hpp"
 #include "kernels/fp8_scale.hpp"
 
@@ -22,43 +23,44 @@ constexpr int kVec = 16 / int(sizeof(T));
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-template <Fp8Format F>
-__device__ __forceinline__ uint8_t to_fp8(float x) {
-  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2);
-}
-
-template <Fp8Format F>
-__device__ __forceinline__ float from_fp8(uint8_t b) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(b, F == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2);
-  return __half2float(__half(h));
-}
-
+// amax: nullptr, or |x| folded in (amax_commit).
 template <typename T, Fp8Format F>
 __global__ void cast_kernel(const T* __restrict__ x, const float* __restrict__ scale, uint8_t* __restrict__ q,
-                            int64_t n) {
+                            int64_t n, unsigned* __restrict__ amax) {
   const float s = *scale;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    q[i] = to_fp8<F>(to_f32(x[i]) * s);
+  unsigned best = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = to_f32(x[i]);
+    best = max(best, abs_bits(v));
+    q[i] = to_fp8<F>(v * s);
+  }
+  if (amax) amax_commit(best, amax);
 }
 
 // Whole 16-byte loads of x (kVec<T> elements each; x and q aligned to match): the bulk of a
 // cast. The rest, i >= n_vec * kVec<T>, goes to cast_kernel.
 template <typename T, Fp8Format F>
 __global__ void cast_vec_kernel(const uint4* __restrict__ x, const float* __restrict__ scale, uint8_t* __restrict__ q,
-                                int64_t n_vec) {
+                                int64_t n_vec, unsigned* __restrict__ amax) {
   constexpr int E = kVec<T>;
   const float s = *scale;
+  unsigned best = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_vec; i += int64_t(gridDim.x) * blockDim.x) {
     const uint4 raw = x[i];
     const T* v = reinterpret_cast<const T*>(&raw);
     uint8_t out[E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) out[k] = to_fp8<F>(to_f32(v[k]) * s);
+    for (int k = 0; k < E; ++k) {
+      const float f = to_f32(v[k]);
+      best = max(best, abs_bits(f));
+      out[k] = to_fp8<F>(f * s);
+    }
     if constexpr (E == 8)
       reinterpret_cast<uint2*>(q)[i] = *reinterpret_cast<const uint2*>(out);
     else
       reinterpret_cast<uint32_t*>(q)[i] = *reinterpret_cast<const uint32_t*>(out);
   }
+  if (amax) amax_commit(best, amax);
 }
 
 template <typename T, Fp8Format F>
@@ -69,15 +71,12 @@ __global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __
     y[i] = from_f32<T>(from_fp8<F>(q[i]) * s);
 }
 
-// |x| as bits: non-negative floats order as their bit patterns, NaN above infinity.
 template <typename T>
 __global__ void amax_kernel(const T* __restrict__ x, int64_t n, unsigned* __restrict__ amax) {
   unsigned best = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    best = max(best, __float_as_uint(to_f32(x[i])) & 0x7FFFFFFFu);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-  if (threadIdx.x % 32 == 0) atomicMax(amax, best);
+    best = max(best, abs_bits(to_f32(x[i])));
+  amax_commit(best, amax);
 }
 
 template <typename T>
@@ -87,23 +86,23 @@ __global__ void amax_vec_kernel(const uint4* __restrict__ x, int64_t n_vec, unsi
     const uint4 raw = x[i];
     const T* v = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int k = 0; k < kVec<T>; ++k) best = max(best, __float_as_uint(to_f32(v[k])) & 0x7FFFFFFFu);
+    for (int k = 0; k < kVec<T>; ++k) best = max(best, abs_bits(to_f32(v[k])));
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-  if (threadIdx.x % 32 == 0) atomicMax(amax, best);
+  amax_commit(best, amax);
 }
 
 // One kCtTile x kCtTile tile of x [rows, cols] (both multiples of 8): cast once, written as q
-// (when given) and transposed into qt [cols, rows]. 256 threads; loads of 8 elements, stores of
-// 8 bytes along qt's rows.
+// (when given) and transposed into qt [cols, rows], |x| folded into amax (when given). 256
+// threads; loads of 8 elements, stores of 8 bytes along qt's rows.
 template <typename T, Fp8Format F>
 __global__ void cast_transpose_kernel(const T* __restrict__ x, const float* __restrict__ scale, uint8_t* __restrict__ q,
-                                      uint8_t* __restrict__ qt, int64_t rows, int64_t cols) {
+                                      uint8_t* __restrict__ qt, int64_t rows, int64_t cols,
+                                      unsigned* __restrict__ amax) {
   __shared__ __align__(16) uint8_t tile[kCtTile][kCtTile + kCtPad];
   const int64_t r0 = int64_t(blockIdx.y) * kCtTile, c0 = int64_t(blockIdx.x) * kCtTile;
   const float s = *scale;
   const int group = threadIdx.x % 8, lane_row = threadIdx.x / 8;  // 8 groups of 8 columns, 32 rows a pass
+  unsigned best = 0;
   for (int r = lane_row; r < kCtTile; r += 32) {
     const int64_t row = r0 + r, col = c0 + 8 * group;
     if (row >= rows || col >= cols) continue;
@@ -111,12 +110,17 @@ __global__ void cast_transpose_kernel(const T* __restrict__ x, const float* __re
     const T* v = reinterpret_cast<const T*>(&raw);
     uint8_t out[8];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) out[k] = to_fp8<F>(to_f32(v[k]) * s);
+    for (int k = 0; k < 8; ++k) {
+      const float f = to_f32(v[k]);
+      best = max(best, abs_bits(f));
+      out[k] = to_fp8<F>(f * s);
+    }
     uint32_t* t = reinterpret_cast<uint32_t*>(&tile[r][8 * group]);
     t[0] = *reinterpret_cast<const uint32_t*>(out);
     t[1] = *reinterpret_cast<const uint32_t*>(out + 4);
     if (q) *reinterpret_cast<uint2*>(q + row * cols + col) = *reinterpret_cast<const uint2*>(out);
   }
+  if (amax) amax_commit(best, amax);
   __syncthreads();
   // Eight threads write one qt row's 64 bytes of this tile (8 rows of x each), 32 columns a pass.
   const int part = threadIdx.x % 8, lane_col = threadIdx.x / 8;
@@ -179,10 +183,12 @@ void dispatch_format(Fp8Format f, Fn&& fn) {
 
 }  // namespace
 
-void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q) {
+void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
+              const Tensor& amax) {
   const int64_t n = x.numel();
   if (n == 0) return;
   const cudaStream_t stream = ctx.cuda_state().stream;
+  unsigned* amax_bits = amax.defined() ? amax.data_as<unsigned>() : nullptr;
   dispatch_float(x.dtype(), "fp8_cast", [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int E = kVec<T>;
@@ -192,13 +198,13 @@ void fp8_cast(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Forma
       constexpr Fp8Format F = decltype(format)::value;
       if (n_vec > 0) {
         cast_vec_kernel<T, F><<<grid_for(ctx, n_vec), kThreads, 0, stream>>>(
-            static_cast<const uint4*>(x.data()), scale.data_as<float>(), q.data_as<uint8_t>(), n_vec);
+            static_cast<const uint4*>(x.data()), scale.data_as<float>(), q.data_as<uint8_t>(), n_vec, amax_bits);
         TROUPE_CUDA_CHECK_LAUNCH();
       }
       const int64_t done = n_vec * E;
       if (done < n) {
         cast_kernel<T, F><<<grid_for(ctx, n - done), kThreads, 0, stream>>>(
-            x.data_as<T>() + done, scale.data_as<float>(), q.data_as<uint8_t>() + done, n - done);
+            x.data_as<T>() + done, scale.data_as<float>(), q.data_as<uint8_t>() + done, n - done, amax_bits);
         TROUPE_CUDA_CHECK_LAUNCH();
       }
     });
@@ -242,7 +248,7 @@ void fp8_amax(const Context& ctx, const Tensor& x, const Tensor& amax) {
 }
 
 bool fp8_cast_transpose_fused(const Context& ctx, const Tensor& x, const Tensor& scale, Fp8Format f, const Tensor& q,
-                              const Tensor& qt) {
+                              const Tensor& qt, const Tensor& amax) {
   const int64_t rows = x.dim(0), cols = x.dim(1);
   if (dtype_size(x.dtype()) != 2 || rows % 8 != 0 || cols % 8 != 0 || !aligned(x.data(), 16) ||
       !aligned(qt.data(), 8) || (q.defined() && !aligned(q.data(), 8)))
@@ -254,7 +260,7 @@ bool fp8_cast_transpose_fused(const Context& ctx, const Tensor& x, const Tensor&
     dispatch_format(f, [&](auto format) {
       cast_transpose_kernel<T, decltype(format)::value><<<grid, kThreads, 0, ctx.cuda_state().stream>>>(
           x.data_as<T>(), scale.data_as<float>(), q.defined() ? q.data_as<uint8_t>() : nullptr, qt.data_as<uint8_t>(),
-          rows, cols);
+          rows, cols, amax.defined() ? amax.data_as<unsigned>() : nullptr);
     });
   });
   TROUPE_CUDA_CHECK_LAUNCH();

@@ -1,5 +1,6 @@
 // Launchers of the LayerNorm / RMSNorm kernels (kernels in norm_kernels.cuh), for plain
-// [N, C] rows and for the per-head norms' rows inside a fused activation.
+// [N, C] rows (with the FP8 side output of kernels/norm.hpp) and for the per-head norms' rows
+// inside a fused activation.
 //
 // Parameter gradients: the backward kernel runs on at most as many blocks as fit on the
 // GPU at once; each block writes its f32 partial column sums to a scratch buffer
@@ -102,10 +103,13 @@ NormRows head_rows(const char* op, const Tensor& x, const Tensor& y, int64_t d, 
 // t from head `first` (of d values) of its first row on.
 Tensor from_head(const Tensor& t, int64_t first, int64_t d) { return t.slice(first * d, {t.numel() - first * d}); }
 
-// mean: nullptr for RMSNorm (kCentered false).
+// mean: nullptr for RMSNorm (kCentered false). fp8: the FP8 side output of plain rows (r.y maps
+// q as it maps y).
 template <bool kCentered>
 void launch_forward(const Context& ctx, const char* op, const NormRows& r, const Tensor& x, const Tensor& w,
-                    const Tensor& b, float eps, const Tensor& y, float* mean, const Tensor& rstd) {
+                    const Tensor& b, float eps, const Tensor& y, float* mean, const Tensor& rstd,
+                    const Fp8SideOutput& fp8 = {}) {
+  const Fp8SidePtrs q = fp8_side_ptrs(op, fp8);
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const NormLaunch cfg = norm_launch<T>(op, r.c);
@@ -118,9 +122,10 @@ void launch_forward(const Context& ctx, const char* op, const NormRows& r, const
         unsigned(std::min<int64_t>(ceil_div(r.n, rows_per_block), int64_t(ctx.cuda_state().sm_count) * 64));
     const T* bias = b.defined() ? b.data_as<T>() : nullptr;
     with_packs(cfg.packs_per_thread, [&](auto packs) {
-      norm::forward_kernel<T, decltype(packs)::value, kCentered>
-          <<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), r.x, w.data_as<T>(), bias, eps, y.data_as<T>(),
-                                                     r.y, mean, rstd.data_as<float>(), r.n, int(r.c), cfg.group);
+      auto* kernel = q.any() ? norm::forward_kernel<T, decltype(packs)::value, kCentered, true>
+                             : norm::forward_kernel<T, decltype(packs)::value, kCentered, false>;
+      kernel<<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), r.x, w.data_as<T>(), bias, eps, y.data_as<T>(),
+                                                       r.y, mean, rstd.data_as<float>(), r.n, int(r.c), cfg.group, q);
       TROUPE_CUDA_CHECK_LAUNCH();
     });
   });
@@ -166,8 +171,8 @@ void launch_backward(const Context& ctx, const char* op, const NormRows& r, cons
 }  // namespace
 
 void layernorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                       const Tensor& y, const Tensor& mean, const Tensor& rstd) {
-  launch_forward<true>(ctx, "layernorm_forward", plain_rows(x), x, w, b, eps, y, mean.data_as<float>(), rstd);
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd, const Fp8SideOutput& fp8) {
+  launch_forward<true>(ctx, "layernorm_forward", plain_rows(x), x, w, b, eps, y, mean.data_as<float>(), rstd, fp8);
 }
 
 void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
@@ -177,8 +182,8 @@ void layernorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, c
 }
 
 void rmsnorm_forward(const Context& ctx, const Tensor& x, const Tensor& w, float eps, const Tensor& y,
-                     const Tensor& rstd) {
-  launch_forward<false>(ctx, "rmsnorm_forward", plain_rows(x), x, w, Tensor(), eps, y, nullptr, rstd);
+                     const Tensor& rstd, const Fp8SideOutput& fp8) {
+  launch_forward<false>(ctx, "rmsnorm_forward", plain_rows(x), x, w, Tensor(), eps, y, nullptr, rstd, fp8);
 }
 
 void rmsnorm_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,

@@ -14,9 +14,12 @@
 // from L1). Either way a row costs one round trip to memory.
 // Rows are found through a RowMap: plain [rows, C] tensors, or the per-head norms' rows of D
 // values a head apart inside a fused activation (q and k heads of a [N, (H + 2G) * D] qkv).
+// Forward can also write the e4m3 cast of y (as stored) and fold |y| into an amax (kFp8): the
+// FP8 linear that y feeds then needs no pass of its own over y.
 #pragma once
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 
 namespace troupe::cuda::norm {
 
@@ -55,14 +58,18 @@ __device__ __forceinline__ void group_sum2(float& a, float& b, int group) {
 }
 
 // x, y: rows of c (at xm, ym); w, b: [c] (b nullable); mean (if kCentered), rstd: f32 [rows].
-// y may be x (in place): a thread reads its packs of a row before it writes them.
-template <typename T, int kPacks, bool kCentered>
+// y may be x (in place): a thread reads its packs of a row before it writes them. kFp8: y's FP8
+// side output (fp8.q laid out as y).
+template <typename T, int kPacks, bool kCentered, bool kFp8>
 __global__ void __launch_bounds__(kMaxGroupThreads)
     forward_kernel(const T* x, RowMap xm, const T* __restrict__ w, const T* __restrict__ b, float eps, T* y, RowMap ym,
-                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group) {
+                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int c, int group,
+                   Fp8SidePtrs fp8) {
   constexpr int P = Pack128<T>::size;
   const int packs = c / P, g = threadIdx.x % group, rows_per_block = blockDim.x / group;
   const float inv_c = 1.0f / float(c);
+  const float q_scale = kFp8 && fp8.q ? *fp8.scale : 0.0f;
+  unsigned best = 0;  // kFp8: the bits of the largest |y| this thread wrote
   for (int64_t row = int64_t(blockIdx.x) * rows_per_block + threadIdx.x / group; row < rows;
        row += int64_t(gridDim.x) * rows_per_block) {
     // With few packs per thread the weights are loaded beside x, so their latency overlaps
@@ -119,8 +126,11 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
       for (int i = 0; i < P; ++i)
         out[i] = from_f32<T>((to_f32(xs[k][i]) - mu) * s * to_f32(wk[i]) + (b ? to_f32(bk[i]) : 0.0f));
       store128(y + ym(row, c) + p * P, out);
+      if constexpr (kFp8) fp8_side_pack(out, fp8, q_scale, ym(row, c) + p * P, best);
     }
   }
+  if constexpr (kFp8)
+    if (fp8.amax) amax_commit(best, fp8.amax);  // every thread of the block gets here
 }
 
 // dx (+)= rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dxhat = dy * w

@@ -41,24 +41,33 @@ Tensor Fp8Linears::bytes(Tensor& buf, const Shape& shape) {
   return buf.slice(0, shape);
 }
 
+Fp8Linears::Scales Fp8Linears::current_scales(Meta& meta, int t, Fp8Format f) {
+  const Tensor amax = meta.history.slice(t, {1});  // row 0, column t
+  Scales s{meta.scale.slice(t, {1}), meta.scale_inv.slice(t * kFp8ScaleRow, {1}), Tensor()};
+  for (Collectives* g : cast_groups_) g->all_reduce(ctx_, amax, ReduceOp::max);
+  fp8_scales_update(ctx_, amax.view({1, 1}), s.scale, s.scale_inv, {fp8_max(f), 0, false, false});
+  return s;
+}
+
 Fp8Linears::Scales Fp8Linears::scales_for(Meta& meta, int t, Fp8Format f, const Tensor& x, bool record) {
   const Tensor amax = meta.history.slice(t, {1});  // row 0, column t
-  Scales s{meta.scale.slice(t, {1}), meta.scale_inv.slice(t * kFp8ScaleRow, {1})};
   if (recipe_.scaling == Fp8ScalingKind::tensorwise) {
     fill_zero(ctx_, amax);
     fp8_amax(ctx_, x, amax);
-    for (Collectives* g : cast_groups_) g->all_reduce(ctx_, amax, ReduceOp::max);
-    fp8_scales_update(ctx_, amax.view({1, 1}), s.scale, s.scale_inv, {fp8_max(f), 0, false, false});
-  } else if (record) {
-    fp8_amax(ctx_, x, amax);
+    return current_scales(meta, t, f);
   }
+  Scales s{meta.scale.slice(t, {1}), meta.scale_inv.slice(t * kFp8ScaleRow, {1}), Tensor()};
+  if (record && recipe_.fuse_casts)
+    s.amax = amax;
+  else if (record)
+    fp8_amax(ctx_, x, amax);
   return s;
 }
 
 Fp8Operand Fp8Linears::quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record) {
   const Scales s = scales_for(meta, t, f, x, record);
   const Tensor bytes_of_x = bytes(q, x.shape());
-  fp8_cast(ctx_, x, s.scale, f, bytes_of_x);
+  fp8_cast(ctx_, x, s.scale, f, bytes_of_x, s.amax);
   return {bytes_of_x, f, s.scale_inv};
 }
 
@@ -66,14 +75,41 @@ Fp8Operand Fp8Linears::quantize_transposed(Meta& meta, int t, Fp8Format f, const
                                            bool record) {
   const Scales s = scales_for(meta, t, f, x, record);
   const Tensor transposed = bytes(qt, {x.dim(1), x.dim(0)});
-  fp8_cast_transpose(ctx_, x, s.scale, f, q, transposed);
+  fp8_cast_transpose(ctx_, x, s.scale, f, q, transposed, s.amax);
   return {transposed, f, s.scale_inv};
 }
 
-void Fp8Linears::forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record) {
+Fp8SideOutput Fp8Linears::input_cast(int linear, const Shape& x_shape, bool record) {
   TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
-  const Fp8Operand qx = quantize(fwd_, 2 * linear, recipe_.forward, x, qx_, record);
-  const Fp8Operand qw = quantize(fwd_, 2 * linear + 1, recipe_.forward, w, qw_, record);
+  TROUPE_CHECK(recipe_.forward == Fp8Format::e4m3, "Fp8Linears::input_cast: the forward format must be e4m3");
+  if (!recipe_.fuse_casts) return {};
+  const int t = 2 * linear;
+  const Tensor amax = fwd_.history.slice(t, {1});
+  if (recipe_.scaling == Fp8ScalingKind::tensorwise) {
+    fill_zero(ctx_, amax);
+    return {Tensor(), Tensor(), amax};
+  }
+  return {bytes(qx_, x_shape), fwd_.scale.slice(t, {1}), record ? amax : Tensor()};
+}
+
+void Fp8Linears::forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record,
+                         const Fp8SideOutput& x_cast) {
+  TROUPE_CHECK(linear >= 0 && linear < count_, "Fp8Linears: linear ", linear, " of ", count_);
+  const int t = 2 * linear;
+  Fp8Operand qx;
+  if (!x_cast.any()) {
+    qx = quantize(fwd_, t, recipe_.forward, x, qx_, record);
+  } else if (x_cast.q.defined()) {  // delayed: x's producer wrote the bytes
+    TROUPE_CHECK(recipe_.scaling == Fp8ScalingKind::delayed && x_cast.q.shape() == x.shape(),
+                 "Fp8Linears::forward: x_cast is not input_cast's for this x");
+    qx = {x_cast.q, recipe_.forward, fwd_.scale_inv.slice(t * kFp8ScaleRow, {1})};
+  } else {  // tensorwise: x's amax is in its slot; reduce it, scale, cast
+    TROUPE_CHECK(recipe_.scaling == Fp8ScalingKind::tensorwise, "Fp8Linears::forward: x_cast is not input_cast's");
+    const Scales s = current_scales(fwd_, t, recipe_.forward);
+    qx = {bytes(qx_, x.shape()), recipe_.forward, s.scale_inv};
+    fp8_cast(ctx_, x, s.scale, recipe_.forward, qx.data);
+  }
+  const Fp8Operand qw = quantize(fwd_, t + 1, recipe_.forward, w, qw_, record);
   fp8_gemm(ctx_, qx, qw, y, 0.0f, b);
 }
 

@@ -20,6 +20,16 @@
 //   fp8.backward(0, dqkv, ln1, qkv_w, dln1, dqkv_w, dqkv_b);
 //   fp8.update_scales({tp.comm, dp.comm});
 //
+// Fused casts (Fp8Recipe::fuse_casts, on unless a test turns it off): delayed scaling folds the
+// amax it records into the cast of the same tensor (one pass over x, w and dy, not two), and the
+// op that produces a linear's input (ln1 for qkv, ln2 for fc1, the GELU for fc2) writes its cast
+// in its own pass (input_cast: delayed, the e4m3 bytes, as the scale is known before x exists;
+// tensorwise, only x's amax, the cast after).
+//
+//   const Fp8SideOutput cast = fp8.input_cast(0, ln1.shape(), true);
+//   layernorm_forward(ctx, x, ln_w, ln_b, eps, ln1, mean, rstd, cast);   // kernels/norm.hpp
+//   fp8.forward(0, ln1, qkv_w, qkv_b, qkv, true, cast);
+//
 // Zero-bubble schedules split backward in two: backward_input (the B op: dgrad) casts dy, records
 // its amax and writes the scales of x and dy into `wgrad_scales`; backward_weight (the W op, later,
 // after other microbatches' casts moved the meta) casts x and dy again with those scales, so the
@@ -29,6 +39,7 @@
 #include <vector>
 
 #include "kernels/collectives.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/fp8_gemm.hpp"
 #include "model/fp8/fp8_recipe.hpp"
 
@@ -43,7 +54,16 @@ class Fp8Linears {
   const Fp8Recipe& recipe() const { return recipe_; }
   // x [M, K]; w [N, K]; b [N] or undefined; y [M, N] (the compute dtype). record: delayed
   // scaling records x's and w's amaxes (training forwards; evaluation leaves the scales alone).
-  void forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record = true);
+  // x_cast: what input_cast(linear, x.shape(), record) returned, written by the op that produced
+  // x (delayed: x's cast; tensorwise: x's amax); empty: this forward casts x.
+  void forward(int linear, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool record = true,
+               const Fp8SideOutput& x_cast = {});
+  // What the op producing linear's input x (of x_shape: a norm, the GELU) writes beside x in its
+  // own pass (kernels/fp8.hpp), for forward's x_cast: delayed scaling, x's e4m3 bytes with x's
+  // scale, and x's amax recorded when `record`; tensorwise, x's amax alone (zeroed here). The
+  // bytes are scratch that the next input_cast or forward reuses: ask for them after the previous
+  // linear's forward was enqueued. Empty (no side output) with fuse_casts off.
+  Fp8SideOutput input_cast(int linear, const Shape& x_shape, bool record);
   // dy [M, N]; dx [M, K] (overwritten), dw f32 [N, K] and db f32 [N] (accumulated): each may
   // be undefined.
   void backward(int linear, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
@@ -76,10 +96,14 @@ class Fp8Linears {
  private:
   struct Scales {
     Tensor scale, scale_inv;  // f32 [1] views into a Meta
+    Tensor amax;              // delayed, recording: where the cast folds x's amax (else undefined)
   };
   // Meta tensor t's scales for casting x: tensorwise, computed from x's amax; delayed, the
-  // step's (x's amax recorded when `record`).
+  // step's (x's amax to be recorded when `record`: by the cast, or here with fuse_casts off).
   Scales scales_for(Meta& meta, int t, Fp8Format f, const Tensor& x, bool record);
+  // Tensorwise: meta tensor t's scales from the amax in its history slot (x's, this rank's part),
+  // reduced over the cast groups first.
+  Scales current_scales(Meta& meta, int t, Fp8Format f);
   // q = the cast of x with meta tensor t's scale (scales_for).
   Fp8Operand quantize(Meta& meta, int t, Fp8Format f, const Tensor& x, Tensor& q, bool record = true);
   // The cast of x [R, C] transposed, [C, R] in qt (and x's cast itself in q when defined), with

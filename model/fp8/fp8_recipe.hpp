@@ -31,6 +31,10 @@ struct Fp8Recipe {
   bool amax_max = false;  // --fp8-amax-compute-algo max (else most_recent)
   int margin = 0;
   bool wgrad = true;  // the weight-gradient GEMM in FP8 (--no-fp8-wgrad: false)
+  // Not a flag (tests compare both): the casts' amaxes folded into the casts, and the casts of
+  // the linears' inputs into the ops that produce them (ln1, ln2, the GELU: Fp8Linears::
+  // input_cast); false runs each amax and cast as a pass of its own. The same bytes either way.
+  bool fuse_casts = true;
 };
 
 // The flags as given (Megatron's defaults where absent).

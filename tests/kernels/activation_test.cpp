@@ -1,4 +1,4 @@
-// CPU activations against finite differences.
+// CPU activations against finite differences; the GELU's FP8 side output is the cast of its output.
 #include "kernels/activation.hpp"
 #include "tests/test_util.hpp"
 
@@ -38,6 +38,22 @@ TEST(Activation, SwigluBackwardMatchesFiniteDifferences) {
   Tensor dx = Tensor::host(DType::f32, x.shape());
   swiglu_backward(cpu(), r, x, dx);
   expect_grad_close("swiglu dx", loss, x, dx);
+}
+
+TEST(Activation, GeluFp8SideOutputIsTheCastOfTheOutput) {
+  const Tensor x = random_normal({4, 16}, 3, 2.0f), scale = Tensor::host_f32({1}, {30.0f});
+  Tensor y_ref = Tensor::host(DType::f32, x.shape()), q_ref = Tensor::host(DType::u8, x.shape());
+  Tensor amax_ref = Tensor::host_f32({1}, {0.0f});
+  gelu_forward(cpu(), x, y_ref);
+  fp8_cast(cpu(), y_ref, scale, Fp8Format::e4m3, q_ref, amax_ref);
+  Tensor y = Tensor::host(DType::f32, x.shape()), q = Tensor::host(DType::u8, x.shape());
+  Tensor amax = Tensor::host_f32({1}, {0.0f});
+  gelu_forward(cpu(), x, y, {q, scale, amax});
+  EXPECT_EQ(max_abs_diff(y, y_ref), 0.0);
+  EXPECT_EQ(byte_mismatches(q, q_ref), 0);
+  EXPECT_GT(amax_ref.at(0), 0.0f);
+  EXPECT_EQ(amax.at(0), amax_ref.at(0));
+  EXPECT_THROW(gelu_forward(cpu(), x, y, {Tensor::host(DType::u8, {4, 8}), scale, Tensor()}), Error);
 }
 
 TEST(Activation, ShapeMismatchIsAnError) {

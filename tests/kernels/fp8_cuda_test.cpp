@@ -1,6 +1,6 @@
 // CUDA FP8 ops against the CPU backend: casts and dequantization bit-exact (from bf16 and f32),
-// amax exact, the byte transpose, the scale update, and the cuBLASLt FP8 GEMM on GPT-2 shapes in
-// every allowed pair of formats (f32 output within 1e-5, bf16 within its rounding).
+// amax exact (alone and folded into the casts), the byte transpose, the scale update, and the cuBLASLt FP8 GEMM on
+// GPT-2 shapes in every allowed pair of formats (f32 output within 1e-5, bf16 within its rounding).
 #include <cmath>
 
 #include "kernels/fp8.hpp"
@@ -131,6 +131,41 @@ TEST(Fp8Cuda, CastTransposeMatchesCpu) {
           }
         }
       }
+    }
+  }
+}
+
+// Casts given an amax (delayed scaling records what it casts): the bytes of the cast without one,
+// the amax of fp8_amax, both bit for bit on CUDA and as the CPU's; vectorized, element-by-element
+// and one-pass transposed kernels (1024x768 16-bit), and the two-step paths (f32, 37x100).
+TEST(Fp8Cuda, CastsFoldingTheAmaxMatchCpuAndTheSeparatePasses) {
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{1024, 768}, {37, 100}}) {
+    for (DType t : {DType::bf16, DType::f32}) {
+      const Fp8Format f = Fp8Format::e5m2;
+      const Tensor x = round_through(random_normal({r, c}, 51, 2.0f), t);
+      const Tensor scale = Tensor::host_f32({1}, {5.0f}), start = Tensor::host_f32({1}, {0.5f});
+      Tensor amax_ref = round_through(start, DType::f32);
+      fp8_amax(cpu(), x, amax_ref);
+      Tensor q_ref = Tensor::host(DType::u8, {r, c}), qt_ref = Tensor::host(DType::u8, {c, r});
+      fp8_cast(cpu(), x, scale, f, q_ref);
+      fp8_transpose(cpu(), q_ref, qt_ref);
+      const Tensor xd = to_device(gpu(), x, t), sd = to_device(gpu(), scale, DType::f32);
+      Tensor amax_two = to_device(gpu(), start, DType::f32), q_two = Tensor::empty(gpu(), DType::u8, {r, c});
+      fp8_amax(gpu(), xd, amax_two);
+      fp8_cast(gpu(), xd, sd, f, q_two);
+      Tensor amax = to_device(gpu(), start, DType::f32), q = Tensor::empty(gpu(), DType::u8, {r, c});
+      fp8_cast(gpu(), xd, sd, f, q, amax);
+      Tensor amax_t = to_device(gpu(), start, DType::f32), q2 = Tensor::empty(gpu(), DType::u8, {r, c});
+      Tensor qt = Tensor::empty(gpu(), DType::u8, {c, r});
+      fp8_cast_transpose(gpu(), xd, sd, f, q2, qt, amax_t);
+      const std::string what = str_cat(r, "x", c, " ", dtype_name(t));
+      EXPECT_EQ(byte_mismatches(bytes_to_host(q), q_ref, f), 0) << what;
+      EXPECT_EQ(byte_mismatches(bytes_to_host(q), bytes_to_host(q_two), f), 0) << what;
+      EXPECT_EQ(byte_mismatches(bytes_to_host(q2), q_ref, f), 0) << what;
+      EXPECT_EQ(byte_mismatches(bytes_to_host(qt), qt_ref, f), 0) << what;
+      EXPECT_EQ(to_host_f32(gpu(), amax).at(0), amax_ref.at(0)) << what;
+      EXPECT_EQ(to_host_f32(gpu(), amax_two).at(0), amax_ref.at(0)) << what;
+      EXPECT_EQ(to_host_f32(gpu(), amax_t).at(0), amax_ref.at(0)) << what;
     }
   }
 }

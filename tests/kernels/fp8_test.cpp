@@ -186,6 +186,29 @@ TEST(Fp8, CastTransposeIsTheCastTransposed) {
   EXPECT_THROW(fp8_cast_transpose(cpu(), x, scale, Fp8Format::e5m2, Tensor(), Tensor::host(DType::u8, {5, 7})), Error);
 }
 
+// Given an amax, the cast (and the cast-transpose) also folds max |x| into it: the same as
+// fp8_amax, with the same bytes as the cast without one.
+TEST(Fp8, CastsGivenAnAmaxFoldMaxAbsXIntoIt) {
+  const Tensor x = random_normal({6, 8}, 4, 3.0f), scale = Tensor::host_f32({1}, {16.0f});
+  Tensor amax_ref = Tensor::host_f32({1}, {0.25f});
+  fp8_amax(cpu(), x, amax_ref);
+  ASSERT_GT(amax_ref.at(0), 0.25f);
+  Tensor q_ref = Tensor::host(DType::u8, {6, 8}), qt_ref = Tensor::host(DType::u8, {8, 6});
+  fp8_cast(cpu(), x, scale, Fp8Format::e4m3, q_ref);
+  fp8_transpose(cpu(), q_ref, qt_ref);
+  Tensor q = Tensor::host(DType::u8, {6, 8}), qt = Tensor::host(DType::u8, {8, 6});
+  Tensor amax = Tensor::host_f32({1}, {0.25f}), amax_t = Tensor::host_f32({1}, {0.25f});
+  fp8_cast(cpu(), x, scale, Fp8Format::e4m3, q, amax);
+  fp8_cast_transpose(cpu(), x, scale, Fp8Format::e4m3, Tensor(), qt, amax_t);
+  EXPECT_EQ(amax.at(0), amax_ref.at(0));
+  EXPECT_EQ(amax_t.at(0), amax_ref.at(0));
+  for (int64_t i = 0; i < 48; ++i) {
+    EXPECT_EQ(q.data_as<uint8_t>()[i], q_ref.data_as<uint8_t>()[i]) << i;
+    EXPECT_EQ(qt.data_as<uint8_t>()[i], qt_ref.data_as<uint8_t>()[i]) << i;
+  }
+  EXPECT_THROW(fp8_cast(cpu(), x, scale, Fp8Format::e4m3, q, Tensor::host_f32({2}, {0.0f, 0.0f})), Error);
+}
+
 TEST(Fp8, ScalesFollowTheAmaxHistory) {
   // Two tensors, a history of 3 steps: tensor 0 saw amaxes 2 (newest), 8, 1; tensor 1 only zeros.
   const Tensor history = Tensor::host_f32({3, 2}, {2.0f, 0.0f, 8.0f, 0.0f, 1.0f, 0.0f});

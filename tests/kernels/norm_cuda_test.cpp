@@ -1,10 +1,11 @@
 // CUDA LayerNorm / RMSNorm against the CPU backend in bf16 and f16 (and f32, which the
-// kernels also accept), the per-head RMSNorm (q/k norms) likewise, and a bandwidth printout for
-// GPT-2 shapes (informational only).
+// kernels also accept), their FP8 side output against the unfused cast and the CPU's, the per-head RMSNorm (q/k norms)
+// likewise, and a bandwidth printout for GPT-2 shapes (informational only).
 #include <cstdio>
 #include <string>
 #include <tuple>
 
+#include "kernels/fp8.hpp"
 #include "kernels/norm.hpp"
 #include "tests/test_util.hpp"
 #if TROUPE_HAVE_CUDA
@@ -159,6 +160,46 @@ TEST_P(NormCuda, BackwardWithResidualInputEqualsInPlace) {
     EXPECT_EQ(max_abs_diff(to_host_f32(g, dx_in), to_host_f32(g, to_device(g, in.dx0, t))), 0.0)
         << what << " dx_in must be left as it was";
     EXPECT_EQ(max_abs_diff(to_host_f32(g, dw1), to_host_f32(g, dw0)), 0.0) << what << " dw";
+  }
+}
+
+// The FP8 side output written in the norm's own pass (an FP8 linear's input cast): y as without
+// it, and q and amax bit for bit those of fp8_cast after the norm, on CUDA (the unfused path)
+// and on the CPU (the reference ops on the same y); and the amax alone (tensorwise scaling).
+TEST_P(NormCuda, Fp8OutputIsTheCastOfTheOutput) {
+  const auto [t, r] = GetParam();
+  const NormInputs in = make_inputs(t, r.n, r.c);
+  const Context& g = gpu();
+  const Tensor x = to_device(g, in.x, t), w = to_device(g, in.w, t), b = to_device(g, in.b, t);
+  const Tensor scale_host = Tensor::host_f32({1}, {37.0f}), scale = to_device(g, scale_host, DType::f32);
+  for (bool rms : {false, true}) {
+    auto norm = [&](const Tensor& y, const Fp8SideOutput& fp8) {
+      Tensor mean = Tensor::empty(g, DType::f32, {r.n}), rstd = Tensor::empty(g, DType::f32, {r.n});
+      if (rms)
+        rmsnorm_forward(g, x, w, kEps, y, rstd, fp8);
+      else
+        layernorm_forward(g, x, w, b, kEps, y, mean, rstd, fp8);
+    };
+    const std::string what = label(rms ? "rmsnorm fp8" : "layernorm fp8", t, r);
+    Tensor y_ref = Tensor::empty(g, t, {r.n, r.c}), q_ref = Tensor::empty(g, DType::u8, {r.n, r.c});
+    Tensor amax_ref = Tensor::zeros(g, DType::f32, {1});
+    norm(y_ref, {});
+    fp8_cast(g, y_ref, scale, Fp8Format::e4m3, q_ref, amax_ref);
+    Tensor y = Tensor::empty(g, t, {r.n, r.c}), q = Tensor::empty(g, DType::u8, {r.n, r.c});
+    Tensor amax = Tensor::zeros(g, DType::f32, {1}), amax_only = Tensor::zeros(g, DType::f32, {1});
+    norm(y, {q, scale, amax});
+    const Tensor y_host = to_host_f32(g, y);
+    EXPECT_EQ(max_abs_diff(y_host, to_host_f32(g, y_ref)), 0.0) << what << " y";
+    EXPECT_EQ(byte_mismatches(q, q_ref), 0) << what << " q against the unfused cast";
+    const float want = to_host_f32(g, amax_ref).at(0);
+    EXPECT_GT(want, 0.0f) << what;
+    EXPECT_EQ(to_host_f32(g, amax).at(0), want) << what << " amax";
+    Tensor q_cpu = Tensor::host(DType::u8, {r.n, r.c}), amax_cpu = Tensor::host_f32({1}, {0.0f});
+    fp8_cast(cpu(), y_host, scale_host, Fp8Format::e4m3, q_cpu, amax_cpu);
+    EXPECT_EQ(byte_mismatches(q, q_cpu), 0) << what << " q against the CPU's cast of y";
+    EXPECT_EQ(amax_cpu.at(0), want) << what << " amax against the CPU's";
+    norm(y, {Tensor(), Tensor(), amax_only});
+    EXPECT_EQ(to_host_f32(g, amax_only).at(0), want) << what << " amax alone";
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/fp8.hpp"
 #include "kernels/norm.hpp"
 #include "tests/test_util.hpp"
 
@@ -282,6 +283,46 @@ TEST(HeadNorm, BadArgumentsAreErrorsNamingTheArgument) {
       },
       "'dx'");
   expect_error_mentions([&] { rmsnorm_heads_backward(cpu(), x, x, w, rstd, {0, 2}, x, dw); }, "dx must not be x");
+}
+
+// The FP8 side output (the input cast of the FP8 linear a norm feeds) is the e4m3 cast of y and
+// its amax, as fp8_cast and fp8_amax give them after the norm; y itself is unchanged.
+TEST(Norm, Fp8OutputIsTheCastOfTheOutput) {
+  const Tensor x = random_normal({6, 16}, 41, 2.0f), w = random_normal({16}, 42), b = random_normal({16}, 43);
+  const Tensor scale = Tensor::host_f32({1}, {24.0f});
+  for (bool rms : {false, true}) {
+    auto norm = [&](const Tensor& y, const Fp8SideOutput& fp8) {
+      Tensor mean = host_zeros({6}), rstd = host_zeros({6});
+      if (rms)
+        rmsnorm_forward(cpu(), x, w, kEps, y, rstd, fp8);
+      else
+        layernorm_forward(cpu(), x, w, b, kEps, y, mean, rstd, fp8);
+    };
+    Tensor y_ref = host_zeros({6, 16}), q_ref = Tensor::host(DType::u8, {6, 16});
+    Tensor amax_ref = Tensor::host_f32({1}, {0.0f});
+    norm(y_ref, {});
+    fp8_cast(cpu(), y_ref, scale, Fp8Format::e4m3, q_ref);
+    fp8_amax(cpu(), y_ref, amax_ref);
+    Tensor y = host_zeros({6, 16}), q = Tensor::host(DType::u8, {6, 16});
+    Tensor amax = Tensor::host_f32({1}, {0.0f}), amax_only = Tensor::host_f32({1}, {0.0f});
+    norm(y, {q, scale, amax});
+    EXPECT_EQ(max_abs_diff(y, y_ref), 0.0) << "rms " << rms;
+    EXPECT_EQ(amax.at(0), amax_ref.at(0)) << "rms " << rms;
+    for (int64_t i = 0; i < q.numel(); ++i) EXPECT_EQ(q.data_as<uint8_t>()[i], q_ref.data_as<uint8_t>()[i]) << i;
+    norm(y, {Tensor(), Tensor(), amax_only});  // tensorwise: the amax alone
+    EXPECT_EQ(amax_only.at(0), amax_ref.at(0)) << "rms " << rms;
+  }
+  Tensor y = host_zeros({6, 16}), stat = host_zeros({6});
+  expect_error_mentions(
+      [&] {
+        layernorm_forward(cpu(), x, w, b, kEps, y, stat, stat, {Tensor::host(DType::u8, {6, 8}), scale, Tensor()});
+      },
+      "'fp8.q'");
+  expect_error_mentions(
+      [&] {
+        rmsnorm_forward(cpu(), x, w, kEps, y, stat, {Tensor::host(DType::u8, {6, 16}), Tensor(), Tensor()});
+      },
+      "fp8.scale");
 }
 
 TEST(Norm, BadArgumentsAreErrorsNamingTheArgument) {

@@ -2,9 +2,11 @@
 // the same bf16-rounded inputs: forward, dgrad, wgrad and bias gradient on GPT-2 124M's shapes,
 // e4m3 and hybrid, delayed (second step, scales from the first) and tensorwise. The casts are
 // bit-exact across backends, so the GEMMs differ only by accumulation order and bf16 outputs.
-// Then a whole small GPT in FP8 on the GPU against the CPU's FP8 run: the per-token losses.
+// Then a whole small GPT in FP8 on the GPU against the CPU's FP8 run: the per-token losses; and
+// with the fused casts against the unfused ones, bit for bit.
 #include "model/fp8/fp8_linears.hpp"
 #include "model/gpt_chunk.hpp"
+#include "tests/model/fp8/fp8_chunk_steps.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -106,18 +108,22 @@ TEST_P(Fp8LinearsCuda, SplitBackwardEqualsBackward) {
   EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), split.db), to_host_f32(gpu(), whole.db)), 0.0);
 }
 
+// The fused casts on CUDA (the amaxes folded into the casts and cast-transposes, ln1 and ln2
+// writing qkv's and fc1's input casts in their own pass) give the unfused path's bits in a whole
+// chunk over three steps: losses, gradients, amax histories and scales.
+TEST_P(Fp8LinearsCuda, FusedCastsGiveTheUnfusedBitsInAChunk) {
+  const auto [format, scaling] = GetParam();
+  const Fp8Recipe fused = fp8_recipe_from_flags({.format = format, .recipe = scaling});
+  Fp8Recipe unfused = fused;
+  unfused.fuse_casts = false;
+  expect_same_bits(fp8_chunk_steps(gpu(), DType::bf16, fused), fp8_chunk_steps(gpu(), DType::bf16, unfused));
+}
+
 // A small GPT-2 (widths multiples of 16) in FP8: CUDA bf16 against the CPU's f32 emulation on the
 // same weights and tokens. bf16 activations move some casts by one fp8 step, so the bound is
 // loose; it still fails if a GEMM, a transpose or a scale were wrong.
 TEST(Fp8ChunkCuda, LossesMatchTheCpuFp8Run) {
-  GptConfig c = GptConfig::gpt2_124m();
-  c.num_layers = 2;
-  c.hidden_size = 128;
-  c.num_attention_heads = 4;
-  c.seq_length = 64;
-  c.vocab_size = 512;
-  c.hidden_dropout = 0.0f;
-  c.attention_dropout = 0.0f;
+  const GptConfig c = fp8_test_gpt();
   const Fp8Recipe recipe = fp8_recipe_from_flags({.format = "hybrid", .recipe = "tensorwise"});
   const Tensor tokens = random_tokens({4, c.seq_length}, 1, 512), targets = random_tokens({4, c.seq_length}, 2, 512);
   Tensor weights = Tensor::host(DType::f32, {ParamLayout(c, ChunkSpec::whole_model()).size()});

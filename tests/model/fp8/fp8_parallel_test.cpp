@@ -78,35 +78,41 @@ TEST_P(Fp8Parallel, TensorParallelRanksScaleAsOneDevice) {
   const Outcome ref = run(whole, tokens, targets, {});
 
   const int T = 2;
-  auto group = actors::make_cpu_group(T, {"tp", std::chrono::seconds(60)});
-  std::vector<Outcome> got(T);
-  run_threads(T, [&](int t) {
-    try {
-      const Context ctx = Context::cpu();
-      GptChunk model(ctx, c, ChunkSpec::whole_model(), DType::f32, {{t, T}, true, group[size_t(t)].get()});
-      model.init_weights(5);
-      model.enable_fp8(hybrid(GetParam()));
-      got[size_t(t)] = run(model, tokens, targets, {});
-    } catch (...) {
-      for (auto& g : group) g->abort();
-      throw;
-    }
-  });
-  for (int t = 0; t < T; ++t) {
-    const Outcome& o = got[size_t(t)];
-    if (GetParam() == "delayed") {
-      for (int64_t col = 0; col < o.fwd_scale.numel(); ++col) {
-        if (col % 2 == 1)  // a weight: the shards' amaxes reduce to the whole weight's, bit for bit
-          EXPECT_EQ(o.fwd_scale.at(col), ref.fwd_scale.at(col)) << "rank " << t << " weight of linear " << col / 2;
-        else
-          EXPECT_NEAR(o.fwd_scale.at(col) / ref.fwd_scale.at(col), 1.0, 1e-5) << "rank " << t << " input " << col / 2;
+  // With sequence parallelism the linears cast the gathered norm outputs; without, the norms
+  // write the casts (or amaxes) of qkv's and fc1's inputs.
+  for (bool sequence_parallel : {true, false}) {
+    auto group = actors::make_cpu_group(T, {"tp", std::chrono::seconds(60)});
+    std::vector<Outcome> got(T);
+    run_threads(T, [&](int t) {
+      try {
+        const Context ctx = Context::cpu();
+        GptChunk model(ctx, c, ChunkSpec::whole_model(), DType::f32,
+                       {{t, T}, sequence_parallel, group[size_t(t)].get()});
+        model.init_weights(5);
+        model.enable_fp8(hybrid(GetParam()));
+        got[size_t(t)] = run(model, tokens, targets, {});
+      } catch (...) {
+        for (auto& g : group) g->abort();
+        throw;
       }
-      for (int64_t col = 0; col < o.bwd_scale.numel(); ++col)
-        EXPECT_NEAR(o.bwd_scale.at(col) / ref.bwd_scale.at(col), 1.0, 1e-5) << "rank " << t << " dy " << col;
+    });
+    for (int t = 0; t < T; ++t) {
+      const Outcome& o = got[size_t(t)];
+      if (GetParam() == "delayed") {
+        for (int64_t col = 0; col < o.fwd_scale.numel(); ++col) {
+          if (col % 2 == 1)  // a weight: the shards' amaxes reduce to the whole weight's, bit for bit
+            EXPECT_EQ(o.fwd_scale.at(col), ref.fwd_scale.at(col)) << "rank " << t << " weight of linear " << col / 2;
+          else
+            EXPECT_NEAR(o.fwd_scale.at(col) / ref.fwd_scale.at(col), 1.0, 1e-5) << "rank " << t << " input " << col / 2;
+        }
+        for (int64_t col = 0; col < o.bwd_scale.numel(); ++col)
+          EXPECT_NEAR(o.bwd_scale.at(col) / ref.bwd_scale.at(col), 1.0, 1e-5) << "rank " << t << " dy " << col;
+      }
+      const double err = rel_error(o.losses, ref.losses);
+      std::printf("  %s%s rank %d: second-step losses against one device: rel error %.2e\n", GetParam().c_str(),
+                  sequence_parallel ? " SP" : "", t, err);
+      EXPECT_LT(err, 1e-3) << "sequence parallel " << sequence_parallel;
     }
-    const double err = rel_error(o.losses, ref.losses);
-    std::printf("  %s rank %d: second-step losses against one device: rel error %.2e\n", GetParam().c_str(), t, err);
-    EXPECT_LT(err, 1e-3);
   }
 }
 

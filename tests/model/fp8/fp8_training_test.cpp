@@ -1,7 +1,8 @@
 // FP8 training on CPU devices (the CPU emulation of the FP8 GEMMs): a small GPT-2 on the bundled
 // Moby Dick follows its f32 loss curve within a stated bound under each recipe (hybrid and e4m3,
 // delayed and tensorwise), and FP8 is really on (the curves are not identical); delayed scaling's
-// scales come from the recorded amaxes; the recipe's flags refuse what is not implemented.
+// scales come from the recorded amaxes; the fused casts give the unfused bits; the recipe's flags
+// refuse what is not implemented.
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "kernels/fp8.hpp"
 #include "model/fp8/fp8_linears.hpp"
 #include "model/train/trainer.hpp"
+#include "tests/model/fp8/fp8_chunk_steps.hpp"
 #include "tests/test_util.hpp"
 
 namespace troupe::test {
@@ -132,6 +134,18 @@ TEST(Fp8Training, DelayedScalesComeFromTheRecordedAmax) {
   EXPECT_EQ(fp8.backward_meta().scale.at(0), 57344.0f / dy_amax);
   EXPECT_EQ(fp8.forward_meta().history.at(1), 0.0f);  // rolled: a fresh row for the next step
   model.release(std::move(a));
+}
+
+// The fused casts (amaxes folded into the casts, the norms writing the linears' input casts) give
+// the unfused path's bits: losses, gradients and scaling state over three steps.
+TEST(Fp8Training, FusedCastsGiveTheUnfusedBits) {
+  for (const char* scaling : {"delayed", "tensorwise"}) {
+    const Fp8Recipe fused = recipe("hybrid", scaling);
+    Fp8Recipe unfused = fused;
+    unfused.fuse_casts = false;
+    SCOPED_TRACE(scaling);
+    expect_same_bits(fp8_chunk_steps(cpu(), DType::f32, fused), fp8_chunk_steps(cpu(), DType::f32, unfused));
+  }
 }
 
 TEST(Fp8Training, RecipeFlagsRefuseWhatIsNotImplemented) {
