@@ -1,5 +1,5 @@
 // Prefill of one P-token prompt (default 2048) by the inference model against its roofline
-// (issue 21), on GPT-2 shapes with random weights, bf16, batch 1. A prefill is one
+// (issue 21), on GPT-2 shapes with random weights, bf16, batch 1 (--device cpu: f32, a smoke run). A prefill is one
 // InferenceModel::forward of the whole prompt (host packing included: a device sync, the clock,
 // the forward, a device sync), the median of --reps after --warmup runs; fresh prefills take the
 // training causal attention (kernels/attention.hpp), and "paged" reruns them with every row on
@@ -16,6 +16,7 @@
 //
 //   prefill_bench [--models gpt2-124m,gpt2-350m] [--prompt 2048] [--reps 10] [--warmup 3] [--profile]
 //   prefill_bench --prompt 1024 --profile    # + where each path's prefill time goes, op by op
+//   prefill_bench --device cpu --models gpt2-tiny --prompt 64 --reps 2   # CPU smoke run
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -46,7 +47,7 @@ using namespace troupe;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  std::string models = "gpt2-124m,gpt2-350m";
+  std::string models = "gpt2-124m,gpt2-350m", device = "cuda";
   int64_t prompt = 2048;
   int reps = 10, warmup = 3;
   bool profile = false;
@@ -58,10 +59,20 @@ double median(std::vector<double> v) {
 }
 
 // Milliseconds per call of fn: CUDA events around `calls` back-to-back calls (a lone call of a
-// few microseconds would time its launch), the median of `reps` such runs after a warm-up.
+// few microseconds would time its launch), the median of `reps` such runs after a warm-up; the
+// clock around one call on the CPU.
 double kernel_ms(const Context& ctx, const std::function<void()>& fn, int reps, int calls) {
-#if TROUPE_HAVE_CUDA
   for (int i = 0; i < 3; ++i) fn();  // warm-up: plans, workspaces
+  if (!ctx.is_cuda()) {
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = Clock::now();
+      fn();
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    return median(ms);
+  }
+#if TROUPE_HAVE_CUDA
   void* start = cuda::event_create();
   void* stop = cuda::event_create();
   std::vector<double> ms;
@@ -76,7 +87,7 @@ double kernel_ms(const Context& ctx, const std::function<void()>& fn, int reps, 
   return median(ms);
 #else
   (void)ctx, (void)fn, (void)reps, (void)calls;
-  TROUPE_FAIL("prefill_bench: this build has no CUDA backend");
+  TROUPE_FAIL("this build has no CUDA backend");
 #endif
 }
 
@@ -96,14 +107,14 @@ struct Rate {
 };
 
 // linear_forward (bias and all) on the layer's GEMM shapes at M = rows: their FLOPs and summed time.
-Rate gemm_rate(const Context& ctx, const ParamLayout& layout, int64_t rows, int reps) {
+Rate gemm_rate(const Context& ctx, DType dtype, const ParamLayout& layout, int64_t rows, int reps) {
   Rate r;
   uint64_t seed = 1;
   for (const GemmShape& g : layer_gemms(layout)) {
-    const Tensor x = bench::random_normal(ctx, DType::bf16, {rows, g.k}, seed++);
-    const Tensor w = bench::random_normal(ctx, DType::bf16, {g.n, g.k}, seed++, 0.0f, 0.02f);
-    const Tensor b = bench::random_normal(ctx, DType::bf16, {g.n}, seed++);
-    const Tensor y = Tensor::empty(ctx, DType::bf16, {rows, g.n});
+    const Tensor x = bench::random_normal(ctx, dtype, {rows, g.k}, seed++);
+    const Tensor w = bench::random_normal(ctx, dtype, {g.n, g.k}, seed++, 0.0f, 0.02f);
+    const Tensor b = bench::random_normal(ctx, dtype, {g.n}, seed++);
+    const Tensor y = Tensor::empty(ctx, dtype, {rows, g.n});
     r.ms += kernel_ms(
         ctx, [&] { linear_forward(ctx, x, w, b, y); }, reps, 10);
     r.flop += 2.0 * double(rows) * double(g.k) * double(g.n);
@@ -112,11 +123,11 @@ Rate gemm_rate(const Context& ctx, const ParamLayout& layout, int64_t rows, int 
 }
 
 // attention_forward over one sequence of T rows with the model's heads: its FLOPs and time.
-Rate attention_rate(const Context& ctx, const ParamLayout& layout, int64_t T, int reps) {
+Rate attention_rate(const Context& ctx, DType dtype, const ParamLayout& layout, int64_t T, int reps) {
   const GptConfig& c = layout.config();
   const AttentionConfig cfg{layout.local_heads(), layout.local_query_groups(), c.head_dim(), 0.0f, c.sliding_window};
-  const Tensor qkv = bench::random_normal(ctx, DType::bf16, {1, T, layout.local_qkv_size()}, 7);
-  const Tensor out = Tensor::empty(ctx, DType::bf16, {1, T, int64_t(cfg.n_heads) * cfg.head_dim});
+  const Tensor qkv = bench::random_normal(ctx, dtype, {1, T, layout.local_qkv_size()}, 7);
+  const Tensor out = Tensor::empty(ctx, dtype, {1, T, int64_t(cfg.n_heads) * cfg.head_dim});
   const Tensor lse = Tensor::empty(ctx, DType::f32, {1, cfg.n_heads, T});
   Rate r;
   r.ms = kernel_ms(
@@ -166,24 +177,24 @@ void profile_prefill(InferenceModel& model, KvCache& cache, const std::vector<Se
   profiler.print(stdout, reps);
 }
 
-void run_model(const Context& gpu, const std::string& name, const Options& o) {
+void run_model(const Context& ctx, DType dtype, const std::string& name, const Options& o) {
   const GptConfig config = GptConfig::preset(name);
-  TROUPE_CHECK(config.moe.num_experts == 0, "prefill_bench: ", name, " is a mixture of experts; dense models only");
+  TROUPE_CHECK(config.moe.num_experts == 0, name, " is a mixture of experts; dense models only");
   const int64_t P = o.prompt;
-  InferenceModel model(gpu, config, DType::bf16, {.max_tokens = P, .max_sequences = 1});
-  TROUPE_CHECK(P <= model.max_sequence_length(), "prefill_bench: --prompt ", P, " is longer than ", name, "'s ",
+  InferenceModel model(ctx, config, dtype, {.max_tokens = P, .max_sequences = 1});
+  TROUPE_CHECK(P <= model.max_sequence_length(), "--prompt ", P, " is longer than ", name, "'s ",
                model.max_sequence_length(), " positions");
   const ParamLayout& layout = model.layout();
   model.load_weights(bench::random_normal(Context::cpu(), DType::f32, {layout.size()}, 1, 0.0f, 0.02f));
   constexpr int64_t kBlockSize = 16;
-  KvCache cache(gpu, config, DType::bf16, (P + kBlockSize - 1) / kBlockSize, kBlockSize);
+  KvCache cache(ctx, config, dtype, (P + kBlockSize - 1) / kBlockSize, kBlockSize);
   std::vector<int32_t> blocks;
-  TROUPE_CHECK(cache.allocate(cache.blocks_for(P), blocks), "prefill_bench: the cache is too small");
+  TROUPE_CHECK(cache.allocate(cache.blocks_for(P), blocks), "the cache is too small");
   std::vector<int32_t> tokens(static_cast<size_t>(P));  // any ids: the weights are random
   for (int64_t i = 0; i < P; ++i) tokens[size_t(i)] = int32_t((i * 7919 + 13) % config.vocab_size);
   const std::vector<SequenceInput> batch{{tokens, 0, blocks}};
 
-  const Rate gemm = gemm_rate(gpu, layout, P, o.reps), attention = attention_rate(gpu, layout, P, o.reps);
+  const Rate gemm = gemm_rate(ctx, dtype, layout, P, o.reps), attention = attention_rate(ctx, dtype, layout, P, o.reps);
   const PrefillFlop flop = prefill_flop(layout, P);
   const double roof_gemm_ms = flop.gemm / (gemm.tflops() * 1e9),
                roof_attention_ms = flop.attention / (attention.tflops() * 1e9);
@@ -215,14 +226,16 @@ void run_model(const Context& gpu, const std::string& name, const Options& o) {
 }
 
 int run(const Options& o) {
-  TROUPE_CHECK(cuda_available(), "prefill_bench: no GPU is visible");
-  const Context gpu = Context::cuda(0);
+  const bool cuda = o.device == "cuda";
+  TROUPE_CHECK(!cuda || cuda_available(), "--device cuda: no GPU is visible");
+  const Context ctx = cuda ? Context::cuda(0) : Context::cpu();
+  const DType dtype = cuda ? DType::bf16 : DType::f32;
+  std::printf("prefill_bench: %s, batch 1, prompt %lld\n", dtype_name(dtype), static_cast<long long>(o.prompt));
 #if TROUPE_HAVE_CUDA
-  std::printf("prefill_bench: bf16, batch 1, prompt %lld, CUDA attention backend %s\n",
-              static_cast<long long>(o.prompt), cuda::attention_backend_name(cuda::attention_backend()));
+  if (cuda) std::printf("CUDA attention backend: %s\n", cuda::attention_backend_name(cuda::attention_backend()));
 #endif
   std::istringstream list(o.models);
-  for (std::string name; std::getline(list, name, ',');) run_model(gpu, name, o);
+  for (std::string name; std::getline(list, name, ',');) run_model(ctx, dtype, name, o);
   return 0;
 }
 
@@ -232,6 +245,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app("Prefill time of one prompt against its GEMM + attention roofline (issue 21)");
   app.add_option("--models", o.models, "GPT-2 presets, comma-separated (random weights)");
+  app.add_option("--device", o.device, "cuda (bf16) or cpu (f32: a smoke run)")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--prompt", o.prompt, "prompt tokens")->check(CLI::Range(int64_t(2), int64_t(1) << 20));
   app.add_option("--reps", o.reps, "timed runs (the median)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "untimed runs first")->check(CLI::NonNegativeNumber);
