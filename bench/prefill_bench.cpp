@@ -3,7 +3,9 @@
 // InferenceModel::forward of the whole prompt (host packing included: a device sync, the clock,
 // the forward, a device sync), the median of --reps after --warmup runs; fresh prefills take the
 // training causal attention (kernels/attention.hpp), and "paged" reruns them with every row on
-// paged attention (InferenceModelOptions::causal_prefill off) for the before/after.
+// paged attention (InferenceModelOptions::causal_prefill off) for the before/after. Each path
+// also times the first prefill of a length it has not seen (P - 1, P - 2): what per-shape setup
+// (cuDNN builds an attention plan per sequence length) adds to a new prompt length.
 //
 // The roofline is the time of the FLOPs a prefill must do at rates measured in the same run:
 //   t_roof = GEMM FLOPs / GEMM rate + attention FLOPs / attention rate
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -206,15 +209,26 @@ void run_model(const Context& ctx, DType dtype, const std::string& name, const O
   for (bool causal : {true, false}) {
     model.set_causal_prefill(causal);
     const double ms = prefill_ms(model, cache, batch, o);
+    // A prompt length not seen before (another for each path): its first prefill pays for the
+    // per-shape setup (cuBLASLt heuristics for the new M; cuDNN's attention plan for the new T).
+    const int64_t fresh_length = P - (causal ? 1 : 2);
+    const auto t0 = Clock::now();
+    model.forward(std::vector<SequenceInput>{{std::span(tokens).first(size_t(fresh_length)), 0, blocks}}, cache);
+    model.context().synchronize();
+    const double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     const char* path = causal ? "causal" : "paged";
-    std::printf("%s %s prefill of %lld tokens: %.3f ms, roofline %.3f ms, roofline/measured %.2f\n", name.c_str(), path,
-                static_cast<long long>(P), ms, roof_ms, roof_ms / ms);
+    std::printf(
+        "%s %s prefill of %lld tokens: %.3f ms, roofline %.3f ms, roofline/measured %.2f; first prefill of a "
+        "new length (%lld): %.3f ms\n",
+        name.c_str(), path, static_cast<long long>(P), ms, roof_ms, roof_ms / ms, static_cast<long long>(fresh_length),
+        first_ms);
     const nlohmann::json r = {{"model", name},
                               {"path", path},
                               {"prompt", P},
                               {"prefill_ms", ms},
                               {"roofline_ms", roof_ms},
                               {"roofline_over_measured", roof_ms / ms},
+                              {"first_prefill_new_length_ms", first_ms},
                               {"gemm_tflops", gemm.tflops()},
                               {"attention_tflops", attention.tflops()},
                               {"gemm_gflop", flop.gemm * 1e-9},
