@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Inference checks for the GPU machine: the inference GPU tests (paged attention, prefills on the
-# training attention, RoPE at per-token positions, the device argmax, CUDA vs CPU), then greedy `troupe generate` against HF
-# transformers `generate`: random GPT-2 and Llama models, and a GPT-2 124M trained here for 300
-# iterations on the bundled corpus and exported by `troupe convert --to hf`; each on the CPU
-# (fp32), on CUDA in fp32 (--dtype f32) and in bf16, and on 2 or more GPUs also in fp32 as a
+# training attention, RoPE at per-token positions, the device argmax, CUDA vs CPU), then greedy
+# `troupe generate` against HF transformers `generate`: random GPT-2 and Llama models, and a GPT-2
+# 124M trained here for 300 iterations on the bundled corpus and exported by `troupe convert --to
+# hf`; each on the CPU (fp32), on CUDA in fp32 (--dtype f32) and in bf16, and on 2 or more GPUs also in fp32 as a
 # tensor-parallel replica of 2 GPUs (--tensor-model-parallel-size 2). Prints the tables last.
 # Usage (repo root, after `source .devdeps/env.sh`): scripts/device_inference_check.sh [BUILD_DIR]
 set -uo pipefail
