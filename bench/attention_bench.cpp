@@ -35,6 +35,7 @@
 #include <benchmark/benchmark.h>
 
 #include "base/check.hpp"
+#include "bench/common/attention_flop.hpp"
 #include "bench/common/bench_main.hpp"
 #include "bench/common/cuda_timing.hpp"
 #include "bench/common/random_tensor.hpp"
@@ -55,11 +56,8 @@ struct AttentionShape {
   int64_t W = 0;  // sliding window, 0: unbounded
 };
 
-// Forward FLOPs: 4 B H D per visible (query, key) pair, causal counted as T^2 / 2 pairs.
 double forward_flop(const AttentionShape& s) {
-  const double T = double(s.T), W = double(s.W);
-  const double pairs = s.W == 0 || s.W >= s.T ? T * T / 2.0 : W * (W + 1.0) / 2.0 + (T - W) * W;
-  return 4.0 * double(s.B * s.H) * double(s.D) * pairs;
+  return troupe::bench::causal_attention_forward_flop(s.B, s.T, s.H, s.D, s.W);
 }
 
 constexpr int kCallsPerEvent = 10;

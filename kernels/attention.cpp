@@ -53,6 +53,15 @@ void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionCon
     cpu::attention_forward(qkv, cfg, out, lse);
 }
 
+bool attention_forward_fast(const Context& ctx, DType dtype, int head_dim) {
+  if (!ctx.is_cuda()) return dtype == DType::f32;
+#if TROUPE_HAVE_CUDA
+  return cuda::attention_forward_fast(dtype, head_dim);
+#else
+  return false;
+#endif
+}
+
 void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         const AttentionConfig& cfg, const Tensor& dqkv) {
   constexpr const char* op = "attention_backward";

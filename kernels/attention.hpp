@@ -28,6 +28,11 @@ struct AttentionConfig {
 
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
                        const Tensor& lse);
+// True when attention_forward runs `dtype` at this head dim on its fast kernels: on CUDA bf16 or
+// f16 with head dim 64 or 128 (cuDNN's fused kernels or our flash ones, on tensor cores; other
+// head dims run simple CUDA-core kernels, f32 is refused); on the CPU f32 (its one kernel). For
+// callers with another way to the same result (an inference prefill, paged attention).
+bool attention_forward_fast(const Context& ctx, DType dtype, int head_dim);
 // dout [B, T, H*D] -> dqkv [B, T, (H + 2G) * D] (overwrite). Needs the forward's out and lse.
 void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         const AttentionConfig& cfg, const Tensor& dqkv);
@@ -38,6 +43,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
                         const AttentionConfig& cfg, const Tensor& dqkv);
 }  // namespace cpu
 namespace cuda {
+bool attention_forward_fast(DType dtype, int head_dim);
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
                        const Tensor& lse);
 void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,

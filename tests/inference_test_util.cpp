@@ -34,6 +34,45 @@ std::vector<int32_t> random_token_list(int64_t n, uint64_t seed, int32_t vocab) 
   return {t.data_as<int32_t>(), t.data_as<int32_t>() + n};
 }
 
+std::vector<Tensor> run_mixed_batch(InferenceModel& model, const std::vector<MixedSequence>& seqs, int decode_steps,
+                                    uint64_t seed) {
+  const Context& ctx = model.context();
+  constexpr int64_t kBlockSize = 16;
+  std::vector<std::vector<int32_t>> tokens, blocks(seqs.size());
+  int64_t total_blocks = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t len = seqs[s].cached + seqs[s].fresh + decode_steps;
+    tokens.push_back(random_token_list(len, seed + s, 1000));
+    total_blocks += (len + kBlockSize - 1) / kBlockSize;
+  }
+  KvCache cache(ctx, model.config(), model.compute_dtype(), total_blocks, kBlockSize);
+  for (size_t s = 0; s < seqs.size(); ++s)
+    TROUPE_CHECK(cache.allocate(cache.blocks_for(int64_t(tokens[s].size())), blocks[s]), "run_mixed_batch: cache full");
+  std::vector<Tensor> out;
+  auto forward = [&](const std::vector<SequenceInput>& batch) {
+    if (!batch.empty()) out.push_back(to_host_f32(ctx, model.forward(batch, cache)));
+  };
+  std::vector<SequenceInput> batch;
+  for (size_t s = 0; s < seqs.size(); ++s)
+    if (seqs[s].cached > 0) batch.push_back({std::span(tokens[s]).first(size_t(seqs[s].cached)), 0, blocks[s]});
+  forward(batch);
+  batch.clear();
+  for (size_t s = 0; s < seqs.size(); ++s)
+    batch.push_back(
+        {std::span(tokens[s]).subspan(size_t(seqs[s].cached), size_t(seqs[s].fresh)), seqs[s].cached, blocks[s]});
+  forward(batch);
+  for (int step = 0; step < decode_steps; ++step) {
+    batch.clear();
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int64_t pos = seqs[s].cached + seqs[s].fresh + step;
+      batch.push_back({std::span(tokens[s]).subspan(size_t(pos), 1), pos, blocks[s]});
+    }
+    forward(batch);
+  }
+  for (auto& b : blocks) cache.release(b);
+  return out;
+}
+
 Tensor host_i32(const std::vector<int32_t>& values, Shape shape) {
   Tensor t = Tensor::host(DType::i32, std::move(shape));
   TROUPE_CHECK(t.numel() == int64_t(values.size()), "host_i32: ", values.size(), " values for ", t.str());

@@ -22,6 +22,19 @@ std::vector<int32_t> random_token_list(int64_t n, uint64_t seed, int32_t vocab);
 // A host i32 tensor holding `values`.
 Tensor host_i32(const std::vector<int32_t>& values, Shape shape);
 
+// One sequence of a mixed batch (run_mixed_batch): `cached` tokens already in the cache (0: none),
+// `fresh` new tokens in the mixed forward.
+struct MixedSequence {
+  int64_t cached = 0, fresh = 0;
+};
+// Prefills every sequence's cached tokens (one forward of the sequences that have some), then
+// runs one forward of every sequence's new tokens together (fresh prefills, decode rows and
+// prefill chunks continuing a cache, as `seqs` says), then `decode_steps` decode steps of all of
+// them. Random tokens below 1000 from `seed`, a cache of blocks of 16. Returns each forward's
+// logits, host f32 [S', Vp].
+std::vector<Tensor> run_mixed_batch(InferenceModel& model, const std::vector<MixedSequence>& seqs, int decode_steps,
+                                    uint64_t seed);
+
 // What the engine generated for one request: its tokens and their log-probs.
 struct EngineOutcome {
   std::vector<int32_t> tokens;

@@ -28,6 +28,13 @@ bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) %
 
 }  // namespace
 
+bool attention_forward_fast(DType dtype, int head_dim) {
+  // flash_attention_supports reads the head dim only; cuDNN covers a subset of its shapes.
+  AttentionDims d{};
+  d.D = head_dim;
+  return (dtype == DType::bf16 || dtype == DType::f16) && flash_attention_supports(d);
+}
+
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
                        const Tensor& lse) {
   const AttentionDims d = dims_of(qkv, cfg);

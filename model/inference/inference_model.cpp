@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/norm_linear.hpp"
 #include "kernels/ops.hpp"
@@ -17,7 +18,14 @@ struct InferenceModel::Metadata {
   Tensor positions;                 // [N] (as [1, N] for the position-embedding lookup)
   Tensor slots;                     // [N] cache slot of each new token
   Tensor last_rows;                 // [1, S] row of each sequence's last new token
-  PagedBatch paged;                 // query_start [S+1], seq_lens [S], block_tables [S, max_blocks]
+  // Rows are laid out sequence by sequence, the paged ones first: rows [0, paged_rows) of
+  // paged_seqs sequences read the cache, then each fresh prefill's rows.
+  int64_t paged_rows = 0, paged_seqs = 0;
+  PagedBatch paged;  // query_start [S'+1], seq_lens [S'], block_tables [S', W]: S' = paged_seqs
+  struct Fresh {
+    int64_t row = 0, tokens = 0;
+  };
+  std::vector<Fresh> fresh;  // host-side: each fresh prefill's first row and length
 };
 
 // `c`, once check_inference_moe has passed it (MoE inference is refused with TP).
@@ -65,6 +73,8 @@ InferenceModel::InferenceModel(const Context& ctx, const GptConfig& config, DTyp
     q_rstd_ = Tensor::empty(ctx, DType::f32, {N, layout_.local_heads()});
     k_rstd_ = Tensor::empty(ctx, DType::f32, {N, layout_.local_query_groups()});
   }
+  causal_prefill_fast_ = attention_forward_fast(ctx, compute, config.head_dim());
+  if (causal_prefill_fast_) prefill_lse_ = Tensor::empty(ctx, DType::f32, {layout_.local_heads() * N});
   last_ = act(S, C);
   lnf_ = act(S, C);
   logits_ = act(S, layout_.local_vocab());
@@ -110,6 +120,8 @@ InferenceModel::Metadata InferenceModel::pack(std::span<const SequenceInput> seq
   const int64_t vocab = config().vocab_size;
   const int32_t scratch = cache.scratch_block();
   // [tokens N | positions N | slots N | query_start S+1 | seq_lens S | last_rows S | tables S*W]
+  // query_start, seq_lens and tables follow the row order (the paged sequences first); last_rows
+  // the batch's.
   host.assign(size_t(3 * N + 3 * S + 1 + S * W), scratch);
   int32_t* tokens = host.data();
   int32_t* positions = tokens + N;
@@ -118,18 +130,25 @@ InferenceModel::Metadata InferenceModel::pack(std::span<const SequenceInput> seq
   int32_t* seq_lens = query_start + S + 1;
   int32_t* last_rows = seq_lens + S;
   int32_t* tables = last_rows + S;
+  std::vector<int64_t> order;  // sequences in row order: the paged ones (padding included), then the fresh
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t i = 0; i < S; ++i)
+      if (int(i < real && fresh_prefill(seqs[size_t(i)])) == pass) order.push_back(i);
+  Metadata m;
   int64_t row = 0;
-  for (int64_t i = 0; i < S; ++i) {
-    query_start[i] = int32_t(row);
+  for (int64_t k = 0; k < S; ++k) {
+    const int64_t i = order[size_t(k)];
+    query_start[k] = int32_t(row);
     if (i >= real) {  // padding: token 0 at position 0 in the scratch block
       tokens[row] = 0;
       positions[row] = 0;
       slots[row] = int32_t(scratch * bs);
-      seq_lens[i] = 1;
+      seq_lens[k] = 1;
       last_rows[i] = int32_t(row++);
       continue;
     }
     const SequenceInput& q = seqs[size_t(i)];
+    if (fresh_prefill(q)) m.fresh.push_back({row, int64_t(q.tokens.size())});
     for (size_t j = 0; j < q.tokens.size(); ++j, ++row) {
       const int64_t pos = q.start + int64_t(j);
       TROUPE_CHECK(q.tokens[j] >= 0 && q.tokens[j] < vocab, "InferenceModel::forward: sequence ", i, " token ", j,
@@ -138,16 +157,21 @@ InferenceModel::Metadata InferenceModel::pack(std::span<const SequenceInput> seq
       positions[row] = int32_t(pos);
       slots[row] = int32_t(q.blocks[size_t(pos / bs)] * bs + pos % bs);
     }
-    seq_lens[i] = int32_t(q.start + int64_t(q.tokens.size()));
+    seq_lens[k] = int32_t(q.start + int64_t(q.tokens.size()));
     last_rows[i] = int32_t(row - 1);
-    std::copy_n(q.blocks.begin(), cache.blocks_for(seq_lens[i]), tables + i * W);
+    std::copy_n(q.blocks.begin(), cache.blocks_for(seq_lens[k]), tables + k * W);
   }
   query_start[S] = int32_t(N);
-  Metadata m;
   m.n = N;
   m.s = S;
   m.width = W;
+  m.paged_seqs = S - int64_t(m.fresh.size());
+  m.paged_rows = m.fresh.empty() ? N : m.fresh.front().row;
   return m;
+}
+
+bool InferenceModel::fresh_prefill(const SequenceInput& q) const {
+  return options_.causal_prefill && causal_prefill_fast_ && q.start == 0 && q.tokens.size() > 1;
 }
 
 void InferenceModel::upload(const std::vector<int32_t>& host, Tensor& device, Metadata& m) {
@@ -158,10 +182,10 @@ void InferenceModel::upload(const std::vector<int32_t>& host, Tensor& device, Me
   m.tokens = device.slice(0, {1, N});
   m.positions = device.slice(N, {N});
   m.slots = device.slice(2 * N, {N});
-  m.paged.query_start = device.slice(3 * N, {S + 1});
-  m.paged.seq_lens = device.slice(3 * N + S + 1, {S});
+  m.paged.query_start = device.slice(3 * N, {m.paged_seqs + 1});
+  m.paged.seq_lens = device.slice(3 * N + S + 1, {m.paged_seqs});
   m.last_rows = device.slice(3 * N + 2 * S + 1, {1, S});
-  m.paged.block_tables = device.slice(3 * N + 3 * S + 1, {S, m.width});
+  m.paged.block_tables = device.slice(3 * N + 3 * S + 1, {m.paged_seqs, m.width});
 }
 
 // The first `n` rows of a [max, cols] activation.
@@ -260,7 +284,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
   const Tensor act = rows(act_, n);
   const PagedAttentionConfig pc{H, G, D, cache.block_size(), 0.0f, c.sliding_window};
 
-  // x += proj(paged_attention(rope(qk_norm(qkv(norm(x)))))): the residual add happens in the GEMM;
+  // x += proj(attention(rope(qk_norm(qkv(norm(x)))))): the residual add happens in the GEMM;
   // at decode-size batches the norm happens inside the qkv GEMV (kernels/norm_linear.hpp), as
   // the one in front of fc1 does inside fc1's.
   const NormScratch scratch{ln, mean_.slice(0, {n}), rstd_.slice(0, {n})};
@@ -281,10 +305,7 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
     auto t = timed("kv_append");
     paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l));
   }
-  {
-    auto t = timed("attention");
-    paged_attention(ctx_, qkv, pc, m.paged, cache.k(l), cache.v(l), attn);
-  }
+  attention(m, qkv, pc, attn, cache, l);
   {
     auto t = timed("proj");
     row_parallel_add(attn, w.proj_w, w.proj_b, x);
@@ -314,6 +335,24 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
     auto t = timed("fc2");
     row_parallel_add(act, w.fc2_w, w.fc2_b, x);
   }
+}
+
+void InferenceModel::attention(const Metadata& m, const Tensor& qkv, const PagedAttentionConfig& pc, const Tensor& attn,
+                               KvCache& cache, int l) {
+  if (m.paged_rows > 0) {
+    auto t = timed("attention");
+    paged_attention(ctx_, rows(qkv, m.paged_rows), pc, m.paged, cache.k(l), cache.v(l), rows(attn, m.paged_rows));
+  }
+  if (m.fresh.empty()) return;
+  // A fresh prefill's rows are its whole sequence from position 0: the causal attention of
+  // training over them is the paged attention of those rows (same scale, f32 softmax, window).
+  auto t = timed("prefill_attention");
+  const AttentionConfig ac{pc.n_heads, pc.n_kv_heads, pc.head_dim, pc.scale, pc.window};
+  const int64_t qkv_width = qkv.dim(1), out_width = attn.dim(1);
+  for (const Metadata::Fresh& f : m.fresh)
+    attention_forward(ctx_, qkv.slice(f.row * qkv_width, {1, f.tokens, qkv_width}), ac,
+                      attn.slice(f.row * out_width, {1, f.tokens, out_width}),
+                      prefill_lse_.slice(0, {1, pc.n_heads, f.tokens}));
 }
 
 void InferenceModel::moe_layer_mlp(int l, const Tensor& x, const Tensor& ln) {

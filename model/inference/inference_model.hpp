@@ -6,6 +6,11 @@
 // last new token. CPU: f32; CUDA: bf16/f16, or f32 (exact: greedy parity with an fp32 reference). On CUDA a decode step
 // (one new token per sequence) is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA
 // graph and replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
+// A fresh prefill (a sequence whose new tokens, more than one, are its whole context: start 0)
+// takes the training causal attention (kernels/attention.hpp: cuDNN's or our flash kernels on
+// tensor cores) straight from its rows of qkv, where that kernel is fast for the compute dtype
+// and head dim (attention_forward_fast); its keys and values still go into the cache. Other rows
+// (decode steps, prefills continuing a cache) take paged attention (kernels/paged_attention.hpp).
 // Mixture-of-experts layers run the MoE MLP (model/inference/inference_moe.hpp: dropless, one rank; the
 // routing stays on the device, so their decode steps are captured and replayed like dense ones).
 //
@@ -37,6 +42,7 @@
 
 #include "kernels/cuda_graph.hpp"
 #include "kernels/op_profiler.hpp"
+#include "kernels/paged_attention.hpp"
 #include "kernels/tensor.hpp"
 #include "model/config.hpp"
 #include "model/inference/inference_moe.hpp"
@@ -57,6 +63,9 @@ struct InferenceModelOptions {
   int64_t max_tokens = 2048;    // new tokens per forward (all sequences together)
   int64_t max_sequences = 256;  // sequences per forward
   bool cuda_graphs = true;      // replay decode steps from CUDA graphs (CUDA only)
+  // Fresh prefills on the training causal attention (see above); false: every row on paged
+  // attention (tests and benchmarks compare the two; the results agree to rounding).
+  bool causal_prefill = true;
 };
 
 class InferenceModel {
@@ -89,6 +98,8 @@ class InferenceModel {
   Tensor forward(std::span<const SequenceInput> seqs, KvCache& cache);
   // Turns the CUDA-graph path on or off (the graphs captured so far are kept).
   void set_cuda_graphs(bool on) { options_.cuda_graphs = on; }
+  // Turns the causal-attention path of fresh prefills on or off (InferenceModelOptions::causal_prefill).
+  void set_causal_prefill(bool on) { options_.causal_prefill = on; }
   // Graphs captured so far (one per batch-size bucket used).
   size_t cuda_graphs_captured() const { return graphs_.size(); }
   // Times every op into `profiler` (null: off); while set, forwards run op by op (no graphs).
@@ -102,6 +113,12 @@ class InferenceModel {
                 std::vector<int32_t>& host);
   // Copies `host` into `device` (grown when too small) and points m's views there.
   void upload(const std::vector<int32_t>& host, Tensor& device, Metadata& m);
+  // Whether q's attention runs on attention_forward: a fresh prefill of more than one token,
+  // with the path on and fast for this model (a one-token prefill is a decode step's job).
+  bool fresh_prefill(const SequenceInput& q) const;
+  // attn = attention of the rows of qkv: paged for the first m.paged_rows, causal for each fresh prefill.
+  void attention(const Metadata& m, const Tensor& qkv, const PagedAttentionConfig& pc, const Tensor& attn,
+                 KvCache& cache, int l);
   void run(const Metadata& m, KvCache& cache);  // the forward's kernels, after the upload
   void layer_forward(int l, int64_t n, const Metadata& m, KvCache& cache);
   // x += moe_mlp(norm(x)) of MoE layer l; ln: [n, C] scratch for the norm.
@@ -128,6 +145,10 @@ class InferenceModel {
   Tensor last_, lnf_, logits_;      // [max_sequences, C], [max_sequences, C], [max_sequences, Vp / T]
   std::vector<int32_t> host_meta_;  // staging for the index tensors (kept alive for the async copy)
   Tensor meta_;                     // i32 on the device, grown on demand
+  // Fresh prefills: whether attention_forward is fast for the compute dtype and head dim, and
+  // f32 [Hl * N] for the log-sum-exps it writes (unused statistics; only when fast).
+  bool causal_prefill_fast_ = false;
+  Tensor prefill_lse_;
   // CUDA graphs of decode steps, by padded batch size; their index tensors live at fixed
   // addresses in graph_meta_, and they are bound to one cache (graph_cache_key_: its K/V addresses).
   std::map<int64_t, CudaGraph> graphs_;
