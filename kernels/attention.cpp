@@ -40,17 +40,29 @@ void expect_like(const Context& ctx, const char* op, const char* arg, const Tens
 
 }  // namespace
 
-void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
-                       const Tensor& lse) {
+namespace {
+void forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out, const Tensor& lse,
+             [[maybe_unused]] bool allow_cudnn) {
   constexpr const char* op = "attention_forward";
   const auto [B, T] = expect_qkv(ctx, op, qkv, cfg);
   expect_like(ctx, op, "out", out, {B, T, int64_t(cfg.n_heads) * cfg.head_dim}, qkv.dtype());
   expect_like(ctx, op, "lse", lse, {B, cfg.n_heads, T}, DType::f32);
   TROUPE_CHECK(out.data() != qkv.data(), op, ": out must not alias qkv");
   if (ctx.is_cuda())
-    TROUPE_ON_CUDA(cuda::attention_forward(ctx, qkv, cfg, out, lse));
+    TROUPE_ON_CUDA(cuda::attention_forward(ctx, qkv, cfg, out, lse, allow_cudnn));
   else
     cpu::attention_forward(qkv, cfg, out, lse);
+}
+}  // namespace
+
+void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
+                       const Tensor& lse) {
+  forward(ctx, qkv, cfg, out, lse, /*allow_cudnn=*/true);
+}
+
+void attention_forward_any_length(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
+                                  const Tensor& lse) {
+  forward(ctx, qkv, cfg, out, lse, /*allow_cudnn=*/false);
 }
 
 bool attention_forward_fast(const Context& ctx, DType dtype, int head_dim) {

@@ -28,6 +28,11 @@ struct AttentionConfig {
 
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
                        const Tensor& lse);
+// attention_forward on kernels that need no set-up per shape: on CUDA our flash kernels even where
+// cuDNN is the backend. cuDNN builds (and keeps) a plan for every new T, 60-450 ms on an H100,
+// and an inference prefill meets a new prompt length on most requests. The CPU has one kernel.
+void attention_forward_any_length(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
+                                  const Tensor& lse);
 // True when attention_forward runs `dtype` at this head dim on its fast kernels: on CUDA bf16 or
 // f16 with head dim 64 or 128 (cuDNN's fused kernels or our flash ones, on tensor cores; other
 // head dims run simple CUDA-core kernels, f32 is refused); on the CPU f32 (its one kernel). For
@@ -44,8 +49,9 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
 }  // namespace cpu
 namespace cuda {
 bool attention_forward_fast(DType dtype, int head_dim);
+// allow_cudnn false: never cuDNN (attention_forward_any_length).
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
-                       const Tensor& lse);
+                       const Tensor& lse, bool allow_cudnn = true);
 void attention_backward(const Context& ctx, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         const AttentionConfig& cfg, const Tensor& dqkv);
 }  // namespace cuda

@@ -36,11 +36,11 @@ bool attention_forward_fast(DType dtype, int head_dim) {
 }
 
 void attention_forward(const Context& ctx, const Tensor& qkv, const AttentionConfig& cfg, const Tensor& out,
-                       const Tensor& lse) {
+                       const Tensor& lse, bool allow_cudnn) {
   const AttentionDims d = dims_of(qkv, cfg);
   if (d.B == 0 || d.T == 0) return;
   // An unsupported shape runs ours silently; a cuDNN failure on a supported one throws.
-  if (attention_backend() != AttentionBackend::flash &&
+  if (allow_cudnn && attention_backend() != AttentionBackend::flash &&
       cudnn_attention_supports(ctx, qkv, cfg, {&out, &lse}, /*backward=*/false)) {
     cudnn_attention_forward(ctx, qkv, cfg, out, lse);
     return;

@@ -346,13 +346,14 @@ void InferenceModel::attention(const Metadata& m, const Tensor& qkv, const Paged
   if (m.fresh.empty()) return;
   // A fresh prefill's rows are its whole sequence from position 0: the causal attention of
   // training over them is the paged attention of those rows (same scale, f32 softmax, window).
+  // Prompt lengths vary per request: kernels without a plan per length.
   auto t = timed("prefill_attention");
   const AttentionConfig ac{pc.n_heads, pc.n_kv_heads, pc.head_dim, pc.scale, pc.window};
   const int64_t qkv_width = qkv.dim(1), out_width = attn.dim(1);
   for (const Metadata::Fresh& f : m.fresh)
-    attention_forward(ctx_, qkv.slice(f.row * qkv_width, {1, f.tokens, qkv_width}), ac,
-                      attn.slice(f.row * out_width, {1, f.tokens, out_width}),
-                      prefill_lse_.slice(0, {1, pc.n_heads, f.tokens}));
+    attention_forward_any_length(ctx_, qkv.slice(f.row * qkv_width, {1, f.tokens, qkv_width}), ac,
+                                 attn.slice(f.row * out_width, {1, f.tokens, out_width}),
+                                 prefill_lse_.slice(0, {1, pc.n_heads, f.tokens}));
 }
 
 void InferenceModel::moe_layer_mlp(int l, const Tensor& x, const Tensor& ln) {
