@@ -610,8 +610,7 @@ Fp8SideOutput GptChunk::mlp_activation_forward(int i, const LayerTensors& w, Lay
     return {};
   }
   // FP8: the GELU writes fc2's input cast (asked for after fc1's forward: they share scratch).
-  const Fp8SideOutput fc2_cast =
-      cast_for_fc2 ? layer_input_cast(i, LayerLinear::fc2, s.act, training) : Fp8SideOutput{};
+  Fp8SideOutput fc2_cast = cast_for_fc2 ? layer_input_cast(i, LayerLinear::fc2, s.act, training) : Fp8SideOutput{};
   gelu_forward(ctx_, s.fc1, s.act, fc2_cast);
   return fc2_cast;
 }

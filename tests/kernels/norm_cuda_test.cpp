@@ -167,7 +167,8 @@ TEST_P(NormCuda, BackwardWithResidualInputEqualsInPlace) {
 // it, and q and amax bit for bit those of fp8_cast after the norm, on CUDA (the unfused path)
 // and on the CPU (the reference ops on the same y); and the amax alone (tensorwise scaling).
 TEST_P(NormCuda, Fp8OutputIsTheCastOfTheOutput) {
-  const auto [t, r] = GetParam();
+  const auto [t, rows] = GetParam();
+  const auto r = rows;  // a plain variable, which the lambdas below capture
   const NormInputs in = make_inputs(t, r.n, r.c);
   const Context& g = gpu();
   const Tensor x = to_device(g, in.x, t), w = to_device(g, in.w, t), b = to_device(g, in.b, t);
