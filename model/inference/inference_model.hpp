@@ -7,7 +7,7 @@
 // (one new token per sequence) is captured once per batch-size bucket (1, 2, 4, ... up to max_sequences) in a CUDA
 // graph and replayed: the batch is padded to its bucket with rows that write into the cache's scratch block.
 // A fresh prefill (a sequence whose new tokens, more than one, are its whole context: start 0)
-// takes the training causal attention (kernels/attention.hpp: cuDNN's or our flash kernels on
+// takes the training causal attention (attention_forward_any_length: our flash kernels on
 // tensor cores) straight from its rows of qkv, where that kernel is fast for the compute dtype
 // and head dim (attention_forward_fast); its keys and values still go into the cache. Other rows
 // (decode steps, prefills continuing a cache) take paged attention (kernels/paged_attention.hpp).

@@ -1,4 +1,4 @@
-// Fresh prefills on the training causal attention (cuDNN's or our flash kernels, on tensor cores)
+// Fresh prefills on the training causal attention (our flash kernels on tensor cores, never cuDNN)
 // in the CUDA inference model, bf16 and f16, against the CPU (f32) and against the same batches
 // with every row on paged attention: one prefill of 300 and of 1000 tokens, several of different
 // lengths in one batch, and a batch mixing them with decode rows and a prefill chunk continuing a
