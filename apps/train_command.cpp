@@ -368,6 +368,7 @@ actors::TrainingConfig training_config(const TrainOptions& o, const GptConfig& m
   cfg.parallel.expert_size = o.moe.expert_model_parallel_size;
   cfg.parallel.moe_shared_expert_overlap = o.moe.shared_expert_overlap;
   cfg.parallel.moe_all_to_all_on_compute_stream = o.moe.all_to_all_on_compute_stream;
+  cfg.parallel.overlap_moe_expert_parallel_comm = o.moe.overlap_expert_parallel_comm;
   cfg.parallel.expert_tensor_size = o.moe.expert_tensor_parallel_size;
   TROUPE_CHECK(o.ddp_bucket_size >= 1, "--ddp-bucket-size must be >= 1, got ", o.ddp_bucket_size);
   cfg.parallel.bucket_elements = o.ddp_bucket_size;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -63,6 +64,9 @@ struct ChunkActivations {
   // from B to W; set by backward_input, cleared by backward_weight.
   Tensor dembedding;
   bool weight_grads_pending = false;
+  // Two lanes (GptChunk::set_lane): where the backward that released this set ended; its next
+  // forward waits for it.
+  std::shared_ptr<void> released;
 
   int64_t rows() const { return batch * seq; }
   // Activation bytes this microbatch holds until its backward (the tokens and targets, the

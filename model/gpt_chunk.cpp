@@ -7,6 +7,7 @@
 #include "kernels/op_profiler.hpp"
 #include "kernels/vocab_parallel_cross_entropy.hpp"
 #include "model/config_moe.hpp"
+#include "kernels/stream_fence.hpp"
 #include "model/fp8/fp8_linears.hpp"
 
 namespace troupe {
@@ -161,7 +162,8 @@ uint64_t GptChunk::row_offset(int64_t n, int64_t width) const {
 }
 
 GptChunk::Scratch& GptChunk::scratch(int64_t batch, int64_t seq) {
-  if (scratch_ && scratch_->batch == batch && scratch_->seq == seq) return *scratch_;
+  std::unique_ptr<Scratch>& scratch = scratch_[size_t(lane_)];
+  if (scratch && scratch->batch == batch && scratch->seq == seq) return *scratch;
   const GptConfig& c = config();
   const int64_t n = batch * seq, C = c.hidden_size, F = layout_.local_ffn(), rows = local_rows(n);
   auto s = std::make_unique<Scratch>();
@@ -196,8 +198,8 @@ GptChunk::Scratch& GptChunk::scratch(int64_t batch, int64_t seq) {
     s->recomputed[slot] = layer_activations(batch, seq, used, true);
   }
   for (Tensor& r : s->recomputed_residual) r = Tensor::empty(ctx_, compute_, {rows, C});
-  scratch_ = std::move(s);
-  return *scratch_;
+  scratch = std::move(s);
+  return *scratch;
 }
 
 ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
@@ -205,6 +207,10 @@ ActivationsPtr GptChunk::acquire(int64_t batch, int64_t seq) {
     if ((*it)->batch == batch && (*it)->seq == seq) {
       ActivationsPtr a = std::move(*it);
       pool_.erase(it);
+      // Two lanes: the backward that released the set may still run on the other lane.
+      fence_wait(ctx_, a->released);
+      a->released.reset();
+      for (LayerActivations& l : a->layers) l.moe = MoeMlpActivations{};  // sized by each forward's routing
       return a;
     }
   }
@@ -328,7 +334,13 @@ void GptChunk::release(ActivationsPtr acts) {
   for (int i = 0; i < layout_.num_layers(); ++i) unbind_recomputed(i, *acts);  // after a backward that threw
   acts->tokens = Tensor();
   acts->targets = Tensor();
-  for (LayerActivations& l : acts->layers) l.moe = MoeMlpActivations{};  // sized by each forward's routing
+  // One lane: the MoE tensors go now. Two: they were made on the forward's lane, and freeing them
+  // there now could hand their memory to that lane's next op while this backward still reads
+  // them; acquire() frees them behind the fence.
+  if (lanes_)
+    acts->released = fence_record(ctx_);
+  else
+    for (LayerActivations& l : acts->layers) l.moe = MoeMlpActivations{};
   acts->has_grad = false;
   acts->weight_grads_pending = false;
   pool_.push_back(std::move(acts));

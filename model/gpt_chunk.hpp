@@ -21,6 +21,7 @@
 // forward and written again right before the layer's backward.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -158,6 +159,15 @@ class GptChunk {
   // trace (model/moe/moe_mlp.hpp, MoeComm: a second context on this chunk's device runs them
   // beside the shared expert). The context and the spans must outlive their use.
   void set_moe_comm(const MoeComm& comm) { moe_comm_ = comm; }
+  // Two ops in flight at once (kernels/context_lanes.hpp; --overlap-moe-expert-parallel-comm): the
+  // caller switches the context's lane and says which here before each op, and orders a
+  // microbatch's backward after its forward. The chunk then keeps a set of temporaries per lane,
+  // and an activation set released by a backward on one lane is reused by a forward on the other
+  // only behind a fence (its MoE tensors, stream-ordered on the forward's lane, are freed then).
+  // The backward's expert all-to-alls run on `backward_expert_group` (a communicator of their
+  // own: a forward's collectives never queue behind a backward's) and the stream `backward_comm`.
+  void set_lane(int lane);
+  void set_moe_backward_comm(Collectives* backward_expert_group, const Context* backward_comm);
   // Marks the weight-gradient part of each fused backward() in `spans` (SpanKind::weight_gradient;
   // null: off): the GEMMs' weight and bias gradients and the embedding's, what a split backward's
   // W runs (the trace's weight_ns). Not with FP8 linears or MoE layers (their fused backwards do
@@ -302,8 +312,12 @@ class GptChunk {
   std::vector<Tensor> router_f32_;
   std::vector<MoeLayerStats> moe_stats_;
   RecomputeConfig recompute_;
-  std::vector<LayerRecompute> recompute_plan_;  // per chunk-local layer
-  std::unique_ptr<Scratch> scratch_;
+  std::vector<LayerRecompute> recompute_plan_;       // per chunk-local layer
+  std::array<std::unique_ptr<Scratch>, 2> scratch_;  // per lane (set_lane)
+  int lane_ = 0;
+  bool lanes_ = false;  // set_lane was called: releases are fenced
+  Collectives* moe_backward_group_ = nullptr;
+  const Context* moe_backward_comm_ = nullptr;
   OpProfiler* profiler_ = nullptr;
   StreamSpans* weight_spans_ = nullptr;
   StreamSpans* layer_spans_ = nullptr;

@@ -31,7 +31,8 @@ void GptChunk::moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, 
   auto t = timed("moe.fwd");
   // The router's GEMM runs in f32 on the compute-dtype weight converted (Megatron's
   // --moe-router-dtype fp32 casts its bf16 parameter the same way): again every forward, as the
-  // optimizer may have stepped since the last one.
+  // optimizer may have stepped since the last one. (With two lanes a backward on the other lane
+  // may read the copy meanwhile: the same weights give the same bits.)
   if (router_f32_[size_t(i)].defined()) convert(ctx_, layer_params_[size_t(i)].moe.router, router_f32_[size_t(i)]);
   moe_mlp_forward(ctx_, moe_spec_, moe_params(i), moe_state_[size_t(i)], s.ln2, a.seq, o.training, s.moe, out,
                   expert_group(), moe_tensor_group(), moe_comm_, cp_.enabled() ? cp_.comm : nullptr);
@@ -54,8 +55,30 @@ void GptChunk::moe_forward(int i, ChunkActivations& a, const ForwardOptions& o, 
 void GptChunk::moe_backward(int i, const ChunkActivations& a, const Tensor& dy, const Tensor& dln2) {
   const LayerActivations& s = a.layers[size_t(i)];
   auto t = timed("moe.bwd");
+  MoeComm comm = moe_comm_;
+  Collectives* group = expert_group();
+  if (moe_backward_group_ != nullptr) {
+    group = moe_backward_group_;
+    comm.comm = moe_backward_comm_;
+  }
   moe_mlp_backward(ctx_, moe_spec_, moe_params(i), s.moe, s.ln2, dy, a.moe_loss_grad_scale, dln2,
-                   layer_grads_[size_t(i)].moe, expert_group(), moe_tensor_group(), moe_comm_);
+                   layer_grads_[size_t(i)].moe, group, moe_tensor_group(), comm);
+}
+
+void GptChunk::set_lane(int lane) {
+  TROUPE_CHECK(lane == 0 || lane == 1, "GptChunk: lane ", lane, " (0 or 1)");
+  lane_ = lane;
+  lanes_ = true;
+}
+
+void GptChunk::set_moe_backward_comm(Collectives* backward_expert_group, const Context* backward_comm) {
+  TROUPE_CHECK(backward_expert_group == nullptr || expert_group() != nullptr,
+               "GptChunk: a backward expert group without expert parallelism");
+  TROUPE_CHECK(backward_expert_group == nullptr || (backward_expert_group->size() == expert_group()->size() &&
+                                                    backward_expert_group->rank() == expert_group()->rank()),
+               "GptChunk: the backward expert group must hold the expert group's members in its order");
+  moe_backward_group_ = backward_expert_group;
+  moe_backward_comm_ = backward_comm;
 }
 
 void GptChunk::update_moe_expert_bias() {

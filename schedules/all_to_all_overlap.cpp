@@ -8,6 +8,26 @@
 
 namespace troupe::schedules {
 
+namespace {
+
+using Interval = std::pair<int64_t, int64_t>;
+
+// The length of [lo, hi] that the union of `cover` spans.
+int64_t covered_length(int64_t lo, int64_t hi, std::vector<Interval> cover) {
+  std::sort(cover.begin(), cover.end());
+  int64_t sum = 0, at = lo;
+  for (const auto& [a, b] : cover) {
+    const int64_t from = std::max(a, at), to = std::min(b, hi);
+    if (from < to) {
+      sum += to - from;
+      at = to;
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
 AllToAllOverlap all_to_all_overlap(const std::vector<TraceEvent>& events, const std::vector<int64_t>& iterations) {
   const std::set<int64_t> wanted(iterations.begin(), iterations.end());
   // The spans of one op: (stage, iteration, microbatch, chunk) and the op kind's family
@@ -47,11 +67,20 @@ AllToAllOverlap all_to_all_overlap(const std::vector<TraceEvent>& events, const 
   for (const TraceEvent* e : exchanges) {
     ++out.spans;
     (e->kind == EventKind::moe_dispatch ? out.dispatch_ns : out.combine_ns) += e->end_ns - e->start_ns;
-    // The overlapped spans of one op do not overlap each other (one stream): sum the cover.
-    const auto it = overlapped.find(key_of(*e));
-    if (it == overlapped.end()) continue;
-    for (const auto& [lo, hi] : it->second)
-      out.hidden_ns += std::max<int64_t>(0, std::min(hi, e->end_ns) - std::max(lo, e->start_ns));
+    const OpKey key = key_of(*e);
+    std::vector<Interval> own, others;
+    if (const auto it = overlapped.find(key); it != overlapped.end()) own = it->second;
+    // Every other op of the stage, any microbatch (the op holding the exchange left out).
+    for (const auto& [where, list] : ops) {
+      if (std::get<0>(where) != e->stage) continue;
+      for (const TraceEvent* op : list)
+        if (std::tuple(op->stage, op->iteration, op->microbatch, op->chunk, op->kind == EventKind::forward) != key)
+          others.push_back({op->start_ns, op->end_ns});
+    }
+    out.hidden_ns += covered_length(e->start_ns, e->end_ns, own);
+    out.beside_ns += covered_length(e->start_ns, e->end_ns, others);
+    own.insert(own.end(), others.begin(), others.end());
+    out.covered_ns += covered_length(e->start_ns, e->end_ns, own);
   }
   out.iterations = int(seen_iterations.size());
   out.stages = int(stages.size());

@@ -248,7 +248,8 @@ std::string format_replay_report(const ReplayReport& r) {
     line(str_cat("expert all-to-all: ", ms(double(a.total_ns()) / per), " per iteration and stage (dispatch ",
                  ms(double(a.dispatch_ns) / per), ", combine ", ms(double(a.combine_ns) / per), "), ",
                  pct(a.hidden_fraction()), " hidden under the shared expert's compute (",
-                 ms(double(a.overlap_ns) / per), " of it ran beside them)"));
+                 ms(double(a.overlap_ns) / per), " of it ran beside them), ", pct(a.beside_fraction()),
+                 " beside another op (another microbatch's work), ", pct(a.covered_fraction()), " under either"));
   }
   // One line per op kind: "layers, forward: 0.530 ms per layer; around them per op: s0c0 0.2 ms
   // s1c0 1.4 ms" (the embedding, the LM head and loss, the op's own set-up).

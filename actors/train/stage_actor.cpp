@@ -299,6 +299,7 @@ class StageActor : public stage_actor::base {
     try {
       const Context& ctx = worker_->context();
       ctx.activate();
+      const StageWorker::LaneScope lane(*worker_, op);  // two lanes: everything below on the op's
       const auto t0 = std::chrono::steady_clock::now();
       r.start_ns = ns_since(options_.epoch);
       send(trainer_, progress_atom::value, event(op, r.start_ns, 0, 0));  // the watchdog's "running"

@@ -53,6 +53,29 @@ StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
   // Traced runs mark the MoE layers' all-to-alls (and what runs beside them) inside their ops.
   for (const std::unique_ptr<GptChunk>& m : setup_.models)
     m->set_moe_comm({setup_.moe_comm, completions_->spans(), setup_.moe_shared_expert_overlap});
+  if (setup_.lanes) {
+    lanes_ = std::make_unique<ContextLanes>(*setup_.context);
+    for (const std::unique_ptr<GptChunk>& m : setup_.models) m->set_lane(0);
+  }
+}
+
+StageWorker::LaneScope::LaneScope(StageWorker& w, const Op& op) : w_(w) {
+  if (!w_.lanes_) return;
+  const int lane = op.kind == OpKind::forward ? 0 : 1;
+  w_.lanes_->use(lane);
+  w_.model(op.chunk).set_lane(lane);
+}
+
+StageWorker::LaneScope::~LaneScope() {
+  if (!w_.lanes_ || w_.lanes_->lane() == 0) return;
+  try {
+    w_.lane1_end_ = fence_record(w_.context());
+    w_.lanes_->use(0);
+    for (const std::unique_ptr<GptChunk>& m : w_.setup_.models) m->set_lane(0);
+  } catch (...) {
+    // The op failed already (the stage is stopping); a fence that cannot be recorded adds nothing.
+    w_.lanes_->use(0);
+  }
 }
 
 StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back
@@ -179,6 +202,7 @@ void StageWorker::begin(IterationPlan plan) {
   saved_.clear();
   saved_.resize(slots);
   forward_ran_.assign(slots, 0);
+  forward_end_.assign(lanes_ ? slots : 0, nullptr);
   input_grad_ran_.assign(slots, 0);
   bucket_sent_.assign(setup_.buckets.size(), 0);
   ready_buckets_.clear();
@@ -283,6 +307,7 @@ std::optional<Outbound> StageWorker::run_forward(const Op& op) {
     copy(ctx, a->losses, losses_.slice(int64_t(m) * n, {n}));
     if (setup_.check_tensors) check_finite(op, a->losses, "the per-token losses");
   }
+  if (lanes_ && plan_.training) forward_end_[i] = fence_record(ctx);  // its backward runs on the other lane
   if (plan_.training)
     saved_[i] = std::move(a);
   else
@@ -305,6 +330,10 @@ std::optional<Outbound> StageWorker::run_backward(const Op& op) {
   if (!last) inbound_wait(ctx, output_grads_[i]);
   const Tensor dout = last ? Tensor() : output_grads_[i].tensor;
   const Tensor din = first ? Tensor() : buffer_alloc(ctx, chunk.compute_dtype(), hidden_shape());
+  if (lanes_) {
+    fence_wait(ctx, forward_end_[i]);
+    forward_end_[i].reset();
+  }
   const bool split = op.kind == OpKind::backward_input;
   const bool hand_over = !split && hand_over_buckets(op);
   if (split) {
@@ -372,6 +401,8 @@ bool StageWorker::hand_over_buckets(const Op& op) {
 
 double StageWorker::finish() {
   const Context& ctx = context();
+  fence_wait(ctx, lane1_end_);  // lanes: what follows (the losses, the optimizer) after every backward
+  lane1_end_.reset();
   double sum = 0;
   if (const int loss = loss_chunk(); loss >= 0) {
     const Tensor host = to_host_f32(ctx, losses_);

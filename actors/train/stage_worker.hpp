@@ -32,6 +32,7 @@
 #include "actors/fabric/device_services.hpp"
 #include "base/check.hpp"
 #include "kernels/collectives.hpp"
+#include "kernels/context_lanes.hpp"
 #include "kernels/grad_norm.hpp"
 #include "model/gpt_chunk.hpp"
 #include "schedules/schedule.hpp"
@@ -130,6 +131,10 @@ struct StageSetup {
   // expert computes beside them.
   const Context* moe_comm = nullptr;
   bool moe_shared_expert_overlap = false;
+  // --overlap-moe-expert-parallel-comm: forwards on lane 0 of the context, backwards on lane 1
+  // (kernels/context_lanes.hpp), so a forward enqueued right after a backward runs beside it and
+  // its expert-count waits and all-to-alls overlap the backward's work (LaneScope).
+  bool lanes = false;
   bool distributed_optimizer = false;
   std::vector<GradBucket> buckets;  // the data-parallel reduction's units
   // --overlap-grad-reduce: a gradient reducer actor reduces each bucket as soon as the last
@@ -218,6 +223,19 @@ class StageWorker {
     int64_t bytes = 0;
   };
   InputTransfer await_inputs(const schedules::Op& op);
+  // With StageSetup::lanes, the context enqueues on the op's lane (a forward's 0, a backward's
+  // 1) while the scope lives, and on lane 0 after; without, nothing. Taken around everything
+  // the stage enqueues for the op (its input wait, timing events and the op itself).
+  class LaneScope {
+   public:
+    LaneScope(StageWorker& w, const schedules::Op& op);
+    ~LaneScope();
+    LaneScope(const LaneScope&) = delete;
+    LaneScope& operator=(const LaneScope&) = delete;
+
+   private:
+    StageWorker& w_;
+  };
   // Enqueues the op on the device; returns what must go to a neighbour. Throws StageOpError.
   // A fused backward or a backward_input sends the input gradient; a backward_weight (zb-h1)
   // sends nothing and releases the microbatch's activations.
@@ -265,6 +283,9 @@ class StageWorker {
   bool hand_over_buckets(const schedules::Op& op);
 
   StageSetup setup_;
+  std::unique_ptr<ContextLanes> lanes_;             // StageSetup::lanes
+  std::shared_ptr<void> lane1_end_;                 // after lane 1's last op: finish() waits for it on lane 0
+  std::vector<std::shared_ptr<void>> forward_end_;  // lanes: per (microbatch, chunk), after its forward
   std::unique_ptr<CompletionQueue> completions_;
   IterationPlan plan_;
   std::vector<Tensor> tokens_, targets_;       // on the device, per microbatch

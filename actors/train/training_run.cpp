@@ -80,6 +80,23 @@ void validate_context_parallel(const TrainingConfig& c) {
   if (c.model.moe.enabled()) c.model.moe.validate_context_parallel(C);
 }
 
+// --overlap-moe-expert-parallel-comm: a forward and a backward of one stage in flight at once
+// (StageSetup::lanes); what is built so far, the rest refused by name.
+void validate_expert_lanes(const TrainingConfig& c) {
+  const ParallelConfig& p = c.parallel;
+  if (!p.overlap_moe_expert_parallel_comm) return;
+  constexpr const char* flag = "--overlap-moe-expert-parallel-comm";
+  TROUPE_CHECK(p.expert_size > 1, flag,
+               " overlaps one microbatch's expert all-to-alls with another's work: it needs "
+               "--expert-model-parallel-size > 1");
+  TROUPE_CHECK(p.pipeline_size == 1, flag, " with --pipeline-model-parallel-size ", p.pipeline_size,
+               " is not implemented (one pipeline stage only)");
+  TROUPE_CHECK(p.tensor_size == 1, flag, " with --tensor-model-parallel-size ", p.tensor_size, " is not implemented");
+  TROUPE_CHECK(p.context_size == 1, flag, " with --context-parallel-size ", p.context_size, " is not implemented");
+  TROUPE_CHECK(!p.moe_all_to_all_on_compute_stream, flag,
+               " runs the all-to-alls on streams of their own: drop --moe-all-to-all-on-compute-stream");
+}
+
 // --expert-model-parallel-size: experts split over consecutive data x context ranks (RankLayout's
 // expert grid), what is exact so far; the rest refused by name.
 void validate_expert_parallel(const TrainingConfig& c) {
@@ -91,6 +108,7 @@ void validate_expert_parallel(const TrainingConfig& c) {
                " is not implemented: the experts split over the tensor-parallel group, its default "
                "(--tensor-model-parallel-size ",
                T, "); leave it out");
+  validate_expert_lanes(c);
   if (EP == 1) return;
   const int E = c.model.moe.num_experts;
   TROUPE_CHECK(c.model.moe.enabled(), "--expert-model-parallel-size ", EP,
@@ -236,6 +254,12 @@ void TrainingRun::Impl::build_stages() {
     for (size_t r = 0; r < ranks; ++r)
       if (local(r)) moe_contexts[r] = make_context(r);
   }
+  // --overlap-moe-expert-parallel-comm: the backwards' all-to-alls on one more stream.
+  if (!moe_contexts.empty() && config.parallel.overlap_moe_expert_parallel_comm) {
+    moe_backward_contexts.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r)
+      if (local(r)) moe_backward_contexts[r] = make_context(r);
+  }
   const StageGroups member = make_groups(contexts);
   workers.resize(ranks);
   stage_optimizers.resize(ranks);
@@ -252,7 +276,7 @@ void TrainingRun::Impl::build_stages() {
 // tensor rank; on the reducers' streams with overlap).
 TrainingRun::Impl::StageGroups TrainingRun::Impl::make_groups(const std::vector<std::unique_ptr<Context>>& contexts) {
   const std::vector<Collectives*> none(contexts.size(), nullptr);
-  StageGroups member{none, none, none, none, none};
+  StageGroups member{none, none, none, none, none, none};
   auto build_group = [&](const std::vector<int>& members, bool data_parallel, const std::string& name,
                          bool context = false, std::vector<Collectives*>* into = nullptr) {
     std::vector<const Context*> ctxs;
@@ -311,10 +335,16 @@ void TrainingRun::Impl::make_expert_groups(int s, BuildGroup& build_group, Stage
   auto rank_at = [&](int i, int tp) { return int(rank(s, i / C, tp, i % C)); };
   for (int tp = 0; tp < T; ++tp) {
     const std::string of_tp = T > 1 ? str_cat(", tensor rank ", tp) : std::string();
-    for (int edp = 0; edp < ranks / EP; ++edp)
+    for (int edp = 0; edp < ranks / EP; ++edp) {
       build_group(layout.expert_group(rank_at(edp * EP, tp)), false,
                   str_cat("the expert-parallel group of stage ", s, ", expert-data rank ", edp, of_tp), false,
                   &member.ep);
+      // --overlap-moe-expert-parallel-comm: the backwards' all-to-alls on a communicator of their own.
+      if (config.parallel.overlap_moe_expert_parallel_comm)
+        build_group(layout.expert_group(rank_at(edp * EP, tp)), false,
+                    str_cat("the backward expert-parallel group of stage ", s, ", expert-data rank ", edp, of_tp),
+                    false, &member.ep_backward);
+    }
     for (int ep = 0; ep < EP && ranks > EP; ++ep) {
       std::vector<int> members;
       for (int i = 0; i < ranks; ++i)
@@ -361,6 +391,7 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
   setup.expert_data_group = member.edp[r];
   setup.moe_comm = moe_contexts.empty() ? nullptr : moe_contexts[r].get();
   setup.moe_shared_expert_overlap = par.moe_shared_expert_overlap;
+  setup.lanes = par.overlap_moe_expert_parallel_comm;
   // The distributed optimizer gives each data x context rank a 64-aligned (D x C)-th of every bucket.
   const int64_t multiple = dist_opt ? 64 * int64_t(D * C) : 1;
   std::vector<int64_t> sizes;
@@ -372,6 +403,9 @@ std::shared_ptr<StageWorker> TrainingRun::Impl::make_worker(size_t r, std::uniqu
     if (C > 1)
       chunk->set_context_parallel({at.cp, C, member.cp[r], cp_contexts.empty() ? nullptr : cp_contexts[r].get()});
     if (config.fp8.enabled) chunk->enable_fp8(config.fp8);
+    if (par.overlap_moe_expert_parallel_comm)
+      chunk->set_moe_backward_comm(member.ep_backward[r],
+                                   moe_backward_contexts.empty() ? nullptr : moe_backward_contexts[r].get());
     chunk->init_weights(config.seed);
     sizes.push_back(chunk->params().numel());
     if (EP > 1) expert_runs.push_back(chunk->layout().expert_runs());

@@ -44,6 +44,10 @@ struct ParallelConfig {
   // shared expert computes beside them (the backward adds its input gradient last).
   bool moe_shared_expert_overlap = false;
   bool moe_all_to_all_on_compute_stream = false;
+  // --overlap-moe-expert-parallel-comm (Megatron's, its "combined 1F1B"): a forward runs beside the
+  // backward enqueued before it, on a second stream (StageSetup::lanes), so its expert all-to-alls
+  // and the waits for their counts overlap the other microbatch's work. The same math.
+  bool overlap_moe_expert_parallel_comm = false;
   bool sequence_parallel = false;      // --sequence-parallel
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = false;    // --overlap-grad-reduce: reduce buckets during backward

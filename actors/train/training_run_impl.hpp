@@ -54,7 +54,9 @@ struct TrainingRun::Impl {
   std::vector<std::unique_ptr<Context>> comm_contexts;  // --overlap-grad-reduce: each reducer's stream
   std::vector<std::unique_ptr<Context>> cp_contexts;    // context parallelism on GPUs: each ring's pass stream
   std::vector<std::unique_ptr<Context>> moe_contexts;   // expert parallelism on GPUs: each rank's all-to-all stream
-  std::vector<grad_reducer_actor> reducers;             // ... and the reducer actors, by rank
+  // --overlap-moe-expert-parallel-comm on GPUs: each rank's stream for the backwards' all-to-alls
+  std::vector<std::unique_ptr<Context>> moe_backward_contexts;
+  std::vector<grad_reducer_actor> reducers;  // ... and the reducer actors, by rank
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<StageWorker>> workers;              // by rank (null: another process's)
   std::vector<std::shared_ptr<StageOptimizer>> stage_optimizers;  // ... their optimizer state
@@ -101,6 +103,8 @@ struct TrainingRun::Impl {
     // MoE with expert parallelism: the expert group (the EP ranks splitting the experts) and the
     // expert-data-parallel group (the D / EP ranks holding the same experts; null when 1).
     std::vector<Collectives*> ep, edp;
+    // --overlap-moe-expert-parallel-comm: the expert group again, for the backwards' all-to-alls.
+    std::vector<Collectives*> ep_backward;
   };
   std::unique_ptr<Context> make_context(size_t r) const;  // rank r's device (r in this process)
   StageGroups make_groups(const std::vector<std::unique_ptr<Context>>& contexts);

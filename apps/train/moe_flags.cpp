@@ -42,6 +42,10 @@ void add_moe_flags(CLI::App* cmd, MoeFlags& f) {
   keep(cmd->add_flag("--moe-all-to-all-on-compute-stream", f.all_to_all_on_compute_stream,
                      "on GPUs with --expert-model-parallel-size > 1: run the token all-to-alls on the stage's compute "
                      "stream, not on one of their own (as before; for comparison, the same math)"));
+  keep(cmd->add_flag("--overlap-moe-expert-parallel-comm", f.overlap_expert_parallel_comm,
+                     "with --expert-model-parallel-size > 1: run each forward beside the backward before it (a "
+                     "second stream), so its all-to-alls overlap the other microbatch's work (the same math; on CPU "
+                     "devices ops run one at a time anyway)"));
   keep(cmd->add_option("--moe-layer-freq", f.layer_freq,
                        "which layers are MoE: N (every N-th from layer 0) or a pattern such as \"([1]*3+[0])*2\""));
   keep(cmd->add_option("--moe-router-score-function", f.score_function, "softmax or sigmoid")

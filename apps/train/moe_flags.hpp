@@ -25,6 +25,7 @@ struct MoeFlags {
   int expert_tensor_parallel_size = 0;        // --expert-tensor-parallel-size; 0: --tensor-model-parallel-size
   bool shared_expert_overlap = false;         // --moe-shared-expert-overlap
   bool all_to_all_on_compute_stream = false;  // --moe-all-to-all-on-compute-stream
+  bool overlap_expert_parallel_comm = false;  // --overlap-moe-expert-parallel-comm
   int topk = 2;
   std::string load_balancing = "aux_loss";
   float aux_loss_coeff = 0.0f;

@@ -29,6 +29,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
+#include "kernels/cuda/host_upload.hpp"
 #include "kernels/cuda/grouped_dw_kernel.hpp"
 #include "kernels/cuda/stream_buffer.cuh"
 #include "kernels/cuda/stream_fork.cuh"
@@ -91,13 +92,12 @@ bool grouped_gemm(const Context& ctx, const GroupedGemm& p) {
       !std::all_of(p.n.begin(), p.n.end(), fits) || !std::all_of(p.k.begin(), p.k.end(), fits))
     return false;
   cudaStream_t stream = stream_of(ctx);
-  // The pointer arrays live in device memory; the copies are from pageable host memory, which
-  // cudaMemcpyAsync stages before it returns.
+  // The pointer arrays live in device memory, uploaded without the host waiting (host_upload.hpp).
   StreamBuffer<void*> ptrs(stream, size_t(3 * count));
-  const size_t bytes = size_t(count) * sizeof(void*);
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get(), p.a.data(), bytes, cudaMemcpyHostToDevice, stream));
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get() + count, p.b.data(), bytes, cudaMemcpyHostToDevice, stream));
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(ptrs.get() + 2 * count, p.c.data(), bytes, cudaMemcpyHostToDevice, stream));
+  std::vector<const void*> all(p.a.begin(), p.a.end());
+  all.insert(all.end(), p.b.begin(), p.b.end());
+  all.insert(all.end(), p.c.begin(), p.c.end());
+  upload_async(ctx, ptrs.get(), all.data(), all.size() * sizeof(void*));
   const auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
   const std::vector<int> m = ints(p.m), n = ints(p.n), k = ints(p.k);
   const std::vector<cublasOperation_t> trans_a(size_t(count), p.trans_a), trans_b(size_t(count), p.trans_b);
@@ -187,14 +187,13 @@ bool dw_grouped_f32(const Context& ctx, const Tensor& dy, const Tensor& x, const
   return grouped_gemm(ctx, p);
 }
 
-// The kernel way: the host offsets copied to an i32 tensor on ctx's device (cudaMemcpyAsync stages
-// pageable memory before it returns), then one launch.
+// The kernel way: the host offsets uploaded to an i32 tensor on ctx's device (host_upload.hpp: the
+// host does not wait), then one launch.
 void dw_kernel(const Context& ctx, const Tensor& dy, const Tensor& x, const std::vector<int64_t>& offsets,
                const Tensor& dw) {
-  Tensor host = Tensor::host(DType::i32, {int64_t(offsets.size())});
-  for (size_t i = 0; i < offsets.size(); ++i) host.data_as<int32_t>()[i] = int32_t(offsets[i]);  // R fits in i32
-  const Tensor device = Tensor::stream_ordered(ctx, DType::i32, host.shape());
-  copy(ctx, host, device);
+  const std::vector<int32_t> host(offsets.begin(), offsets.end());  // R fits in i32 (grouped_dw_kernel_fits)
+  const Tensor device = Tensor::stream_ordered(ctx, DType::i32, {int64_t(host.size())});
+  upload_async(ctx, device.data(), host.data(), host.size() * sizeof(int32_t));
   grouped_dw_kernel(ctx, dy, x, device, dw);
 }
 

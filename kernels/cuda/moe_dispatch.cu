@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/host_upload.hpp"
 #include "kernels/cuda/stream_buffer.cuh"
 #include "kernels/moe_dispatch.hpp"
 
@@ -203,9 +204,7 @@ void moe_row_map(const Context& ctx, const Tensor& experts, const Tensor& kept,
   StreamBuffer<uint32_t> keys(stream, size_t(total)), sorted_keys(stream, size_t(total));
   StreamBuffer<int32_t> vals(stream, size_t(total)), sorted_vals(stream, size_t(total)), begin(stream, size_t(e) + 1);
   StreamBuffer<int64_t> offsets(stream, expert_offsets.size());
-  // A pageable host source: the copy is staged before cudaMemcpyAsync returns.
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(offsets.get(), expert_offsets.data(), expert_offsets.size() * sizeof(int64_t),
-                                    cudaMemcpyHostToDevice, stream));
+  upload_async(ctx, offsets.get(), expert_offsets.data(), expert_offsets.size() * sizeof(int64_t));  // no host wait
   const unsigned blocks = ceil_div(total, kThreads);
   map_keys_kernel<<<blocks, kThreads, 0, stream>>>(
       experts.data_as<int32_t>(), kept.defined() ? kept.data_as<uint8_t>() : nullptr, keys.get(), vals.get(), total, e);

@@ -8,6 +8,7 @@
 // before training, naming the flags.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -35,13 +36,17 @@ class MoeExpertParallelCli : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  // llama-tiny (4 layers, every one MoE) on two CPU devices (data-parallel 2).
-  static TroupeExit train(int64_t iters, const std::vector<std::string>& extra, const std::string& tag) {
+  // llama-tiny (4 layers, every one MoE) on two CPU devices (data-parallel 2), `global_batch`
+  // sequences of 2 per microbatch an iteration (4: one microbatch per device).
+  static TroupeExit train(int64_t iters, const std::vector<std::string>& extra, const std::string& tag,
+                          const std::string& global_batch = "4") {
     std::vector<std::string> flags = {
         "--num-experts",         "4",  "--moe-router-topk", "2", "--moe-aux-loss-coeff", "1e-2",
         "--moe-ffn-hidden-size", "64", "--devices",         "2"};
     flags.insert(flags.end(), extra.begin(), extra.end());
-    return run_to_exit(moby_dick_train_args(dir_->path().string(), "llama-tiny", iters, "2e-3", flags), tag, 300s);
+    std::vector<std::string> args = moby_dick_train_args(dir_->path().string(), "llama-tiny", iters, "2e-3", flags);
+    *(std::find(args.begin(), args.end(), "--global-batch-size") + 1) = global_batch;
+    return run_to_exit(args, tag, 300s);
   }
 
   static TempDir* dir_;
@@ -122,6 +127,45 @@ TEST_F(MoeExpertParallelCli, TheTraceShowsEveryAllToAll) {
   EXPECT_TRUE(contains(replay.output, "0.0% hidden under the shared expert's compute")) << replay.output;
 }
 
+// --overlap-moe-expert-parallel-comm: each forward after the first of an iteration is enqueued
+// beside the backward before it (on GPUs a second stream, its all-to-alls on a communicator of their
+// own). Three microbatches a device, so every backward but the last has a forward beside it:
+// the same losses as without, digit for digit, under --overlap-grad-reduce with the distributed
+// optimizer too; a traced run's replay says how much of the all-to-all time ran beside other work.
+TEST_F(MoeExpertParallelCli, OverlappedMicrobatchesKeepTheLosses) {
+  const std::vector<std::string> ep2 = {"--expert-model-parallel-size", "2", "--moe-shared-expert-intermediate-size",
+                                        "64"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), ep2.begin(), ep2.end());
+    return more;
+  };
+  const TroupeExit plain = train(4, ep2, "moe_ep2_m3", "12");
+  ASSERT_EQ(plain.code, std::optional<int>(0)) << plain.output;
+  const std::string trace = *dir_ / "ep2_lanes.trace";
+  const TroupeExit lanes =
+      train(4, with({"--overlap-moe-expert-parallel-comm", "--trace", trace}), "moe_ep2_lanes", "12");
+  ASSERT_EQ(lanes.code, std::optional<int>(0)) << lanes.output;
+  const std::map<int64_t, std::string> a = logged_losses(plain.output), b = logged_losses(lanes.output);
+  ASSERT_EQ(a.size(), 4u) << plain.output;
+  ASSERT_EQ(b.size(), 4u) << lanes.output;
+  for (const auto& [it, loss] : a) EXPECT_EQ(b.at(it), loss) << "iteration " << it;
+
+  const std::vector<std::string> dist = {"--use-distributed-optimizer", "--overlap-grad-reduce"};
+  const TroupeExit plain_dist = train(3, with(dist), "moe_ep2_m3_dist", "12");
+  std::vector<std::string> lanes_dist = with(dist);
+  lanes_dist.push_back("--overlap-moe-expert-parallel-comm");
+  const TroupeExit lanes_dist_run = train(3, lanes_dist, "moe_ep2_lanes_dist", "12");
+  ASSERT_EQ(plain_dist.code, std::optional<int>(0)) << plain_dist.output;
+  ASSERT_EQ(lanes_dist_run.code, std::optional<int>(0)) << lanes_dist_run.output;
+  const std::map<int64_t, std::string> c = logged_losses(plain_dist.output), d = logged_losses(lanes_dist_run.output);
+  ASSERT_EQ(c.size(), 3u) << plain_dist.output;
+  for (const auto& [it, loss] : c) EXPECT_EQ(d.at(it), loss) << "distributed optimizer, iteration " << it;
+
+  const TroupeExit replay = run_to_exit({"replay", trace}, "moe_ep2_lanes_replay", 60s);
+  ASSERT_EQ(replay.code, std::optional<int>(0)) << replay.output;
+  EXPECT_TRUE(contains(replay.output, "beside another op")) << replay.output;
+}
+
 TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {
   struct Case {
     std::vector<std::string> flags;
@@ -134,6 +178,14 @@ TEST_F(MoeExpertParallelCli, RefusalsNameTheFlags) {
       {{"--moe-shared-expert-overlap", "--moe-shared-expert-intermediate-size", "32",
         "--moe-all-to-all-on-compute-stream"},
        {"--moe-shared-expert-overlap", "--moe-all-to-all-on-compute-stream"}},
+      {{"--overlap-moe-expert-parallel-comm"},
+       {"--overlap-moe-expert-parallel-comm", "--expert-model-parallel-size > 1"}},
+      {{"--overlap-moe-expert-parallel-comm", "--expert-model-parallel-size", "2", "--pipeline-model-parallel-size",
+        "2"},
+       {"--overlap-moe-expert-parallel-comm", "--pipeline-model-parallel-size 2"}},
+      {{"--overlap-moe-expert-parallel-comm", "--expert-model-parallel-size", "2",
+        "--moe-all-to-all-on-compute-stream"},
+       {"--overlap-moe-expert-parallel-comm", "--moe-all-to-all-on-compute-stream"}},
   };
   for (const Case& c : cases) {
     const TroupeExit o = train(1, c.flags, "moe_ep_refused");

@@ -48,6 +48,8 @@ TEST(AllToAllOverlap, CountsTheCoveredPartOfEachExchangeWithinItsOwnOp) {
   EXPECT_EQ(o.hidden_ns, 15 + 10 + 5);
   EXPECT_EQ(o.overlap_ns, 20 + 20 + 5 + 100);
   EXPECT_DOUBLE_EQ(o.hidden_fraction(), 30.0 / 80.0);
+  EXPECT_EQ(o.beside_ns, 0);  // no two ops of the stage overlap here
+  EXPECT_EQ(o.covered_ns, o.hidden_ns);
   EXPECT_EQ(o.iterations, 1);
   EXPECT_EQ(o.stages, 1);
 
@@ -55,6 +57,36 @@ TEST(AllToAllOverlap, CountsTheCoveredPartOfEachExchangeWithinItsOwnOp) {
   EXPECT_EQ(all.spans, 5);
   EXPECT_EQ(all.iterations, 2);
   EXPECT_EQ(all_to_all_overlap({span(EventKind::forward, 0, 1, 0, 10)}, {}).spans, 0);
+}
+
+// --overlap-moe-expert-parallel-comm: a forward runs beside the backward of another microbatch.
+// The part of its exchanges while that backward was in flight counts as beside another op; the
+// shared expert's cover and the other op's are counted once where they meet.
+TEST(AllToAllOverlap, CountsTheTimeAnotherOpOfTheStageWasInFlight) {
+  std::vector<TraceEvent> events = {
+      span(EventKind::backward, 0, 1, 0, 100),
+      span(EventKind::forward, 1, 1, 50, 200),
+      span(EventKind::moe_dispatch, 1, 1, 60, 120),  // 40 beside the backward
+      span(EventKind::moe_overlap, 1, 1, 90, 110),   // 20 hidden, 10 of it also beside the backward
+      span(EventKind::moe_combine, 1, 1, 150, 170),  // alone
+      span(EventKind::moe_dispatch, 0, 1, 10, 20),   // the backward's: beside nothing (mb 1 starts at 50)
+      // Another stage's op covers nothing here.
+      TraceEvent{.actor = "stage1",
+                 .stage = 1,
+                 .kind = EventKind::forward,
+                 .microbatch = 0,
+                 .iteration = 1,
+                 .start_ns = 0,
+                 .end_ns = 1000},
+  };
+  const AllToAllOverlap o = all_to_all_overlap(events, {});
+  EXPECT_EQ(o.spans, 3);
+  EXPECT_EQ(o.total_ns(), 60 + 20 + 10);
+  EXPECT_EQ(o.hidden_ns, 20);
+  EXPECT_EQ(o.beside_ns, 40);
+  EXPECT_EQ(o.covered_ns, 50);
+  EXPECT_DOUBLE_EQ(o.beside_fraction(), 40.0 / 90.0);
+  EXPECT_DOUBLE_EQ(o.covered_fraction(), 50.0 / 90.0);
 }
 
 }  // namespace

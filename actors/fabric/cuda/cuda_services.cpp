@@ -28,11 +28,11 @@ namespace {
 class EventCompletionQueue final : public CompletionQueue, private StreamSpans {
  public:
   EventCompletionQueue(const Context& ctx, bool timing, std::chrono::steady_clock::time_point epoch)
-      : device_(ctx.device_index()), stream_(stream_of(ctx)), timing_(timing), epoch_(epoch) {
+      : device_(ctx.device_index()), ctx_(ctx), timing_(timing), epoch_(epoch) {
     if (timing_) {
       // The reference point that maps event times onto the trace clock.
       ref_ = take_event();
-      TROUPE_CUDA_CHECK(cudaEventRecord(ref_, stream_));
+      TROUPE_CUDA_CHECK(cudaEventRecord(ref_, stream_of(ctx_)));
       TROUPE_CUDA_CHECK(cudaEventSynchronize(ref_));
       ref_ns_ = now_ns();
     }
@@ -48,14 +48,15 @@ class EventCompletionQueue final : public CompletionQueue, private StreamSpans {
     for (cudaEvent_t e : free_) cudaEventDestroy(e);
     if (ref_) cudaEventDestroy(ref_);
   }
+  // On the stream the context enqueues on now: with two lanes (kernels/context_lanes.hpp), the op's.
   void op_begin() override {
     if (!timing_) return;
     start_ = take_event();
-    TROUPE_CUDA_CHECK(cudaEventRecord(start_, stream_));
+    TROUPE_CUDA_CHECK(cudaEventRecord(start_, stream_of(ctx_)));
   }
   void op_end(std::function<void(OpTimes)> done) override {
     cudaEvent_t end = take_event();
-    TROUPE_CUDA_CHECK(cudaEventRecord(end, stream_));
+    TROUPE_CUDA_CHECK(cudaEventRecord(end, stream_of(ctx_)));
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_.push_back({start_, end, std::move(done), std::move(marks_)});
@@ -167,7 +168,7 @@ class EventCompletionQueue final : public CompletionQueue, private StreamSpans {
   }
 
   int device_;
-  cudaStream_t stream_;
+  const Context& ctx_;  // the stage's; outlives the queue
   bool timing_;
   std::chrono::steady_clock::time_point epoch_;
   cudaEvent_t ref_ = nullptr, start_ = nullptr;

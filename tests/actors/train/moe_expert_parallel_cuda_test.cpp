@@ -7,7 +7,7 @@
 // all-to-alls on their own stream beside the shared expert. Under context parallelism CP2,
 // CP2 x EP2 (the expert group the context ranks), CP2 x TP2 and, with 4 GPUs, CP2 x EP2 x DP2. bf16 within bf16 noise
 // (1e-2 relative: the experts' grouped GEMMs see other row counts, gradients are summed in another order). Skipped
-// below 2 GPUs.
+// below 2 GPUs. --overlap-moe-expert-parallel-comm gives the bits of one op at a time.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -143,6 +143,42 @@ TEST(MoeExpertParallelCuda, AllToAllStreamKeepsTheBits) {
       EXPECT_EQ(own[it].grad_norm, compute[it].grad_norm)
           << "shared expert " << shared_expert << ", iteration " << it + 1;
     }
+  }
+}
+
+// --overlap-moe-expert-parallel-comm: each forward beside the backward enqueued before it, on the
+// second lane of the stage's context, the backwards' all-to-alls on a communicator and stream of
+// their own. Four microbatches a rank, so three forwards run beside a backward. The same bits as
+// one op at a time: with and without a shared expert (also beside the all-to-alls), and with the
+// overlapped gradient reduction and the distributed optimizer (buckets fenced on the lane).
+TEST(MoeExpertParallelCuda, OverlappedMicrobatchesKeepTheBits) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (!TROUPE_HAVE_CUDNN) GTEST_SKIP() << "needs cuDNN's deterministic attention";
+  const cuda::ScopedAttentionBackend deterministic(cuda::AttentionBackend::cudnn_deterministic);
+  struct Case {
+    const char* name;
+    int shared_expert;
+    bool shared_overlap, dist_opt;
+  };
+  for (const Case& c : {Case{"routed", 0, false, false}, Case{"shared", 96, false, false},
+                        Case{"shared_beside", 96, true, false}, Case{"shared_beside_distopt", 96, true, true}}) {
+    actors::TrainingConfig config = mixtral_config(DType::bf16, c.shared_expert);
+    config.parallel.data_size = 2;
+    config.parallel.expert_size = 2;
+    config.parallel.moe_shared_expert_overlap = c.shared_overlap;
+    config.parallel.distributed_optimizer = c.dist_opt;
+    config.parallel.overlap_grad_reduce = c.dist_opt;
+    config.parallel.bucket_elements = 100000;
+    ASSERT_EQ(config.global_batch_size / (config.micro_batch_size * 2), 4);
+    const std::vector<IterationStats> one_at_a_time = train_iterations(config, 5);
+    config.parallel.overlap_moe_expert_parallel_comm = true;
+    const std::vector<IterationStats> lanes = train_iterations(config, 5);
+    ASSERT_EQ(one_at_a_time.size(), lanes.size());
+    for (size_t it = 0; it < lanes.size(); ++it) {
+      EXPECT_EQ(one_at_a_time[it].loss, lanes[it].loss) << c.name << ", iteration " << it + 1;
+      EXPECT_EQ(one_at_a_time[it].grad_norm, lanes[it].grad_norm) << c.name << ", iteration " << it + 1;
+    }
+    std::printf("%s: lanes last loss %.6f, one at a time %.6f\n", c.name, lanes.back().loss, one_at_a_time.back().loss);
   }
 }
 
