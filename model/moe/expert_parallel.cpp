@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "base/check.hpp"
+#include "kernels/row_blocks.hpp"
 #include "model/moe/scratch_tensor.hpp"
 
 namespace troupe {
@@ -10,27 +11,25 @@ namespace troupe {
 namespace {
 
 // Copies row blocks between the received layout (by source member q, then local expert j) and
-// the local layout (by j, then q). to_local: received -> local; else local -> received.
+// the local layout (by j, then q), in one op. to_local: received -> local; else local -> received.
 void reorder_blocks(const Context& ctx, const MoeExpertExchange& ex, const Tensor& received, const Tensor& local,
                     bool to_local) {
-  const int64_t width = local.dim(1);
   const int members = ex.members, experts = ex.local_experts;
   std::vector<int64_t> local_at(ex.local_offsets.begin(), ex.local_offsets.end() - 1);  // next row of each expert
+  std::vector<RowBlock> blocks;
   int64_t from = 0;
   for (int q = 0; q < members; ++q)
     for (int j = 0; j < experts; ++j) {
       const int64_t n = ex.recv_expert_rows[size_t(q) * size_t(experts) + size_t(j)];
-      if (n > 0) {
-        const Tensor a = received.slice(from * width, {n, width}),
-                     b = local.slice(local_at[size_t(j)] * width, {n, width});
-        if (to_local)
-          copy(ctx, a, b);
-        else
-          copy(ctx, b, a);
-      }
+      if (n > 0)
+        blocks.push_back(to_local ? RowBlock{from, local_at[size_t(j)], n} : RowBlock{local_at[size_t(j)], from, n});
       from += n;
       local_at[size_t(j)] += n;
     }
+  if (to_local)
+    copy_row_blocks(ctx, received, local, blocks);
+  else
+    copy_row_blocks(ctx, local, received, blocks);
 }
 
 void expect_rows(const char* op, const char* name, const Tensor& t, int64_t rows, int64_t width) {

@@ -27,8 +27,8 @@ TEST(HostUploadCuda, BytesArriveAsTheyWere) {
       copy(ctx, dst, back);
       ctx.synchronize();
       for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(back.data_as<uint8_t>()[offset + i], sent[size_t(i)]) << n << " bytes at offset " << offset
-                                                                         << ", byte " << i;
+        ASSERT_EQ(back.data_as<uint8_t>()[offset + i], sent[size_t(i)])
+            << n << " bytes at offset " << offset << ", byte " << i;
     }
   }
   cuda::upload_async(ctx, nullptr, nullptr, 0);  // nothing to do
