@@ -14,10 +14,10 @@ void copy_row_blocks(const Context& ctx, const Tensor& src, const Tensor& dst, c
                dst.str(), " should be [rows, C] of one C");
   expect_dtype(op, "dst", dst, src.dtype());
   for (const RowBlock& b : blocks)
-    TROUPE_CHECK(b.rows >= 0 && b.from >= 0 && b.to >= 0 && b.from + b.rows <= src.dim(0) &&
-                     b.to + b.rows <= dst.dim(0),
-                 op, ": block of ", b.rows, " rows from ", b.from, " to ", b.to, " is outside src ", src.str(),
-                 " or dst ", dst.str());
+    TROUPE_CHECK(
+        b.rows >= 0 && b.from >= 0 && b.to >= 0 && b.from + b.rows <= src.dim(0) && b.to + b.rows <= dst.dim(0), op,
+        ": block of ", b.rows, " rows from ", b.from, " to ", b.to, " is outside src ", src.str(), " or dst ",
+        dst.str());
   if (ctx.is_cuda()) {
     TROUPE_ON_CUDA(cuda::copy_row_blocks(ctx, src, dst, blocks));
   } else {
@@ -32,7 +32,8 @@ void copy_row_blocks(const Tensor& src, const Tensor& dst, const std::vector<Row
   const auto* from = static_cast<const unsigned char*>(src.data());
   auto* to = static_cast<unsigned char*>(dst.data());
   for (const RowBlock& b : blocks)
-    if (b.rows > 0) std::memcpy(to + size_t(b.to) * row_bytes, from + size_t(b.from) * row_bytes, size_t(b.rows) * row_bytes);
+    if (b.rows > 0)
+      std::memcpy(to + size_t(b.to) * row_bytes, from + size_t(b.from) * row_bytes, size_t(b.rows) * row_bytes);
 }
 
 }  // namespace cpu

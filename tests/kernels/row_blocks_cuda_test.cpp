@@ -39,8 +39,8 @@ void expect_like_cpu(DType dtype, int64_t width, int64_t dst_offset_rows) {
   copy_row_blocks(ctx, src, dst, blocks);
   const Tensor got = to_host_f32(ctx, dst);
   for (int64_t i = 0; i < dst_rows * width; ++i)
-    ASSERT_EQ(got.data_as<float>()[i], want.data_as<float>()[i]) << dtype_name(dtype) << " width " << width
-                                                                  << ", element " << i;
+    ASSERT_EQ(got.data_as<float>()[i], want.data_as<float>()[i])
+        << dtype_name(dtype) << " width " << width << ", element " << i;
 }
 
 TEST(RowBlocksCuda, MatchesTheCpu) {
