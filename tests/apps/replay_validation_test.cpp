@@ -31,7 +31,9 @@ using namespace std::chrono_literals;
 using schedules::ReplayOptions;
 using schedules::ReplayReport;
 
-// 8 layers, 2 stages, 8 microbatches; each forward sleeps 10 ms per layer plus 30 ms on the last
+// 8 layers, 2 stages, 8 microbatches, 6 iterations (the replay analyses the last 5, leaving out
+// any that stalled: a loaded machine's one slow iteration moves a median of 5 less than of 3);
+// each forward sleeps 10 ms per layer plus 30 ms on the last
 // chunk (the LM head and loss), each backward twice that; the model is small enough (hidden 64,
 // 16 tokens) that its own compute, which a loaded machine stretches, is a sliver of that.
 constexpr const char* kOpSleep = "10:30";
@@ -58,11 +60,11 @@ std::vector<std::string> train_args(const std::string& schedule, int devices_per
                                 "--global-batch-size",
                                 "8",
                                 "--train-iters",
-                                "4",
+                                "6",
                                 "--eval-iters",
                                 "0",
                                 "--log-interval",
-                                "4",
+                                "6",
                                 "--device",
                                 "cpu",
                                 "--devices",
