@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Greedy generation parity: `troupe generate` against HF transformers `generate` on the same weights.
 
-For random-init GPT2LMHeadModel and LlamaForCausalLM models (check_hf_parity.py's, matrices scaled
+For random-init GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM and
+Qwen3MoeForCausalLM models (check_hf_parity.py's, matrices scaled
 up so the logits are peaked and greedy choices are not near-ties), saved as HF folders with the GPT-2 tokenizer files:
 runs HF greedy generate and our engine, several prompts batched together in one `troupe generate`
 call, in four settings: `cpu` (both fp32 on the CPU), `cuda-f32` (both fp32 on the GPU: ours
@@ -41,6 +42,14 @@ PROMPTS = [
 SHAPES = {
     "gpt2": dict(seed=10, layers=2, hidden=128, heads=4, positions=256, vocab=50257),
     "llama": dict(seed=11, layers=2, hidden=128, heads=4, groups=2, ffn=352, positions=256, vocab=50257),
+    # Mixtures of experts (check_hf_parity.py's kinds, GPT-2's vocabulary): 8 experts top-2; Mixtral's
+    # renormalized softmax, Qwen2-MoE's gated shared expert without renormalizing, Qwen3-MoE's q/k norms.
+    "mixtral": dict(seed=12, layers=2, hidden=128, heads=4, groups=2, ffn=64, moe_ffn=64, experts=8, topk=2,
+                    positions=256, vocab=50257, theta=1000000.0),
+    "qwen2_moe": dict(seed=13, layers=2, hidden=128, heads=4, groups=2, ffn=128, moe_ffn=64, experts=8, topk=2,
+                      shared=96, norm_topk_prob=False, positions=256, vocab=50257),
+    "qwen3_moe": dict(seed=14, layers=2, hidden=128, heads=4, groups=2, head_dim=32, ffn=128, moe_ffn=64,
+                      experts=8, topk=2, norm_topk_prob=True, positions=256, vocab=50257, theta=1000000.0),
 }
 
 
@@ -49,7 +58,7 @@ def make_peaked_model(kind):
     model = make_model(kind, SHAPES[kind])
     with torch.no_grad():
         for _, p in model.named_parameters():
-            if p.dim() == 2:
+            if p.dim() >= 2:  # matrices, and MoE experts stacked [E, ...]
                 p.mul_(8.0)
     return model
 
