@@ -5,9 +5,9 @@
 #include "base/check.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/op_profiler.hpp"
+#include "kernels/stream_fence.hpp"
 #include "kernels/vocab_parallel_cross_entropy.hpp"
 #include "model/config_moe.hpp"
-#include "kernels/stream_fence.hpp"
 #include "model/fp8/fp8_linears.hpp"
 
 namespace troupe {
