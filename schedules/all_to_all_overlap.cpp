@@ -52,6 +52,11 @@ AllToAllOverlap all_to_all_overlap(const std::vector<TraceEvent>& events, const 
         if (op->start_ns <= e.start_ns && e.end_ns <= op->end_ns) forward = op->kind == EventKind::forward;
     return {e.stage, e.iteration, e.microbatch, e.chunk, forward};
   };
+  std::map<int, std::vector<const TraceEvent*>> stage_ops;  // every op of each stage
+  for (const auto& [where, list] : ops) {
+    std::vector<const TraceEvent*>& all = stage_ops[std::get<0>(where)];
+    all.insert(all.end(), list.begin(), list.end());
+  }
   AllToAllOverlap out;
   for (const TraceEvent& e : events) {
     if (!wanted.empty() && wanted.count(e.iteration) == 0) continue;
@@ -71,12 +76,9 @@ AllToAllOverlap all_to_all_overlap(const std::vector<TraceEvent>& events, const 
     std::vector<Interval> own, others;
     if (const auto it = overlapped.find(key); it != overlapped.end()) own = it->second;
     // Every other op of the stage, any microbatch (the op holding the exchange left out).
-    for (const auto& [where, list] : ops) {
-      if (std::get<0>(where) != e->stage) continue;
-      for (const TraceEvent* op : list)
-        if (std::tuple(op->stage, op->iteration, op->microbatch, op->chunk, op->kind == EventKind::forward) != key)
-          others.push_back({op->start_ns, op->end_ns});
-    }
+    for (const TraceEvent* op : stage_ops[e->stage])
+      if (std::tuple(op->stage, op->iteration, op->microbatch, op->chunk, op->kind == EventKind::forward) != key)
+        others.push_back({op->start_ns, op->end_ns});
     out.hidden_ns += covered_length(e->start_ns, e->end_ns, own);
     out.beside_ns += covered_length(e->start_ns, e->end_ns, others);
     own.insert(own.end(), others.begin(), others.end());

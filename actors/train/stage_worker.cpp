@@ -55,27 +55,27 @@ StageWorker::StageWorker(StageSetup setup) : setup_(std::move(setup)) {
     m->set_moe_comm({setup_.moe_comm, completions_->spans(), setup_.moe_shared_expert_overlap});
   if (setup_.lanes) {
     lanes_ = std::make_unique<ContextLanes>(*setup_.context);
-    for (const std::unique_ptr<GptChunk>& m : setup_.models) m->set_lane(0);
+    use_lane(0);
   }
 }
 
+void StageWorker::use_lane(int lane) {
+  lanes_->use(lane);
+  for (const std::unique_ptr<GptChunk>& m : setup_.models) m->set_lane(lane);
+}
+
 StageWorker::LaneScope::LaneScope(StageWorker& w, const Op& op) : w_(w) {
-  if (!w_.lanes_) return;
-  const int lane = op.kind == OpKind::forward ? 0 : 1;
-  w_.lanes_->use(lane);
-  w_.model(op.chunk).set_lane(lane);
+  if (w_.lanes_) w_.use_lane(op.kind == OpKind::forward ? 0 : 1);
 }
 
 StageWorker::LaneScope::~LaneScope() {
   if (!w_.lanes_ || w_.lanes_->lane() == 0) return;
   try {
     w_.lane1_end_ = fence_record(w_.context());
-    w_.lanes_->use(0);
-    for (const std::unique_ptr<GptChunk>& m : w_.setup_.models) m->set_lane(0);
   } catch (...) {
     // The op failed already (the stage is stopping); a fence that cannot be recorded adds nothing.
-    w_.lanes_->use(0);
   }
+  w_.use_lane(0);
 }
 
 StageWorker::~StageWorker() { completions_.reset(); }  // its thread may still call back

@@ -281,6 +281,8 @@ class StageWorker {
   // with the overlapped reduction, buckets go to the reducer as its layers finish. Returns
   // whether the hook was set (the caller clears it after the op).
   bool hand_over_buckets(const schedules::Op& op);
+  // StageSetup::lanes: the context and every chunk on `lane` (LaneScope).
+  void use_lane(int lane);
 
   StageSetup setup_;
   std::unique_ptr<ContextLanes> lanes_;             // StageSetup::lanes

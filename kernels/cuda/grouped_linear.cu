@@ -29,8 +29,8 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
-#include "kernels/cuda/host_upload.hpp"
 #include "kernels/cuda/grouped_dw_kernel.hpp"
+#include "kernels/cuda/host_upload.hpp"
 #include "kernels/cuda/stream_buffer.cuh"
 #include "kernels/cuda/stream_fork.cuh"
 #include "kernels/elementwise.hpp"

@@ -51,10 +51,10 @@ void copy_row_blocks(const Context& ctx, const Tensor& src, const Tensor& dst, c
   const int64_t row_bytes = src.dim(1) * int64_t(dtype_size(src.dtype()));
   StreamBuffer<RowBlock> device(stream, work.size());
   upload_async(ctx, device.get(), work.data(), work.size() * sizeof(RowBlock));
+  const bool wide = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src.data()) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(dst.data()) % 16 == 0;
   for (size_t at = 0; at < work.size(); at += 65535) {  // the grid's y limit
     const unsigned count = unsigned(std::min<size_t>(65535, work.size() - at));
-    const bool wide = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src.data()) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(dst.data()) % 16 == 0;
     if (wide)
       launch<uint4>(stream, src, dst, device.get() + at, count, row_bytes / 16, most_rows);
     else
