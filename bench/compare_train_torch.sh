@@ -5,6 +5,9 @@
 # with MFU over the bf16 matmul peak measured by the baseline's peak.py. Needs the baseline
 # scripts copied into .baselines/ (peak.py, train_gpt2_torch.py: scripts/device_pack.sh does).
 # Optional: PROFILE=1 prints train_bench's per-op profile of each model at its first batch.
+# TORCH=0 skips the PyTorch reference (ours only: `troupe train` against `train_bench`, the
+# runtime's overhead); MODELS="gpt2-124m" picks the models, BATCHES_124M="16 32 64" and
+# BATCHES_350M their micro batches.
 # Usage (repo root, after `source .devdeps/env.sh`): bench/compare_train_torch.sh [BUILD_DIR]
 set -uo pipefail
 build=${1:-build}
@@ -40,16 +43,19 @@ run_model() {  # name layers heads dim batch...
         --train-iters 50 --eval-iters 0 --log-interval 10 "${vocab[@]}" > "$out/troupe_${name}_$B.log" 2>&1
     local ours_cli
     ours_cli=$(troupe_tokens_per_s "$out/troupe_${name}_$B.log" "$B")
-    python3 .baselines/train_gpt2_torch.py --layers "$L" --heads "$H" --dim "$D" --batch "$B" --compile \
-        --peak "$peak" > "$out/torch_${name}_$B.log" 2>&1
-    local ref
-    ref=$(grep '^RESULT' "$out/torch_${name}_$B.log" | sed 's/.*"tokens_per_s_wall": \([0-9.]*\).*/\1/')
+    local ref=0
+    if [ "${TORCH:-1}" != 0 ]; then
+      python3 .baselines/train_gpt2_torch.py --layers "$L" --heads "$H" --dim "$D" --batch "$B" --compile \
+          --peak "$peak" > "$out/torch_${name}_$B.log" 2>&1
+      ref=$(grep '^RESULT' "$out/torch_${name}_$B.log" | sed 's/.*"tokens_per_s_wall": \([0-9.]*\).*/\1/')
+    fi
     rows+=("$(awk -v m="$name" -v b="$B" -v c="${ours_cli:-0}" -v t="${ours_bench:-0}" -v r="${ref:-0}" \
-      'BEGIN { printf "%-10s %3d %10.0f %10.0f %10.0f %7.3f %7.3f", m, b, c, t, r, (r > 0 ? c / r : 0), (r > 0 ? t / r : 0) }')")
+      'BEGIN { printf "%-10s %3d %10.0f %10.0f %10.0f %7.3f %7.3f %8.4f", m, b, c, t, r, (r > 0 ? c / r : 0), (r > 0 ? t / r : 0), (t > 0 ? c / t : 0) }')")
   done
 }
-run_model gpt2-124m 12 12 768 32 64
-run_model gpt2-350m 24 16 1024 16 32
-echo "==== summary (tokens/s; ratios against torch.compile at the same micro-batch)"
-printf '%-10s %3s %10s %10s %10s %7s %7s\n' model mbs troupe bench torch cli/t bench/t
+models=${MODELS:-gpt2-124m gpt2-350m}
+[[ " $models " == *" gpt2-124m "* ]] && run_model gpt2-124m 12 12 768 ${BATCHES_124M:-32 64}
+[[ " $models " == *" gpt2-350m "* ]] && run_model gpt2-350m 24 16 1024 ${BATCHES_350M:-16 32}
+echo "==== summary (tokens/s; ratios against torch.compile at the same micro-batch; cli/bench: troupe train over train_bench)"
+printf '%-10s %3s %10s %10s %10s %7s %7s %8s\n' model mbs troupe bench torch cli/t bench/t cli/bench
 printf '%s\n' "${rows[@]}"

@@ -9,6 +9,9 @@
 # Usage (repo root, after `source .devdeps/env.sh`): bench/fp8_train.sh [BUILD_DIR] [ITERS] [MBS] [MODEL]
 # MODEL: gpt2-124m (default) or gpt2-350m; TORCH=0 skips the PyTorch reference.
 # TORCH_COMPILE=0 runs the reference eager; RUNS="bf16 fp8-tensorwise" picks our runs.
+# SEEDS="1234 1 2" instead runs each of our runs once per seed (--seed: weights, dropout and data
+# order) with a validation of 20 iterations at the end, and prints each run's validation losses
+# with their mean and spread: the seed-to-seed noise of bf16 beside the FP8 recipes' (no PyTorch).
 set -uo pipefail
 build=${1:-build}
 iters=${2:-500}
@@ -31,7 +34,8 @@ tokens_per_iter=$((mbs * 1024))
 common=(--data-path "$out/moby_text_document" --split 98,2,0 --vocab-file assets/gpt2/gpt2-vocab.json
         --merge-file assets/gpt2/gpt2-merges.txt --model "$model" --micro-batch-size "$mbs"
         --global-batch-size "$mbs" --train-iters "$iters" --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine
-        --lr-warmup-iters 20 --bf16 --log-interval 50 --eval-iters 0 --sample-tokens 0)
+        --lr-warmup-iters 20 --bf16 --log-interval 50 --eval-iters "$([ -n "${SEEDS:-}" ] && echo 20 || echo 0)"
+        --sample-tokens 0)
 compile=(--compile)
 [ "${TORCH_COMPILE:-1}" = 0 ] && compile=()
 
@@ -52,6 +56,25 @@ flags[fp8-tensorwise]="--fp8-format hybrid --fp8-recipe tensorwise"
 rows=()
 bf16_tps=0
 runs=${RUNS:-bf16 fp8-delayed fp8-delayed-h1 fp8-tensorwise}
+
+if [ -n "${SEEDS:-}" ]; then
+  echo "==== $model, $iters iterations of $mbs x 1024 tokens on Moby-Dick: validation loss (20 iterations) per seed"
+  printf '%-16s %-28s %8s %8s %8s\n' run "losses (seeds: $SEEDS)" mean min max
+  for name in $runs; do
+    losses=()
+    for seed in $SEEDS; do
+      log="$out/$name-seed$seed.log"
+      # shellcheck disable=SC2086
+      "$troupe" train "${common[@]}" ${flags[$name]} --seed "$seed" > "$log" 2>&1 ||
+        { echo "$name seed $seed failed:"; tail -5 "$log"; }
+      losses+=("$(grep -o 'lm loss value: [0-9.E+-]*' "$log" | tail -1 | awk '{printf "%.4f", $4}')")
+    done
+    printf '%s\n' "${losses[@]}" | awk -v n="$name" '
+      { v[NR] = $1; s += $1; if (NR == 1 || $1 < lo) lo = $1; if (NR == 1 || $1 > hi) hi = $1; all = all " " $1 }
+      END { printf "%-16s %-28s %8.4f %8.4f %8.4f\n", n, all, s / NR, lo, hi }'
+  done
+  exit 0
+fi
 for name in $runs; do
   # shellcheck disable=SC2086
   "$troupe" train "${common[@]}" ${flags[$name]} > "$out/$name.log" 2>&1 || { echo "$name failed:"; tail -5 "$out/$name.log"; }

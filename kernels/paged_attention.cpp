@@ -40,6 +40,23 @@ void expect_i32(const Context& ctx, const char* op, const char* arg, const Tenso
   expect_shape(op, arg, t, shape);
 }
 
+// Checks batch and out for the N rows of qkv.
+void expect_batch(const Context& ctx, const char* op, const Tensor& qkv, const PagedAttentionConfig& cfg,
+                  const PagedBatch& batch, const Tensor& out) {
+  const int64_t n = qkv.dim(0);
+  TROUPE_CHECK(batch.seq_lens.ndim() == 1, op, ": seq_lens must be [S], got ", batch.seq_lens.str());
+  const int64_t s = batch.seq_lens.dim(0);
+  expect_i32(ctx, op, "seq_lens", batch.seq_lens, {s});
+  expect_i32(ctx, op, "query_start", batch.query_start, {s + 1});
+  TROUPE_CHECK(batch.block_tables.ndim() == 2, op, ": block_tables must be [S, max_blocks], got ",
+               batch.block_tables.str());
+  expect_i32(ctx, op, "block_tables", batch.block_tables, {s, batch.block_tables.dim(1)});
+  expect_device(op, "out", ctx, out);
+  expect_shape(op, "out", out, {n, int64_t(cfg.n_heads) * cfg.head_dim});
+  expect_dtype(op, "out", out, qkv.dtype());
+  TROUPE_CHECK(out.data() != qkv.data(), op, ": out must not alias qkv");
+}
+
 }  // namespace
 
 void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots,
@@ -56,22 +73,26 @@ void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttention
 void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch,
                      const Tensor& k_cache, const Tensor& v_cache, const Tensor& out) {
   constexpr const char* op = "paged_attention";
-  const int64_t n = expect_paged(ctx, op, qkv, cfg, k_cache, v_cache);
-  TROUPE_CHECK(batch.seq_lens.ndim() == 1, op, ": seq_lens must be [S], got ", batch.seq_lens.str());
-  const int64_t s = batch.seq_lens.dim(0);
-  expect_i32(ctx, op, "seq_lens", batch.seq_lens, {s});
-  expect_i32(ctx, op, "query_start", batch.query_start, {s + 1});
-  TROUPE_CHECK(batch.block_tables.ndim() == 2, op, ": block_tables must be [S, max_blocks], got ",
-               batch.block_tables.str());
-  expect_i32(ctx, op, "block_tables", batch.block_tables, {s, batch.block_tables.dim(1)});
-  expect_device(op, "out", ctx, out);
-  expect_shape(op, "out", out, {n, int64_t(cfg.n_heads) * cfg.head_dim});
-  expect_dtype(op, "out", out, qkv.dtype());
-  TROUPE_CHECK(out.data() != qkv.data(), op, ": out must not alias qkv");
+  expect_paged(ctx, op, qkv, cfg, k_cache, v_cache);
+  expect_batch(ctx, op, qkv, cfg, batch, out);
   if (ctx.is_cuda())
     TROUPE_ON_CUDA(cuda::paged_attention(ctx, qkv, cfg, batch, k_cache, v_cache, out));
   else
     cpu::paged_attention(qkv, cfg, batch, k_cache, v_cache, out);
+}
+
+void paged_append_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots,
+                            const PagedBatch& batch, const Tensor& k_cache, const Tensor& v_cache, const Tensor& out) {
+  constexpr const char* op = "paged_append_attention";
+  const int64_t n = expect_paged(ctx, op, qkv, cfg, k_cache, v_cache);
+  expect_i32(ctx, op, "slots", slots, {n});
+  expect_batch(ctx, op, qkv, cfg, batch, out);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::paged_append_attention(ctx, qkv, cfg, slots, batch, k_cache, v_cache, out));
+  } else {
+    cpu::paged_kv_append(qkv, cfg, slots, k_cache, v_cache);
+    cpu::paged_attention(qkv, cfg, batch, k_cache, v_cache, out);
+  }
 }
 
 }  // namespace troupe

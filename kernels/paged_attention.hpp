@@ -7,6 +7,7 @@
 //
 //   paged_kv_append(ctx, qkv, cfg, slots, k_cache, v_cache);      // the new tokens' K and V
 //   paged_attention(ctx, qkv, cfg, batch, k_cache, v_cache, out);  // their attention outputs
+//   paged_append_attention(ctx, qkv, cfg, slots, batch, k_cache, v_cache, out);  // both, one launch
 //
 // qkv [N, (H + 2G) * D] is the fused projection (attention.hpp's layout, RoPE already applied).
 // New token j of sequence s (of n_s new tokens) sits at position seq_lens[s] - n_s + j and attends
@@ -43,6 +44,10 @@ void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttention
 // out [N, H * D] (overwritten). The new tokens' K/V must be appended first.
 void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch,
                      const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
+// paged_kv_append then paged_attention, with the same results; on CUDA one kernel (the rows'
+// own keys are read from qkv). The rows must be every new token of the batch's sequences.
+void paged_append_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots,
+                            const PagedBatch& batch, const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
 
 namespace cpu {
 void paged_kv_append(const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots, const Tensor& k_cache,
@@ -55,6 +60,8 @@ void paged_kv_append(const Context& ctx, const Tensor& qkv, const PagedAttention
                      const Tensor& k_cache, const Tensor& v_cache);
 void paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const PagedBatch& batch,
                      const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
+void paged_append_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg, const Tensor& slots,
+                            const PagedBatch& batch, const Tensor& k_cache, const Tensor& v_cache, const Tensor& out);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -301,10 +301,6 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
     auto t = timed("rope");
     rope_apply_at(ctx_, qkv.view({1, n, qkv.dim(1)}), m.positions, {H, G, D, c.rotary_base, 0, c.rope_scaling}, false);
   }
-  {
-    auto t = timed("kv_append");
-    paged_kv_append(ctx_, qkv, pc, m.slots, cache.k(l), cache.v(l));
-  }
   attention(m, qkv, pc, attn, cache, l);
   {
     auto t = timed("proj");
@@ -339,11 +335,18 @@ void InferenceModel::layer_forward(int l, int64_t n, const Metadata& m, KvCache&
 
 void InferenceModel::attention(const Metadata& m, const Tensor& qkv, const PagedAttentionConfig& pc, const Tensor& attn,
                                KvCache& cache, int l) {
-  if (m.paged_rows > 0) {
+  if (m.paged_rows > 0) {  // the rows' K and V go into the cache in the same kernel
     auto t = timed("attention");
-    paged_attention(ctx_, rows(qkv, m.paged_rows), pc, m.paged, cache.k(l), cache.v(l), rows(attn, m.paged_rows));
+    paged_append_attention(ctx_, rows(qkv, m.paged_rows), pc, m.slots.slice(0, {m.paged_rows}), m.paged, cache.k(l),
+                           cache.v(l), rows(attn, m.paged_rows));
   }
   if (m.fresh.empty()) return;
+  {
+    auto t = timed("kv_append");
+    const int64_t first = m.paged_rows, fresh_rows = m.n - first;
+    paged_kv_append(ctx_, qkv.slice(first * qkv.dim(1), {fresh_rows, qkv.dim(1)}), pc,
+                    m.slots.slice(first, {fresh_rows}), cache.k(l), cache.v(l));
+  }
   // A fresh prefill's rows are its whole sequence from position 0: the causal attention of
   // training over them is the paged attention of those rows (same scale, f32 softmax, window).
   // Prompt lengths vary per request: kernels without a plan per length.

@@ -2,7 +2,8 @@
 // several tokens, decodes of one) over contexts already in shuffled cache blocks, GQA/MHA,
 // head dims 64, 128 and 80, contexts from 1 to several hundred tokens, unbounded and under
 // sliding windows (the block-table entries of blocks wholly before a window point at a block of
-// other data, so reading one shows).
+// other data, so reading one shows). The fused append (paged_append_attention) gives the caches
+// and the outputs of append then attention, bit for bit.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -61,6 +62,7 @@ TEST_P(PagedAttentionCuda, AppendAndAttentionMatchCpu) {
   const PagedBatch batch_h{host_i32(start, {S + 1}), host_i32(c.lens, {S}), host_i32(tables, {S, max_blocks})};
 
   Tensor k_d = to_device(gpu(), k_ref, t), v_d = to_device(gpu(), v_ref, t);
+  Tensor k_fused = to_device(gpu(), k_ref, t), v_fused = to_device(gpu(), v_ref, t);
   Tensor out_ref = Tensor::host(DType::f32, {N, HD});
   paged_kv_append(cpu(), qkv, cfg, slots_h, k_ref, v_ref);
   paged_attention(cpu(), qkv, cfg, batch_h, k_ref, v_ref, out_ref);
@@ -71,6 +73,9 @@ TEST_P(PagedAttentionCuda, AppendAndAttentionMatchCpu) {
   Tensor out_d = Tensor::empty(gpu(), t, {N, HD});
   paged_kv_append(gpu(), qkv_d, cfg, dev(slots_h), k_d, v_d);
   paged_attention(gpu(), qkv_d, cfg, batch_d, k_d, v_d, out_d);
+  // The fused append: the new rows' keys read from qkv, the same sums in the same order.
+  Tensor out_fused = Tensor::empty(gpu(), t, {N, HD});
+  paged_append_attention(gpu(), qkv_d, cfg, dev(slots_h), batch_d, k_fused, v_fused, out_fused);
 
   const double e_k = max_abs_diff(to_host_f32(gpu(), k_d), k_ref), e_v = max_abs_diff(to_host_f32(gpu(), v_d), v_ref);
   const double e_out = rel_error(to_host_f32(gpu(), out_d), out_ref);
@@ -80,14 +85,22 @@ TEST_P(PagedAttentionCuda, AppendAndAttentionMatchCpu) {
   EXPECT_EQ(e_k, 0.0);  // the append copies values
   EXPECT_EQ(e_v, 0.0);
   EXPECT_LT(e_out, t == DType::f32 ? 1e-5 : 1e-2);  // f32: the same sums in another order
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), k_fused), k_ref), 0.0);
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), v_fused), v_ref), 0.0);
+  EXPECT_EQ(max_abs_diff(to_host_f32(gpu(), out_fused), to_host_f32(gpu(), out_d)), 0.0);
 }
 
 const CudaPagedCase kCases[] = {
     {{8, 2, 64, 16}, {1, 37, 300, 16, 5}, {1, 1, 1, 16, 3}},  // decodes, a whole prefill, a chunk
     {{12, 12, 64, 16}, {129, 7}, {1, 7}},                     // GPT-2 heads
-    {{4, 1, 128, 32}, {513, 64}, {2, 64}},                    // MQA, D = 128
-    {{6, 3, 80, 8}, {3, 90}, {3, 1}},                         // D = 80 (lanes partly idle)
-    {{4, 2, 36, 16}, {70, 33, 1}, {1, 33, 1}},                // D = 36: rows not 16-byte aligned (scalar K loads)
+    {{12, 12, 64, 16}, std::vector<int32_t>(32, 200), std::vector<int32_t>(32, 1)},  // 32 decodes: 4-warp blocks
+    {{12, 12, 64, 16}, std::vector<int32_t>(64, 200), std::vector<int32_t>(64, 1)},  // 64 decodes: 2-warp blocks
+    {{1, 1, 8, 16},
+     std::vector<int32_t>(65600, 1),
+     std::vector<int32_t>(65600, 1)},           // more rows than a grid dimension of 65535
+    {{4, 1, 128, 32}, {513, 64}, {2, 64}},      // MQA, D = 128
+    {{6, 3, 80, 8}, {3, 90}, {3, 1}},           // D = 80 (lanes partly idle)
+    {{4, 2, 36, 16}, {70, 33, 1}, {1, 33, 1}},  // D = 36: rows not 16-byte aligned (scalar K loads)
     // Sliding windows (32 keys per warp tile, 8 warps: 256 keys per round).
     {{8, 2, 64, 16, 0.0f, 100}, {1, 37, 300, 16, 5}, {1, 1, 1, 16, 3}},  // W not a multiple of block or tile
     {{4, 1, 128, 32, 0.0f, 1}, {513, 64}, {2, 64}},                      // MQA, W = 1: out = v

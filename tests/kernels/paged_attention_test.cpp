@@ -81,8 +81,8 @@ struct PagedFixture {
   // Runs one step: sequence s gets its tokens [done[s], done[s] + take[s]) as new rows.
   // Returns the max relative error of the rows against the dense reference. With drop_window
   // W > 0, the block-table entries of blocks wholly before the W-window of each sequence's
-  // first new row are -1 (as if a server had freed them).
-  double step(std::vector<int64_t>& done, const std::vector<int64_t>& take, int drop_window = 0) {
+  // first new row are -1 (as if a server had freed them). fused: one paged_append_attention.
+  double step(std::vector<int64_t>& done, const std::vector<int64_t>& take, int drop_window = 0, bool fused = false) {
     const int64_t W = qkv[0].dim(2), HD = int64_t(cfg.n_heads) * cfg.head_dim;
     std::vector<int32_t> start{0}, lens, slots, tables;
     std::vector<float> rows;
@@ -103,10 +103,14 @@ struct PagedFixture {
     }
     const int64_t N = start.back(), S = int64_t(lengths.size());
     const Tensor x = Tensor::host_f32({N, W}, rows);
-    paged_kv_append(cpu(), x, cfg, host_i32(slots, {N}), k_cache, v_cache);
     Tensor out = Tensor::host(DType::f32, {N, HD});
     const PagedBatch batch{host_i32(start, {S + 1}), host_i32(lens, {S}), host_i32(tables, {S, max_blocks})};
-    paged_attention(cpu(), x, cfg, batch, k_cache, v_cache, out);
+    if (fused) {
+      paged_append_attention(cpu(), x, cfg, host_i32(slots, {N}), batch, k_cache, v_cache, out);
+    } else {
+      paged_kv_append(cpu(), x, cfg, host_i32(slots, {N}), k_cache, v_cache);
+      paged_attention(cpu(), x, cfg, batch, k_cache, v_cache, out);
+    }
     double worst = 0;
     for (size_t s = 0; s < lengths.size(); ++s) {
       if (take[s] == 0) continue;
@@ -134,12 +138,13 @@ TEST_P(PagedAttention, WholePrefillMatchesDense) {
   EXPECT_LT(err, 1e-5);
 }
 
-TEST_P(PagedAttention, PrefillThenMixedStepsMatchDense) {
-  PagedFixture f(GetParam().cfg, GetParam().lengths);
+// Prefill then mixed steps, appending apart (fused = false) or in paged_append_attention.
+double prefill_then_mixed_steps(const PagedCase& c, bool fused) {
+  PagedFixture f(c.cfg, c.lengths);
   const size_t S = f.lengths.size();
   std::vector<int64_t> done(S, 0), take(S);
   for (size_t s = 0; s < S; ++s) take[s] = f.lengths[s] / 2;
-  double worst = f.step(done, take);
+  double worst = f.step(done, take, 0, fused);
   auto unfinished = [&] {
     for (size_t s = 0; s < S; ++s)
       if (done[s] < f.lengths[s]) return true;
@@ -149,11 +154,17 @@ TEST_P(PagedAttention, PrefillThenMixedStepsMatchDense) {
     // Sequence s takes 1 token (decode) or, every third step for odd s, up to 3 (a prefill chunk).
     for (size_t s = 0; s < S; ++s)
       take[s] = std::min<int64_t>(f.lengths[s] - done[s], (s % 2 == 1 && step % 3 == 0) ? 3 : 1);
-    worst = std::max(worst, f.step(done, take));
+    worst = std::max(worst, f.step(done, take, 0, fused));
   }
-  std::printf("mixed steps: max rel err %.2e\n", worst);
-  EXPECT_LT(worst, 1e-5);
+  std::printf("mixed steps%s: max rel err %.2e\n", fused ? " (fused append)" : "", worst);
+  return worst;
 }
+
+TEST_P(PagedAttention, PrefillThenMixedStepsMatchDense) {
+  EXPECT_LT(prefill_then_mixed_steps(GetParam(), false), 1e-5);
+}
+
+TEST_P(PagedAttention, FusedAppendMatchesDense) { EXPECT_LT(prefill_then_mixed_steps(GetParam(), true), 1e-5); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
                          ::testing::Values(PagedCase{{4, 2, 16, 4}, {5, 17, 1, 33}},  // GQA, block 4
@@ -201,6 +212,9 @@ TEST(PagedAttentionChecks, BadArgumentsAreErrors) {
   const PagedBatch ok{host_i32({0, 2}, {2}), host_i32({2}, {1}), host_i32({0}, {1, 1})};
   EXPECT_NO_THROW(paged_attention(cpu(), qkv, {2, 1, 4, 4, 0.0f, 1}, ok, k, v, out));
   EXPECT_THROW(paged_attention(cpu(), qkv, {2, 1, 4, 4, 0.0f, -1}, ok, k, v, out), Error);  // negative window
+  EXPECT_NO_THROW(paged_append_attention(cpu(), qkv, cfg, host_i32({0, 11}, {2}), ok, k, v, out));
+  EXPECT_THROW(paged_append_attention(cpu(), qkv, cfg, host_i32({0}, {1}), ok, k, v, out), Error);  // a slot a row
+  EXPECT_THROW(paged_append_attention(cpu(), qkv, cfg, host_i32({0, 11}, {2}), too_long, k, v, out), Error);
 }
 
 }  // namespace
