@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/gemv.hpp"
 
 namespace troupe::cuda {
@@ -31,22 +32,6 @@ constexpr int cols_per_warp(int rows) { return rows >= 4 ? 2 : 1; }
 
 __device__ __forceinline__ float gelu(float v) {
   return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v)));
-}
-
-// Programmatic dependent launch (Hopper): a GEMV launched with it may start while the kernel
-// before it finishes, streaming its first weight packs (constant during a step) before it waits
-// for that kernel's results. Everything it reads or writes besides weights comes after the wait.
-__device__ __forceinline__ void wait_for_prior_grids() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Lets the next kernel (if launched with PDL) start its own weight loads now.
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
 }
 
 // The norm in front of a fused GEMV (gemv_norm_forward): x's rows are normalized on the fly.
@@ -209,14 +194,6 @@ int choose_split(int64_t column_groups, int64_t packs, int sm_count) {
   return split;
 }
 
-// Whether `kernel` was compiled with its griddepcontrol.wait (PTX for sm_90 or newer; an older
-// PTX JIT-compiled for Hopper has none, and must not be launched early).
-bool waits_for_prior_grids(const void* kernel) {
-  cudaFuncAttributes attributes{};
-  TROUPE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  return attributes.ptxVersion >= 90;
-}
-
 // One GEMV's tensors (b, norm_w, norm_b may be undefined).
 struct GemvCall {
   const Tensor &x, &w, &b, &y;
@@ -239,14 +216,9 @@ void launch_gemv(const Context& ctx, const GemvCall& a) {
   config.gridDim = dim3(unsigned(ceil_div(groups, groups_per_block)));
   config.blockDim = dim3(kThreads);
   config.stream = st.stream;
-  cudaLaunchAttribute pdl{};
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute early{};
   static const bool waits = waits_for_prior_grids(reinterpret_cast<const void*>(kernel));  // per instance
-  if (dependent_launch_enabled() && waits) {
-    config.attrs = &pdl;
-    config.numAttrs = 1;
-  }
+  allow_early_start(config, early, waits);
   TROUPE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a.x.data_as<T>(), a.w.data_as<T>(),
                                        static_cast<const T*>(data_or_null(a.b)), a.y.data_as<T>(), k, n, split,
                                        a.accumulate, norm));
@@ -302,17 +274,6 @@ bool decode_gemv_flag_from(const char* value) {
   if (std::strcmp(value, "0") == 0) return false;
   TROUPE_FAIL("environment variable TROUPE_DECODE_GEMV is '", value,
               "': set it to 1 (small-batch GEMV for decode, the default) or 0 (cuBLASLt for every linear)");
-}
-
-bool dependent_launch_enabled() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("TROUPE_DECODE_PDL");
-    if (value == nullptr || std::strcmp(value, "1") == 0) return true;
-    if (std::strcmp(value, "0") == 0) return false;
-    TROUPE_FAIL("environment variable TROUPE_DECODE_PDL is '", value,
-                "': set it to 1 (GEMVs start during the kernel before them, the default) or 0 (they do not)");
-  }();
-  return enabled;
 }
 
 bool decode_gemv_enabled() {

@@ -31,9 +31,9 @@ bool decode_gemv_enabled();
 // The value of TROUPE_DECODE_GEMV as decode_gemv_enabled() reads it (null: unset). Throws
 // troupe::Error naming the variable for anything but "0" or "1".
 bool decode_gemv_flag_from(const char* value);
-// TROUPE_DECODE_PDL, read once: unset or "1": GEMVs are launched with programmatic dependent
-// launch on Hopper (they stream their first weights while the kernel before them ends); "0": not.
-bool dependent_launch_enabled();
+// With TROUPE_DECODE_PDL unset or "1" the GEMVs are launched with programmatic dependent launch
+// on Hopper: they stream their first weights while the kernel before them ends
+// (kernels/cuda/dependent_launch.cuh).
 
 // True when the GEMV kernel can compute this linear (whatever decode_gemv_enabled() says): 1 to
 // kGemvMaxRows rows, bf16 or f16, K a multiple of 8 and x and w 16-byte aligned (16-byte loads).

@@ -19,7 +19,12 @@
 // row's long context; a large one gets fewer, so the grid runs in one wave. GPT-2 124M decode at
 // batch 64 on an H100: 0.768 ms a step with 8 warps, 0.676 with 2 (0.738 before the fused
 // append); at batch 16, 8 is best (bench/results/2026-11-27-session22.md).
+//
+// The kernel may start while the one before it (qkv's GEMV at decode) finishes: it reads the
+// batch's metadata first and waits for the prior grid before reading qkv
+// (kernels/cuda/dependent_launch.cuh); it lets the next kernel start once its tiles are done.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/paged_attention.hpp"
 
 namespace troupe::cuda {
@@ -72,6 +77,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int pos = first_new + (row - row_first);
   const int first = window > 0 && pos >= window ? pos - window + 1 : 0;  // first key in the window
   const int64_t width = int64_t(H + 2 * G) * D, kv_width = int64_t(G) * D;
+  wait_for_prior_grids();  // qkv comes from the kernel before (the batch's metadata from earlier work)
   for (int i = threadIdx.x; i < D; i += blockDim.x) q[i] = to_f32(qkv[row * width + int64_t(h) * D + i]) * scale;
   if (kAppend && h % (H / G) == 0) {  // this row's K and V of group g into its slot
     const T* src = qkv + row * width + int64_t(H + g) * D;
@@ -176,6 +182,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 #pragma unroll
       for (int e = 0; e < P; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], offset);
   }
+  allow_dependent_launch();  // what is left is the merge: the next kernel may start its weight loads
   if (lane == 0) {
     warp_m[warp] = m;
     warp_l[warp] = l;
@@ -228,6 +235,34 @@ int block_warps(const Context& ctx, int64_t blocks) {
   return blocks <= 2 * sms ? kMaxWarps : blocks <= 4 * sms ? 4 : 2;
 }
 
+// The attention kernel's pointers and sizes.
+template <typename T>
+struct PagedArgs {
+  const T *qkv, *k_cache, *v_cache;
+  const int32_t *query_start, *seq_lens, *block_tables, *slots;
+  T* out;
+  int sequences, max_blocks;
+  float scale;
+};
+
+// One launch, started early (kernels/cuda/dependent_launch.cuh) where it may be.
+template <typename T, bool kChunked, bool kAppend>
+void launch(const Context& ctx, dim3 grid, int warps, const PagedAttentionConfig& cfg, const PagedArgs<T>& a) {
+  const auto kernel = paged_attention_kernel<T, kChunked, kAppend>;
+  static const bool waits = waits_for_prior_grids(reinterpret_cast<const void*>(kernel));  // per instance
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(unsigned(warps * 32));
+  config.stream = stream_of(ctx);
+  cudaLaunchAttribute early{};
+  allow_early_start(config, early, waits);
+  // The caches are written (kAppend) through the non-const pointers, at slots no block reads.
+  TROUPE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a.qkv, a.k_cache, a.v_cache, a.query_start, a.seq_lens,
+                                       a.block_tables, a.slots, const_cast<T*>(a.k_cache), const_cast<T*>(a.v_cache),
+                                       a.out, a.sequences, a.max_blocks, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                                       cfg.block_size, cfg.window, a.scale));
+}
+
 // The attention launch, with the fused append when slots is defined.
 void launch_paged_attention(const Context& ctx, const Tensor& qkv, const PagedAttentionConfig& cfg,
                             const PagedBatch& batch, const Tensor& slots, const Tensor& k_cache, const Tensor& v_cache,
@@ -251,15 +286,23 @@ void launch_paged_attention(const Context& ctx, const Tensor& qkv, const PagedAt
                          reinterpret_cast<uintptr_t>(k_cache.data()) % 16 == 0 &&
                          reinterpret_cast<uintptr_t>(v_cache.data()) % 16 == 0 &&
                          (!append || reinterpret_cast<uintptr_t>(qkv.data()) % 16 == 0);
-    auto kernel = chunked ? (append ? paged_attention_kernel<T, true, true> : paged_attention_kernel<T, true, false>)
-                          : (append ? paged_attention_kernel<T, false, true> : paged_attention_kernel<T, false, false>);
-    kernel<<<grid, warps * 32, 0, stream_of(ctx)>>>(
-        qkv.data_as<T>(), k_cache.data_as<T>(), v_cache.data_as<T>(), batch.query_start.data_as<int32_t>(),
-        batch.seq_lens.data_as<int32_t>(), batch.block_tables.data_as<int32_t>(),
-        append ? slots.data_as<int32_t>() : nullptr, k_cache.data_as<T>(), v_cache.data_as<T>(), out.data_as<T>(),
-        int(batch.seq_lens.dim(0)), int(batch.block_tables.dim(1)), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-        cfg.block_size, cfg.window, scale);
-    TROUPE_CUDA_CHECK_LAUNCH();
+    const PagedArgs<T> args{qkv.data_as<T>(),
+                            k_cache.data_as<T>(),
+                            v_cache.data_as<T>(),
+                            batch.query_start.data_as<int32_t>(),
+                            batch.seq_lens.data_as<int32_t>(),
+                            batch.block_tables.data_as<int32_t>(),
+                            append ? slots.data_as<int32_t>() : nullptr,
+                            out.data_as<T>(),
+                            int(batch.seq_lens.dim(0)),
+                            int(batch.block_tables.dim(1)),
+                            scale};
+    if (chunked) {
+      append ? launch<T, true, true>(ctx, grid, warps, cfg, args) : launch<T, true, false>(ctx, grid, warps, cfg, args);
+    } else {
+      append ? launch<T, false, true>(ctx, grid, warps, cfg, args)
+             : launch<T, false, false>(ctx, grid, warps, cfg, args);
+    }
   });
 }
 
