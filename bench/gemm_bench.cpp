@@ -1,7 +1,9 @@
-// GEMM throughput of the linear layer on CUDA (cuBLASLt), on GPT-2 124M's shapes, as Google
-// Benchmark cases. Per shape: the forward (with the bias epilogue), dx, dw (f32, accumulating),
-// the whole linear_backward (dx + dw + the bias's column sums) and dw with cuBLASLt's BGRADB
-// epilogue for comparison. One iteration is one call timed with CUDA events on the context's
+// GEMM throughput of the linear layer on CUDA (cuBLASLt), on GPT-2's shapes (--hidden 768: 124M,
+// 1024: 350M), as Google Benchmark cases. Per shape: the forward (with the bias epilogue), dx,
+// dw (f32, accumulating), the whole linear_backward (dx + dw + the bias's column sums) and dw
+// with cuBLASLt's BGRADB epilogue for comparison; then training's fused GEMMs where the model
+// runs them (fwd_gelu_aux, dx_dgelu: both paths of the GELU's input gradient, fwd_residual,
+// dw_db; see GemmOp). One iteration is one call timed with CUDA events on the context's
 // stream (manual time, after 3 warm-up calls), --reps calls per case (default 20, as the
 // reference script times them). A sustained run (--reps 0: as many as --benchmark_min_time
 // needs) reads slower: under continuous GEMMs an H100 lowers its clocks at the power limit
@@ -37,7 +39,9 @@
 #include "base/check.hpp"
 #include "bench/common/bench_main.hpp"
 #include "bench/common/cuda_timing.hpp"
+#include "kernels/activation.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/linear_fused.hpp"
 
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/gemm_lt.hpp"
@@ -57,15 +61,39 @@ struct GemmShape {
   int per_step;  // how many a forward pass runs (12 layers; one output layer)
 };
 
-constexpr GemmShape kGpt2Shapes[] = {
-    {"attn_qkv", 768, 2304, true, 12}, {"attn_proj", 768, 768, true, 12}, {"mlp_fc", 768, 3072, true, 12},
-    {"mlp_proj", 3072, 768, true, 12}, {"lm_head", 768, 50304, false, 1},
-};
+// GPT-2's linear layers at hidden size C (12 layers: 124M at 768; 350M has 24 at 1024).
+std::vector<GemmShape> gpt2_shapes(int64_t C) {
+  return {{"attn_qkv", C, 3 * C, true, 12},
+          {"attn_proj", C, C, true, 12},
+          {"mlp_fc", C, 4 * C, true, 12},
+          {"mlp_proj", 4 * C, C, true, 12},
+          {"lm_head", C, 50304, false, 1}};
+}
 
-// What one case times.
-enum class GemmOp { fwd, dx, dw, backward, dw_bgradb };
+// What one case times. The fused ones are training's (kernels/linear_fused.hpp): fwd_gelu_aux
+// (fc1 with the GELU and its pre-activation), dx_dgelu (fc2's input gradient times gelu'(x),
+// and fc1's bias gradient: the column sums of that),
+// fwd_residual (a branch's last GEMM adding the residual), dw_db (the weight and bias
+// gradients of linear_backward without dx, as the model runs them).
+// dx_dgelu takes the path linear_input_grad_dgelu picks (TROUPE_MLP_DGELU); dx_dgelu_epilogue
+// and dx_gelu_apart force each of its two paths.
+enum class GemmOp {
+  fwd,
+  dx,
+  dw,
+  backward,
+  dw_bgradb,
+  fwd_gelu_aux,
+  dx_dgelu,
+  dx_dgelu_epilogue,
+  dx_gelu_apart,
+  fwd_residual,
+  dw_db
+};
 const char* op_name(GemmOp op) {
-  constexpr const char* names[] = {"fwd", "dx", "dw", "backward", "dw_bgradb"};
+  constexpr const char* names[] = {"fwd",           "dx",           "dw",       "backward",
+                                   "dw_bgradb",     "fwd_gelu_aux", "dx_dgelu", "dx_dgelu_epilogue",
+                                   "dx_gelu_apart", "fwd_residual", "dw_db"};
   return names[int(op)];
 }
 
@@ -101,19 +129,23 @@ struct LinearTensors {
         w(Tensor::empty(ctx, t, {n, k})),
         b(Tensor::empty(ctx, t, {n})),
         y(Tensor::empty(ctx, t, {m, n})),
+        y2(Tensor::empty(ctx, t, {m, n})),
         dy(Tensor::empty(ctx, t, {m, n})),
         dx(Tensor::empty(ctx, t, {m, k})),
         dw(Tensor::zeros(ctx, DType::f32, {n, k})),
         db(Tensor::zeros(ctx, DType::f32, {n})),
-        db_scratch(Tensor::zeros(ctx, DType::f32, {n})) {
+        db_scratch(Tensor::zeros(ctx, DType::f32, {n})),
+        db_k(Tensor::zeros(ctx, DType::f32, {k})) {
     fill_random(ctx, x, 1, 1.0f);
     fill_random(ctx, w, 2, 0.05f);
     fill_random(ctx, b, 3, 0.1f);
     fill_random(ctx, dy, 4, 1e-3f);
+    fill_random(ctx, y2, 5, 1.0f);
   }
   Tensor x, w, b;             // [M, K], [N, K], [N]
-  Tensor y, dy, dx;           // [M, N], [M, N], [M, K]
+  Tensor y, y2, dy, dx;       // [M, N] x 3 (y2: the second output, or the residual), [M, K]
   Tensor dw, db, db_scratch;  // f32 [N, K], [N], [N]
+  Tensor db_k;                // f32 [K]: the bias gradient dx_dgelu sums (fc1's, where x is fc1's output)
 };
 #endif
 
@@ -148,6 +180,8 @@ class GemmBench {
     }
     const MatmulProblem dgrad{&t.dy, false, &t.w, false, &t.dx, 0.0f};
     const MatmulProblem wgrad{&t.dy, true, &t.x, false, &t.dw, 1.0f};
+    MatmulProblem dgelu{&t.dy, false, &t.w, false, &t.dx, 0.0f, MatmulEpilogue::dgelu};
+    dgelu.aux = &t.x;
     const MatmulProblem wgrad_bgradb{&t.dy,        true, &t.x, false, &t.dw, 1.0f, MatmulEpilogue::row_sums_of_a,
                                      &t.db_scratch};
     const std::map<GemmOp, std::function<void()>> calls = {
@@ -156,10 +190,34 @@ class GemmBench {
         {GemmOp::dw, [&] { troupe::cuda::matmul_lt(ctx, wgrad); }},
         {GemmOp::backward, [&] { troupe::linear_backward(ctx, t.dy, t.x, t.w, t.dx, t.dw, t.db); }},
         {GemmOp::dw_bgradb, [&] { troupe::cuda::matmul_lt(ctx, wgrad_bgradb); }},
+        {GemmOp::fwd_gelu_aux, [&] { troupe::linear_gelu_aux_forward(ctx, t.x, t.w, bias, t.y, t.y2); }},
+        {GemmOp::dx_dgelu, [&] { troupe::linear_input_grad_dgelu(ctx, t.dy, t.w, t.x, t.dx, t.db_k); }},
+        {GemmOp::dx_dgelu_epilogue,
+         [&] {
+           troupe::cuda::matmul_lt(ctx, dgelu);
+           troupe::cuda::bias_grad_accumulate(ctx, t.dx, t.db_k);
+         }},
+        {GemmOp::dx_gelu_apart,
+         [&] {
+           troupe::cuda::matmul_lt(ctx, dgrad);
+           troupe::gelu_backward_bias_grad(ctx, t.dx, t.x, t.dx, t.db_k);
+         }},
+        {GemmOp::fwd_residual, [&] { troupe::linear_residual_forward(ctx, t.x, t.w, bias, t.y2, t.y); }},
+        {GemmOp::dw_db, [&] { troupe::linear_backward(ctx, t.dy, t.x, t.w, Tensor(), t.dw, t.db); }},
     };
     const std::function<void()>& call = calls.at(op);
     try {
-      if (tuned) state.SetLabel(tune(shape, op, op == GemmOp::fwd ? fwd : op == GemmOp::dx ? dgrad : wgrad));
+      if (tuned) {
+        MatmulProblem gelu_aux{
+            &t.x, false, &t.w, true, &t.y2, 0.0f, MatmulEpilogue::gelu_aux, shape.bias ? &t.b : nullptr};
+        gelu_aux.aux = &t.y;
+        const std::map<GemmOp, MatmulProblem> problems = {{GemmOp::fwd, fwd},
+                                                          {GemmOp::dx, dgrad},
+                                                          {GemmOp::dw, wgrad},
+                                                          {GemmOp::fwd_gelu_aux, gelu_aux},
+                                                          {GemmOp::dx_dgelu_epilogue, dgelu}};
+        state.SetLabel(tune(shape, op, problems.at(op)));
+      }
       for (int i = 0; i < 3; ++i) call();  // warm-up; fails here if cuBLASLt lacks BGRADB for this case
       ctx.synchronize();
     } catch (const troupe::Error& e) {
@@ -237,8 +295,8 @@ benchmark::internal::Benchmark* add_case(GemmBench& bench, const GemmShape& shap
 }
 
 // Per layer with a bias: the bias gradient's cost, backward - dx - dw (column sums of dy).
-void print_bias_grads(const SummaryReporter& results) {
-  for (const GemmShape& shape : kGpt2Shapes) {
+void print_bias_grads(const SummaryReporter& results, const std::vector<GemmShape>& shapes) {
+  for (const GemmShape& shape : shapes) {
     const SummaryReporter::Result* backward = results.find(case_name(shape.name, GemmOp::backward, false));
     const SummaryReporter::Result* dx = results.find(case_name(shape.name, GemmOp::dx, false));
     const SummaryReporter::Result* dw = results.find(case_name(shape.name, GemmOp::dw, false));
@@ -249,26 +307,27 @@ void print_bias_grads(const SummaryReporter& results) {
 }
 
 // Prints the sum of one GPT-2 124M step's linear GEMMs, when every case of it ran.
-void print_step(const SummaryReporter& results, int64_t m, bool tuned) {
+void print_step(const SummaryReporter& results, const std::vector<GemmShape>& shapes, int64_t m, bool tuned) {
   double step_ms = 0;
-  for (const GemmShape& shape : kGpt2Shapes)
+  for (const GemmShape& shape : shapes)
     for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) {
       const SummaryReporter::Result* r = results.find(case_name(shape.name, op, tuned));
       if (r == nullptr) return;
       step_ms += shape.per_step * r->us * 1e-3;
     }
-  std::printf("GPT-2 124M step, all linear GEMMs (fwd+dx+dw, M=%ld%s): %.2f ms\n", long(m), tuned ? ", tuned" : "",
-              step_ms);
+  std::printf("GPT-2 step (12 layers, hidden %ld), all linear GEMMs (fwd+dx+dw, M=%ld%s): %.2f ms\n",
+              long(shapes.front().k), long(m), tuned ? ", tuned" : "", step_ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Linear-layer GEMM throughput on GPT-2 124M shapes (CUDA), on Google Benchmark"};
-  int64_t m = 16384, square = 0, reps = 20;
+  int64_t m = 16384, square = 0, reps = 20, hidden = 768;
   std::string dtype_name = "bf16";
   bool tune = false;
   app.add_option("--m", m, "rows (tokens = batch x sequence)")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", hidden, "GPT-2's hidden size (768: 124M, 1024: 350M)")->check(CLI::PositiveNumber);
   app.add_option("--square", square, "time one N x N x N GEMM and print the matmul peak instead")
       ->check(CLI::PositiveNumber);
   app.add_option("--dtype", dtype_name, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
@@ -282,17 +341,34 @@ int main(int argc, char** argv) {
     GemmBench bench(gpu.ctx.get(), troupe::dtype_from_name(dtype_name));
     const GemmShape square_shape{"square", square, square, false, 0};
     std::vector<benchmark::internal::Benchmark*> cases;
+    const std::vector<GemmShape> shapes = gpt2_shapes(hidden);
+    // The fused GEMMs where training runs them (kernels/linear_fused.hpp).
+    const auto fused = [](const GemmShape& shape, GemmOp op) {
+      const std::string name = shape.name;
+      if (op == GemmOp::fwd_gelu_aux) return name == "mlp_fc";
+      if (op == GemmOp::dx_dgelu || op == GemmOp::dx_dgelu_epilogue || op == GemmOp::dx_gelu_apart)
+        return name == "mlp_proj";
+      if (op == GemmOp::fwd_residual) return name == "mlp_proj" || name == "attn_proj";
+      return op == GemmOp::dw_db && shape.bias;
+    };
     if (square > 0) {
       for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw})
         cases.push_back(add_case(bench, square_shape, square, op, false));
     } else {
-      for (const GemmShape& shape : kGpt2Shapes)
+      for (const GemmShape& shape : shapes) {
         for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw, GemmOp::backward, GemmOp::dw_bgradb})
           if (shape.bias || (op != GemmOp::backward && op != GemmOp::dw_bgradb))
             cases.push_back(add_case(bench, shape, m, op, false));
+        for (GemmOp op : {GemmOp::fwd_gelu_aux, GemmOp::dx_dgelu, GemmOp::dx_dgelu_epilogue, GemmOp::dx_gelu_apart,
+                          GemmOp::fwd_residual, GemmOp::dw_db})
+          if (fused(shape, op)) cases.push_back(add_case(bench, shape, m, op, false));
+      }
       if (tune)  // after every untuned case: tuning changes what matmul_lt picks from then on
-        for (const GemmShape& shape : kGpt2Shapes)
+        for (const GemmShape& shape : shapes) {
           for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) cases.push_back(add_case(bench, shape, m, op, true));
+          for (GemmOp op : {GemmOp::fwd_gelu_aux, GemmOp::dx_dgelu_epilogue})
+            if (fused(shape, op)) cases.push_back(add_case(bench, shape, m, op, true));
+        }
     }
     if (reps > 0)
       for (benchmark::internal::Benchmark* c : cases) c->Iterations(reps);
@@ -314,9 +390,9 @@ int main(int argc, char** argv) {
                   long(square), gpu.name.c_str());
       return 0;
     }
-    print_bias_grads(reporter);
-    print_step(reporter, m, false);
-    if (tune) print_step(reporter, m, true);
+    print_bias_grads(reporter, shapes);
+    print_step(reporter, shapes, m, false);
+    if (tune) print_step(reporter, shapes, m, true);
     return 0;
   });
 }

@@ -1,6 +1,7 @@
 #include "kernels/activation.hpp"
 
 #include "kernels/dispatch.hpp"
+#include "kernels/linear.hpp"
 
 namespace troupe {
 
@@ -36,6 +37,27 @@ void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const 
     TROUPE_ON_CUDA(cuda::gelu_backward(ctx, dy, x, dx));
   else
     cpu::gelu_backward(dy, x, dx);
+}
+
+void gelu_backward_bias_grad(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx,
+                             const Tensor& db) {
+  constexpr const char* op = "gelu_backward_bias_grad";
+  expect_float_input(ctx, op, "x", x);
+  TROUPE_CHECK(x.ndim() == 2, op, ": x must be [rows, cols], got ", x.str());
+  for (auto [name, t] : {std::pair{"dy", &dy}, std::pair{"dx", &dx}}) {
+    expect_device(op, name, ctx, *t);
+    expect_shape(op, name, *t, x.shape());
+    expect_dtype(op, name, *t, x.dtype());
+  }
+  expect_device(op, "db", ctx, db);
+  expect_shape(op, "db", db, {x.dim(1)});
+  expect_dtype(op, "db", db, DType::f32);
+  if (ctx.is_cuda()) {
+    TROUPE_ON_CUDA(cuda::gelu_backward_bias_grad(ctx, dy, x, dx, db));
+    return;
+  }
+  cpu::gelu_backward(dy, x, dx);
+  cpu::bias_grad_accumulate(dx, db);
 }
 
 void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y) {

@@ -13,6 +13,9 @@ namespace troupe {
 void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y, const Fp8SideOutput& fp8 = {});
 // dx = dy * gelu'(x)  (overwrite; dx may alias dy).
 void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx);
+// gelu_backward on [rows, cols] tensors that also sums dx's columns into db (f32 [cols],
+// accumulated): the bias gradient of the linear layer in front of the GELU, in the same pass.
+void gelu_backward_bias_grad(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx, const Tensor& db);
 
 // x: [N, 2F]; y: [N, F].
 void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y);
@@ -28,6 +31,7 @@ void swiglu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx);
 namespace cuda {
 void gelu_forward(const Context& ctx, const Tensor& x, const Tensor& y, const Fp8SideOutput& fp8);
 void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx);
+void gelu_backward_bias_grad(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx, const Tensor& db);
 void swiglu_forward(const Context& ctx, const Tensor& x, const Tensor& y);
 void swiglu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx);
 }  // namespace cuda

@@ -27,6 +27,8 @@ namespace cpu {
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y, bool accumulate);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
                      const Tensor& db, bool accumulate_dx);
+// db[N] += column sums of dy[M, N] (f32).
+void bias_grad_accumulate(const Tensor& dy, const Tensor& db);
 }  // namespace cpu
 namespace cuda {
 void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
@@ -34,6 +36,7 @@ void linear_forward(const Context& ctx, const Tensor& x, const Tensor& w, const 
 void linear_gelu_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
 void linear_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx,
                      const Tensor& dw, const Tensor& db, bool accumulate_dx);
+void bias_grad_accumulate(const Context& ctx, const Tensor& dy, const Tensor& db);
 }  // namespace cuda
 
 }  // namespace troupe

@@ -34,14 +34,23 @@ void linear_gelu_aux_forward(const Context& ctx, const Tensor& x, const Tensor& 
 }
 
 void linear_input_grad_dgelu(const Context& ctx, const Tensor& dy, const Tensor& w, const Tensor& pre,
-                             const Tensor& dpre) {
-  expect_same("linear_input_grad_dgelu", "dpre", dpre, pre);
+                             const Tensor& dpre, const Tensor& db) {
+  constexpr const char* op = "linear_input_grad_dgelu";
+  expect_same(op, "dpre", dpre, pre);
+  if (db.defined()) {
+    expect_device(op, "db", ctx, db);
+    expect_shape(op, "db", db, {pre.dim(1)});
+    expect_dtype(op, "db", db, DType::f32);
+  }
   if (ctx.is_cuda() && gelu_epilogue_fits(pre)) {
-    TROUPE_ON_CUDA(cuda::linear_input_grad_dgelu(ctx, dy, w, pre, dpre));
+    TROUPE_ON_CUDA(cuda::linear_input_grad_dgelu(ctx, dy, w, pre, dpre, db));
     return;
   }
   linear_backward(ctx, dy, pre, w, dpre, Tensor(), Tensor());  // dpre = dy w (pre only gives the shapes)
-  gelu_backward(ctx, dpre, pre, dpre);
+  if (db.defined())
+    gelu_backward_bias_grad(ctx, dpre, pre, dpre, db);
+  else
+    gelu_backward(ctx, dpre, pre, dpre);
 }
 
 void linear_residual_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -758,14 +758,17 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
   } else {
     // Deferred: fc1's output gradient is written straight into the activations W reads (no copy).
     const Tensor dfc1 = defer ? kept_like(tmp.dfc1, s.dfc1) : tmp.dfc1;
+    // The GELU's backward fused with fc2's input gradient (kernels/linear_fused.hpp), which also
+    // makes fc1's bias gradient (undefined when deferred: W makes it).
+    const bool gelu_fused = !c.swiglu && !fp8_;
     {
       auto t = timed("fc2.bwd");
       const Tensor dfc2 = gather_rows(dy, tmp.dfull);
-      if (c.swiglu || fp8_) {
-        layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b, kept);
-      } else {  // the GELU's backward in the input-gradient GEMM's epilogue (kernels/linear_fused.hpp)
+      if (gelu_fused) {
         linear_backward_fused(dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
-        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, dfc1);
+        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, dfc1, g.fc1_b);
+      } else {
+        layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b, kept);
       }
       if (defer) ln2_dres_in = keep_output_gradient(dfc2, tmp.dres, s.dfc2);
     }
@@ -777,7 +780,8 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
       gelu_backward(ctx_, tmp.dact, s.fc1, dfc1);
     }
     auto t = timed("fc1.bwd");
-    layer_linear_backward(i, LayerLinear::fc1, dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w, g.fc1_b, kept);
+    layer_linear_backward(i, LayerLinear::fc1, dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w,
+                          gelu_fused ? Tensor() : g.fc1_b, kept);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {

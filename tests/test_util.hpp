@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -17,6 +18,18 @@ class Fabric;
 }
 
 namespace troupe::test {
+
+// Sets an environment variable (for this process and the troupe processes a test starts) until it goes.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 // Host f32 tensor of N(0, stddev^2) values from a fixed seed.
 Tensor random_normal(Shape shape, uint64_t seed, float stddev = 1.0f);

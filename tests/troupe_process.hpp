@@ -91,16 +91,4 @@ std::string published_endpoint(const std::string& log);
 // The port of the "http://127.0.0.1:PORT" troupe train printed for --metrics-port; -1 if none.
 int metrics_port(const std::string& log);
 
-// Sets an environment variable for the troupe processes a test starts, until it goes.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 }  // namespace troupe::test

@@ -46,15 +46,19 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(m), 1.0f, g, ld(n), x.data_as<float>(),
                 ld(k), 1.0f, dw.data_as<float>(), ld(k));
   }
+  if (db.defined()) bias_grad_accumulate(dy, db);
+}
+
+void bias_grad_accumulate(const Tensor& dy, const Tensor& db) {
   // db[N] += column sums of dy; each task owns a band of columns and walks the rows in order.
-  if (db.defined()) {
-    float* acc = db.data_as<float>();
+  const int64_t m = dy.dim(0), n = dy.dim(1);
+  const float* g = dy.data_as<float>();
+  float* acc = db.data_as<float>();
 #pragma omp parallel for if (worth_parallel(m * n)) schedule(static)
-    for (int64_t c0 = 0; c0 < n; c0 += kBiasGradColumns) {
-      const int64_t c1 = std::min(n, c0 + kBiasGradColumns);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = c0; c < c1; ++c) acc[c] += g[r * n + c];
-    }
+  for (int64_t c0 = 0; c0 < n; c0 += kBiasGradColumns) {
+    const int64_t c1 = std::min(n, c0 + kBiasGradColumns);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = c0; c < c1; ++c) acc[c] += g[r * n + c];
   }
 }
 

@@ -1,18 +1,14 @@
 #include "kernels/activation.hpp"
+#include "kernels/cuda/column_sum.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
 
 namespace troupe::cuda {
 
 namespace {
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCoef = 0.044715f;
 constexpr int kThreads = 256;
 constexpr int kFp8BlocksPerSm = 8;  // the FP8 side output's grid: one amax atomic per block
-
-__device__ __forceinline__ float gelu_of(float v) {
-  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v)));
-}
 
 // 16-byte packs, one a thread (a grid-stride loop where the grid is smaller); the element count
 // must be a multiple of the pack size, which the launcher checks (hidden sizes are multiples of
@@ -40,14 +36,34 @@ __global__ void gelu_backward_kernel(const T* dy, const T* __restrict__ x, T* dx
   if (i >= n) return;
   Pack128<T> in = load128cs(x + i), g = load128cs(dy + i), out;
 #pragma unroll
-  for (int k = 0; k < Pack128<T>::size; ++k) {
-    const float v = to_f32(in[k]);
-    const float th = tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v));
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * v * v);
-    out[k] = from_f32<T>(to_f32(g[k]) * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du));
-  }
+  for (int k = 0; k < Pack128<T>::size; ++k) out[k] = from_f32<T>(to_f32(g[k]) * gelu_grad_of(to_f32(in[k])));
   store128(dx + i, out);
 }
+
+// gelu_backward_kernel's work as a column-sum source (kernels/cuda/column_sum.cuh), kVec elements
+// at a time (16-byte packs, or 1 where the width is no multiple of a pack): writes dx and yields
+// it as rounded, so the bias gradient sums exactly the dx stored.
+template <typename T, int kVec>
+struct GeluBackwardColumns {
+  const T* dy;
+  const T* __restrict__ x;
+  T* dx;
+  __device__ void operator()(int64_t i, float (&v)[kVec]) const {
+    if constexpr (kVec == Pack128<T>::size) {
+      Pack128<T> in = load128cs(x + i), g = load128cs(dy + i), out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        out[k] = from_f32<T>(to_f32(g[k]) * gelu_grad_of(to_f32(in[k])));
+        v[k] = to_f32(out[k]);
+      }
+      store128(dx + i, out);
+    } else {
+      const T out = from_f32<T>(to_f32(dy[i]) * gelu_grad_of(to_f32(x[i])));
+      v[0] = to_f32(out);
+      dx[i] = out;
+    }
+  }
+};
 
 template <typename T>
 __global__ void swiglu_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t f) {
@@ -120,6 +136,22 @@ void gelu_backward(const Context& ctx, const Tensor& dy, const Tensor& x, const 
     gelu_backward_kernel<T><<<ceil_div(n / Pack128<T>::size, kThreads), kThreads, 0, stream_of(ctx)>>>(
         dy.data_as<T>(), x.data_as<T>(), dx.data_as<T>(), n);
     TROUPE_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void gelu_backward_bias_grad(const Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& dx,
+                             const Tensor& db) {
+  constexpr const char* op = "gelu_backward_bias_grad";
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kPack = Pack128<T>::size;
+    const int64_t rows = x.dim(0), cols = x.dim(1);
+    const T *g = dy.data_as<T>(), *in = x.data_as<T>();
+    T* out = dx.data_as<T>();
+    if (cols % kPack == 0)
+      column_sums<kPack>(ctx, op, GeluBackwardColumns<T, kPack>{g, in, out}, rows, cols, db.data_as<float>());
+    else
+      column_sums<1>(ctx, op, GeluBackwardColumns<T, 1>{g, in, out}, rows, cols, db.data_as<float>());
   });
 }
 

@@ -5,12 +5,14 @@
 // our A as its B, each keeping its own transpose flag.
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <mutex>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_state.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
+#include "kernels/cuda/stream_timing.hpp"
 
 namespace troupe::cuda {
 
@@ -264,20 +266,6 @@ void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const 
 bool is_empty(const MatmulProblem& p) { return p.d->numel() == 0; }
 
 // A start/stop event pair that is destroyed even when a timed call throws.
-struct TimingEvents {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  TimingEvents() {
-    TROUPE_CUDA_CHECK(cudaEventCreate(&start));
-    TROUPE_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  ~TimingEvents() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-};
-
 void matmul_on(const Context& ctx, const MatmulProblem& p, const LtTarget& t) {
   check_problem(p);
   if (is_empty(p)) return;
@@ -315,22 +303,9 @@ std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, in
   const LtTarget target = context_target(ctx.cuda_state());
   const auto results = heuristic(ctx, p, desc, target, candidates);
 
-  cudaStream_t stream = target.stream;
-  TimingEvents ev;
-  std::vector<float> medians;
-  for (const auto& r : results) {
-    run(ctx, p, desc, target, r.algo);  // warm-up
-    std::vector<float> ms(static_cast<size_t>(reps));
-    for (float& t : ms) {
-      TROUPE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
-      run(ctx, p, desc, target, r.algo);
-      TROUPE_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
-      TROUPE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
-      TROUPE_CUDA_CHECK(cudaEventElapsedTime(&t, ev.start, ev.stop));
-    }
-    std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
-    medians.push_back(ms[size_t(reps / 2)]);
-  }
+  std::vector<std::function<void()>> calls;
+  for (const auto& r : results) calls.push_back([&, algo = r.algo] { run(ctx, p, desc, target, algo); });
+  const std::vector<float> medians = median_ms_on_stream(ctx, target.stream, calls, reps);
 
   const size_t best = size_t(std::min_element(medians.begin(), medians.end()) - medians.begin());
   std::lock_guard<std::mutex> lock(plan_mutex);

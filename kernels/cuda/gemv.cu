@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dependent_launch.cuh"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/gemv.hpp"
 
 namespace troupe::cuda {
@@ -25,14 +26,7 @@ constexpr int kUnroll = 4;
 // about one pack per lane per warp: spreads N = 768 over the SMs, evenly.
 constexpr int kTargetWarpsPerSm = 16;
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;  // GELU, as kernels/cuda/activation.cu
-constexpr float kGeluCoef = 0.044715f;
-
 constexpr int cols_per_warp(int rows) { return rows >= 4 ? 2 : 1; }
-
-__device__ __forceinline__ float gelu(float v) {
-  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoef * v * v * v)));
-}
 
 // The norm in front of a fused GEMV (gemv_norm_forward): x's rows are normalized on the fly.
 template <typename T>
@@ -179,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
   if (col >= n) return;
   float v = sum;
   if (b != nullptr) v += to_f32(b[col]);
-  if constexpr (kGelu) v = gelu(v);
+  if constexpr (kGelu) v = gelu_of(v);
   T* out = y + row * n + col;
   if (accumulate) v += to_f32(*out);
   *out = from_f32<T>(v);

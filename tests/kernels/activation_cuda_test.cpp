@@ -24,6 +24,32 @@ TEST_P(ActivationCuda, GeluMatchesCpu) {
   EXPECT_LT(rel_error(to_host_f32(gpu(), dxd), dx_ref), 1e-2);
 }
 
+// The GELU's backward with the bias gradient of its output's columns, against the CPU's; 3000
+// rows run several chunks of the column sum, 4096 columns several column blocks, 100 columns
+// (no multiple of a 16-byte pack) the element-wise path.
+TEST_P(ActivationCuda, GeluBackwardBiasGradMatchesCpu) {
+  const DType t = GetParam();
+  for (const Shape& shape : {Shape{64, 768}, Shape{3000, 4096}, Shape{50, 100}}) {
+    const Tensor x = round_through(random_normal(shape, 6, 2.0f), t);
+    const Tensor dy = round_through(random_normal(shape, 7), t);
+    const Tensor db0 = random_normal({shape[1]}, 8);
+    Tensor dx_ref = Tensor::host(DType::f32, shape), db_ref = Tensor::host(DType::f32, {shape[1]});
+    copy(cpu(), db0, db_ref);
+    gelu_backward_bias_grad(cpu(), dy, x, dx_ref, db_ref);
+
+    const Tensor xd = to_device(gpu(), x, t), dyd = to_device(gpu(), dy, t);
+    Tensor dxd = Tensor::empty(gpu(), t, shape), dbd = to_device(gpu(), db0, DType::f32);
+    gelu_backward_bias_grad(gpu(), dyd, xd, dxd, dbd);
+    EXPECT_LT(rel_error(to_host_f32(gpu(), dxd), dx_ref), 1e-2) << shape_str(shape);
+    EXPECT_LT(rel_error(to_host_f32(gpu(), dbd), db_ref), 1e-2) << shape_str(shape);
+    // In place (dx aliasing dy), as the MLP's backward runs it.
+    Tensor inplace = to_device(gpu(), dy, t), db2 = to_device(gpu(), db0, DType::f32);
+    gelu_backward_bias_grad(gpu(), inplace, xd, inplace, db2);
+    EXPECT_EQ(rel_error(to_host_f32(gpu(), inplace), to_host_f32(gpu(), dxd)), 0.0);
+    EXPECT_EQ(rel_error(to_host_f32(gpu(), db2), to_host_f32(gpu(), dbd)), 0.0);
+  }
+}
+
 // The GELU writing fc2's input cast in its own pass (an FP8 MLP): y as without it, q and amax
 // bit for bit those of fp8_cast after the GELU on CUDA and on the CPU (on the same y), and the
 // amax alone (tensorwise); 4096x3072 runs the grid-stride loop of the capped grid.

@@ -1,4 +1,6 @@
 // CPU activations against finite differences; the GELU's FP8 side output is the cast of its output.
+#include <cmath>
+
 #include "kernels/activation.hpp"
 #include "tests/test_util.hpp"
 
@@ -54,6 +56,25 @@ TEST(Activation, GeluFp8SideOutputIsTheCastOfTheOutput) {
   EXPECT_GT(amax_ref.at(0), 0.0f);
   EXPECT_EQ(amax.at(0), amax_ref.at(0));
   EXPECT_THROW(gelu_forward(cpu(), x, y, {Tensor::host(DType::u8, {4, 8}), scale, Tensor()}), Error);
+}
+
+// The GELU's backward that also sums its output's columns: dx as gelu_backward's, and db
+// accumulated (it starts nonzero) by exactly dx's column sums.
+TEST(Activation, GeluBackwardBiasGradSumsItsOutput) {
+  const Tensor x = random_normal({37, 24}, 3, 2.0f), dy = random_normal({37, 24}, 4);
+  Tensor dx_ref = Tensor::host(DType::f32, x.shape());
+  gelu_backward(cpu(), dy, x, dx_ref);
+  const Tensor db0 = random_normal({24}, 5);
+  Tensor db = Tensor::host(DType::f32, {24}), dx = Tensor::host(DType::f32, x.shape());
+  copy(cpu(), db0, db);
+  gelu_backward_bias_grad(cpu(), dy, x, dx, db);
+  EXPECT_EQ(rel_error(dx, dx_ref), 0.0);
+  for (int64_t c = 0; c < 24; ++c) {
+    double sum = db0.data_as<float>()[c];
+    for (int64_t r = 0; r < 37; ++r) sum += dx_ref.data_as<float>()[r * 24 + c];
+    EXPECT_NEAR(db.data_as<float>()[c], sum, 1e-4 * (1.0 + std::abs(sum))) << "column " << c;
+  }
+  EXPECT_THROW(gelu_backward_bias_grad(cpu(), dy, x, dx, Tensor::host(DType::f32, {23})), Error);
 }
 
 TEST(Activation, ShapeMismatchIsAnError) {

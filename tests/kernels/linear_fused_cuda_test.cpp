@@ -1,5 +1,6 @@
 // Training's fused GEMMs on CUDA (kernels/linear_fused.hpp: cuBLASLt's GELU_AUX and DGELU
-// epilogues, and the residual as the GEMM's C) against the CPU backend's two steps, in bf16 and
+// epilogues or the GEMM and the GELU's backward with fc1's bias gradient, and the residual as
+// the GEMM's C) against the CPU backend's two steps, in bf16 and
 // f16, on GPT-2's MLP shapes (M cut to 512) and on a width the GELU epilogues cannot take (the
 // two-step fallback).
 #include "kernels/activation.hpp"
@@ -49,6 +50,9 @@ TEST_P(LinearFusedCuda, GeluAuxForwardMatchesCpu) {
   std::printf("  rel errors: pre %.2e  y %.2e\n", pre_err, y_err);
 }
 
+// Both CUDA paths (TROUPE_MLP_DGELU: cuBLASLt's DGELU epilogue, the plain GEMM then the GELU's
+// backward kernel) and the measured choice, with and without fc1's bias gradient (accumulated
+// onto a nonzero start).
 TEST_P(LinearFusedCuda, DgeluInputGradMatchesCpu) {
   const FusedCase c = GetParam();
   const DType t = c.dtype;
@@ -56,15 +60,30 @@ TEST_P(LinearFusedCuda, DgeluInputGradMatchesCpu) {
   const Tensor hdy = round_through(random_normal({c.m, c.k}, 4), t);
   const Tensor hw = round_through(random_normal({c.k, c.n}, 5, 0.05f), t);
   const Tensor hpre = round_through(random_normal({c.m, c.n}, 6), t);
-  Tensor dpre_ref = Tensor::host(DType::f32, {c.m, c.n});
-  linear_input_grad_dgelu(cpu(), hdy, hw, hpre, dpre_ref);
+  const Tensor hdb0 = random_normal({c.n}, 7);
+  Tensor dpre_ref = Tensor::host(DType::f32, {c.m, c.n}), db_ref = Tensor::host(DType::f32, {c.n});
+  copy(cpu(), hdb0, db_ref);
+  linear_input_grad_dgelu(cpu(), hdy, hw, hpre, dpre_ref, db_ref);
 
   const Tensor dy = to_device(gpu(), hdy, t), w = to_device(gpu(), hw, t), pre = to_device(gpu(), hpre, t);
+  for (const char* path : {"epilogue", "apart", "measure"}) {
+    ScopedEnv env("TROUPE_MLP_DGELU", path);
+    Tensor dpre = Tensor::empty(gpu(), t, {c.m, c.n});
+    linear_input_grad_dgelu(gpu(), dy, w, pre, dpre);
+    const double err = rel_error(to_host_f32(gpu(), dpre), dpre_ref);
+    EXPECT_LT(err, kTol) << path;
+    Tensor db = to_device(gpu(), hdb0, DType::f32);
+    linear_input_grad_dgelu(gpu(), dy, w, pre, dpre, db);
+    const double db_err = rel_error(to_host_f32(gpu(), db), db_ref);
+    EXPECT_LT(rel_error(to_host_f32(gpu(), dpre), dpre_ref), kTol) << path;
+    EXPECT_LT(db_err, kTol) << path;
+    std::printf("  %s: rel errors dpre %.2e  db %.2e\n", path, err, db_err);
+  }
+  ScopedEnv bad("TROUPE_MLP_DGELU", "fused");
   Tensor dpre = Tensor::empty(gpu(), t, {c.m, c.n});
-  linear_input_grad_dgelu(gpu(), dy, w, pre, dpre);
-  const double err = rel_error(to_host_f32(gpu(), dpre), dpre_ref);
-  EXPECT_LT(err, kTol);
-  std::printf("  rel error: dpre %.2e\n", err);
+  if (c.n % 8 == 0) {  // the fallback for other widths reads no TROUPE_MLP_DGELU
+    EXPECT_THROW(linear_input_grad_dgelu(gpu(), dy, w, pre, dpre), Error);
+  }
 }
 
 TEST_P(LinearFusedCuda, ResidualForwardMatchesCpu) {
