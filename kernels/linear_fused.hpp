@@ -19,7 +19,7 @@
 // against 0.70 apart; 124M's (M 65536, K 3072, N 768) 0.63 against 0.87. So the path is measured
 // the first time a shape comes (both timed on the stream, the epilogue kept unless the other
 // is at least 3% faster) and remembered for the process. TROUPE_MLP_DGELU=epilogue|apart
-// fixes it instead (runs that must repeat bit for bit on one GPU).
+// fixes it instead, and so does --deterministic-mode (the epilogue): runs that repeat bit for bit.
 #pragma once
 
 #include "kernels/tensor.hpp"
@@ -38,6 +38,24 @@ void linear_residual_forward(const Context& ctx, const Tensor& x, const Tensor& 
                              const Tensor& residual, const Tensor& y);
 
 namespace cuda {
+// The CUDA path of linear_input_grad_dgelu (above): measured per shape, or fixed.
+enum class DgeluPath { measured, epilogue, apart };
+// The path TROUPE_MLP_DGELU names (epilogue | apart | measure; unset: measured); refuses others.
+DgeluPath dgelu_path_from_env();
+// Fixes the path for the whole process while it lives (TROUPE_MLP_DGELU, when it names a fixed
+// path, still wins): --deterministic-mode takes the epilogue, so a run does not depend on a
+// timing. Restores the previous override.
+class ScopedDgeluPath {
+ public:
+  explicit ScopedDgeluPath(DgeluPath path);
+  ~ScopedDgeluPath();
+  ScopedDgeluPath(const ScopedDgeluPath&) = delete;
+  ScopedDgeluPath& operator=(const ScopedDgeluPath&) = delete;
+
+ private:
+  int previous_;
+};
+
 void linear_gelu_aux_forward(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& pre,
                              const Tensor& y);
 void linear_input_grad_dgelu(const Context& ctx, const Tensor& dy, const Tensor& w, const Tensor& pre,

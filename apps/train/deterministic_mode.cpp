@@ -1,18 +1,21 @@
 #include "apps/train/deterministic_mode.hpp"
 
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 
 #include "base/check.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/attention_cudnn.hpp"
+#include "kernels/linear_fused.hpp"
 #endif
 
 namespace troupe::apps {
 
 #if TROUPE_HAVE_CUDA
 struct DeterministicMode::Backend {
-  explicit Backend(cuda::AttentionBackend b) : scope(b) {}
-  cuda::ScopedAttentionBackend scope;
+  std::optional<cuda::ScopedAttentionBackend> attention;
+  cuda::ScopedDgeluPath dgelu{cuda::DgeluPath::epilogue};  // TROUPE_MLP_DGELU=apart still wins
 };
 
 DeterministicMode::DeterministicMode(bool on) {
@@ -22,8 +25,13 @@ DeterministicMode::DeterministicMode(bool on) {
       asked == nullptr || asked[0] == '\0' || cuda::parse_attention_backend(asked) != cuda::AttentionBackend::cudnn,
       "--deterministic-mode: TROUPE_ATTENTION_BACKEND=cudnn sums the attention backward with atomics; "
       "use cudnn-deterministic or flash, or leave it unset");
+  const char* dgelu = std::getenv("TROUPE_MLP_DGELU");
+  TROUPE_CHECK(dgelu == nullptr || std::string_view(dgelu) != "measure",
+               "--deterministic-mode: TROUPE_MLP_DGELU=measure picks the MLP backward's path by a timing, which "
+               "may differ between runs; use epilogue or apart, or leave it unset");
+  backend_ = std::make_unique<Backend>();
   if (cuda::attention_backend() == cuda::AttentionBackend::cudnn)  // the default one
-    backend_ = std::make_unique<Backend>(cuda::AttentionBackend::cudnn_deterministic);
+    backend_->attention.emplace(cuda::AttentionBackend::cudnn_deterministic);
 }
 #else
 struct DeterministicMode::Backend {};

@@ -1,8 +1,10 @@
 // Megatron's --deterministic-mode: a GPU run that repeats itself to the bit. Troupe's own kernels
 // are deterministic (no float atomics); cuDNN's default attention backward is not (it sums dq with
 // atomics), so while a DeterministicMode lives, CUDA attention runs cuDNN's deterministic backward
-// (Troupe's flash kernels where TROUPE_ATTENTION_BACKEND=flash or there is no cuDNN). With
-// TROUPE_ATTENTION_BACKEND=cudnn it is refused, naming both. CPU runs are deterministic anyway.
+// (Troupe's flash kernels where TROUPE_ATTENTION_BACKEND=flash or there is no cuDNN), and the MLP
+// backward takes a fixed path rather than the one a timing picks (kernels/linear_fused.hpp). With
+// TROUPE_ATTENTION_BACKEND=cudnn or TROUPE_MLP_DGELU=measure it is refused, naming both. CPU runs
+// are deterministic anyway.
 //
 //   const DeterministicMode deterministic(options.deterministic_mode);  // for the whole run
 #pragma once
@@ -20,7 +22,7 @@ class DeterministicMode {
 
  private:
   struct Backend;
-  std::unique_ptr<Backend> backend_;  // the attention backend chosen for the run (null: left alone)
+  std::unique_ptr<Backend> backend_;  // the kernels' choices fixed for the run (null: left alone)
 };
 
 }  // namespace troupe::apps

@@ -1,5 +1,6 @@
 // kernels/linear_fused.hpp on cuBLASLt: each fusion is one matmul_lt with an epilogue.
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -24,13 +25,12 @@ void linear_gelu_aux_forward(const Context& ctx, const Tensor& x, const Tensor& 
 
 namespace {
 
-enum class DgeluPath { epilogue, apart };
-
 constexpr const char* kDgeluVariable = "TROUPE_MLP_DGELU";
 // The epilogue stays unless the plain GEMM and the GELU's backward kernel are this much faster:
 // a margin, so that noise in the measurement does not flip the choice between runs.
 constexpr float kApartMargin = 0.97f;
 constexpr int kTimingReps = 5;
+std::atomic<int> path_override{int(DgeluPath::measured)};  // ScopedDgeluPath's
 
 void run_dgelu(const Context& ctx, DgeluPath path, const Tensor& dy, const Tensor& w, const Tensor& pre,
                const Tensor& dpre, const Tensor& db) {
@@ -46,15 +46,6 @@ void run_dgelu(const Context& ctx, DgeluPath path, const Tensor& dy, const Tenso
     cuda::gelu_backward_bias_grad(ctx, dpre, pre, dpre, db);
   else
     cuda::gelu_backward(ctx, dpre, pre, dpre);
-}
-
-// TROUPE_MLP_DGELU, when set (read each call: cheap next to the GEMM).
-std::optional<DgeluPath> forced_dgelu_path() {
-  const char* env = std::getenv(kDgeluVariable);
-  if (env == nullptr || env[0] == '\0' || std::string_view(env) == "measure") return std::nullopt;
-  if (std::string_view(env) == "epilogue") return DgeluPath::epilogue;
-  if (std::string_view(env) == "apart") return DgeluPath::apart;
-  TROUPE_FAIL(kDgeluVariable, "=", env, " is not a path of the GELU's input gradient; use epilogue, apart or measure");
 }
 
 // The measured path of this problem's shape (see kernels/linear_fused.hpp), timed the first time.
@@ -81,10 +72,23 @@ DgeluPath measured_dgelu_path(const Context& ctx, const Tensor& dy, const Tensor
 
 }  // namespace
 
+DgeluPath dgelu_path_from_env() {
+  const char* env = std::getenv(kDgeluVariable);  // read each call: cheap next to the GEMM
+  if (env == nullptr || env[0] == '\0' || std::string_view(env) == "measure") return DgeluPath::measured;
+  if (std::string_view(env) == "epilogue") return DgeluPath::epilogue;
+  if (std::string_view(env) == "apart") return DgeluPath::apart;
+  TROUPE_FAIL(kDgeluVariable, "=", env, " is not a path of the GELU's input gradient; use epilogue, apart or measure");
+}
+
+ScopedDgeluPath::ScopedDgeluPath(DgeluPath path) : previous_(path_override.exchange(int(path))) {}
+
+ScopedDgeluPath::~ScopedDgeluPath() { path_override.store(previous_); }
+
 void linear_input_grad_dgelu(const Context& ctx, const Tensor& dy, const Tensor& w, const Tensor& pre,
                              const Tensor& dpre, const Tensor& db) {
-  const std::optional<DgeluPath> forced = forced_dgelu_path();
-  const DgeluPath path = forced ? *forced : measured_dgelu_path(ctx, dy, w, pre, dpre, db);
+  DgeluPath path = dgelu_path_from_env();
+  if (path == DgeluPath::measured) path = DgeluPath(path_override.load(std::memory_order_relaxed));
+  if (path == DgeluPath::measured) path = measured_dgelu_path(ctx, dy, w, pre, dpre, db);
   run_dgelu(ctx, path, dy, w, pre, dpre, db);
 }
 

@@ -1,7 +1,7 @@
 // Megatron's --deterministic-mode from the `troupe train` command line: refused, naming the
 // variable, while TROUPE_ATTENTION_BACKEND=cudnn asks for the attention backward that sums with
-// atomics; on a GPU, two runs of a small Llama print the same losses, digit for digit, for 20
-// iterations.
+// atomics or TROUPE_MLP_DGELU=measure for the MLP backward a timing picks; on a GPU, two runs of a small Llama print
+// the same losses, digit for digit, for 20 iterations.
 #include <gtest/gtest.h>
 
 #include "tests/test_util.hpp"
@@ -20,6 +20,13 @@ TEST(DeterministicModeCli, RefusedWithTheAtomicCudnnBackward) {
   const ScopedEnv env("TROUPE_ATTENTION_BACKEND", "cudnn");
   expect_train_refused({"--deterministic-mode"}, "--deterministic-mode: TROUPE_ATTENTION_BACKEND=cudnn",
                        "deterministic_refused");
+}
+
+TEST(DeterministicModeCli, RefusedWithTheMeasuredMlpBackward) {
+  if (!TROUPE_HAVE_CUDA) GTEST_SKIP() << "a build without CUDA has no MLP backward paths to choose";
+  const ScopedEnv env("TROUPE_MLP_DGELU", "measure");
+  expect_train_refused({"--deterministic-mode"}, "--deterministic-mode: TROUPE_MLP_DGELU=measure",
+                       "deterministic_refused_dgelu");
 }
 
 TEST(DeterministicModeCli, GpuRunsRepeatToTheBit) {
