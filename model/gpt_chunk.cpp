@@ -759,14 +759,16 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     // Deferred: fc1's output gradient is written straight into the activations W reads (no copy).
     const Tensor dfc1 = defer ? kept_like(tmp.dfc1, s.dfc1) : tmp.dfc1;
     // The GELU's backward fused with fc2's input gradient (kernels/linear_fused.hpp), which also
-    // makes fc1's bias gradient (undefined when deferred: W makes it).
+    // makes fc1's bias gradient, unless fc1's weight-gradient work is timed apart (weight spans:
+    // the bias gradient belongs to it) or deferred (undefined here: W makes it).
     const bool gelu_fused = !c.swiglu && !fp8_;
+    const Tensor fc1_db_with_gelu = gelu_fused && weight_spans() == nullptr ? g.fc1_b : Tensor();
     {
       auto t = timed("fc2.bwd");
       const Tensor dfc2 = gather_rows(dy, tmp.dfull);
       if (gelu_fused) {
         linear_backward_fused(dfc2, s.act, w.fc2_w, Tensor(), g.fc2_w, g.fc2_b);
-        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, dfc1, g.fc1_b);
+        linear_input_grad_dgelu(ctx_, dfc2, w.fc2_w, s.fc1, dfc1, fc1_db_with_gelu);
       } else {
         layer_linear_backward(i, LayerLinear::fc2, dfc2, s.act, w.fc2_w, tmp.dact, g.fc2_w, g.fc2_b, kept);
       }
@@ -781,7 +783,7 @@ void GptChunk::layer_backward(int i, ChunkActivations& a, bool defer_weight_grad
     }
     auto t = timed("fc1.bwd");
     layer_linear_backward(i, LayerLinear::fc1, dfc1, s.ln2, w.fc1_w, tmp.dhidden, g.fc1_w,
-                          gelu_fused ? Tensor() : g.fc1_b, kept);
+                          fc1_db_with_gelu.defined() ? Tensor() : g.fc1_b, kept);
     dln = reduce_rows(tmp.dhidden, tmp.dlocal);
   }
   {

@@ -41,7 +41,8 @@ __global__ void gelu_backward_kernel(const T* dy, const T* __restrict__ x, T* dx
 }
 
 // gelu_backward_kernel's work as a column-sum source (kernels/cuda/column_sum.cuh), kVec elements
-// at a time (16-byte packs, or 1 where the width is no multiple of a pack): writes dx and yields
+// at a time (16-byte packs, or 1 where the width is no multiple of a pack or a tensor is not
+// 16-byte aligned): writes dx and yields
 // it as rounded, so the bias gradient sums exactly the dx stored.
 template <typename T, int kVec>
 struct GeluBackwardColumns {
@@ -148,7 +149,10 @@ void gelu_backward_bias_grad(const Context& ctx, const Tensor& dy, const Tensor&
     const int64_t rows = x.dim(0), cols = x.dim(1);
     const T *g = dy.data_as<T>(), *in = x.data_as<T>();
     T* out = dx.data_as<T>();
-    if (cols % kPack == 0)
+    const bool packed =
+        cols % kPack == 0 &&
+        (reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+    if (packed)
       column_sums<kPack>(ctx, op, GeluBackwardColumns<T, kPack>{g, in, out}, rows, cols, db.data_as<float>());
     else
       column_sums<1>(ctx, op, GeluBackwardColumns<T, 1>{g, in, out}, rows, cols, db.data_as<float>());

@@ -6,9 +6,9 @@
 // extra read).
 //
 //   struct Source {  // kVec adjacent elements starting at element offset i, as f32
-//     template <int kVec> __device__ void operator()(int64_t i, float (&v)[kVec]) const;
+//     __device__ void operator()(int64_t i, float (&v)[kVec]) const;
 //   };
-//   column_sums<T>(ctx, "linear_backward", source, rows, cols, db);
+//   column_sums<kVec>(ctx, "linear_backward", source, rows, cols, db);
 #pragma once
 
 #include "base/check.hpp"

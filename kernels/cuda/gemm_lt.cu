@@ -265,7 +265,6 @@ void run(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc, const 
 
 bool is_empty(const MatmulProblem& p) { return p.d->numel() == 0; }
 
-// A start/stop event pair that is destroyed even when a timed call throws.
 void matmul_on(const Context& ctx, const MatmulProblem& p, const LtTarget& t) {
   check_problem(p);
   if (is_empty(p)) return;
