@@ -53,20 +53,21 @@ using troupe::Context;
 using troupe::DType;
 using troupe::Tensor;
 
-// One linear layer of GPT-2 124M: x[M, K] -> y[M, N].
+// One linear layer of GPT-2: x[M, K] -> y[M, N].
 struct GemmShape {
   const char* name;
   int64_t k, n;
   bool bias;
-  int per_step;  // how many a forward pass runs (12 layers; one output layer)
+  int per_step;  // how many a forward pass runs (one a layer; one output layer)
 };
 
 // GPT-2's linear layers at hidden size C (12 layers: 124M at 768; 350M has 24 at 1024).
 std::vector<GemmShape> gpt2_shapes(int64_t C) {
-  return {{"attn_qkv", C, 3 * C, true, 12},
-          {"attn_proj", C, C, true, 12},
-          {"mlp_fc", C, 4 * C, true, 12},
-          {"mlp_proj", 4 * C, C, true, 12},
+  const int layers = C == 768 ? 12 : 24;
+  return {{"attn_qkv", C, 3 * C, true, layers},
+          {"attn_proj", C, C, true, layers},
+          {"mlp_fc", C, 4 * C, true, layers},
+          {"mlp_proj", 4 * C, C, true, layers},
           {"lm_head", C, 50304, false, 1}};
 }
 
@@ -153,7 +154,7 @@ struct LinearTensors {
 // kept until a case of another shape comes (or Google Benchmark enters a case again).
 class GemmBench {
  public:
-  GemmBench(const Context* ctx, DType dtype) : ctx_(ctx), dtype_(dtype) {}
+  GemmBench(const Context* ctx, DType dtype, bool search) : ctx_(ctx), dtype_(dtype), search_(search) {}
 
   void run(benchmark::State& state, const GemmShape& shape, GemmOp op, bool tuned) {
     if (ctx_ == nullptr) {
@@ -211,11 +212,11 @@ class GemmBench {
         MatmulProblem gelu_aux{
             &t.x, false, &t.w, true, &t.y2, 0.0f, MatmulEpilogue::gelu_aux, shape.bias ? &t.b : nullptr};
         gelu_aux.aux = &t.y;
-        const std::map<GemmOp, MatmulProblem> problems = {{GemmOp::fwd, fwd},
-                                                          {GemmOp::dx, dgrad},
-                                                          {GemmOp::dw, wgrad},
-                                                          {GemmOp::fwd_gelu_aux, gelu_aux},
-                                                          {GemmOp::dx_dgelu_epilogue, dgelu}};
+        MatmulProblem residual{&t.x, false, &t.w, true, &t.y, 0.0f, MatmulEpilogue::bias, &t.b};
+        residual.c = &t.y2;
+        const std::map<GemmOp, MatmulProblem> problems = {
+            {GemmOp::fwd, fwd},  {GemmOp::fwd_residual, residual}, {GemmOp::dx, dgrad},
+            {GemmOp::dw, wgrad}, {GemmOp::fwd_gelu_aux, gelu_aux}, {GemmOp::dx_dgelu_epilogue, dgelu}};
         state.SetLabel(tune(shape, op, problems.at(op)));
       }
       for (int i = 0; i < 3; ++i) call();  // warm-up; fails here if cuBLASLt lacks BGRADB for this case
@@ -248,7 +249,11 @@ class GemmBench {
   // median milliseconds, for the label.
   std::string tune(const GemmShape& shape, GemmOp op, const MatmulProblem& problem) {
     std::string& label = tuned_[case_name(shape.name, op, true)];
-    if (label.empty()) {
+    if (label.empty() && search_) {
+      const troupe::cuda::MatmulSearch r = troupe::cuda::matmul_lt_search(*ctx_, problem);
+      label = troupe::str_cat("searched ", r.timed, " of ", r.configs, ": heuristic ", r.heuristic_ms, " ms, best ",
+                              r.best_ms, " ms (", r.best, "); listed in ", r.list_s, " s, timed in ", r.time_s, " s");
+    } else if (label.empty()) {
       label = "candidates ms:";
       for (float ms : troupe::cuda::matmul_lt_tune(*ctx_, problem)) label += troupe::str_cat(" ", ms);
     }
@@ -260,6 +265,7 @@ class GemmBench {
 #endif
   const Context* ctx_;
   DType dtype_;
+  bool search_;
 };
 
 // Console output as usual; keeps each case's microseconds and FLOP/s for the summary lines.
@@ -306,7 +312,7 @@ void print_bias_grads(const SummaryReporter& results, const std::vector<GemmShap
   }
 }
 
-// Prints the sum of one GPT-2 124M step's linear GEMMs, when every case of it ran.
+// Prints the sum of one GPT-2 step's linear GEMMs, when every case of it ran.
 void print_step(const SummaryReporter& results, const std::vector<GemmShape>& shapes, int64_t m, bool tuned) {
   double step_ms = 0;
   for (const GemmShape& shape : shapes)
@@ -315,8 +321,8 @@ void print_step(const SummaryReporter& results, const std::vector<GemmShape>& sh
       if (r == nullptr) return;
       step_ms += shape.per_step * r->us * 1e-3;
     }
-  std::printf("GPT-2 step (12 layers, hidden %ld), all linear GEMMs (fwd+dx+dw, M=%ld%s): %.2f ms\n",
-              long(shapes.front().k), long(m), tuned ? ", tuned" : "", step_ms);
+  std::printf("GPT-2 step (%d layers, hidden %ld), all linear GEMMs (fwd+dx+dw, M=%ld%s): %.2f ms\n",
+              shapes.front().per_step, long(shapes.front().k), long(m), tuned ? ", tuned" : "", step_ms);
 }
 
 }  // namespace
@@ -325,7 +331,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Linear-layer GEMM throughput on GPT-2 124M shapes (CUDA), on Google Benchmark"};
   int64_t m = 16384, square = 0, reps = 20, hidden = 768;
   std::string dtype_name = "bf16";
-  bool tune = false;
+  bool tune = false, search = false;
   app.add_option("--m", m, "rows (tokens = batch x sequence)")->check(CLI::PositiveNumber);
   app.add_option("--hidden", hidden, "GPT-2's hidden size (768: 124M, 1024: 350M)")->check(CLI::PositiveNumber);
   app.add_option("--square", square, "time one N x N x N GEMM and print the matmul peak instead")
@@ -335,10 +341,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--tune", tune, "also autotune each GEMM and time it again");
+  app.add_flag("--search", search, "with --tune: search every configuration cuBLASLt takes, not the heuristic's 8");
   return troupe::bench::bench_main(app, argc, argv, "gemm_bench", [&] {
     const troupe::bench::Gpu gpu = troupe::bench::gpu_open();
     benchmark::AddCustomContext("dtype", dtype_name);
-    GemmBench bench(gpu.ctx.get(), troupe::dtype_from_name(dtype_name));
+    GemmBench bench(gpu.ctx.get(), troupe::dtype_from_name(dtype_name), search);
     const GemmShape square_shape{"square", square, square, false, 0};
     std::vector<benchmark::internal::Benchmark*> cases;
     const std::vector<GemmShape> shapes = gpt2_shapes(hidden);
@@ -366,7 +373,7 @@ int main(int argc, char** argv) {
       if (tune)  // after every untuned case: tuning changes what matmul_lt picks from then on
         for (const GemmShape& shape : shapes) {
           for (GemmOp op : {GemmOp::fwd, GemmOp::dx, GemmOp::dw}) cases.push_back(add_case(bench, shape, m, op, true));
-          for (GemmOp op : {GemmOp::fwd_gelu_aux, GemmOp::dx_dgelu_epilogue})
+          for (GemmOp op : {GemmOp::fwd_gelu_aux, GemmOp::dx_dgelu_epilogue, GemmOp::fwd_residual})
             if (fused(shape, op)) cases.push_back(add_case(bench, shape, m, op, true));
         }
     }

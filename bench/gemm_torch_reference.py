@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch timings of the GEMMs bench/gemm_bench.cpp times, for a side-by-side ratio.
 
-Same shapes (GPT-2 124M's linear layers, M = B*T rows), same dtype, CUDA-event medians:
+Same shapes (GPT-2's linear layers at --hidden, M = B*T rows), same dtype, CUDA-event medians:
   fwd = F.linear(x, w, b)   dx = dy @ w   dw = dy.T @ x (bf16 out, as under autocast)
   db  = dy.sum(0) in f32
 With --troupe FILE (gemm_bench's Google Benchmark JSON), prints troupe/torch throughput ratios
@@ -9,7 +9,7 @@ With --troupe FILE (gemm_bench's Google Benchmark JSON), prints troupe/torch thr
 when there are several, else its mean.
 
   build/bench/gemm_bench --benchmark_out=gemm.json --benchmark_out_format=json [--tune]
-  python3 bench/gemm_torch_reference.py [--m 16384] [--dtype bf16] [--troupe gemm.json]
+  python3 bench/gemm_torch_reference.py [--m 16384] [--hidden 768] [--dtype bf16] [--troupe gemm.json]
 """
 import argparse
 import json
@@ -17,13 +17,16 @@ import json
 import torch
 import torch.nn.functional as F
 
-SHAPES = [  # name, K, N, bias, per forward pass
-    ("attn_qkv", 768, 2304, True, 12),
-    ("attn_proj", 768, 768, True, 12),
-    ("mlp_fc", 768, 3072, True, 12),
-    ("mlp_proj", 3072, 768, True, 12),
-    ("lm_head", 768, 50304, False, 1),
-]
+def gpt2_shapes(c):
+    """name, K, N, bias, per forward pass: GPT-2's linear layers at hidden size c (as gemm_bench --hidden)."""
+    layers = 12 if c == 768 else 24
+    return [
+        ("attn_qkv", c, 3 * c, True, layers),
+        ("attn_proj", c, c, True, layers),
+        ("mlp_fc", c, 4 * c, True, layers),
+        ("mlp_proj", 4 * c, c, True, layers),
+        ("lm_head", c, 50304, False, 1),
+    ]
 
 
 def median_ms(fn, reps):
@@ -75,6 +78,7 @@ def tflops(m, k, n, ms):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, default=16384)
+    ap.add_argument("--hidden", type=int, default=768, help="768: GPT-2 124M, 1024: 350M")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--troupe", help="gemm_bench's --benchmark_out JSON to compare against")
@@ -89,7 +93,7 @@ def main():
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, {args.dtype}, M={args.m}")
     m = args.m
     step = {"torch": 0.0}
-    for name, k, n, has_bias, per_step in SHAPES:
+    for name, k, n, has_bias, per_step in gpt2_shapes(args.hidden):
         x = torch.randn(m, k, device="cuda", dtype=dt)
         w = torch.randn(n, k, device="cuda", dtype=dt) * 0.05
         b = torch.randn(n, device="cuda", dtype=dt) * 0.1 if has_bias else None
@@ -115,7 +119,7 @@ def main():
             print(f"{'':<10} {label}/torch throughput: {ratios}")
             step[label] = step.get(label, 0.0) + per_step * sum(ours[key] for key in t)
         del x, w, b, dy
-    print(f"GPT-2 124M step, all linear GEMMs (fwd+dx+dw): torch {step['torch']:.2f} ms")
+    print(f"GPT-2 hidden {args.hidden} step, all linear GEMMs (fwd+dx+dw): torch {step['torch']:.2f} ms")
     for label in ("troupe", "tuned"):
         if step.get(label):
             print(f"  {label} {step[label]:.2f} ms, throughput vs torch {step['torch'] / step[label]:.3f}")

@@ -14,12 +14,13 @@
 //
 // The input gradient through the GELU has two CUDA paths, and the faster depends on the shape:
 // cuBLASLt's DGELU epilogue (then db's column sums apart), or a plain GEMM followed by the GELU's
-// backward kernel, which sums db in the same pass. On an H100, GPT-2 350M's shape (M 32768,
-// K 4096, N 1024) takes 0.82-0.86 ms with the epilogue (cuBLASLt offers one algorithm for it)
-// against 0.70 apart; 124M's (M 65536, K 3072, N 768) 0.63 against 0.87. So the path is measured
-// the first time a shape comes (both timed on the stream, the epilogue kept unless the other
-// is at least 3% faster) and remembered for the process. TROUPE_MLP_DGELU=epilogue|apart
-// fixes it instead, and so does --deterministic-mode (the epilogue): runs that repeat bit for bit.
+// backward kernel, which sums db in the same pass. So the path is measured the first time a
+// shape comes (both timed on the stream, the epilogue kept unless the other is at least 3%
+// faster) and remembered for the process. TROUPE_MLP_DGELU=epilogue|apart fixes it instead, and
+// so does --deterministic-mode (the epilogue): runs that repeat bit for bit. The epilogue's
+// algorithm is searched at first use (cuda::matmul_lt_searched): on an H100 the heuristic's
+// takes 0.71-0.86 ms at GPT-2 350M's shape (M 32768, K 4096, N 1024), the searched 0.44-0.46,
+// against 0.70 apart; at 124M's (M 65536, K 3072, N 768) the epilogue wins either way.
 #pragma once
 
 #include "kernels/tensor.hpp"

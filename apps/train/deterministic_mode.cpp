@@ -7,6 +7,7 @@
 #include "base/check.hpp"
 #if TROUPE_HAVE_CUDA
 #include "kernels/cuda/attention_cudnn.hpp"
+#include "kernels/cuda/gemm_lt.hpp"
 #include "kernels/linear_fused.hpp"
 #endif
 
@@ -16,6 +17,7 @@ namespace troupe::apps {
 struct DeterministicMode::Backend {
   std::optional<cuda::ScopedAttentionBackend> attention;
   cuda::ScopedDgeluPath dgelu{cuda::DgeluPath::epilogue};  // TROUPE_MLP_DGELU=apart still wins
+  cuda::ScopedGemmSearch gemm_search{false};               // the heuristic's algorithms, not timed ones
 };
 
 DeterministicMode::DeterministicMode(bool on) {
@@ -29,6 +31,10 @@ DeterministicMode::DeterministicMode(bool on) {
   TROUPE_CHECK(dgelu == nullptr || std::string_view(dgelu) != "measure",
                "--deterministic-mode: TROUPE_MLP_DGELU=measure picks the MLP backward's path by a timing, which "
                "may differ between runs; use epilogue or apart, or leave it unset");
+  const char* search = std::getenv("TROUPE_GEMM_SEARCH");
+  TROUPE_CHECK(search == nullptr || std::string_view(search) != "on",
+               "--deterministic-mode: TROUPE_GEMM_SEARCH=on picks GEMM algorithms by a timing, which may differ "
+               "between runs; use off, or leave it unset");
   backend_ = std::make_unique<Backend>();
   if (cuda::attention_backend() == cuda::AttentionBackend::cudnn)  // the default one
     backend_->attention.emplace(cuda::AttentionBackend::cudnn_deterministic);

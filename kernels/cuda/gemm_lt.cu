@@ -5,10 +5,17 @@
 // our A as its B, each keeping its own transpose flag.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string_view>
 
+#include "base/log.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_state.cuh"
 #include "kernels/cuda/gemm_lt.hpp"
@@ -205,6 +212,11 @@ PlanKey plan_key(const Context& ctx, const MatmulProblem& p, const LtShape& s, c
 
 std::mutex plan_mutex;
 std::map<PlanKey, cublasLtMatmulAlgo_t> plan_cache;  // guarded by plan_mutex
+std::set<PlanKey> searched;                          // problems matmul_lt_searched searched; plan_mutex
+
+constexpr const char* kSearchVariable = "TROUPE_GEMM_SEARCH";
+constexpr int kSearchUnset = -1;
+std::atomic<int> search_override{kSearchUnset};  // ScopedGemmSearch's: 0 off, 1 on
 
 std::string describe(const MatmulProblem& p) {
   const std::string types = p.fp8 ? str_cat(fp8_format_name(p.fp8->a), " x ", fp8_format_name(p.fp8->b))
@@ -283,6 +295,94 @@ void matmul_on(const Context& ctx, const MatmulProblem& p, const LtTarget& t) {
   run(ctx, p, desc, t, algo);
 }
 
+// Every configuration cuBLASLt accepts for the problem: each listed algorithm whose epilogue
+// mask covers the problem's, with each tile, stage count, cluster shape and swizzle it offers.
+std::vector<cublasLtMatmulAlgo_t> all_configs(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc,
+                                              const LtTarget& t) {
+  const CudaState& st = ctx.cuda_state();
+  const cudaDataType_t dt = blas_data_type(p.d->dtype(), kOp);
+  const cudaDataType_t lt_a = p.fp8 ? fp8_data_type(p.fp8->b) : blas_data_type(p.b->dtype(), kOp);
+  const cudaDataType_t lt_b = p.fp8 ? fp8_data_type(p.fp8->a) : blas_data_type(p.a->dtype(), kOp);
+  std::array<int, 256> ids{};
+  int n_ids = 0;
+  TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetIds(st.lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, lt_a, lt_b, dt, dt,
+                                               int(ids.size()), ids.data(), &n_ids));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  TROUPE_CUBLAS_CHECK(
+      cublasLtMatmulDescGetAttribute(&desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue), nullptr));
+  const auto cap_list = [](const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+    size_t bytes = 0;
+    TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes));
+    std::vector<uint32_t> v(bytes / sizeof(uint32_t));
+    if (!v.empty()) TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes));
+    if (v.empty()) v.push_back(0);  // undefined: the algorithm picks
+    return v;
+  };
+  const std::array<uint32_t, 7> clusters = {CUBLASLT_CLUSTER_SHAPE_AUTO,  CUBLASLT_CLUSTER_SHAPE_1x1x1,
+                                            CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1,
+                                            CUBLASLT_CLUSTER_SHAPE_2x2x1, CUBLASLT_CLUSTER_SHAPE_4x1x1,
+                                            CUBLASLT_CLUSTER_SHAPE_1x4x1};
+  std::vector<cublasLtMatmulAlgo_t> out;
+  for (int i = 0; i < n_ids; ++i) {
+    cublasLtMatmulAlgo_t algo;
+    if (cublasLtMatmulAlgoInit(st.lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, lt_a, lt_b, dt, dt, ids[size_t(i)], &algo) !=
+        CUBLAS_STATUS_SUCCESS)
+      continue;
+    uint32_t epilogues = 0;
+    TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_EPILOGUE_MASK, &epilogues,
+                                                          sizeof(epilogues), nullptr));
+    if ((epilogues & uint32_t(epilogue)) != uint32_t(epilogue)) continue;
+    int32_t swizzle = 0;
+    TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle,
+                                                          sizeof(swizzle), nullptr));
+    std::vector<uint32_t> stage_ids = cap_list(algo, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    std::vector<uint32_t> auto_stages;  // K tile fixed, stage count sized by cuBLASLt: 8xAUTO .. 768xAUTO
+    std::copy_if(stage_ids.begin(), stage_ids.end(), std::back_inserter(auto_stages), [](uint32_t id) {
+      return id >= CUBLASLT_MATMUL_STAGES_8xAUTO && id <= CUBLASLT_MATMUL_STAGES_768xAUTO;
+    });
+    if (!auto_stages.empty()) stage_ids = auto_stages;
+    for (uint32_t tile : cap_list(algo, CUBLASLT_ALGO_CAP_TILE_IDS))
+      for (uint32_t stages : stage_ids)
+        for (uint32_t cluster : clusters)
+          for (uint32_t swz = 0; swz <= uint32_t(swizzle != 0); ++swz) {
+            cublasLtMatmulAlgo_t c = algo;
+            const auto set = [&](cublasLtMatmulAlgoConfigAttributes_t attr, uint32_t v) {
+              return cublasLtMatmulAlgoConfigSetAttribute(&c, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+            };
+            const uint16_t cluster16 = uint16_t(cluster);  // this attribute is 16-bit
+            if (!set(CUBLASLT_ALGO_CONFIG_TILE_ID, tile) || !set(CUBLASLT_ALGO_CONFIG_STAGES_ID, stages) ||
+                !set(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, swz) ||
+                cublasLtMatmulAlgoConfigSetAttribute(&c, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster16,
+                                                     sizeof(cluster16)) != CUBLAS_STATUS_SUCCESS)
+              continue;
+            cublasLtMatmulHeuristicResult_t check{};
+            if (cublasLtMatmulAlgoCheck(st.lt, &desc.op, &desc.a, &desc.b, &desc.d, &desc.d, &c, &check) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                check.workspaceSize > t.workspace_bytes)
+              continue;
+            out.push_back(c);
+          }
+  }
+  return out;
+}
+
+std::string describe_config(const cublasLtMatmulAlgo_t& algo) {
+  const auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    uint32_t v = 0;
+    if (attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) {
+      uint16_t v16 = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v16, sizeof(v16), nullptr);
+      return uint32_t(v16);
+    }
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), nullptr);
+    return v;
+  };
+  return str_cat("algo ", get(CUBLASLT_ALGO_CONFIG_ID), " tile ", get(CUBLASLT_ALGO_CONFIG_TILE_ID), " stages ",
+                 get(CUBLASLT_ALGO_CONFIG_STAGES_ID), " cluster ", get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+                 " swizzle ", get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), " splitk ",
+                 get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+}
+
 }  // namespace
 
 void matmul_lt(const Context& ctx, const MatmulProblem& p) { matmul_on(ctx, p, context_target(ctx.cuda_state())); }
@@ -310,6 +410,117 @@ std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, in
   std::lock_guard<std::mutex> lock(plan_mutex);
   plan_cache[plan_key(ctx, p, s, target)] = results[best].algo;
   return medians;
+}
+
+MatmulSearch matmul_lt_search(const Context& ctx, const MatmulProblem& p, int max_timed, int reps) {
+  check_problem(p);
+  TROUPE_CHECK(max_timed > 0 && reps > 0, kOp, ": search needs max_timed > 0 and reps > 0");
+  MatmulSearch out;
+  if (is_empty(p)) return out;
+  const LtShape s = lt_shape(p);
+  LtDescriptors desc;
+  init_descriptors(p, s, desc);
+  const LtTarget target = context_target(ctx.cuda_state());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<cublasLtMatmulAlgo_t> configs = {heuristic(ctx, p, desc, target, 1)[0].algo};
+  const std::vector<cublasLtMatmulAlgo_t> all = all_configs(ctx, p, desc, target);
+  out.configs = int(all.size());
+  const auto listed = std::chrono::steady_clock::now();
+  // An even sample where there are more than max_timed.
+  const size_t take = std::min(all.size(), size_t(max_timed));
+  for (size_t i = 0; i < take; ++i) configs.push_back(all[i * all.size() / take]);
+  // Each timed call runs the GEMM `runs` times back to back.
+  const auto time_configs = [&](const std::vector<cublasLtMatmulAlgo_t>& list, int runs, int r) {
+    std::vector<std::function<void()>> calls;
+    for (const cublasLtMatmulAlgo_t& algo : list)
+      calls.push_back([&, algo, runs] {
+        for (int i = 0; i < runs; ++i) run(ctx, p, desc, target, algo);
+      });
+    return median_ms_on_stream(ctx, target.stream, calls, r);
+  };
+  // A short pass over all, then the fastest eight again beside the heuristic's choice, each
+  // timed over runs back to back (sustained clocks, not one call's: a config that wins single
+  // calls can lose in a step), keeping the heuristic's unless another is kMargin faster.
+  const std::vector<float> first = time_configs(configs, 1, reps);
+  std::vector<size_t> order(configs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
+  std::vector<cublasLtMatmulAlgo_t> finalists = {configs[0]};
+  for (size_t i = 0; i < order.size() && finalists.size() < 9; ++i)
+    if (order[i] != 0) finalists.push_back(configs[order[i]]);
+  constexpr int kRuns = 8;
+  constexpr float kMargin = 0.97f;
+  std::vector<float> medians = time_configs(finalists, kRuns, reps);
+  for (float& ms : medians) ms /= float(kRuns);
+  size_t best = size_t(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  if (medians[best] > kMargin * medians[0]) best = 0;
+  out.timed = int(take);
+  out.heuristic_ms = medians[0];
+  out.best_ms = medians[best];
+  out.best = (best == 0 ? "the heuristic's: " : "") + describe_config(finalists[best]);
+  out.list_s = std::chrono::duration<double>(listed - start).count();
+  out.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - listed).count();
+  logger("gemm").debug("searched ", out.timed, " of ", out.configs, " cuBLASLt configurations for ", describe(p),
+                       " in ", out.list_s, " + ", out.time_s, " s: heuristic ", out.heuristic_ms, " ms, best ",
+                       out.best_ms, " ms (", out.best, ")");
+  const PlanKey key = plan_key(ctx, p, s, target);
+  std::lock_guard<std::mutex> lock(plan_mutex);
+  plan_cache[key] = finalists[best];
+  searched.insert(key);
+  return out;
+}
+
+// Whether two tensors' bytes overlap.
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data()), b0 = reinterpret_cast<uintptr_t>(b.data());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+bool gemm_search_on() {
+  const int forced = search_override.load(std::memory_order_relaxed);
+  if (forced != kSearchUnset) return forced != 0;
+  const char* env = std::getenv(kSearchVariable);  // read each call: cheap next to the GEMM
+  if (env == nullptr || env[0] == '\0' || std::string_view(env) == "on") return true;
+  if (std::string_view(env) == "off") return false;
+  TROUPE_FAIL(kSearchVariable, "=", env, " is neither on nor off");
+}
+
+ScopedGemmSearch::ScopedGemmSearch(bool on) : previous_(search_override.exchange(on ? 1 : 0)) {}
+
+ScopedGemmSearch::~ScopedGemmSearch() { search_override.store(previous_); }
+
+void matmul_lt_searched(const Context& ctx, const MatmulProblem& p) {
+  const CudaState& st = ctx.cuda_state();
+  bool search = gemm_search_on() && !is_empty(p);
+  if (search) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TROUPE_CUDA_CHECK(cudaStreamIsCapturing(st.stream, &capture));
+    search = capture == cudaStreamCaptureStatusNone;
+  }
+  if (search) {
+    check_problem(p);
+    TROUPE_CHECK(p.beta == 0.0f, kOp, ": a searched GEMM must overwrite D (beta 0), got beta ", p.beta);
+    // The search runs the GEMM many times in place: no output may feed an input.
+    std::vector<const Tensor*> inputs = {p.a, p.b};
+    if (p.c) inputs.push_back(p.c);
+    if (p.epilogue == MatmulEpilogue::dgelu) inputs.push_back(p.aux);
+    if (p.vec && p.epilogue != MatmulEpilogue::row_sums_of_a) inputs.push_back(p.vec);  // a bias
+    std::vector<const Tensor*> outputs = {p.d};
+    if (p.epilogue == MatmulEpilogue::gelu_aux) outputs.push_back(p.aux);
+    if (p.epilogue == MatmulEpilogue::row_sums_of_a) outputs.push_back(p.vec);
+    for (const Tensor* out : outputs)
+      for (const Tensor* in : inputs)
+        TROUPE_CHECK(!overlaps(*out, *in), kOp, ": a searched GEMM's output ", out->str(), " overlaps its input ",
+                     in->str());
+    const PlanKey key = plan_key(ctx, p, lt_shape(p), context_target(st));
+    bool done;
+    {
+      std::lock_guard<std::mutex> lock(plan_mutex);
+      done = searched.count(key) != 0;
+    }
+    if (!done) matmul_lt_search(ctx, p);
+  }
+  matmul_lt(ctx, p);
 }
 
 }  // namespace troupe::cuda

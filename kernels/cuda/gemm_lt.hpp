@@ -11,10 +11,12 @@
 //
 // The algorithm for each problem (device, handle, shape, types, transposes, epilogue, pointer
 // alignment) is chosen once by cuBLASLt's heuristic and cached; matmul_lt_tune() replaces it
-// with the fastest of several candidates, measured. Plain C++ (no device code), so host code
-// such as benchmarks can call it.
+// with the fastest of the heuristic's candidates, measured, and matmul_lt_search() (run at first
+// use by matmul_lt_searched()) with the fastest of every configuration cuBLASLt accepts. Plain
+// C++ (no device code), so host code such as benchmarks can call it.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kernels/fp8.hpp"
@@ -79,5 +81,50 @@ void matmul_lt(const Context& ctx, const MatmulProblem& p, const StreamLane& lan
 // end up with unspecified contents. Returns the median milliseconds of each candidate in
 // heuristic order (the first is the untuned choice).
 std::vector<float> matmul_lt_tune(const Context& ctx, const MatmulProblem& p, int candidates = 8, int reps = 10);
+
+// What matmul_lt_search found.
+struct MatmulSearch {
+  int configs = 0;         // configurations cuBLASLt accepted for the problem (algorithm, tile, stages, ...)
+  int timed = 0;           // of them, how many were timed
+  float heuristic_ms = 0;  // the heuristic's first choice
+  float best_ms = 0;       // the fastest timed configuration (cached for later matmul_lt calls)
+  std::string best;        // its description
+  double list_s = 0;       // host seconds spent listing the configurations
+  double time_s = 0;       // and timing them
+};
+
+// Like matmul_lt_tune, but beyond the heuristic's candidates: every algorithm cuBLASLt lists
+// for the types, with each tile, cluster shape and swizzle it takes for the problem
+// (cublasLtMatmulAlgoCheck) and the stage counts it sizes itself (the "x AUTO" ones, where it
+// lists any), an even sample of up to `max_timed` timed (`reps` rounds of one call), then the
+// fastest eight again beside the heuristic's choice (`reps` rounds of 8 calls back to back);
+// the fastest of those is cached where it is at least 3% faster than the heuristic's. A second or
+// two per problem on an H100; D, vec and aux end up with unspecified contents.
+MatmulSearch matmul_lt_search(const Context& ctx, const MatmulProblem& p, int max_timed = 256, int reps = 2);
+
+// matmul_lt, except that the first time a problem comes (matmul_lt's cache key) it is searched
+// (matmul_lt_search) rather than taken from the heuristic, while searching is on: where the
+// heuristic's first choice is known to be poor (training's DGELU epilogue: 0.71 ms searched
+// down to 0.44 on an H100 at GPT-2 350M's fc2 input gradient). Only for problems whose every
+// output the call overwrites (beta 0, no output aliasing an input): the search runs it in place.
+// Off with TROUPE_GEMM_SEARCH=off, under a ScopedGemmSearch(false) (--deterministic-mode: the
+// choice comes from a timing, so bits could differ between runs) and in stream capture.
+void matmul_lt_searched(const Context& ctx, const MatmulProblem& p);
+
+// Whether matmul_lt_searched searches: TROUPE_GEMM_SEARCH (on | off; unset: on) unless a
+// ScopedGemmSearch lives. Refuses other values.
+bool gemm_search_on();
+// Turns matmul_lt_searched's search on or off for the process while it lives; restores the
+// previous state.
+class ScopedGemmSearch {
+ public:
+  explicit ScopedGemmSearch(bool on);
+  ~ScopedGemmSearch();
+  ScopedGemmSearch(const ScopedGemmSearch&) = delete;
+  ScopedGemmSearch& operator=(const ScopedGemmSearch&) = delete;
+
+ private:
+  int previous_;
+};
 
 }  // namespace troupe::cuda

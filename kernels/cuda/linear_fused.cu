@@ -1,4 +1,6 @@
-// kernels/linear_fused.hpp on cuBLASLt: each fusion is one matmul_lt with an epilogue.
+// kernels/linear_fused.hpp on cuBLASLt: each fusion is one matmul_lt with an epilogue. The DGELU
+// epilogue's algorithm is searched at first use (matmul_lt_searched): cuBLASLt's heuristic picks
+// poorly for it at some shapes. (Searching GELU_AUX's gained nothing in sustained runs.)
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -37,7 +39,7 @@ void run_dgelu(const Context& ctx, DgeluPath path, const Tensor& dy, const Tenso
   if (path == DgeluPath::epilogue) {
     MatmulProblem p{&dy, false, &w, false, &dpre, 0.0f, MatmulEpilogue::dgelu};
     p.aux = &pre;
-    matmul_lt(ctx, p);
+    matmul_lt_searched(ctx, p);
     if (db.defined()) cuda::bias_grad_accumulate(ctx, dpre, db);
     return;
   }

@@ -1,6 +1,7 @@
 // Megatron's --deterministic-mode from the `troupe train` command line: refused, naming the
 // variable, while TROUPE_ATTENTION_BACKEND=cudnn asks for the attention backward that sums with
-// atomics or TROUPE_MLP_DGELU=measure for the MLP backward a timing picks; on a GPU, two runs of a small Llama print
+// atomics, TROUPE_MLP_DGELU=measure for the MLP backward a timing picks or TROUPE_GEMM_SEARCH=on for
+// GEMM algorithms a timing picks; on a GPU, two runs of a small Llama print
 // the same losses, digit for digit, for 20 iterations.
 #include <gtest/gtest.h>
 
@@ -27,6 +28,13 @@ TEST(DeterministicModeCli, RefusedWithTheMeasuredMlpBackward) {
   const ScopedEnv env("TROUPE_MLP_DGELU", "measure");
   expect_train_refused({"--deterministic-mode"}, "--deterministic-mode: TROUPE_MLP_DGELU=measure",
                        "deterministic_refused_dgelu");
+}
+
+TEST(DeterministicModeCli, RefusedWithSearchedGemms) {
+  if (!TROUPE_HAVE_CUDA) GTEST_SKIP() << "a build without CUDA has no GEMM algorithms to search";
+  const ScopedEnv env("TROUPE_GEMM_SEARCH", "on");
+  expect_train_refused({"--deterministic-mode"}, "--deterministic-mode: TROUPE_GEMM_SEARCH=on",
+                       "deterministic_refused_gemm_search");
 }
 
 TEST(DeterministicModeCli, GpuRunsRepeatToTheBit) {

@@ -231,6 +231,42 @@ TEST_P(LinearCudaOptions, TunedAlgorithmMatchesCpu) {
   EXPECT_LT(rel_error(to_host_f32(gpu(), y), y_ref), kActivationTol);
 }
 
+// The search beyond the heuristic (matmul_lt_search) lists and times configurations, never keeps
+// one slower than the heuristic's, and the one it caches still computes the product; a searched
+// GEMM must overwrite its output.
+TEST_P(LinearCudaOptions, SearchedAlgorithmMatchesCpu) {
+  const DType t = GetParam();
+  const LinearShape s{256, 256, 384};
+  const LinearInputs in(s, t, 550);
+  Tensor y_ref = Tensor::host(DType::f32, {s.m, s.n});
+  linear_forward(cpu(), in.x, in.w, in.b, y_ref);
+
+  const Tensor x = to_device(gpu(), in.x, t), w = to_device(gpu(), in.w, t), b = to_device(gpu(), in.b, t);
+  Tensor y = Tensor::empty(gpu(), t, {s.m, s.n});
+  const cuda::MatmulProblem p{&x, false, &w, true, &y, 0.0f, cuda::MatmulEpilogue::bias, &b};
+  const cuda::MatmulSearch r = cuda::matmul_lt_search(gpu(), p, 64, 2);
+  EXPECT_GT(r.configs, 1);
+  EXPECT_EQ(r.timed, std::min(r.configs, 64));
+  EXPECT_GT(r.best_ms, 0.0f);
+  EXPECT_LE(r.best_ms, r.heuristic_ms);
+  std::printf("  searched %d of %d: heuristic %.4f ms, best %.4f ms (%s)\n", r.timed, r.configs, r.heuristic_ms,
+              r.best_ms, r.best.c_str());
+  fill_zero(gpu(), y);
+  linear_forward(gpu(), x, w, b, y);
+  EXPECT_LT(rel_error(to_host_f32(gpu(), y), y_ref), kActivationTol);
+
+  const cuda::ScopedGemmSearch on(true);
+  fill_zero(gpu(), y);
+  cuda::matmul_lt_searched(gpu(), p);
+  EXPECT_LT(rel_error(to_host_f32(gpu(), y), y_ref), kActivationTol);
+  cuda::MatmulProblem accumulate = p;
+  accumulate.beta = 1.0f;
+  EXPECT_THROW(cuda::matmul_lt_searched(gpu(), accumulate), Error);
+  Tensor square = Tensor::empty(gpu(), t, {s.m, s.m});  // y = y w'^T: the output is an input
+  const Tensor w_square = to_device(gpu(), round_through(random_normal({s.m, s.m}, 551, 0.05f), t), t);
+  EXPECT_THROW(cuda::matmul_lt_searched(gpu(), {&square, false, &w_square, true, &square, 0.0f}), Error);
+}
+
 // cuBLASLt's BGRADB epilogue (row sums of op(A)) on the dw GEMM: db = column sums of dy.
 TEST_P(LinearCudaOptions, RowSumsEpilogueGivesBiasGradient) {
   const DType t = GetParam();
@@ -245,6 +281,29 @@ TEST_P(LinearCudaOptions, RowSumsEpilogueGivesBiasGradient) {
   EXPECT_LT(rel_error(to_host_f32(gpu(), dw), dw_ref), kParamGradTol);
   EXPECT_LT(rel_error(to_host_f32(gpu(), db), db_ref), kParamGradTol);
 }
+
+#if TROUPE_HAVE_CUDA
+// TROUPE_GEMM_SEARCH (on | off, unset on) and ScopedGemmSearch, which wins over it; no GPU needed.
+TEST(GemmSearchSwitch, EnvironmentAndScope) {
+  ::unsetenv("TROUPE_GEMM_SEARCH");
+  EXPECT_TRUE(cuda::gemm_search_on());
+  {
+    const ScopedEnv env("TROUPE_GEMM_SEARCH", "off");
+    EXPECT_FALSE(cuda::gemm_search_on());
+    const cuda::ScopedGemmSearch on(true);
+    EXPECT_TRUE(cuda::gemm_search_on());
+  }
+  const ScopedEnv env("TROUPE_GEMM_SEARCH", "sometimes");
+  try {
+    cuda::gemm_search_on();
+    ADD_FAILURE() << "TROUPE_GEMM_SEARCH=sometimes was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TROUPE_GEMM_SEARCH=sometimes"), std::string::npos) << e.what();
+  }
+  const cuda::ScopedGemmSearch off(false);
+  EXPECT_FALSE(cuda::gemm_search_on());
+}
+#endif
 
 // Decode-step shapes the GEMV cannot take (K % 8 != 0; x at an odd element offset) fall back to
 // cuBLASLt and are still right.
