@@ -238,7 +238,8 @@ int block_warps(const Context& ctx, int64_t blocks) {
 // The attention kernel's pointers and sizes.
 template <typename T>
 struct PagedArgs {
-  const T *qkv, *k_cache, *v_cache;
+  const T* qkv;
+  T *k_cache, *v_cache;  // read by every launch, written by the fused append's
   const int32_t *query_start, *seq_lens, *block_tables, *slots;
   T* out;
   int sequences, max_blocks;
@@ -256,11 +257,12 @@ void launch(const Context& ctx, dim3 grid, int warps, const PagedAttentionConfig
   config.stream = stream_of(ctx);
   cudaLaunchAttribute early{};
   allow_early_start(config, early, waits);
-  // The caches are written (kAppend) through the non-const pointers, at slots no block reads.
-  TROUPE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a.qkv, a.k_cache, a.v_cache, a.query_start, a.seq_lens,
-                                       a.block_tables, a.slots, const_cast<T*>(a.k_cache), const_cast<T*>(a.v_cache),
-                                       a.out, a.sequences, a.max_blocks, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                                       cfg.block_size, cfg.window, a.scale));
+  // The caches go in twice: read through the const pointers, written (kAppend) through the
+  // others, at slots no block reads.
+  const T *k_read = a.k_cache, *v_read = a.v_cache;
+  TROUPE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a.qkv, k_read, v_read, a.query_start, a.seq_lens,
+                                       a.block_tables, a.slots, a.k_cache, a.v_cache, a.out, a.sequences, a.max_blocks,
+                                       cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.block_size, cfg.window, a.scale));
 }
 
 // The attention launch, with the fused append when slots is defined.
