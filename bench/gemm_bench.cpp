@@ -63,7 +63,7 @@ struct GemmShape {
 
 // GPT-2's linear layers at hidden size C (12 layers: 124M at 768; 350M has 24 at 1024).
 std::vector<GemmShape> gpt2_shapes(int64_t C) {
-  const int layers = C == 768 ? 12 : 24;
+  const int layers = C == 768 ? 12 : 24;  // --hidden takes only these two
   return {{"attn_qkv", C, 3 * C, true, layers},
           {"attn_proj", C, C, true, layers},
           {"mlp_fc", C, 4 * C, true, layers},
@@ -333,15 +333,17 @@ int main(int argc, char** argv) {
   std::string dtype_name = "bf16";
   bool tune = false, search = false;
   app.add_option("--m", m, "rows (tokens = batch x sequence)")->check(CLI::PositiveNumber);
-  app.add_option("--hidden", hidden, "GPT-2's hidden size (768: 124M, 1024: 350M)")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", hidden, "GPT-2's hidden size (768: 124M, 1024: 350M)")
+      ->check(CLI::IsMember({int64_t(768), int64_t(1024)}));
   app.add_option("--square", square, "time one N x N x N GEMM and print the matmul peak instead")
       ->check(CLI::PositiveNumber);
   app.add_option("--dtype", dtype_name, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
   app.add_option("--reps", reps, "timed calls per case; 0: as many as --benchmark_min_time needs")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_flag("--tune", tune, "also autotune each GEMM and time it again");
-  app.add_flag("--search", search, "with --tune: search every configuration cuBLASLt takes, not the heuristic's 8");
+  CLI::Option* tune_flag = app.add_flag("--tune", tune, "also autotune each GEMM and time it again");
+  app.add_flag("--search", search, "with --tune: search every configuration cuBLASLt takes, not the heuristic's 8")
+      ->needs(tune_flag);
   return troupe::bench::bench_main(app, argc, argv, "gemm_bench", [&] {
     const troupe::bench::Gpu gpu = troupe::bench::gpu_open();
     benchmark::AddCustomContext("dtype", dtype_name);

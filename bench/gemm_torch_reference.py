@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 def gpt2_shapes(c):
     """name, K, N, bias, per forward pass: GPT-2's linear layers at hidden size c (as gemm_bench --hidden)."""
-    layers = 12 if c == 768 else 24
+    layers = {768: 12, 1024: 24}[c]  # --hidden takes only these two
     return [
         ("attn_qkv", c, 3 * c, True, layers),
         ("attn_proj", c, c, True, layers),
@@ -78,7 +78,7 @@ def tflops(m, k, n, ms):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, default=16384)
-    ap.add_argument("--hidden", type=int, default=768, help="768: GPT-2 124M, 1024: 350M")
+    ap.add_argument("--hidden", type=int, default=768, choices=[768, 1024], help="768: GPT-2 124M, 1024: 350M")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--troupe", help="gemm_bench's --benchmark_out JSON to compare against")

@@ -134,11 +134,18 @@ void set_desc(cublasLtMatmulDescOpaque_t& op, cublasLtMatmulDescAttributes_t att
   TROUPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&op, attr, value, size));
 }
 
+// cuBLASLt's A, B and D types: its A is our b, its B our a.
+struct LtTypes {
+  cudaDataType_t a, b, d;
+};
+
+LtTypes lt_types(const MatmulProblem& p) {
+  return {p.fp8 ? fp8_data_type(p.fp8->b) : blas_data_type(p.b->dtype(), kOp),
+          p.fp8 ? fp8_data_type(p.fp8->a) : blas_data_type(p.a->dtype(), kOp), blas_data_type(p.d->dtype(), kOp)};
+}
+
 void init_descriptors(const MatmulProblem& p, const LtShape& s, LtDescriptors& desc) {
-  const cudaDataType_t dt = blas_data_type(p.d->dtype(), kOp);
-  // cuBLASLt's A is our b, its B our a.
-  const cudaDataType_t lt_a = p.fp8 ? fp8_data_type(p.fp8->b) : blas_data_type(p.b->dtype(), kOp);
-  const cudaDataType_t lt_b = p.fp8 ? fp8_data_type(p.fp8->a) : blas_data_type(p.a->dtype(), kOp);
+  const auto [lt_a, lt_b, dt] = lt_types(p);
   TROUPE_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &s.trans_a, sizeof(s.trans_a));
   set_desc(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &s.trans_b, sizeof(s.trans_b));
@@ -300,9 +307,7 @@ void matmul_on(const Context& ctx, const MatmulProblem& p, const LtTarget& t) {
 std::vector<cublasLtMatmulAlgo_t> all_configs(const Context& ctx, const MatmulProblem& p, LtDescriptors& desc,
                                               const LtTarget& t) {
   const CudaState& st = ctx.cuda_state();
-  const cudaDataType_t dt = blas_data_type(p.d->dtype(), kOp);
-  const cudaDataType_t lt_a = p.fp8 ? fp8_data_type(p.fp8->b) : blas_data_type(p.b->dtype(), kOp);
-  const cudaDataType_t lt_b = p.fp8 ? fp8_data_type(p.fp8->a) : blas_data_type(p.a->dtype(), kOp);
+  const auto [lt_a, lt_b, dt] = lt_types(p);
   std::array<int, 256> ids{};
   int n_ids = 0;
   TROUPE_CUBLAS_CHECK(cublasLtMatmulAlgoGetIds(st.lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, lt_a, lt_b, dt, dt,
