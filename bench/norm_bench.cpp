@@ -1,6 +1,7 @@
 // LayerNorm and RMSNorm (kernels/norm.hpp), forward and backward, on the CPU (f32) and on CUDA
 // (bf16), as Google Benchmark cases over [N, C] rows: N = batch x sequence tokens, C = hidden
-// size of GPT-2 124M, GPT-2 350M and a Llama-style 4096-wide model. Names are
+// size of GPT-2 124M, GPT-2 350M (at the micro batches they train best at, and smaller) and a
+// Llama-style 4096-wide model, and a decode step's 64 rows. Names are
 // <norm>/<pass>/<device>/N:../C:.. .
 //
 // Norms are memory-bound, so the counter is bytes moved per second: forward reads x and writes
@@ -37,9 +38,11 @@ struct NormShape {
 };
 
 constexpr NormShape kShapes[] = {
-    {16 * 1024, 768},  // GPT-2 124M, micro-batch 16 x 1024
-    {8 * 1024, 1024},  // GPT-2 350M, 8 x 1024
-    {4 * 2048, 4096},  // Llama-style, 4 x 2048
+    {64 * 1024, 768},   // GPT-2 124M, micro-batch 64 x 1024 (its best in training)
+    {32 * 1024, 1024},  // GPT-2 350M, 32 x 1024 (likewise)
+    {16 * 1024, 768},   // GPT-2 124M, micro-batch 16
+    {4 * 2048, 4096},   // Llama-style, 4 x 2048
+    {64, 768},          // a decode step of GPT-2 124M at batch 64
 };
 
 enum class Norm { layernorm, rmsnorm };

@@ -62,6 +62,16 @@ void with_packs(int packs_per_thread, F&& f) {
   }
 }
 
+// Blocks for n rows: one group per row, but no more blocks than fit on the GPU at once (the
+// kernels walk the rows in a grid-stride loop).
+template <typename Kernel>
+int resident_grid(const Context& ctx, Kernel* kernel, const NormLaunch& cfg, int64_t n, size_t smem) {
+  int blocks_per_sm = 0;
+  TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, cfg.threads, smem));
+  const int64_t resident = int64_t(std::max(blocks_per_sm, 1)) * ctx.cuda_state().sm_count;
+  return int(std::min<int64_t>(ceil_div(n, cfg.threads / cfg.group), resident));
+}
+
 void expect_aligned16(const char* op, const char* arg, const Tensor& t) {
   TROUPE_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0, op, ": the CUDA kernel needs argument '", arg,
                "' 16-byte aligned (a slice at an odd offset?), got ", t.str());
@@ -116,14 +126,11 @@ void launch_forward(const Context& ctx, const char* op, const NormRows& r, const
     for (auto [name, t] : {std::pair{"x", &x}, std::pair{"w", &w}, std::pair{"y", &y}}) expect_aligned16(op, name, *t);
     if (b.defined()) expect_aligned16(op, "b", b);
     if (r.n == 0) return;
-    const int rows_per_block = cfg.threads / cfg.group;
-    // Enough blocks to fill the GPU many times over; the kernel strides over the rest.
-    const unsigned grid =
-        unsigned(std::min<int64_t>(ceil_div(r.n, rows_per_block), int64_t(ctx.cuda_state().sm_count) * 64));
     const T* bias = b.defined() ? b.data_as<T>() : nullptr;
     with_packs(cfg.packs_per_thread, [&](auto packs) {
       auto* kernel = q.any() ? norm::forward_kernel<T, decltype(packs)::value, kCentered, true>
                              : norm::forward_kernel<T, decltype(packs)::value, kCentered, false>;
+      const int grid = resident_grid(ctx, kernel, cfg, r.n, 0);
       kernel<<<grid, cfg.threads, 0, stream_of(ctx)>>>(x.data_as<T>(), r.x, w.data_as<T>(), bias, eps, y.data_as<T>(),
                                                        r.y, mean, rstd.data_as<float>(), r.n, int(r.c), cfg.group, q);
       TROUPE_CUDA_CHECK_LAUNCH();
@@ -145,20 +152,23 @@ void launch_backward(const Context& ctx, const char* op, const NormRows& r, cons
                            std::pair{"dx", &dx}})
       expect_aligned16(op, name, *t);
     if (r.n == 0) return;
-    const int rows_per_block = cfg.threads / cfg.group;
     cudaStream_t stream = stream_of(ctx);
+    const int planes = kCentered ? 2 : 1;
     with_packs(cfg.packs_per_thread, [&](auto packs) {
-      auto* kernel = norm::backward_kernel<T, decltype(packs)::value, kCentered, kAccumulate>;
+      constexpr int K = decltype(packs)::value;
+      const bool warp_mode = cfg.group == 32;
+      auto* kernel = warp_mode ? norm::backward_warp_kernel<T, K, kCentered, kAccumulate>
+                               : norm::backward_block_kernel<T, K, kCentered, kAccumulate>;
+      // Warp mode: each warp's column sums in shared memory (up to 64 KiB a block at C = 1024).
+      const size_t smem = warp_mode ? size_t(cfg.threads / 32) * planes * size_t(c) * sizeof(float) : 0;
+      if (smem > 0)
+        TROUPE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       // Only as many blocks as are resident at once: each block's partial sums cost C floats.
-      int blocks_per_sm = 0;
-      TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, cfg.threads, 0));
-      const int64_t resident = int64_t(std::max(blocks_per_sm, 1)) * ctx.cuda_state().sm_count;
-      const int grid = int(std::min<int64_t>(ceil_div(r.n, rows_per_block), resident));
-      const int planes = kCentered ? 2 : 1;
+      const int grid = resident_grid(ctx, kernel, cfg, r.n, smem);
       StreamScratch partial(stream, size_t(planes) * size_t(grid) * size_t(c));
-      kernel<<<grid, cfg.threads, 0, stream>>>(dy.data_as<T>(), r.y, x.data_as<T>(), r.x, w.data_as<T>(), mean,
-                                               rstd.data_as<float>(), dx_in.data_as<T>(), dx.data_as<T>(),
-                                               partial.get(), r.n, int(c), cfg.group);
+      kernel<<<grid, cfg.threads, smem, stream>>>(dy.data_as<T>(), r.y, x.data_as<T>(), r.x, w.data_as<T>(), mean,
+                                                  rstd.data_as<float>(), dx_in.data_as<T>(), dx.data_as<T>(),
+                                                  partial.get(), r.n, int(c));
       TROUPE_CUDA_CHECK_LAUNCH();
       const dim3 finish_grid(ceil_div(c, 32), db ? 2 : 1), finish_block(32, norm::kFinishSlices);
       norm::finish_param_grads_kernel<<<finish_grid, finish_block, 0, stream>>>(partial.get(), grid, int(c),

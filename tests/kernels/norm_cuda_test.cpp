@@ -205,12 +205,14 @@ TEST_P(NormCuda, Fp8OutputIsTheCastOfTheOutput) {
 }
 
 // Warp-per-row widths (64 .. 1024, 768 the GPT-2 one), block-per-row widths (1600 .. 12288),
-// odd row counts, and enough rows (4096) that backward blocks stride over several rows.
+// odd row counts, and rows many times what fits on a GPU at once (40000 x 768 in warp mode, 3000
+// x 1600 in block mode), so that each group walks several rows, the next one loaded early.
 INSTANTIATE_TEST_SUITE_P(Shapes, NormCuda,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16, DType::f32),
                                             ::testing::Values(Rows{64, 768}, Rows{37, 1024}, Rows{8, 4096},
                                                               Rows{37, 1600}, Rows{300, 64}, Rows{4096, 768},
-                                                              Rows{16, 8192}, Rows{3, 12288})),
+                                                              Rows{16, 8192}, Rows{3, 12288}, Rows{40000, 768},
+                                                              Rows{3000, 1600})),
                          [](const auto& info) {
                            const Rows r = std::get<1>(info.param);
                            return str_cat(dtype_name(std::get<0>(info.param)), "_", r.n, "x", r.c);
