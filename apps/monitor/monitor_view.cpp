@@ -148,8 +148,15 @@ std::string format_values(const MonitorIteration& it) {
     out += "\n";
   }
   // The straggler report, a line per device as in the log (apps/train/straggler_report.hpp).
-  std::string stragglers = it.stragglers;
-  for (size_t at; (at = stragglers.find("; ")) != std::string::npos;) stragglers.replace(at, 2, "\n");
+  // (Copied a character at a time: g++ 12 warns falsely of overlap (-Wrestrict) on string::replace.)
+  std::string stragglers;
+  for (size_t i = 0; i < it.stragglers.size(); ++i)
+    if (it.stragglers.compare(i, 2, "; ") == 0) {
+      stragglers += '\n';
+      ++i;
+    } else {
+      stragglers += it.stragglers[i];
+    }
   if (!stragglers.empty()) out += stragglers + "\n";
   return out;
 }
